@@ -1,0 +1,1 @@
+"""Backends: one module per system, each a small subclass of base.Backend."""

@@ -1,0 +1,62 @@
+"""The authorization models, as data shared by the generator, the oracle and every backend.
+
+Every relation is stored as a two-column table (object, subject) of int32 ids. A relation's
+meaning in Zanzibar terms is `object_type:object#relation@subject_type:subject[#subject_relation]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+@dataclass(frozen=True)
+class RelationDef:
+    name: str  # table name, also the Relationship.relation value
+    object_type: str
+    relation: str  # relation name in the Zanzibar schema
+    subject_type: str
+    subject_relation: str | None = None
+    authz: bool = True  # False: metadata only (not a relationship in the schema)
+
+
+class Relationship(NamedTuple):
+    """One edge of the graph, as backends receive it for write/delete."""
+
+    relation: str  # a RelationDef.name
+    object: int
+    subject: int
+
+
+REBAC_RELATIONS: dict[str, RelationDef] = {
+    r.name: r
+    for r in [
+        RelationDef("org_admin", "organization", "admin", "user"),
+        RelationDef("org_member", "organization", "member", "user"),
+        RelationDef("group_org", "group", "org", "organization", authz=False),
+        RelationDef("group_member", "group", "member", "user"),
+        RelationDef("group_manager", "group", "manager", "user"),
+        # parent#member@child#membership: every member of the child group is a member of the parent.
+        RelationDef("group_child", "group", "member", "group", "membership"),
+        RelationDef("resource_org", "resource", "org", "organization"),
+        RelationDef("resource_manager_user", "resource", "manager_user", "user"),
+        RelationDef("resource_manager_group", "resource", "manager_group", "group"),
+        RelationDef("resource_viewer_user", "resource", "viewer_user", "user"),
+        RelationDef("resource_viewer_group", "resource", "viewer_group", "group"),
+    ]
+}
+
+# The ACL relations: the ones that attach users or groups to resources ("ACL entries" in the reference).
+ACL_RELATIONS = ("resource_manager_user", "resource_manager_group", "resource_viewer_user", "resource_viewer_group")
+
+PERMISSIONS = ("manage", "view")
+
+MODELS = ("rebac", "social")
+
+
+def relation_defs(model: str) -> dict[str, RelationDef]:
+    if model == "rebac":
+        return REBAC_RELATIONS
+    from authzbench.errors import UserError
+
+    raise UserError(f"model {model!r} is not implemented yet; choose one of: rebac")

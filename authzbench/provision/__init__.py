@@ -1,0 +1,1 @@
+"""How a backend's servers are obtained: native processes, docker compose, or external URLs."""
