@@ -1,0 +1,90 @@
+"""Dataset profiles: named parameter sets, overridable one key at a time (`--set key=value`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+from authzbench.errors import UserError
+
+
+@dataclass(frozen=True)
+class RebacParams:
+    orgs: int = 16
+    users_per_org: int = 200  # mean org memberships per org
+    orgs_per_user: float = 2.0  # mean; each user belongs to 1..max_orgs_per_user orgs
+    max_orgs_per_user: int = 8
+    groups_per_org: int = 20
+    groups_per_user: float = 3.0  # mean groups a user joins in each of their orgs
+    group_manager_share: float = 0.12  # share of groups that have direct managers (1-3)
+    child_group_share: float = 0.07  # share of groups nested under another group of the same org
+    resources_per_org: int = 2000
+    admins_per_org: int = 10
+    manager_users_per_res: int = 2
+    manager_groups_per_res: int = 1
+    viewer_users_per_res: int = 10
+    viewer_groups_per_res: int = 3
+    # 80/20 activity: Pareto shape log(5)/log(4) ~ 1.16 gives 20% of users 80% of the picks.
+    pareto_alpha: float = 1.16
+    seed: int = 42
+    chunk_orgs: int = 64  # orgs generated per chunk: bounds memory for large/xl
+
+    def validate(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("group_manager_share", "child_group_share"):
+                if not 0 <= v <= 1:
+                    raise UserError(f"{f.name} must be between 0 and 1, got {v}")
+            elif f.name == "seed":
+                if v < 0:
+                    raise UserError(f"seed must be >= 0, got {v}")
+            elif f.name in ("orgs", "users_per_org", "groups_per_org", "resources_per_org", "chunk_orgs",
+                            "max_orgs_per_user", "orgs_per_user", "groups_per_user", "pareto_alpha"):
+                if v <= 0:
+                    raise UserError(f"{f.name} must be > 0, got {v}")
+            elif v < 0:
+                raise UserError(f"{f.name} must be >= 0, got {v}")
+        if self.orgs_per_user < 1:
+            raise UserError(f"orgs_per_user must be >= 1, got {self.orgs_per_user}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+PROFILES: dict[str, RebacParams] = {
+    # A few thousand relationships, with a 3-deep hierarchy and managers: for tests.
+    "tiny": RebacParams(orgs=3, users_per_org=30, groups_per_org=6, groups_per_user=2.0,
+                        group_manager_share=0.5, child_group_share=0.5, resources_per_org=80,
+                        admins_per_org=2, viewer_users_per_res=4, viewer_groups_per_res=2, chunk_orgs=2),
+    # The reference report's configuration.
+    "baseline": RebacParams(),
+    "large": RebacParams(orgs=160),
+    "xl": RebacParams(orgs=1600),
+}
+
+
+def resolve(profile: str, overrides: dict[str, str] | None = None) -> RebacParams:
+    if profile not in PROFILES:
+        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
+    params = PROFILES[profile]
+    kinds = {f.name: f.type for f in fields(RebacParams)}
+    changes: dict[str, int | float] = {}
+    for key, raw in (overrides or {}).items():
+        if key not in kinds:
+            raise UserError(f"unknown --set key {key!r}; valid: {', '.join(kinds)}")
+        try:
+            changes[key] = int(raw) if kinds[key] == "int" else float(raw)
+        except ValueError:
+            raise UserError(f"--set {key}={raw}: expected a {kinds[key]}") from None
+    params = replace(params, **changes)
+    params.validate()
+    return params
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
