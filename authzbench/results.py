@@ -1,0 +1,151 @@
+"""The results store: results/<run-id>/{manifest.json, records.jsonl}.
+
+Records are appended one JSON line at a time and flushed as they are produced, so a crash or
+Ctrl-C loses at most the interval in flight; `authzbench report` rebuilds everything from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from authzbench.errors import UserError
+
+RECORDS = "records.jsonl"
+MANIFEST = "manifest.json"
+
+DRIVERS = ["psycopg", "authzed", "grpcio", "cassandra-driver", "clickhouse-connect", "chdb", "elasticsearch",
+           "pymongo", "numpy", "pandas", "pyarrow", "hdrhistogram"]
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("AUTHZBENCH_RESULTS", "results"))
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def environment() -> dict[str, Any]:
+    cpu_model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    os_name = platform.platform()
+    try:
+        rel = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+        os_name = rel.get("PRETTY_NAME", os_name).strip('"')
+    except OSError:
+        pass
+    drivers = {}
+    for d in DRIVERS:
+        try:
+            drivers[d] = metadata.version(d)
+        except metadata.PackageNotFoundError:
+            continue
+    disk = psutil.disk_usage(str(Path.cwd()))
+    return {
+        "captured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "cpu_model": cpu_model,
+        "cpu_logical": psutil.cpu_count(logical=True),
+        "cpu_physical": psutil.cpu_count(logical=False),
+        "ram_bytes": psutil.virtual_memory().total,
+        "disk_total_bytes": disk.total,
+        "disk_free_bytes": disk.free,
+        "os": os_name,
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        "drivers": drivers,
+    }
+
+
+class RunStore:
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, results_dir: Path | None = None, run_id: str | None = None, config: dict | None = None) -> RunStore:
+        base = results_dir or default_results_dir()
+        run_id = run_id or new_run_id()
+        path = base / run_id
+        n = 1
+        while path.exists():  # two runs in the same second
+            n += 1
+            path = base / f"{run_id}-{n}"
+        try:
+            path.mkdir(parents=True)
+        except OSError as e:
+            raise UserError(f"cannot create results dir {path}: {e.strerror}") from None
+        store = cls(path)
+        store.write_manifest({"run_id": path.name, "environment": environment(), "config": config or {}})
+        return store
+
+    @classmethod
+    def open(cls, path: Path) -> RunStore:
+        if not (path / MANIFEST).is_file():
+            raise UserError(f"no run at {path} (expected {MANIFEST})")
+        return cls(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    def write_manifest(self, manifest: dict) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.replace(self.path / MANIFEST)
+
+    def manifest(self) -> dict:
+        return json.loads((self.path / MANIFEST).read_text())
+
+    def update_manifest(self, **fields: Any) -> None:
+        with self._lock:
+            m = self.manifest()
+            m.update(fields)
+            self.write_manifest(m)
+
+    def append(self, record: dict) -> None:
+        record.setdefault("ts", time.time())
+        line = json.dumps(record, default=str, separators=(",", ":"))
+        with self._lock, open(self.path / RECORDS, "a") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+
+    def records(self) -> Iterator[dict]:
+        p = self.path / RECORDS
+        if not p.exists():
+            return
+        with open(p) as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill: everything before it still counts
+
+
+def latest_run(results_dir: Path | None = None) -> Path:
+    base = results_dir or default_results_dir()
+    runs = sorted((p for p in base.glob("*") if (p / MANIFEST).is_file()), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise UserError(f"no runs under {base}: run `authzbench bench` first")
+    return runs[-1]

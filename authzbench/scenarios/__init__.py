@@ -1,0 +1,1 @@
+"""Workload definitions (catalog) and the runner that executes them."""

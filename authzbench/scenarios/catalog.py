@@ -1,0 +1,167 @@
+"""Scenarios as data: what to call, on which inputs, with which expected answers and defaults.
+
+A scenario's inputs are sampled deterministically from the dataset (seeded by the scenario name),
+and each input carries the oracle's answer, so workers compare every response without the oracle.
+Adding a scenario is a few lines: a sampler and a Scenario entry.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from authzbench.dataset import Dataset
+from authzbench.errors import UserError
+from authzbench.oracle import Oracle
+
+# An input is (op, args, expected): op in {"check", "lookup", "roundtrip"}; expected is a bool for
+# checks, a sorted tuple of resource ids for lookups, None for round trips.
+Input = tuple[str, tuple, object]
+Sampler = Callable[[Dataset, Oracle, int], list[Input]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    op: str  # check | lookup | roundtrip | mixed | ingest
+    description: str
+    sampler: Sampler | None
+    iterations: int = 2000  # measured ops per concurrency level
+    warmup: int = 100  # ops run first and excluded from the figures (counted in the report)
+    timeout_s: float = 2.0
+    max_seconds: float = 60.0  # a phase stops here even if iterations are not done (reported)
+    reference: bool = False  # one of the reference report's five read scenarios
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _rows(ds: Dataset, rel: str) -> tuple[np.ndarray, np.ndarray]:
+    t = ds.table(rel)
+    return t["object"].to_numpy(), t["subject"].to_numpy()
+
+
+def _checks(o: Oracle, perm: str, users: np.ndarray, resources: np.ndarray) -> list[Input]:
+    return [("check", (int(u), perm, int(r)), o.check(int(u), perm, int(r))) for u, r in zip(users, resources,
+                                                                                              strict=True)]
+
+
+def sample_manage_direct(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    """(user, resource) rows of manager_user: heavy users appear as often as they hold resources."""
+    res, users = _rows(ds, "resource_manager_user")
+    i = _rng("check_manage_direct_user").integers(0, len(res), n)
+    return _checks(o, "manage", users[i], res[i])
+
+
+def sample_org_admin(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    orgs, admins = _rows(ds, "org_admin")
+    rng = _rng("check_manage_org_admin")
+    i = rng.integers(0, len(orgs), n)
+    res_of_org, org_of_res = _rows(ds, "resource_org")
+    by_org = np.argsort(org_of_res, kind="stable")
+    starts = np.searchsorted(org_of_res[by_org], orgs[i], side="left")
+    ends = np.searchsorted(org_of_res[by_org], orgs[i], side="right")
+    pick = starts + np.floor(rng.random(n) * (ends - starts)).astype(np.int64)
+    return _checks(o, "manage", admins[i], res_of_org[by_org[pick]])
+
+
+def sample_view_group_member(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    """A viewer group of the resource and one of that group's direct members or managers."""
+    res, groups = _rows(ds, "resource_viewer_group")
+    gm = np.concatenate([_rows(ds, "group_member")[0], _rows(ds, "group_manager")[0]])
+    gu = np.concatenate([_rows(ds, "group_member")[1], _rows(ds, "group_manager")[1]])
+    order = np.argsort(gm, kind="stable")
+    gm, gu = gm[order], gu[order]
+    rng = _rng("check_view_via_group_member")
+    has_members = np.isin(groups, gm)
+    idx = np.flatnonzero(has_members)
+    i = idx[rng.integers(0, len(idx), n)]
+    starts, ends = np.searchsorted(gm, groups[i], "left"), np.searchsorted(gm, groups[i], "right")
+    pick = starts + np.floor(rng.random(n) * (ends - starts)).astype(np.int64)
+    return _checks(o, "view", gu[pick], res[i])
+
+
+def sample_negative(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    """Users checking resources they cannot see: a full traversal before answering "no"."""
+    rng = _rng("check_negative")
+    out: list[Input] = []
+    n_users, n_res = ds.entities["user"], ds.entities["resource"]
+    while len(out) < n:
+        u, r = rng.integers(0, n_users, 4 * n), rng.integers(0, n_res, 4 * n)
+        out += [x for x in _checks(o, "view", u, r) if x[2] is False][: n - len(out)]
+    return out
+
+
+def heavy_manage_user(o: Oracle) -> int:
+    """The reference's BENCH_LOOKUPRES_MANAGE_USER: the user who can manage the most resources."""
+    return int(np.argmax(o.count_by_user("manage")))
+
+
+def regular_view_user(o: Oracle) -> int:
+    """The reference's BENCH_LOOKUPRES_VIEW_USER: the median user by viewable resources."""
+    counts = o.count_by_user("view")
+    users = np.flatnonzero(counts > 0)
+    order = users[np.argsort(counts[users], kind="stable")]
+    return int(order[len(order) // 2])
+
+
+def _lookup(o: Oracle, user: int, perm: str, n: int) -> list[Input]:
+    return [("lookup", (user, perm), tuple(o.lookup_resources(user, perm)))] * n
+
+
+def sample_lookup_manage_super(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    return _lookup(o, heavy_manage_user(o), "manage", n)
+
+
+def sample_lookup_view_regular(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    return _lookup(o, regular_view_user(o), "view", n)
+
+
+def sample_roundtrip(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    return [("roundtrip", (), None)] * n
+
+
+def sample_mixed_reads(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    """The read side of `mixed`: the three positive check kinds and negatives, interleaved."""
+    parts = [sample_manage_direct(ds, o, n // 4 + 1), sample_org_admin(ds, o, n // 4 + 1),
+             sample_view_group_member(ds, o, n // 4 + 1), sample_negative(ds, o, n // 4 + 1)]
+    return [x for quad in zip(*parts, strict=True) for x in quad][:n]
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("roundtrip", "roundtrip", "A trivial request on the same connection (SELECT 1, ping): the "
+                 "floor that check latency is compared with.", sample_roundtrip),
+        Scenario("check_manage_direct_user", "check", "`manage` check where the user is a direct manager_user "
+                 "of the resource (shortest path).", sample_manage_direct, reference=True),
+        Scenario("check_manage_org_admin", "check", "`manage` check granted through the resource's "
+                 "organization admin.", sample_org_admin, reference=True),
+        Scenario("check_view_via_group_member", "check", "`view` check where the user is a direct member or "
+                 "manager of one of the resource's viewer groups.", sample_view_group_member, reference=True),
+        Scenario("check_negative", "check", "`view` check for a user with no access (the whole graph must be "
+                 "ruled out).", sample_negative),
+        Scenario("lookup_resources_manage_super", "lookup", "Every resource the heaviest `manage` user can "
+                 "manage, streamed.", sample_lookup_manage_super, iterations=50, warmup=3, timeout_s=60.0,
+                 reference=True),
+        Scenario("lookup_resources_view_regular", "lookup", "Every resource a median user can view, streamed.",
+                 sample_lookup_view_regular, iterations=50, warmup=3, timeout_s=60.0, reference=True),
+        Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
+                 "open or closed loop.", sample_mixed_reads, iterations=4000, warmup=100),
+        Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),
+    ]
+}
+
+READ_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup")]
+DEFAULT_SCENARIOS = ["roundtrip", *READ_SCENARIOS, "mixed"]
+
+
+def scenario(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise UserError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}") from None
