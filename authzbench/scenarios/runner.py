@@ -177,10 +177,9 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
         timeout_ns = int(spec.timeout_s * 1e9)
         next_flush = time.perf_counter() + spec.interval_s
         t0 = t0_shared.value
-        if spec.mode == "open":
-            due = schedule_times(spec.start_rate, spec.stages)[wid::n]
-        else:
-            due = None
+        if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
+            time.sleep(t0 - time.perf_counter())
+        due = schedule_times(spec.start_rate, spec.stages)[wid::n] if spec.mode == "open" else None
         i = 0
         for k in range(wid, spec.iterations if due is None else len(due) * n, n):
             if stop.is_set():

@@ -1,0 +1,56 @@
+"""The reference's distribution table and the scenario anchors, computed from a dataset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from authzbench.dataset import Dataset
+from authzbench.oracle import Oracle
+from authzbench.scenarios.catalog import SCENARIOS, heavy_manage_user, regular_view_user
+
+
+def _row(name: str, counts: np.ndarray, notes: str) -> dict:
+    c = counts[counts > 0]
+    if len(c) == 0:
+        return {"relationship": name, "mean": float("nan"), "min": 0, "max": 0, "notes": notes}
+    return {"relationship": name, "mean": float(c.mean()), "min": int(c.min()), "max": int(c.max()), "notes": notes}
+
+
+def _per(df: pd.DataFrame, col: str, n: int) -> np.ndarray:
+    return np.bincount(df[col].to_numpy(), minlength=n)
+
+
+def distribution(ds: Dataset, oracle: Oracle | None = None) -> list[dict]:
+    e = ds.entities
+    om, gm, gmg, gc = (ds.table(r) for r in ("org_member", "group_member", "group_manager", "group_child"))
+    direct = pd.concat([ds.table("resource_manager_user"), ds.table("resource_viewer_user")])
+    rows = [
+        _row("org→users", _per(om, "object", e["organization"]), "members per organization"),
+        _row("user→orgs", _per(om, "subject", e["user"]), "organizations per user (1-8)"),
+        _row("group→direct_members", _per(gm, "object", e["group"]), "fan-out hotspots at the top"),
+        _row("group→direct_managers", _per(gmg, "object", e["group"]),
+             f"{int((_per(gmg, 'object', e['group']) > 0).sum())} groups have managers"),
+        _row("user→groups", _per(gm, "subject", e["user"]), "direct memberships per user"),
+        _row("parent_group→child_groups", _per(gc, "object", e["group"]),
+             f"{int((_per(gc, 'object', e['group']) > 0).sum())} parents; shallow hierarchy"),
+        _row("user→resources (direct ACL)", _per(direct, "subject", e["user"]),
+             f"{int((_per(direct, 'subject', e['user']) > 0).sum()):,} users with ≥1 direct entry"),
+        _row("resource→users (direct ACL)", _per(direct, "object", e["resource"]), "manager + viewer users"),
+    ]
+    if oracle is not None:
+        rows += [_row("user→manage (closure)", oracle.count_by_user("manage"), "what lookup_resources(manage) returns"),
+                 _row("user→view (closure)", oracle.count_by_user("view"), "what lookup_resources(view) returns")]
+    return rows
+
+
+def anchors(oracle: Oracle) -> dict[str, int]:
+    heavy, regular = heavy_manage_user(oracle), regular_view_user(oracle)
+    return {"LOOKUPRES_MANAGE_USER": heavy, "manage resources of it": int(oracle.count_by_user("manage")[heavy]),
+            "LOOKUPRES_VIEW_USER": regular, "view resources of it": int(oracle.count_by_user("view")[regular])}
+
+
+def sampled_inputs(ds: Dataset, oracle: Oracle, n: int = 5) -> dict[str, list]:
+    """The first n inputs of each check scenario, as the runner will issue them."""
+    return {name: [(args, exp) for _, args, exp in sc.sampler(ds, oracle, n)]
+            for name, sc in SCENARIOS.items() if sc.op == "check"}

@@ -1,0 +1,103 @@
+"""`authzbench perf` / `nox -s perf`: the suite's own performance goals, measured and printed.
+
+Goals (this 2-core machine): baseline generated in <= 3 s and its closure in <= 5 s; xl generated
+at >= 1M relationships/s with peak RSS <= 4 GB; the harness does >= 20,000 ops/s with 8 workers
+against a no-op backend with <= 20 µs recording overhead per op; the open-loop generator holds
+5,000 ops/s within 1%.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from authzbench.generator import generate
+from authzbench.metrics import new_histogram
+from authzbench.oracle import Oracle
+from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+
+console = Console()
+
+_XL_CHILD = """
+import json, resource, sys, time
+from authzbench.generator import generate
+t = time.perf_counter()
+ds = generate("xl", sys.argv[1])
+s = time.perf_counter() - t
+print(json.dumps({"seconds": s, "relationships": ds.total_relationships,
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def run_perf(quick: bool = False) -> int:
+    rows: list[tuple[str, str, str, bool]] = []
+    with tempfile.TemporaryDirectory(prefix="authzbench-perf-") as tmp:
+        t = time.perf_counter()
+        ds = generate("baseline", Path(tmp) / "baseline")
+        gen_s = time.perf_counter() - t
+        rows.append(("baseline generation", f"{gen_s:.2f} s ({ds.total_relationships:,} rels)", "≤ 3 s", gen_s <= 3))
+        t = time.perf_counter()
+        oracle = Oracle(ds)
+        clo_s = time.perf_counter() - t
+        rows.append(("baseline full closure (oracle)", f"{clo_s:.2f} s ({oracle.total('view'):,} view pairs)",
+                     "≤ 5 s", clo_s <= 5))
+        if not quick:
+            out = subprocess.run([sys.executable, "-c", _XL_CHILD, str(Path(tmp) / "xl")], capture_output=True,
+                                 text=True, check=True)
+            xl = json.loads(out.stdout.strip().splitlines()[-1])
+            rate = xl["relationships"] / xl["seconds"]
+            rows.append(("xl generation rate", f"{rate:,.0f} rels/s ({xl['relationships']:,} in {xl['seconds']:.1f} s)",
+                         "≥ 1,000,000/s", rate >= 1e6))
+            rows.append(("xl generation peak RSS", f"{xl['peak_rss'] / 2**30:.2f} GiB", "≤ 4 GiB",
+                         xl["peak_rss"] <= 4 * 2**30))
+        # Harness ceiling: 8 worker processes against a backend that does nothing.
+        inputs = SCENARIOS["roundtrip"].sampler(ds, oracle, 1)
+        noop = BackendFactory("authzbench.backends.reference:NoopBackend", {}, {})
+        recs: list[dict] = []
+        res = run_phase(PhaseSpec("noop", "roundtrip", concurrency=8, iterations=400_000, warmup=1000,
+                                  max_seconds=30), noop, inputs, recs.append)
+        ops_s = res.ops / res.wall_s
+        rows.append(("harness, closed loop, 8 workers, no-op backend", f"{ops_s:,.0f} ops/s", "≥ 20,000 ops/s",
+                     ops_s >= 20_000))
+        overhead = _recording_overhead_us()
+        rows.append(("recording overhead per op (timer + histogram + compare)", f"{overhead:.2f} µs", "≤ 20 µs",
+                     overhead <= 20))
+        recs.clear()
+        res = run_phase(PhaseSpec("noop", "roundtrip", mode="open", concurrency=8, stages=[(5000, 10.0)],
+                                  start_rate=5000), noop, inputs, recs.append)
+        achieved = (res.scheduled - res.dropped) / 10.0
+        err = abs(achieved - 5000) / 5000
+        rows.append(("open loop at 5,000 ops/s for 10 s", f"{achieved:,.0f} ops/s issued, {res.dropped} dropped "
+                     f"({err:.2%} off)", "within 1%", err <= 0.01))
+    t = Table(title="authzbench perf (this machine)")
+    for c in ("goal", "measured", "target", "ok"):
+        t.add_column(c)
+    for name, measured, target, ok in rows:
+        t.add_row(name, measured, target, "[green]yes[/]" if ok else "[red]NO[/]")
+    console.print(t)
+    console.print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+def _recording_overhead_us(n: int = 200_000) -> float:
+    """Per-op cost of what the worker adds around a call: two clock reads, a record, a compare."""
+    h = new_histogram()
+    clock = time.perf_counter_ns
+    expected = True
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a = clock()
+        ans = True
+        b = clock()
+        h.record_value(max(1, (b - a) // 1000))
+        _ = ans == expected
+    return (time.perf_counter() - t0) / n * 1e6

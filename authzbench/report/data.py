@@ -1,0 +1,134 @@
+"""Run files -> tidy pandas tables. Every figure of the report is computed here from raw records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from authzbench.metrics import merge, summarize
+from authzbench.results import RunStore
+
+
+@dataclass
+class RunData:
+    path: Path
+    manifest: dict
+    records: list[dict]
+    phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (phase, kind)
+    ingest: pd.DataFrame = field(default_factory=pd.DataFrame)
+    monitor: pd.DataFrame = field(default_factory=pd.DataFrame)
+    servers: dict[str, dict] = field(default_factory=dict)
+    errors: list[dict] = field(default_factory=list)
+
+
+def load_run(path: Path) -> RunData:
+    store = RunStore.open(path)
+    recs = list(store.records())
+    rd = RunData(path, store.manifest(), recs)
+    rd.servers = {r["backend"]: r for r in recs if r["type"] == "server"}
+    rd.errors = [r for r in recs if r["type"] == "backend_error"]
+    rd.phases = phase_table(recs)
+    rd.ingest = ingest_table(recs)
+    rd.monitor = monitor_table(recs)
+    return rd
+
+
+def phase_table(recs: list[dict]) -> pd.DataFrame:
+    starts = {r["phase"]: r for r in recs if r["type"] == "phase_start"}
+    ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in recs:
+        if r["type"] == "interval":
+            groups.setdefault((r["phase"], r["kind"]), []).append(r)
+    rows = []
+    for phase, st in starts.items():
+        end = ends.get(phase)
+        kinds = sorted({k for (p, k) in groups if p == phase}) or [None]
+        for kind in kinds:
+            ivs = groups.get((phase, kind), [])
+            h = merge(r["hist"] for r in ivs)
+            s = summarize(h)
+            errors: dict[str, int] = {}
+            for r in ivs:
+                for k, v in r["errors"].items():
+                    errors[k] = errors.get(k, 0) + v
+            wall = end["wall_s"] if end else (max((r["ts"] for r in ivs), default=st["ts"]) - st["ts"])
+            ok = sum(r["ops"] for r in ivs)
+            n_err, n_to = sum(errors.values()), sum(r["timeouts"] for r in ivs)
+            checked = sum(r["checked"] for r in ivs)
+            rows.append({
+                "phase": phase, "backend": st["backend"], "scenario": st["scenario"], "kind": kind,
+                "mode": st["mode"], "concurrency": st["concurrency"], "repeat": st["repeat"],
+                "target_rate": st["stages"][-1][0] if st.get("stages") else None,
+                "status": end["status"] if end else "incomplete",
+                "reason": (end or {}).get("reason") or ("" if end else "run ended before this phase finished"),
+                "ops": ok, "errors": n_err, "timeouts": n_to, "error_types": errors,
+                "attempted": ok + n_err + n_to,
+                "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
+                "max_ms": s.max_ms, "min_ms": s.min_ms,
+                "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
+                "checked": checked, "mismatches": sum(r["mismatches"] for r in ivs),
+                "examples": [e for r in ivs for e in r["examples"]][:5],
+                "results": sum(r["results"] for r in ivs), "duplicates": sum(r["duplicates"] for r in ivs),
+                "late": sum(r["late"] for r in ivs),
+                "warmup_ops": (end or {}).get("warmup_ops", 0),
+                "scheduled": (end or {}).get("scheduled"), "dropped": (end or {}).get("dropped", 0),
+                "hists": [r["hist"] for r in ivs],
+            })
+    return pd.DataFrame(rows)
+
+
+def ingest_table(recs: list[dict]) -> pd.DataFrame:
+    rows = []
+    for r in recs:
+        if r["type"] == "ingest_skipped" and r.get("previous"):
+            r = {**r["previous"], "reused_from_previous_prepare": True}
+        elif r["type"] != "ingest":
+            continue
+        b = np.array(r.get("batch_seconds") or [np.nan], dtype=float)
+        total_s = r["load_seconds"] + (r.get("build_seconds") or 0.0)
+        rows.append({
+            "backend": r["backend"], "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
+            "rows": r["rows"], "documents": r.get("documents"), "load_s": r["load_seconds"],
+            "build_s": r.get("build_seconds") or 0.0, "build_what": (r.get("build") or {}).get("what", ""),
+            "total_s": total_s, "rels_per_s": r["relationships"] / total_s if total_s else float("nan"),
+            "load_rels_per_s": r["relationships"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
+            "batch_rows": r.get("batch_rows"), "batches": len(r.get("batch_seconds") or []),
+            "batch_mean_s": float(np.nanmean(b)), "batch_p95_s": float(np.nanpercentile(b, 95)),
+            "footprint_bytes": r.get("footprint_bytes"), "notes": r.get("notes") or {},
+            "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare")),
+        })
+    df = pd.DataFrame(rows)
+    return df.drop_duplicates("backend", keep="last") if not df.empty else df
+
+
+def monitor_table(recs: list[dict]) -> pd.DataFrame:
+    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": r["rss_bytes"]}
+            for r in recs if r["type"] == "monitor"]
+    if not rows:
+        return pd.DataFrame(columns=["backend", "stage", "cpu_mean", "cpu_min", "cpu_max", "rss_mean_mb",
+                                     "rss_min_mb", "rss_max_mb", "samples"])
+    df = pd.DataFrame(rows)
+    df["stage"] = df["phase"].str.split("/").str[1]
+    g = df.groupby(["backend", "stage"], sort=False)
+    out = g.agg(cpu_mean=("cpu", "mean"), cpu_min=("cpu", "min"), cpu_max=("cpu", "max"),
+                rss_mean_mb=("rss", "mean"), rss_min_mb=("rss", "min"), rss_max_mb=("rss", "max"),
+                samples=("cpu", "size")).reset_index()
+    for c in ("rss_mean_mb", "rss_min_mb", "rss_max_mb"):
+        out[c] = out[c] / 2**20
+    return out
+
+
+def merged_summary(hists: list[str]):
+    return summarize(merge(hists))
+
+
+def cv(values: list[float]) -> float:
+    v = np.array([x for x in values if not math.isnan(x)], dtype=float)
+    if len(v) < 2 or v.mean() == 0:
+        return float("nan")
+    return float(v.std(ddof=1) / v.mean())
