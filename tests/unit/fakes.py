@@ -1,0 +1,53 @@
+"""Deliberately wrong or slow backends, to prove the runner counts what goes wrong (mocks are fine here:
+they test the harness, not a database)."""
+
+from __future__ import annotations
+
+import time
+
+from authzbench.backends.reference import ReferenceBackend
+
+
+class FlippingBackend(ReferenceBackend):
+    """Gives the wrong answer for every resource id divisible by 7."""
+
+    name = "flipping"
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        ans = super().check(user, perm, resource)
+        return (not ans) if resource % 7 == 0 else ans
+
+    def lookup_resources(self, user: int, perm: str):
+        return [r for r in super().lookup_resources(user, perm) if r % 7 != 0]
+
+
+class SleepyBackend(ReferenceBackend):
+    """Sleeps past the timeout on every 10th check."""
+
+    name = "sleepy"
+
+    def connect(self) -> None:
+        super().connect()
+        self.n = 0
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        self.n += 1
+        if self.n % 10 == 0:
+            time.sleep(float(self.options.get("sleep_s", 0.3)))
+        return super().check(user, perm, resource)
+
+
+class FailingBackend(ReferenceBackend):
+    """Raises on every 5th check."""
+
+    name = "failing"
+
+    def connect(self) -> None:
+        super().connect()
+        self.n = 0
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        self.n += 1
+        if self.n % 5 == 0:
+            raise ConnectionResetError("server went away")
+        return super().check(user, perm, resource)

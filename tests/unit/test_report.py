@@ -1,0 +1,81 @@
+"""End to end on the reference backend: generate -> bench -> report, and the report's numbers
+equal those recomputed from the raw records."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from authzbench import orchestrate
+from authzbench.metrics import merge
+from authzbench.orchestrate import BenchConfig
+from authzbench.report import render
+from authzbench.report.compare import render_compare
+from authzbench.results import RunStore
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 2],
+                      iterations_scale=0.1, data_dir=root / "data")
+    store = RunStore.create(root / "results", config={"profile": "tiny"})
+    failures = orchestrate.bench(cfg, store)
+    assert failures == []
+    return store, render(store.path, root / "reports")
+
+
+def test_report_covers_every_section_and_scenario(run):
+    _, path = run
+    text = path.read_text()
+    for heading in ("Test environment", "Dataset", "Distribution characteristics", "Write performance",
+                    "Read performance", "Mixed read/write", "Comparison summary", "Correctness"):
+        assert heading in text
+    for scen in ("check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member",
+                 "check_negative", "lookup_resources_manage_super", "lookup_resources_view_regular", "roundtrip"):
+        assert f"`{scen}`" in text
+    assert (path.parent / f"{path.stem}-charts" / "check_negative.png").is_file()
+
+
+def test_report_numbers_equal_those_recomputed_from_raw_records(run):
+    store, path = run
+    recs = [json.loads(line) for line in (store.path / "records.jsonl").read_text().splitlines()]
+    ivs = [r for r in recs if r["type"] == "interval" and r["phase"] == "reference/check_negative/c2/r0"]
+    h = merge(r["hist"] for r in ivs)
+    ops = sum(r["ops"] for r in ivs)
+    p95 = h.get_value_at_percentile(95) / 1000
+    text = path.read_text()
+    section = text.split("`check_negative`")[1]
+    row = next(line for line in section.splitlines() if line.startswith("| reference † | 2 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert int(cells[2].replace(",", "")) == ops
+    assert float(cells[5]) == pytest.approx(p95, abs=0.0005)
+
+
+def test_zero_mismatches_for_the_oracle_itself(run):
+    _, path = run
+    assert re.search(r"mismatches: \*\*0\*\*", path.read_text())
+
+
+def test_a_run_killed_midway_still_renders_what_finished(run, tmp_path):
+    store, _ = run
+    lines = (store.path / "records.jsonl").read_text().splitlines()
+    cut = tmp_path / "killed"
+    cut.mkdir()
+    (cut / "manifest.json").write_text((store.path / "manifest.json").read_text())
+    # Cut inside a phase (after its start, before its end) on a half-written line, as a kill would.
+    start = next(i for i, line in enumerate(lines) if '"phase_start"' in line and "check_negative/c2" in line)
+    (cut / "records.jsonl").write_text("\n".join(lines[: start + 2]) + '\n{"type": "interv')
+    text = render(cut, tmp_path / "reports").read_text()
+    assert "Read performance" in text
+    assert "reference/check_negative/c2/r0`: **incomplete**" in text  # it never recorded its end
+    assert "`check_manage_direct_user`" in text  # what finished before is all there
+
+
+def test_compare_renders_ratios_of_two_runs(run, tmp_path):
+    store, _ = run
+    out = render_compare(store.path, store.path, tmp_path)
+    text = out.read_text()
+    assert "p50 B/A" in text and "1.000" in text

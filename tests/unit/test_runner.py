@@ -1,0 +1,113 @@
+"""The runner counts every op, every wrong answer, every timeout and error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from authzbench.generator import generate
+from authzbench.oracle import Oracle
+from authzbench.report.data import phase_table
+from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, cumulative_ops, run_phase, schedule_times
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    ds = generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+    return ds, Oracle(ds)
+
+
+def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
+    return BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
+
+
+def _run(spec, factory, inputs, model="thread"):
+    recs: list[dict] = []
+    res = run_phase(spec, factory, inputs, recs.append, model)
+    return res, phase_table(recs)
+
+
+def test_every_measured_op_is_recorded_and_checked(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 100)
+    res, t = _run(PhaseSpec("reference", "s", concurrency=3, iterations=300, warmup=30), _factory(ds), inputs)
+    row = t.iloc[0]
+    assert res.status == "complete"
+    assert row["ops"] == 300 and row["checked"] == 300 and row["mismatches"] == 0
+    assert row["warmup_ops"] == 30
+    assert sum(1 for _ in t["hists"].iloc[0]) >= 1
+
+
+def test_wrong_answers_show_up_as_mismatches_with_examples(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_manage_direct_user"].sampler(ds, o, 200)
+    flipped = sum(1 for _, (u, p, r), _e in inputs if r % 7 == 0)
+    assert flipped > 0
+    _, t = _run(PhaseSpec("flipping", "s", concurrency=2, iterations=200),
+                _factory(ds, "tests.unit.fakes:FlippingBackend"), inputs)
+    assert t.iloc[0]["mismatches"] == flipped
+    assert t.iloc[0]["examples"][0]["args"][2] % 7 == 0
+
+
+def test_lookup_missing_resources_is_a_mismatch(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["lookup_resources_manage_super"].sampler(ds, o, 1)
+    assert any(r % 7 == 0 for r in inputs[0][2])
+    _, t = _run(PhaseSpec("flipping", "s", concurrency=1, iterations=5),
+                _factory(ds, "tests.unit.fakes:FlippingBackend"), inputs)
+    assert t.iloc[0]["mismatches"] == 5
+
+
+def test_ops_slower_than_the_timeout_are_counted_as_timeouts_not_latency(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    spec = PhaseSpec("sleepy", "s", concurrency=1, iterations=50, timeout_s=0.1)
+    _, t = _run(spec, _factory(ds, "tests.unit.fakes:SleepyBackend", sleep_s=0.15), inputs)
+    row = t.iloc[0]
+    assert row["timeouts"] == 5 and row["ops"] == 45
+    assert row["max_ms"] < 100
+
+
+def test_exceptions_are_counted_by_type_and_the_phase_goes_on(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    _, t = _run(PhaseSpec("failing", "s", concurrency=1, iterations=50),
+                _factory(ds, "tests.unit.fakes:FailingBackend"), inputs)
+    assert t.iloc[0]["error_types"] == {"ConnectionResetError": 10}
+    assert t.iloc[0]["ops"] == 40
+
+
+def test_a_backend_that_cannot_connect_fails_the_phase_without_raising(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 5)
+    bad = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {})  # no dataset_path
+    res, t = _run(PhaseSpec("reference", "s", concurrency=2, iterations=10), bad, inputs)
+    assert res.status == "failed" and "dataset_path" in res.reason
+
+
+def test_worker_processes_give_the_same_counts_as_threads(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_manage_org_admin"].sampler(ds, o, 100)
+    res, t = _run(PhaseSpec("reference", "s", concurrency=2, iterations=200), _factory(ds), inputs, "process")
+    assert res.status == "complete" and t.iloc[0]["ops"] == 200 and t.iloc[0]["mismatches"] == 0
+
+
+def test_open_loop_schedule_follows_a_linear_ramp():
+    stages = [(100.0, 2.0), (100.0, 1.0)]  # ramp 0 -> 100/s over 2 s, then hold 1 s
+    times = schedule_times(0.0, stages)
+    assert len(times) == pytest.approx(cumulative_ops(0.0, stages, 3.0), abs=1)  # 100 + 100
+    assert np.all(np.diff(times) > 0)
+    assert (times < 1.0).sum() == pytest.approx(25, abs=1)  # integral of the ramp over the first second
+
+
+def test_open_loop_measures_from_the_intended_start_and_counts_drops(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    # One worker, 200 ops/s, but every op takes 20 ms: the backlog grows, latency must show it.
+    spec = PhaseSpec("reference", "s", mode="open", concurrency=1, stages=[(200.0, 1.0)], start_rate=200.0)
+    res, t = _run(spec, _factory(ds, delay_s=0.02), inputs)
+    row = t.iloc[0]
+    assert res.scheduled == 200
+    assert res.dropped > 100  # only ~50 fit in the second
+    assert row["p95_ms"] > 200  # queueing delay is in the latency, not hidden
