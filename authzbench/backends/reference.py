@@ -51,7 +51,9 @@ class ReferenceBackend(Backend):
         return self.oracle.check(user, perm, resource)
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        return self.oracle.lookup_resources(user, perm)
+        base = self.oracle.lookup_resources(user, perm) if user < self.oracle.n_users else []
+        extra = {r for (u, p, r) in self.added if u == user and (p == perm or perm == "view")}
+        return sorted(set(base) | extra) if extra else base
 
     def write(self, rel: Relationship) -> None:
         self.added.add((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))

@@ -1,0 +1,130 @@
+"""The scenario suite, per selected backend: every answer equals the oracle's, and each scenario is
+timed with pytest-benchmark (pedantic, warm-up rounds, deterministic inputs), its JSON carrying the
+p95/p99 from the suite's own histograms.
+
+    pytest --backend postgres                      # one backend
+    pytest --backend all --benchmark-json out.json # every backend that can run here
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from authzbench.metrics import encode, new_histogram, summarize
+from authzbench.model import Relationship
+from authzbench.scenarios.catalog import SCENARIOS
+
+CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
+LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]
+
+
+def _options(request, correctness: bool) -> dict:
+    # Correctness runs fully consistent (SpiceDB's import returns no token); timing runs what production uses.
+    if correctness:
+        return {"consistency": "fully_consistent"}
+    return {"consistency": request.config.getoption("consistency") or "minimize_latency"}
+
+
+def _record(store, backend: str, scenario: str, kind: str, hist, checked: int, mismatches: int, wall: float,
+            examples: list) -> None:
+    """Write the same records as the runner, so `--report` renders this pytest run."""
+    phase = f"{backend}/{scenario}/c1/r0"
+    store.append({"type": "phase_start", "phase": phase, "backend": backend, "scenario": scenario,
+                  "mode": "closed", "concurrency": 1, "repeat": 0, "stages": []})
+    store.append({"type": "interval", "phase": phase, "backend": backend, "scenario": scenario, "worker": 0,
+                  "kind": kind, "hist": encode(hist), "ops": hist.get_total_count(), "errors": {}, "timeouts": 0,
+                  "mismatches": mismatches, "examples": examples[:5], "results": 0, "duplicates": 0,
+                  "checked": checked, "late": 0})
+    store.append({"type": "phase_end", "phase": phase, "backend": backend, "scenario": scenario,
+                  "status": "complete", "reason": "", "wall_s": wall, "warmup_ops": 0})
+
+
+def _bench(benchmark, request, fn, inputs, rounds: int, warmup: int):
+    hist = new_histogram()
+    it = itertools.cycle(inputs)
+    calls = itertools.count()
+
+    def one():
+        args = next(it)
+        t0 = time.perf_counter_ns()
+        fn(*args)
+        if next(calls) >= warmup:  # pedantic runs the warm-up rounds first: keep them out of the figures
+            hist.record_value(max(1, (time.perf_counter_ns() - t0) // 1000))
+
+    benchmark.pedantic(one, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    s = summarize(hist)
+    benchmark.extra_info.update({"p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
+                                 "max_ms": s.max_ms, "ops": s.count, "source": "authzbench HdrHistogram"})
+    return hist
+
+
+@pytest.mark.parametrize("scenario", CHECKS)
+def test_check_answers_equal_the_oracle(request, benchmark, live, backend_name, dataset, oracle, run_store,
+                                        scenario):
+    inputs = SCENARIOS[scenario].sampler(dataset, oracle, 200)
+    t0 = time.perf_counter()
+    with live.backend(**_options(request, True)) as b:
+        got = [(args, exp, b.check(*args)) for _, args, exp in inputs]
+    wrong = [{"args": list(a), "expected": e, "got": g} for a, e, g in got if g != e]
+    with live.backend(**_options(request, False)) as b:
+        hist = _bench(benchmark, request, b.check, [a for _, a, _ in inputs],
+                      request.config.getoption("rounds"), 20)
+    _record(run_store, backend_name, scenario, "check", hist, len(got), len(wrong), time.perf_counter() - t0, wrong)
+    assert not wrong, f"{len(wrong)}/{len(got)} answers differ from the oracle, e.g. {wrong[:3]}"
+
+
+@pytest.mark.parametrize("scenario", LOOKUPS)
+def test_lookup_answers_equal_the_oracle(request, benchmark, live, backend_name, dataset, oracle, run_store,
+                                         scenario):
+    (_, args, expected), = SCENARIOS[scenario].sampler(dataset, oracle, 1)
+    t0 = time.perf_counter()
+    with live.backend(**_options(request, True)) as b:
+        got = list(b.lookup_resources(*args))
+    with live.backend(**_options(request, False)) as b:
+        hist = _bench(benchmark, request, lambda u, p: list(b.lookup_resources(u, p)), [args], 20, 2)
+    ok = sorted(set(got)) == list(expected)
+    _record(run_store, backend_name, scenario, "lookup", hist, 1, 0 if ok else 1, time.perf_counter() - t0,
+            [] if ok else [{"args": list(args), "expected": len(expected), "got": len(set(got))}])
+    assert ok, (f"lookup{args}: {len(set(got))} resources, oracle {len(expected)}; missing "
+                f"{sorted(set(expected) - set(got))[:5]}, extra {sorted(set(got) - set(expected))[:5]}")
+
+
+def test_every_users_lookups_equal_the_oracle(request, live, dataset, oracle):
+    """Beyond the two anchor users: every user of the dataset (tiny) or a sample of 200."""
+    users = range(dataset.entities["user"])
+    if len(users) > 200:
+        users = range(0, dataset.entities["user"], dataset.entities["user"] // 200)
+    bad = []
+    with live.backend(**_options(request, True)) as b:
+        for u in users:
+            for perm in ("manage", "view"):
+                got = sorted(set(b.lookup_resources(u, perm)))
+                if got != oracle.lookup_resources(u, perm):
+                    bad.append((u, perm, len(got), len(oracle.lookup_resources(u, perm))))
+    assert not bad, f"{len(bad)} (user, perm) lookups differ: {bad[:5]}"
+
+
+def test_writes_and_deletes_are_visible_to_checks_and_lookups(request, live, dataset):
+    scratch = dataset.entities["user"] + 100  # a user id no relationship mentions
+    rel = Relationship("resource_viewer_user", 0, scratch)
+    with live.backend(**_options(request, True)) as b:
+        assert not b.check(scratch, "view", 0)
+        b.write(rel)
+        try:
+            assert b.check(scratch, "view", 0)
+            assert not b.check(scratch, "manage", 0)
+            assert 0 in set(b.lookup_resources(scratch, "view"))
+        finally:
+            b.delete(rel)
+        assert not b.check(scratch, "view", 0)
+        assert 0 not in set(b.lookup_resources(scratch, "view"))
+
+
+def test_trivial_round_trip_is_measured_for_comparison(request, benchmark, live, backend_name, run_store):
+    with live.backend(**_options(request, False)) as b:
+        hist = _bench(benchmark, request, b.baseline_roundtrip, [()], request.config.getoption("rounds"), 20)
+    _record(run_store, backend_name, "roundtrip", "roundtrip", hist, 0, 0, 0.0, [])
+    assert hist.get_total_count() == request.config.getoption("rounds")

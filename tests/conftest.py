@@ -1,0 +1,201 @@
+"""pytest interface of the suite: `pytest --backend NAME` runs the scenario suite against real servers.
+
+Without --backend only the fast unit suite runs; tests marked `backend("name")` are skipped with
+the flag that enables them. Servers are started once per session through the provisioner, loaded
+once per backend and profile, and always stopped at the end (also on failure or Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from authzbench.backends.registry import BACKENDS, entry
+from authzbench.errors import UserError
+from authzbench.provision.manager import MODES, default_mode
+
+PROFILES = ("tiny", "baseline", "large", "xl")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("authzbench", "authzbench: real-backend scenario suite")
+    g.addoption("--backend", action="append", default=[], metavar="NAME",
+                help="run the real-backend suite against NAME (repeatable; 'all' = every backend that can run "
+                     "here; 'list' prints them)")
+    g.addoption("--provision", default=None, choices=MODES, help="native | compose | external (default: native "
+                "where no Docker engine runs)")
+    g.addoption("--profile", default="tiny", help=f"dataset profile for backend tests: {', '.join(PROFILES)}")
+    g.addoption("--model", default="rebac", help="authorization model: rebac | social")
+    g.addoption("--consistency", default=None,
+                choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
+                help="SpiceDB consistency for the timed phase (correctness always runs fully consistent)")
+    g.addoption("--report", action="store_true", help="render the markdown report of this pytest run")
+    g.addoption("--rounds", type=int, default=200, help="pytest-benchmark rounds per check scenario")
+
+
+def _native_ok(name: str) -> tuple[bool, str]:
+    e = BACKENDS[name]
+    if e.native is None:
+        return False, e.why_not_native
+    from authzbench.backends.registry import load_symbol
+
+    try:
+        load_symbol(e.impl)
+        load_symbol(e.native)
+    except (UserError, AttributeError) as ex:
+        return False, str(ex)
+    return True, ""
+
+
+def selected_backends(config: pytest.Config) -> list[str]:
+    out: list[str] = []
+    for v in config.getoption("backend"):
+        for name in (x.strip() for x in v.split(",") if x.strip()):
+            if name == "all":
+                mode = config.getoption("provision") or default_mode()
+                out += [n for n in BACKENDS if n != "reference" and (mode != "native" or _native_ok(n)[0])]
+            else:
+                out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "backend(name): needs the real server of backend NAME")
+    values = [x for v in config.getoption("backend") for x in v.split(",")]
+    if "list" in values:
+        lines = ["backends:"]
+        for n in BACKENDS:
+            ok, why = _native_ok(n)
+            lines.append(f"  {n:15} {'native ok' if ok else 'not native here: ' + why}")
+        pytest.exit("\n".join(lines), returncode=0)
+    for name in selected_backends(config):
+        try:
+            entry(name)
+        except UserError as e:
+            raise pytest.UsageError(str(e)) from None
+    if config.getoption("profile") not in PROFILES:
+        raise pytest.UsageError(f"unknown --profile {config.getoption('profile')!r}; valid: {', '.join(PROFILES)}")
+    if config.getoption("model") not in ("rebac", "social"):
+        raise pytest.UsageError(f"unknown --model {config.getoption('model')!r}; valid: rebac, social")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    chosen = set(selected_backends(config))
+    for item in items:
+        for mark in item.iter_markers("backend"):
+            name = mark.args[0]
+            if name not in chosen:
+                item.add_marker(pytest.mark.skip(reason=f"needs a real {name} server: run with --backend {name}"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend_name" in metafunc.fixturenames:
+        names = selected_backends(metafunc.config)
+        if names:
+            metafunc.parametrize("backend_name", names, scope="session")
+        else:
+            metafunc.parametrize("backend_name", [pytest.param(
+                "none", marks=pytest.mark.skip(reason="real-backend scenario suite: run with --backend NAME"))],
+                scope="session")
+
+
+# session fixtures ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def dataset(request, tmp_path_factory):
+    from authzbench.generator import generate
+
+    return generate(request.config.getoption("profile"), tmp_path_factory.mktemp("datasets") / "ds")
+
+
+@pytest.fixture(scope="session")
+def oracle(dataset):
+    from authzbench.oracle import Oracle
+
+    return Oracle(dataset)
+
+
+@pytest.fixture(scope="session")
+def run_store(request, tmp_path_factory):
+    """Results of this pytest run, in the same format as `authzbench bench` (for --report)."""
+    from authzbench.results import RunStore
+
+    base = Path("results") if request.config.getoption("report") else tmp_path_factory.mktemp("results")
+    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.results").results.new_run_id(),
+                            config={"via": "pytest", "profile": request.config.getoption("profile"),
+                                    "backends": selected_backends(request.config)})
+    yield store
+    if request.config.getoption("report"):
+        from authzbench.report import render
+
+        path = render(store.path, Path("reports"))
+        print(f"\nauthzbench report: {path}")
+
+
+class _Deployments:
+    """Starts each backend once, loads the dataset once, stops everything at the end, whatever happens."""
+
+    def __init__(self, config: pytest.Config, root: Path):
+        self.config, self.root = config, root
+        self.live: dict[str, object] = {}
+        self.failed: dict[str, str] = {}
+
+    def get(self, name: str, dataset, store):
+        if name in self.failed:
+            pytest.fail(f"{name} could not be started: {self.failed[name]}")
+        if name not in self.live:
+            from dataclasses import asdict
+
+            from authzbench.orchestrate import BenchConfig, Session, load_backend
+
+            cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
+                              profile=dataset.profile)
+            try:
+                os.environ.setdefault("AUTHZBENCH_STATE", str(self.root / "state"))
+                sess = Session(name, cfg, reuse=False)
+                sess.options["dataset_path"] = str(dataset.path)  # for the in-process reference backend
+                self.live[name] = sess
+                load_backend(sess, dataset, store, reload=True)
+                with sess.backend(dataset_path=str(dataset.path)) as b:
+                    store.append({"type": "server", "backend": name, "mode": sess.dep.mode,
+                                  "info": asdict(b.server_info()), "endpoint": sess.dep.public_endpoint(),
+                                  "notes": sess.dep.notes})
+            except UserError as e:
+                self.failed[name] = str(e)
+                pytest.fail(f"{name} could not be started: {e}")
+        return self.live[name]
+
+    def stop_all(self) -> None:
+        while self.live:
+            _, sess = self.live.popitem()
+            with contextlib.suppress(Exception):
+                sess.stop()
+
+
+@pytest.fixture(scope="session")
+def deployments(request, tmp_path_factory):
+    deps = _Deployments(request.config, tmp_path_factory.mktemp("servers"))
+    atexit.register(deps.stop_all)  # also on Ctrl-C / internal errors
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        deps.stop_all()
+        if callable(previous):
+            previous(signum, frame)
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    yield deps
+    deps.stop_all()
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="session")
+def live(backend_name, deployments, dataset, run_store):
+    """The running, loaded deployment of `backend_name` (a Session: .backend(), .factory(), .dep)."""
+    return deployments.get(backend_name, dataset, run_store)
