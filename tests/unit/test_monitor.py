@@ -1,0 +1,34 @@
+"""The monitor samples CPU and RSS of server processes and their children."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from authzbench.metrics import Monitor
+
+
+def test_monitor_sees_a_busy_child_of_the_server_process():
+    # A "server" whose child burns CPU, as postgres backends are children of the postmaster.
+    code = "import subprocess,sys; subprocess.run([sys.executable,'-c','while True: pass'])"
+    server = subprocess.Popen([sys.executable, "-c", code])
+    samples: list[dict] = []
+    try:
+        time.sleep(0.3)
+        with Monitor([server.pid], samples.append, interval_s=0.2):
+            time.sleep(1.5)
+    finally:
+        for child in __import__("psutil").Process(server.pid).children(recursive=True):
+            child.kill()
+        server.kill()
+    assert len(samples) >= 4
+    assert max(s["cpu_percent"] for s in samples) > 50  # one busy core
+    assert all(s["rss_bytes"] > 1_000_000 and s["processes"] == 2 for s in samples)
+
+
+def test_monitor_of_dead_processes_records_nothing_and_does_not_crash():
+    samples: list[dict] = []
+    with Monitor([2**22 + 12345], samples.append, interval_s=0.05):
+        time.sleep(0.3)
+    assert samples == []
