@@ -71,6 +71,7 @@ class PgCluster:
     settings: dict[str, str] = field(default_factory=dict)  # what we set on top of the defaults
     socket_dir: Path | None = None
     _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _scratch: list[Path] = field(default_factory=list, repr=False)  # dirs outside the run dir we made
 
     @property
     def public_dsn(self) -> str:
@@ -94,6 +95,8 @@ class PgCluster:
         if self._proc is not None:
             with contextlib.suppress(Exception):
                 self._proc.wait(timeout=5)
+        for d in self._scratch:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def bin_dir() -> Path:
@@ -129,6 +132,9 @@ def _own(path: Path) -> None:
         shutil.chown(path, user=PG_USER, group=PG_USER)
 
 
+SCRATCH_ROOT = Path("/var/tmp/authzbench-pg")
+
+
 def _cluster_dir(ctx: StartContext, name: str) -> tuple[Path, list[str]]:
     """Data lives under the run dir unless the postgres user cannot traverse to it (e.g. a run dir
     under /root or pytest's 0700 /tmp/pytest-of-root): then under /var/tmp, with a symlink from the
@@ -137,17 +143,32 @@ def _cluster_dir(ctx: StartContext, name: str) -> tuple[Path, list[str]]:
     _own(home)
     if _pg_can_reach(home):
         return home, []
+    _sweep_orphans()
     key = hashlib.sha1(str(home.resolve()).encode()).hexdigest()[:12]
-    alt = Path("/var/tmp/authzbench-pg") / f"{name}-{key}"
+    alt = SCRATCH_ROOT / f"{name}-{key}"
     shutil.rmtree(alt, ignore_errors=True)
     alt.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(alt.parent, 0o755)
     _own(alt)
+    (alt / "origin").write_text(str(home.resolve()))
     link = home / "cluster"
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
     link.symlink_to(alt)
     return alt, [f"{name}: data in {alt} (the postgres user cannot traverse {home})"]
+
+
+def _sweep_orphans() -> None:
+    """Remove our /var/tmp copies whose run dir is gone (a server stopped by PID only, or killed):
+    only dirs carrying our `origin` marker, and never one whose postmaster still runs."""
+    for d in SCRATCH_ROOT.glob("*/origin"):
+        with contextlib.suppress(OSError, ValueError):
+            if Path(d.read_text().strip()).exists():
+                continue
+            pidfile = d.parent / "data" / "postmaster.pid"
+            if pidfile.exists() and pid_alive(int(pidfile.read_text().split()[0])):
+                continue
+            shutil.rmtree(d.parent, ignore_errors=True)
 
 
 def _socket_dir(base: Path) -> Path:
@@ -165,7 +186,7 @@ def start_cluster(ctx: StartContext, *, name: str = "postgres", settings: dict[s
     check_user_exists(PG_USER)
     bins = bin_dir()
     base, notes = _cluster_dir(ctx, name)
-    data, log = base / "data", base / "postgres.log"
+    data, log = base / "data", ctx.dir(name) / "postgres.log"  # the log stays in the run dir, always
     shutil.rmtree(data, ignore_errors=True)  # a start is always a fresh cluster
     _own(data)
     sock = _socket_dir(base)
@@ -208,8 +229,9 @@ def start_cluster(ctx: StartContext, *, name: str = "postgres", settings: dict[s
 
     wait_until(ready, timeout=60, what=f"{name} (PostgreSQL)", proc=proc, log=log, interval=0.05)
     dsn = f"postgresql://{PG_USER}:{password}@127.0.0.1:{port}/postgres"
+    scratch = [p for p in (base, sock) if not p.is_relative_to(ctx.run_dir)]
     cluster = PgCluster(dsn=dsn, port=port, pid=proc.pid, version=_server_version(dsn), data_dir=data, log=log,
-                        password=password, settings=applied, socket_dir=sock, _proc=proc)
+                        password=password, settings=applied, socket_dir=sock, _proc=proc, _scratch=scratch)
     for n in notes:
         say(n)
     say(f"{name}: PostgreSQL {cluster.version.split()[0]} ready on 127.0.0.1:{port} "
