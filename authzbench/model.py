@@ -18,6 +18,7 @@ class RelationDef:
     subject_type: str
     subject_relation: str | None = None
     authz: bool = True  # False: metadata only (not a relationship in the schema)
+    wildcard: bool = False  # subject is `subject_type:*` (the subject column is ignored)
 
 
 class Relationship(NamedTuple):
@@ -51,12 +52,35 @@ ACL_RELATIONS = ("resource_manager_user", "resource_manager_group", "resource_vi
 
 PERMISSIONS = ("manage", "view")
 
+# The social model (schema/social.zed). "Visible to followers" is stored as a row (x, owner) meaning
+# x#visibility@user:owner#follower; "public" as (x, 0) meaning x#visibility@user:*.
+SOCIAL_RELATIONS: dict[str, RelationDef] = {
+    r.name: r
+    for r in [
+        RelationDef("user_self", "user", "self", "user"),
+        RelationDef("user_follower", "user", "follower", "user"),
+        RelationDef("user_blocked", "user", "blocked", "user"),
+        RelationDef("user_public", "user", "visibility", "user", wildcard=True),
+        RelationDef("user_followers_visible", "user", "visibility", "user", "follower"),
+        RelationDef("content_owner", "content", "owner", "user"),
+        RelationDef("content_public", "content", "visibility", "user", wildcard=True),
+        RelationDef("content_followers_visible", "content", "visibility", "user", "follower"),
+        RelationDef("interaction_creator", "interaction", "creator", "user"),
+        RelationDef("interaction_parent", "interaction", "parent", "content"),
+    ]
+}
+
+# In the social model a check names the object type through the permission: check(user, "view_content", id).
+SOCIAL_PERMISSIONS = ("view_user", "view_content", "view_interaction")
+
 MODELS = ("rebac", "social")
 
 
 def relation_defs(model: str) -> dict[str, RelationDef]:
     if model == "rebac":
         return REBAC_RELATIONS
+    if model == "social":
+        return SOCIAL_RELATIONS
     from authzbench.errors import UserError
 
-    raise UserError(f"model {model!r} is not implemented yet; choose one of: rebac")
+    raise UserError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 
 from authzbench.dataset import COMPLETE_MARK, MANIFEST, Dataset
 from authzbench.errors import UserError
-from authzbench.generator import rebac
+from authzbench.generator import rebac, social
 from authzbench.generator.profiles import PROFILES, RebacParams, resolve
-from authzbench.model import ACL_RELATIONS, REBAC_RELATIONS
+from authzbench.model import ACL_RELATIONS, relation_defs
 
 __all__ = ["PROFILES", "generate", "default_data_dir", "dataset_dir"]
 
@@ -68,18 +68,18 @@ class _Writer:
 
 def generate(profile: str, out_dir: str | Path | None = None, *, seed: int | None = None,
              overrides: dict[str, str] | None = None, model: str = "rebac", force: bool = True) -> Dataset:
-    if model != "rebac":
-        raise UserError(f"model {model!r} is not implemented yet; valid: rebac")
+    relation_defs(model)  # unknown model -> UserError
     overrides = dict(overrides or {})
     if seed is not None:
         overrides["seed"] = str(seed)
-    params = resolve(profile, overrides)
+    params = resolve(profile, overrides, model)
     out = Path(out_dir) if out_dir else dataset_dir(default_data_dir(), model, profile, params.seed,
                                                     {k: v for k, v in overrides.items() if k != "seed"})
     if (out / COMPLETE_MARK).is_file() and not force:
         return Dataset.open(out)
-    return _write_atomically(out, profile, model, params, rebac.entities(params),
-                             lambda emit: rebac.generate(params, emit))
+    gen = social if model == "social" else rebac
+    return _write_atomically(out, profile, model, params, gen.entities(params),
+                             lambda emit: gen.generate(params, emit))
 
 
 def write_tables(out_dir: str | Path, tables: dict[str, tuple[list[int], list[int]]],
@@ -87,16 +87,17 @@ def write_tables(out_dir: str | Path, tables: dict[str, tuple[list[int], list[in
     """A dataset from hand-written (objects, subjects) lists: for tests with worked-out answers."""
 
     def emit_all(emit) -> None:
-        for rel in REBAC_RELATIONS:
+        for rel in relation_defs(model):
             objs, subs = tables.get(rel, ([], []))
             key = np.array(objs, np.int64) * (max(subs, default=0) + 1) + np.array(subs, np.int64)
             order = np.argsort(key, kind="stable")
             emit(rel, np.array(objs, np.int32)[order], np.array(subs, np.int32)[order])
 
-    return _write_atomically(Path(out_dir), "custom", model, RebacParams(seed=0), entities, emit_all)
+    params = RebacParams(seed=0) if model == "rebac" else resolve("tiny", {"seed": "0"}, model)
+    return _write_atomically(Path(out_dir), "custom", model, params, entities, emit_all)
 
 
-def _write_atomically(out: Path, profile: str, model: str, params: RebacParams, entities: dict[str, int],
+def _write_atomically(out: Path, profile: str, model: str, params, entities: dict[str, int],
                       produce) -> Dataset:
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     try:
@@ -128,7 +129,7 @@ def _write_atomically(out: Path, profile: str, model: str, params: RebacParams, 
     return Dataset.open(out)
 
 
-def _manifest(profile: str, model: str, params: RebacParams, entities: dict[str, int],
+def _manifest(profile: str, model: str, params, entities: dict[str, int],
               counts: dict[str, int], tmp: Path, seconds: float) -> dict:
     files = {}
     for rel in sorted(counts):
@@ -138,8 +139,9 @@ def _manifest(profile: str, model: str, params: RebacParams, entities: dict[str,
                 h.update(block)
         files[rel] = h.hexdigest()
     content = hashlib.sha256("".join(f"{r}:{files[r]}\n" for r in sorted(files)).encode()).hexdigest()
-    ordered = {r: counts[r] for r in REBAC_RELATIONS if r in counts}
-    authz = sum(n for r, n in ordered.items() if REBAC_RELATIONS[r].authz)
+    defs = relation_defs(model)
+    ordered = {r: counts[r] for r in defs if r in counts}
+    authz = sum(n for r, n in ordered.items() if defs[r].authz)
     return {
         "format": 1,
         "model": model,
@@ -149,7 +151,7 @@ def _manifest(profile: str, model: str, params: RebacParams, entities: dict[str,
         "entities": entities,
         "counts": ordered,
         "relationships": authz,
-        "acl_relations": list(ACL_RELATIONS),
+        "acl_relations": list(ACL_RELATIONS) if model == "rebac" else [],
         "files_sha256": files,
         "content_hash": content,
         # Kept out of the hash: timing varies run to run, the data does not.

@@ -62,17 +62,64 @@ PROFILES: dict[str, RebacParams] = {
 }
 
 
-def resolve(profile: str, overrides: dict[str, str] | None = None) -> RebacParams:
-    if profile not in PROFILES:
-        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
-    params = PROFILES[profile]
-    kinds = {f.name: f.type for f in fields(RebacParams)}
+@dataclass(frozen=True)
+class SocialParams:
+    """The social graph of the Zanzibar-scale test, sized by its total relationship count."""
+
+    relationships: int = 1_000_000
+    # Shares per relationship, from the reference's table (1M column).
+    users_per_rel: float = 0.005209  # user#self: one per user
+    follows_per_rel: float = 0.052083
+    content_per_rel: float = 0.364583
+    interactions_per_rel: float = 0.104167
+    public_user_share: float = 0.5  # user#visibility@user:* vs @user#follower (2,604 vs 2,604)
+    public_content_share: float = 0.4964  # content#visibility@user:* vs @user#follower (180,989 vs 183,594)
+    # The reference table has no `blocked` rows; without some, exclusion would never be exercised.
+    blocked_per_follow: float = 0.02
+    pareto_alpha: float = 1.16
+    seed: int = 42
+    chunk_rows: int = 4_000_000
+
+    def validate(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name.endswith("share") and not 0 <= v <= 1:
+                raise UserError(f"{f.name} must be between 0 and 1, got {v}")
+            if f.name in ("relationships", "chunk_rows", "pareto_alpha") and v <= 0:
+                raise UserError(f"{f.name} must be > 0, got {v}")
+            if v < 0:
+                raise UserError(f"{f.name} must be >= 0, got {v}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+SOCIAL_PROFILES: dict[str, SocialParams] = {
+    "tiny": SocialParams(relationships=5_000),
+    "baseline": SocialParams(relationships=1_000_000),
+    "large": SocialParams(relationships=10_000_000),
+    "xl": SocialParams(relationships=100_000_000),
+}
+
+
+def _scaled_int(raw: str) -> int:
+    """Accepts 10M / 1.5k / 2G as well as plain integers."""
+    mult = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000}.get(raw[-1:].lower(), 1)
+    return int(float(raw[:-1] if mult > 1 else raw) * mult)
+
+
+def resolve(profile: str, overrides: dict[str, str] | None = None, model: str = "rebac"):
+    table = SOCIAL_PROFILES if model == "social" else PROFILES
+    if profile not in table:
+        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(table)}")
+    params = table[profile]
+    kinds = {f.name: f.type for f in fields(params)}
     changes: dict[str, int | float] = {}
     for key, raw in (overrides or {}).items():
         if key not in kinds:
             raise UserError(f"unknown --set key {key!r}; valid: {', '.join(kinds)}")
         try:
-            changes[key] = int(raw) if kinds[key] == "int" else float(raw)
+            changes[key] = _scaled_int(raw) if kinds[key] == "int" else float(raw)
         except ValueError:
             raise UserError(f"--set {key}={raw}: expected a {kinds[key]}") from None
     params = replace(params, **changes)
