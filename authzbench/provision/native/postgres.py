@@ -252,7 +252,7 @@ def start(ctx: StartContext) -> Deployment:
     cluster = start_cluster(ctx, name="postgres")
     # The password travels as its own key so Deployment.public_endpoint() masks it in manifests.
     endpoint = {"dsn": cluster.public_dsn, "password": cluster.password, "server_settings": cluster.settings}
-    dep = Deployment("postgres", "native", endpoint, pids=[cluster.pid],
-                     notes=[f"PostgreSQL {cluster.version} (Debian, native)", cluster.settings_line()])
+    # No notes: server_info() already reports the version and the settings (from the endpoint).
+    dep = Deployment("postgres", "native", endpoint, pids=[cluster.pid])
     dep.on_stop(cluster.stop)
     return dep
