@@ -90,7 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--rate", type=float, help="mixed: open loop at this many ops/s")
             p.add_argument("--stage", type=_stage, action="append", metavar="RATE:SECONDS",
                            help="mixed: open-loop ramp stage (repeatable), like k6 ramping-arrival-rate")
-            p.add_argument("--duration", type=float, default=10.0, help="mixed open loop duration (s)")
+            p.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+                           help="mixed: one open-loop step per rate, e.g. 100,500,1000; the report names the "
+                                "highest rate that met the SLO")
+            p.add_argument("--duration", type=float, default=10.0, help="mixed open loop duration per step (s)")
+            p.add_argument("--dau", type=float, default=0.05,
+                           help="social: daily-active-user sampling factor (share of users issuing requests)")
+            p.add_argument("--slo-check-p95", type=float, default=25.0, help="SLO: check p95 (ms)")
+            p.add_argument("--slo-write-p95", type=float, default=100.0, help="SLO: write p95 (ms)")
+            p.add_argument("--slo-success", type=float, default=0.999, help="SLO: success ratio")
             p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
             p.add_argument("--results-dir", type=Path, help="default ./results or $AUTHZBENCH_RESULTS")
             p.add_argument("--report-dir", type=Path, default=Path("reports"))
@@ -184,14 +192,16 @@ def _config(args: argparse.Namespace):
         cfg.rate = args.rate
         cfg.stages = args.stage or []
         cfg.duration_s = args.duration
+        cfg.rates = args.rates or []
+        cfg.dau = args.dau
+        cfg.slo = {"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
+                   "success": args.slo_success}
         cfg.keep_running = args.keep_running
     cfg.validate()
     return cfg
 
 
 def _prepare_or_bench(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from authzbench import orchestrate
     from authzbench.results import RunStore
 
@@ -199,8 +209,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
     else:
-        conf = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
-        store = RunStore.create(args.results_dir, config=conf)
+        store = RunStore.create(args.results_dir)
         err.print(f"results: {store.path}")
         try:
             failures = orchestrate.bench(cfg, store)
@@ -235,20 +244,22 @@ def _stats(args: argparse.Namespace) -> int:
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
     from authzbench.generator.stats import anchors, distribution, sampled_inputs
-    from authzbench.oracle import Oracle
+    from authzbench.social_oracle import oracle_for
 
     if args.path:
         ds = Dataset.open(args.path)
     else:
         ds = generate(args.profile, None, seed=args.seed, overrides=parse_sets(args.sets), model=args.model,
                       force=False)
-    oracle = Oracle(ds)
+    oracle = oracle_for(ds)
     t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")
     for c in ("Relationship", "Mean", "Min", "Max", "Notes"):
         t.add_column(c, justify="right" if c in ("Mean", "Min", "Max") else "left")
     for r in distribution(ds, oracle):
         t.add_row(r["relationship"], f"{r['mean']:.2f}", str(r["min"]), str(r["max"]), r["notes"])
     console.print(t)
+    if ds.model != "rebac":
+        return 0
     for k, v in anchors(oracle).items():
         console.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():

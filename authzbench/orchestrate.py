@@ -23,12 +23,12 @@ from authzbench.errors import BackendUnavailable, UserError
 from authzbench.generator import dataset_dir, default_data_dir, generate
 from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
-from authzbench.oracle import Oracle
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
 from authzbench.provision.manager import MODES, default_mode, provision
 from authzbench.results import RunStore
-from authzbench.scenarios.catalog import DEFAULT_SCENARIOS, scenario
+from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, SCRATCH_WRITES, scenario
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.social_oracle import oracle_for
 
 
 def state_dir() -> Path:
@@ -46,14 +46,17 @@ class BenchConfig:
     profile: str = "baseline"
     model: str = "rebac"
     overrides: dict[str, str] = field(default_factory=dict)
-    scenarios: list[str] = field(default_factory=lambda: list(DEFAULT_SCENARIOS))
+    scenarios: list[str] | None = None  # default: every scenario of the model
     concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
     iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
     repeat: int = 1
     write_share: float = 0.01
     rate: float | None = None  # mixed: open loop at this rate instead of closed loop
+    rates: list[float] = field(default_factory=list)  # mixed: one open-loop phase per rate (SLO per rate)
     stages: list[tuple[float, float]] = field(default_factory=list)
     duration_s: float = 10.0  # open loop duration when no stages are given
+    dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
+    slo: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # backend options (consistency, batch sizes...)
     reload: bool = False
     keep_running: bool = False
@@ -64,18 +67,24 @@ class BenchConfig:
             entry(b)
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
+        if self.scenarios is None:
+            self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
+                else []
         for s in self.scenarios:
-            scenario(s)
+            if scenario(s).model != self.model:
+                raise UserError(f"scenario {s!r} belongs to the {scenario(s).model} model, not {self.model}")
+        if not 0 < self.dau <= 1:
+            raise UserError(f"--dau must be in (0, 1], got {self.dau}")
         if not self.concurrency or any(c < 1 for c in self.concurrency):
             raise UserError("--concurrency values must be integers >= 1")
         if not 0 <= self.write_share <= 1:
             raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
         if self.iterations_scale <= 0 or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
-        resolve(self.profile, {k: v for k, v in self.overrides.items()})
+        resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
 
     def dataset(self) -> Dataset:
-        params = resolve(self.profile, self.overrides)
+        params = resolve(self.profile, self.overrides, self.model)
         path = dataset_dir(self.data_dir or default_data_dir(), self.model, self.profile, params.seed,
                            {k: v for k, v in self.overrides.items() if k != "seed"})
         if (path / "COMPLETE").is_file():
@@ -241,11 +250,17 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> l
                 continue
             iters = max(1, round(sc.iterations * cfg.iterations_scale))
             warm = max(0, round(sc.warmup * min(1.0, cfg.iterations_scale * 4)))
+            rel, obj_type = SCRATCH_WRITES[ds.model]
             common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
-                          max_seconds=sc.max_seconds, repeat=rep, n_resources=ds.entities["resource"],
-                          scratch_user=ds.entities["user"])
+                          max_seconds=sc.max_seconds, repeat=rep, n_resources=ds.entities[obj_type],
+                          scratch_user=ds.entities["user"], scratch_relation=rel)
             if sc.op == "mixed":
                 common["write_share"] = cfg.write_share
+                if cfg.rates:
+                    for r in cfg.rates:  # a step per rate: the report finds the highest rate that passes
+                        specs.append((PhaseSpec(mode="open", concurrency=max(cfg.concurrency),
+                                                stages=[(r, cfg.duration_s)], start_rate=r, **common), sname))
+                    continue
                 if cfg.rate or cfg.stages:
                     stages = cfg.stages or [(cfg.rate, cfg.duration_s)]
                     start_rate = cfg.rate if not cfg.stages else (cfg.rate or 0.0)
@@ -262,18 +277,19 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> l
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
     cfg.validate()
+    store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
     ds = cfg.dataset()
     say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
     store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
                                    "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
                                    "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
     t0 = time.perf_counter()
-    oracle = Oracle(ds)
-    store.append({"type": "oracle", "seconds": time.perf_counter() - t0,
-                  "manage_pairs": oracle.total("manage"), "view_pairs": oracle.total("view")})
+    oracle = oracle_for(ds)
+    store.append({"type": "oracle", "seconds": time.perf_counter() - t0})
     from authzbench.generator.stats import anchors, distribution
 
-    store.append({"type": "distribution", "rows": distribution(ds, oracle), "anchors": anchors(oracle)})
+    store.append({"type": "distribution", "rows": distribution(ds, oracle),
+                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
     inputs_cache: dict[str, list] = {}
     failures = []
     for name in cfg.backends:
@@ -294,7 +310,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 sc = scenario(sname)
                 if sname not in inputs_cache:
                     n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
-                    inputs_cache[sname] = sc.sampler(ds, oracle, n)
+                    extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+                    inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
                 say(f"{name}: {spec.phase_id}")
                 with Monitor(sess.dep.pids, lambda s, pid=spec.phase_id, n_=name: store.append(
                         {"type": "monitor", "backend": n_, "phase": pid, **s})):

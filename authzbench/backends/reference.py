@@ -13,19 +13,20 @@ from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, n
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import Relationship
-from authzbench.oracle import Oracle
+from authzbench.social_oracle import oracle_for
 
 PERM_OF = {"resource_viewer_user": "view", "resource_manager_user": "manage"}
 
 
 class ReferenceBackend(Backend):
     name = "reference"
+    models = frozenset({"rebac", "social"})
 
     def connect(self) -> None:
         path = self.options.get("dataset_path") or self.endpoint.get("dataset_path")
         if not path:
             raise UserError("the reference backend needs options['dataset_path']")
-        self.oracle = Oracle(Dataset.open(path))
+        self.oracle = oracle_for(Dataset.open(path))
         self.added: set[tuple[int, str, int]] = set()
         self.delay_s = float(self.options.get("delay_s", 0.0))
 
@@ -38,7 +39,7 @@ class ReferenceBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         t0 = time.perf_counter()
-        self.oracle = Oracle(ds)
+        self.oracle = oracle_for(ds)
         progress(ds.total_relationships)
         return LoadStats(rows=ds.total_relationships, batch_rows=ds.total_relationships,
                          batch_seconds=[time.perf_counter() - t0])
@@ -62,7 +63,8 @@ class ReferenceBackend(Backend):
         self.added.discard((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))
 
     def footprint(self) -> int:
-        return sum(k.nbytes for k in self.oracle.keys.values())
+        keys = getattr(self.oracle, "keys", {})
+        return sum(k.nbytes for k in keys.values())
 
     def drop(self) -> None:
         self.added.clear()

@@ -228,7 +228,7 @@ def _reads(rd: RunData, charts: dict[str, str]) -> str:
 def _merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
     """Several repeats of one (backend, scenario, kind, concurrency): merge histograms and sum counts."""
     rows = []
-    for (_b, _c, _k), g in sub.groupby(["backend", "concurrency", "kind"], dropna=False, sort=False):
+    for _, g in sub.groupby(["backend", "concurrency", "kind", "mode", "target_rate"], dropna=False, sort=False):
         s = merged_summary([h for hs in g["hists"] for h in hs])
         row = g.iloc[0].to_dict()
         for col in ("ops", "errors", "timeouts", "mismatches", "checked", "results", "duplicates", "wall_s",
@@ -244,7 +244,8 @@ def _merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
 
 def _mixed(rd: RunData) -> str:
     ph = rd.phases
-    sub = ph[ph["scenario"] == "mixed"] if not ph.empty else ph
+    mixed = [n for n, s in SCENARIOS.items() if s.op == "mixed"]
+    sub = ph[ph["scenario"].isin(mixed)] if not ph.empty else ph
     if sub.empty:
         return ""
     cfg = rd.manifest.get("config", {})
@@ -262,7 +263,8 @@ def _mixed(rd: RunData) -> str:
                         "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)", "errors": "Errors", "timeouts": "Timeouts",
                         "success": "Success", "dropped": "Dropped (open loop)", "mismatches": "Mismatches"}))
     verdicts = []
-    for (b, c, mode), g in m.groupby(["backend", "concurrency", "mode"], sort=False):
+    m["target_rate"] = m["target_rate"].fillna(0.0)
+    for (b, c, mode, rate), g in m.groupby(["backend", "concurrency", "mode", "target_rate"], sort=False):
         chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
         att = g["attempted"].sum() + g["dropped"].max()
         success = g["ops"].sum() / att if att else float("nan")
@@ -270,11 +272,21 @@ def _mixed(rd: RunData) -> str:
         wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
         ok = cp95 < slo["check_p95_ms"] and (math.isnan(wp95) or wp95 < slo["write_p95_ms"]) and \
             success >= slo["success"]
-        verdicts.append({"backend": _label(rd, b), "mode": mode, "concurrency": c, "check_p95": cp95,
-                         "write_p95": wp95, "success": success, "verdict": "PASS" if ok else "FAIL"})
-    lines += ["", "SLO verdicts:", "", table(pd.DataFrame(verdicts), {
-        "backend": "Backend", "mode": "Loop", "concurrency": "Workers", "check_p95": "Check p95 (ms)",
-        "write_p95": "Write p95 (ms)", "success": "Success (incl. dropped)", "verdict": "Verdict"}, 4)]
+        verdicts.append({"backend": _label(rd, b), "mode": mode, "concurrency": c, "rate": rate or None,
+                         "check_p95": cp95, "write_p95": wp95, "success": success,
+                         "verdict": "PASS" if ok else "FAIL"})
+    v = pd.DataFrame(verdicts)
+    lines += ["", "SLO verdicts:", "", table(v, {
+        "backend": "Backend", "mode": "Loop", "concurrency": "Workers", "rate": "Target ops/s",
+        "check_p95": "Check p95 (ms)", "write_p95": "Write p95 (ms)", "success": "Success (incl. dropped)",
+        "verdict": "Verdict"}, 4)]
+    opened = v[v["mode"] == "open"]
+    for b, g in opened.groupby("backend", sort=False):
+        passed = g[g["verdict"] == "PASS"]["rate"].dropna()
+        best = f"**{passed.max():,.0f} ops/s**" if len(passed) else "none of the rates tried"
+        lines.append(f"- {b}: highest open-loop rate that met the SLO: {best} (tried "
+                     f"{', '.join(f'{r:,.0f}' for r in g['rate'].dropna())})")
+    lines.append("")
     return "\n".join(lines)
 
 

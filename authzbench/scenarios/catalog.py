@@ -34,6 +34,7 @@ class Scenario:
     timeout_s: float = 2.0
     max_seconds: float = 60.0  # a phase stops here even if iterations are not done (reported)
     reference: bool = False  # one of the reference report's five read scenarios
+    model: str = "rebac"
 
 
 def _rng(name: str) -> np.random.Generator:
@@ -132,6 +133,47 @@ def sample_mixed_reads(ds: Dataset, o: Oracle, n: int) -> list[Input]:
     return [x for quad in zip(*parts, strict=True) for x in quad][:n]
 
 
+# social model ------------------------------------------------------------------------------------
+
+SOCIAL_MIX = (("view_content", 0.6), ("view_user", 0.3), ("view_interaction", 0.1))  # the reference's mix
+DEFAULT_DAU = 0.05
+
+
+def dau_pool(n_users: int, factor: float) -> np.ndarray:
+    """The reference's daily-active-user model: a uniform sample of users (ids 0, 1/f, 2/f, ...)
+    issues every request. The factor drives cache-hit rates, so it is a parameter of the run."""
+    step = max(1, round(1 / max(factor, 1e-9)))
+    return np.arange(0, n_users, step)
+
+
+def _social_inputs(ds: Dataset, o, n: int, mix, dau: float, name: str) -> list[Input]:
+    rng = _rng(name)
+    pool = dau_pool(ds.entities["user"], dau)
+    # Popular users' content and profiles are requested more: weight objects by their owner's followers.
+    followers = np.bincount(ds.table("user_follower")["object"].to_numpy(), minlength=ds.entities["user"]) + 1.0
+    owner = ds.table("content_owner").sort_values("object")["subject"].to_numpy()
+    parent = ds.table("interaction_parent").sort_values("object")["subject"].to_numpy()
+    weights = {"view_user": followers, "view_content": followers[owner], "view_interaction": followers[owner][parent]}
+    cums = {p: np.cumsum(w) for p, w in weights.items()}
+    perms = [p for p, _ in mix]
+    kinds = rng.choice(len(perms), size=n, p=np.array([w for _, w in mix]) / sum(w for _, w in mix))
+    viewers = pool[rng.integers(0, len(pool), n)]
+    out: list[Input] = []
+    for k, v in zip(kinds, viewers, strict=True):
+        perm = perms[k]
+        cum = cums[perm]
+        obj = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")), len(cum) - 1)
+        out.append(("check", (int(v), perm, obj), o.check(int(v), perm, obj)))
+    return out
+
+
+def _social_sampler(mix, name: str) -> Sampler:
+    def sample(ds: Dataset, o, n: int, dau: float = DEFAULT_DAU) -> list[Input]:
+        return _social_inputs(ds, o, n, mix, dau, name)
+
+    return sample
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -153,11 +195,31 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
                  "open or closed loop.", sample_mixed_reads, iterations=4000, warmup=100),
         Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),
+        Scenario("social_roundtrip", "roundtrip", "A trivial request on the same connection.", sample_roundtrip,
+                 model="social"),
+        Scenario("social_view_content", "check", "Can the user see a piece of content (owner, public or "
+                 "follower, minus blocked).", _social_sampler((("view_content", 1.0),), "svc"), model="social"),
+        Scenario("social_view_user", "check", "Can the user see another user's profile.",
+                 _social_sampler((("view_user", 1.0),), "svu"), model="social"),
+        Scenario("social_view_interaction", "check", "Can the user see an interaction (creator and parent "
+                 "content both visible: intersection).", _social_sampler((("view_interaction", 1.0),), "svi"),
+                 model="social"),
+        Scenario("social_mixed", "mixed", "The reference's weighted mix: 60% content, 30% profile, 10% "
+                 "interaction checks, issued by daily-active users, plus WriteRelationship (default 1%).",
+                 _social_sampler(SOCIAL_MIX, "smix"), iterations=4000, model="social"),
     ]
 }
 
-READ_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup")]
+READ_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup") and s.model == "rebac"]
 DEFAULT_SCENARIOS = ["roundtrip", *READ_SCENARIOS, "mixed"]
+DEFAULT_SCENARIOS_BY_MODEL = {
+    "rebac": DEFAULT_SCENARIOS,
+    "social": ["social_roundtrip", "social_view_content", "social_view_user", "social_view_interaction",
+               "social_mixed"],
+}
+# Writes of the mixed workloads touch only scratch subjects (ids past the dataset's users), so every
+# read answer stays checkable against the oracle: (relation, object type whose ids are drawn).
+SCRATCH_WRITES = {"rebac": ("resource_viewer_user", "resource"), "social": ("user_follower", "user")}
 
 
 def scenario(name: str) -> Scenario:

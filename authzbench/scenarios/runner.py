@@ -29,8 +29,6 @@ from authzbench.backends.registry import load_symbol
 from authzbench.metrics import encode, new_histogram
 from authzbench.model import Relationship
 
-SCRATCH_RELATION = "resource_viewer_user"
-
 
 @dataclass
 class PhaseSpec:
@@ -46,6 +44,7 @@ class PhaseSpec:
     start_rate: float = 0.0  # open loop: rate at t=0; each stage ramps linearly to its target
     write_share: float = 0.0  # mixed: share of ops that write/delete a relationship
     scratch_user: int = 0  # mixed: first user id not in the dataset (writes never touch real users)
+    scratch_relation: str = "resource_viewer_user"  # mixed: relation written, object drawn from [0, n_resources)
     n_resources: int = 1
     repeat: int = 0
     interval_s: float = 1.0
@@ -53,7 +52,8 @@ class PhaseSpec:
 
     @property
     def phase_id(self) -> str:
-        load = f"c{self.concurrency}" if self.mode == "closed" else f"open{self.concurrency}"
+        load = f"c{self.concurrency}" if self.mode == "closed" else \
+            f"open{self.concurrency}@{self.stages[-1][0]:g}" if self.stages else f"open{self.concurrency}"
         return f"{self.backend}/{self.scenario}/{load}/r{self.repeat}"
 
     def scheduled_ops(self) -> int:
@@ -186,7 +186,7 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
                 break
             inp = inputs[k % len(inputs)]
             if due is not None:
-                intended = t0 + due[i]
+                intended = t0 + float(due[i])
                 i += 1
                 delay = intended - time.perf_counter()
                 if delay > 0:
@@ -203,7 +203,7 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
             kd = kinds.get(kind_name)
             if kd is None:
                 kd = kinds[kind_name] = _Kind()
-            kd.late += late
+            kd.late += int(late)
             lat_ns = end_ns - begin_ns
             if exc is not None:
                 if _is_timeout(exc):
@@ -248,7 +248,7 @@ def _timed_call(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Any, B
             if pending and state["rng"].random() < 0.5:
                 backend.delete(pending.pop())
             else:
-                rel = Relationship(SCRATCH_RELATION, int(state["rng"].integers(0, spec.n_resources)),
+                rel = Relationship(spec.scratch_relation, int(state["rng"].integers(0, spec.n_resources)),
                                    state["scratch"])
                 backend.write(rel)
                 pending.append(rel)

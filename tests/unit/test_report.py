@@ -79,3 +79,30 @@ def test_compare_renders_ratios_of_two_runs(run, tmp_path):
     out = render_compare(store.path, store.path, tmp_path)
     text = out.read_text()
     assert "p50 B/A" in text and "1.000" in text
+
+
+def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
+                      concurrency=[2], iterations_scale=0.05, rates=[50.0, 100.0], duration_s=1.0,
+                      write_share=0.05, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results", config={"model": "social"})
+    assert orchestrate.bench(cfg, store) == []
+    text = render(store.path, tmp_path / "reports").read_text()
+    assert "`social_view_interaction`" in text
+    assert "SLO verdicts" in text and "highest open-loop rate that met the SLO: **100 ops/s**" in text
+    recs = [json.loads(line) for line in (store.path / "records.jsonl").read_text().splitlines()]
+    kinds = {r["kind"] for r in recs if r["type"] == "interval" and r["scenario"] == "social_mixed"}
+    assert kinds == {"check", "write"}
+    assert "mismatches: **0**" in text
+
+
+def test_a_model_the_backend_lacks_is_a_recorded_skip_not_a_crash(tmp_path, monkeypatch):
+    from authzbench.backends.reference import ReferenceBackend
+
+    monkeypatch.setattr(ReferenceBackend, "models", frozenset({"rebac"}))
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
+                      concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    failures = orchestrate.bench(cfg, store)
+    assert failures and "does not implement the 'social' model" in failures[0]
+    assert "does not implement the 'social' model" in render(store.path, tmp_path / "r").read_text()
