@@ -156,7 +156,7 @@ class Session:
             self.started_here = True
             if name != "reference":
                 _save_state(name, self.dep, run_dir)
-        self.options = {**cfg.options, "backend_name": name}
+        self.options = {**cfg.options, "backend_name": name, "model": cfg.model}
 
     def backend(self, **extra: Any) -> Backend:
         return backend_class(self.name)(self.dep.endpoint, {**self.options, **extra})

@@ -66,6 +66,7 @@ def selected_backends(config: pytest.Config) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "backend(name): needs the real server of backend NAME")
+    config.addinivalue_line("markers", "any_model: runs under --model rebac and social alike")
     values = [x for v in config.getoption("backend") for x in v.split(",")]
     if "list" in values:
         lines = ["backends:"]
@@ -110,14 +111,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def dataset(request, tmp_path_factory):
     from authzbench.generator import generate
 
-    return generate(request.config.getoption("profile"), tmp_path_factory.mktemp("datasets") / "ds")
+    return generate(request.config.getoption("profile"), tmp_path_factory.mktemp("datasets") / "ds",
+                    model=request.config.getoption("model"))
 
 
 @pytest.fixture(scope="session")
 def oracle(dataset):
-    from authzbench.oracle import Oracle
+    from authzbench.social_oracle import oracle_for
 
-    return Oracle(dataset)
+    return oracle_for(dataset)
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +156,11 @@ class _Deployments:
             from authzbench.orchestrate import BenchConfig, Session, load_backend
 
             cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
-                              profile=dataset.profile)
+                              profile=dataset.profile, model=dataset.model)
+            from authzbench.backends.registry import backend_class
+
+            if dataset.model not in backend_class(name).models:
+                pytest.skip(f"{name} does not implement the {dataset.model!r} model")
             try:
                 os.environ.setdefault("AUTHZBENCH_STATE", str(self.root / "state"))
                 sess = Session(name, cfg, reuse=False)

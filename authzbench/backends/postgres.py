@@ -20,9 +20,10 @@ from psycopg import sql
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+from authzbench.model import PERMISSIONS, REBAC_RELATIONS, SOCIAL_PERMISSIONS, SOCIAL_RELATIONS, Relationship
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "postgres.sql"
+SOCIAL_SCHEMA_FILE = SCHEMA_FILE.with_name("postgres_social.sql")
 SCHEMA = "authzbench"
 
 # Column names of each relation table, (object, subject), as in schema/postgres.sql.
@@ -39,6 +40,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "resource_viewer_user": ("resource_id", "user_id"),
     "resource_viewer_group": ("resource_id", "group_id"),
 }
+COLUMNS.update({r: ("object_id", "subject_id") for r in SOCIAL_RELATIONS})
 # Writes to these change group_membership.
 GROUP_RELATIONS = frozenset({"group_member", "group_manager", "group_child"})
 
@@ -48,6 +50,8 @@ CHECK_SQL = {p: f"SELECT EXISTS (SELECT 1 FROM authzbench.resource_grant "
                 f"WHERE resource_id = %s AND user_id = %s AND {f})" for p, f in PERM_FILTER.items()}
 LOOKUP_SQL = {p: f"SELECT DISTINCT resource_id FROM authzbench.resource_grant WHERE user_id = %s AND {f}"
               for p, f in PERM_FILTER.items()}
+# social: check(user, "view_content", id) -> the permission function of schema/postgres_social.sql.
+CHECK_SQL.update({p: f"SELECT authzbench.{p}(%s, %s)" for p in SOCIAL_PERMISSIONS})
 
 # Binary COPY: 11-byte signature, flags, header-extension length; then per row a field count and
 # (length, value) per field, all big-endian; a -1 field count ends the stream.
@@ -84,6 +88,7 @@ def schema_sections(path: Path = SCHEMA_FILE) -> dict[str, list[str]]:
 
 class PostgresBackend(Backend):
     name: ClassVar[str] = "postgres"
+    models = frozenset({"rebac", "social"})
     engine: ClassVar[str] = "PostgreSQL"
     batch_rows: ClassVar[int] = 65536  # rows per COPY statement (one timed batch)
     lookup_chunk: ClassVar[int] = 1024  # rows per streamed chunk of a lookup
@@ -95,7 +100,8 @@ class PostgresBackend(Backend):
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
-        self.sql = schema_sections(self.schema_file)
+        self.model = self.options.get("model", "rebac")
+        self.sql = schema_sections(SOCIAL_SCHEMA_FILE if self.model == "social" else self.schema_file)
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
         if self.endpoint.get("password"):
             kwargs["password"] = self.endpoint["password"]
@@ -157,6 +163,10 @@ class PostgresBackend(Backend):
         for stmt in self.sql["indexes"]:
             self.conn.execute(stmt)
         t_idx = time.perf_counter() - t0
+        if self.model == "social":  # no closure: every social permission has a fixed depth
+            self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in SOCIAL_RELATIONS))
+            return BuildStats("primary keys + VACUUM ANALYZE", time.perf_counter() - t0,
+                              notes={"index_seconds": round(t_idx, 3)})
         with self.conn.transaction():
             for stmt in self.sql["build_membership"]:
                 self.conn.execute(stmt)
@@ -164,7 +174,7 @@ class PostgresBackend(Backend):
         # Fresh statistics, or the planner guesses row counts of freshly loaded tables; VACUUM sets the
         # visibility map of group_membership (filled by INSERT, not COPY FREEZE) so lookups through it
         # are index-only too. It skips the already all-visible pages of the frozen tables.
-        self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in (*COLUMNS, "group_membership")))
+        self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in (*REBAC_RELATIONS, "group_membership")))
         members = int(self._one("SELECT count(*) FROM authzbench.group_membership"))
         return BuildStats("indexes + group_membership closure (recursive CTE) + VACUUM ANALYZE",
                           time.perf_counter() - t0, rows=members,
@@ -182,6 +192,8 @@ class PostgresBackend(Backend):
 
     # operations ----------------------------------------------------------------------------------
     def check(self, user: int, perm: str, resource: int) -> bool:
+        if perm in SOCIAL_PERMISSIONS:
+            return bool(self._one(CHECK_SQL[perm], (user, resource)))
         return bool(self._one(CHECK_SQL[_perm(perm)], (resource, user)))
 
     def lookup_resources(self, user: int, perm: str) -> Iterator[int]:
@@ -210,7 +222,7 @@ class PostgresBackend(Backend):
         else:
             stmt = sql.SQL("DELETE FROM {} WHERE {} = %s AND {} = %s").format(
                 table, sql.Identifier(obj_col), sql.Identifier(sub_col))
-        if rel.relation not in GROUP_RELATIONS:
+        if rel.relation not in GROUP_RELATIONS or self.model == "social":
             self.conn.execute(stmt, (rel.object, rel.subject))
             return
         # A group edge changes membership of its group (the parent, for group_child) and of every
@@ -262,4 +274,4 @@ def _public(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)  # key=value form
 
 
-assert set(COLUMNS) == set(REBAC_RELATIONS), "COLUMNS must cover every relation of the model"
+assert set(COLUMNS) == set(REBAC_RELATIONS) | set(SOCIAL_RELATIONS), "COLUMNS must cover every relation"

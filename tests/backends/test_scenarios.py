@@ -21,6 +21,16 @@ CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
 LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]
 
 
+@pytest.fixture(autouse=True)
+def _model_matches(request):
+    """Run each scenario only under its model (`--model rebac|social`)."""
+    model = request.config.getoption("model")
+    scen = request.node.callspec.params.get("scenario") if hasattr(request.node, "callspec") else None
+    wanted = SCENARIOS[scen].model if scen else "rebac"
+    if wanted != model and not request.node.get_closest_marker("any_model"):
+        pytest.skip(f"a {wanted} scenario; this run uses --model {model}")
+
+
 def _options(request, correctness: bool) -> dict:
     # Correctness runs fully consistent (SpiceDB's import returns no token); timing runs what production uses.
     if correctness:
@@ -123,6 +133,7 @@ def test_writes_and_deletes_are_visible_to_checks_and_lookups(request, live, dat
         assert 0 not in set(b.lookup_resources(scratch, "view"))
 
 
+@pytest.mark.any_model
 def test_trivial_round_trip_is_measured_for_comparison(request, benchmark, live, backend_name, run_store):
     with live.backend(**_options(request, False)) as b:
         hist = _bench(benchmark, request, b.baseline_roundtrip, [()], request.config.getoption("rounds"), 20)
