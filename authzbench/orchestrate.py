@@ -176,6 +176,16 @@ class Session:
             stop_saved(self.name)
 
 
+def monitor_for(sess: Session, sink) -> Monitor:
+    """psutil on native PIDs; the docker SDK's stats for compose containers; nothing for external."""
+    if sess.dep.mode == "compose" and sess.dep.containers:
+        from authzbench.provision.compose import container_stats
+
+        ids = list(sess.dep.containers)
+        return Monitor([], sink, container_stats=lambda: container_stats(ids))
+    return Monitor(sess.dep.pids if sess.dep.mode == "native" else [], sink)
+
+
 def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: bool) -> dict:
     """Create schema, bulk load, build; skipped when the same dataset hash is already loaded."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -200,7 +210,7 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
                       TimeRemainingColumn(), transient=True) as prog:
             task = prog.add_task("load", total=total)
             t0 = time.perf_counter()
-            with Monitor(sess.dep.pids, lambda s: store and store.append(
+            with monitor_for(sess, lambda s: store and store.append(
                     {"type": "monitor", "backend": name, "phase": f"{name}/ingest", **s})):
                 stats = b.load(ds, lambda n: prog.advance(task, n))
                 load_s = time.perf_counter() - t0
@@ -313,7 +323,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                     extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
                 say(f"{name}: {spec.phase_id}")
-                with Monitor(sess.dep.pids, lambda s, pid=spec.phase_id, n_=name: store.append(
+                with monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
                         {"type": "monitor", "backend": n_, "phase": pid, **s})):
                     res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
                                     store.append, cls.concurrency)
