@@ -59,6 +59,11 @@ def run_perf(quick: bool = False) -> int:
                          "≥ 1,000,000/s", rate >= 1e6))
             rows.append(("xl generation peak RSS", f"{xl['peak_rss'] / 2**30:.2f} GiB", "≤ 4 GiB",
                          xl["peak_rss"] <= 4 * 2**30))
+        t = time.perf_counter()
+        social = generate("large", Path(tmp) / "social", model="social")
+        soc_s = time.perf_counter() - t
+        rows.append(("social generation, 10M relationships", f"{soc_s:.2f} s ({social.total_relationships:,} rels)",
+                     "≤ 15 s", soc_s <= 15))
         # Harness ceiling: 8 worker processes against a backend that does nothing.
         inputs = SCENARIOS["roundtrip"].sampler(ds, oracle, 1)
         noop = BackendFactory("authzbench.backends.reference:NoopBackend", {}, {})

@@ -29,6 +29,8 @@ from authzbench.backends.registry import load_symbol
 from authzbench.metrics import encode, new_histogram
 from authzbench.model import Relationship
 
+FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
+
 
 @dataclass
 class PhaseSpec:
@@ -319,7 +321,7 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
     for w in workers:
         w.start()
 
-    state = {"ready": 0, "warm": 0, "done": 0, "fatal": [], "ops": 0, "issued": 0, "warmup_ops": 0}
+    state = {"ready": 0, "warm": 0, "done": 0, "fatal": [], "ops": 0, "issued": 0, "warmup_ops": 0, "failed_ops": 0}
 
     def pump(until: Callable[[], bool], deadline: float) -> bool:
         while not until():
@@ -343,6 +345,7 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
             for kind, p in payload.items():
                 state["ops"] += p["ops"]
                 state["issued"] += p["ops"] + p["timeouts"] + sum(p["errors"].values())
+                state["failed_ops"] += p["timeouts"] + sum(p["errors"].values())
                 sink({"type": "interval", "phase": spec.phase_id, "backend": spec.backend,
                       "scenario": spec.scenario, "worker": wid, "kind": kind, **p})
         elif msg in ("ready", "done"):
@@ -385,6 +388,11 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
         if state["fatal"]:
             status = "incomplete"
             reason = (reason + "; " if reason else "") + state["fatal"][0]
+        if state["issued"] and state["failed_ops"] / state["issued"] >= FAILED_SHARE_INCOMPLETE:
+            # The figures no longer describe a working server (it died, or the network did).
+            status = "incomplete"
+            reason = (reason + "; " if reason else "") + \
+                f"{state['failed_ops']:,} of {state['issued']:,} ops failed or timed out"
         wall = time.perf_counter() - measured0
     for w in workers:
         if isinstance(w, threading.Thread):
