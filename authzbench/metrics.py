@@ -72,6 +72,9 @@ class Monitor:
         self.interval_s = interval_s
         self.container_stats = container_stats
         self._stop = threading.Event()
+        self._active = threading.Event()  # set: inside the measured window (samples are kept)
+        self._active.set()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._procs: dict[int, psutil.Process] = {}
         self.samples = 0
@@ -104,14 +107,36 @@ class Monitor:
                 continue
         return {"cpu_percent": cpu, "rss_bytes": rss, "processes": n} if n else None
 
-    def _loop(self) -> None:
-        self.sample()  # primes cpu_percent's baseline
-        while not self._stop.wait(self.interval_s):
+    def _emit(self) -> None:
+        with self._lock:
             s = self.sample()
-            if s is not None:
-                s["t"] = time.time()
-                self.samples += 1
-                self.sink(s)
+        if s is not None:
+            s["t"] = time.time()
+            self.samples += 1
+            self.sink(s)
+
+    def _loop(self) -> None:
+        with self._lock:
+            self.sample()  # primes cpu_percent's baseline
+        while not self._stop.wait(self.interval_s):
+            if self._active.is_set():
+                self._emit()
+
+    def window(self, measuring: bool) -> None:
+        """Keep only samples of the measured window: on open, restart the CPU baseline; on close, take
+        a last sample, so even a phase shorter than the interval gets its average CPU."""
+        if measuring:
+            with self._lock:
+                self.sample()
+            self._active.set()
+        else:
+            self._active.clear()
+            self._emit()
+
+    def gated(self) -> Monitor:
+        """Start outside the window: nothing is kept until window(True)."""
+        self._active.clear()
+        return self
 
     def __enter__(self) -> Monitor:
         self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)

@@ -323,10 +323,11 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                     extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
                 say(f"{name}: {spec.phase_id}")
-                with monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
-                        {"type": "monitor", "backend": n_, "phase": pid, **s})):
+                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
+                    {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
+                with mon:  # samples only while ops are measured, not while workers start
                     res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
-                                    store.append, cls.concurrency)
+                                    store.append, cls.concurrency, on_window=mon.window)
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":

@@ -152,7 +152,12 @@ def _method(rd: RunData) -> str:
         "omission); ops due but never started are reported as dropped.",
         "- Every answer is compared with the reference oracle; timeouts (check 2 s, lookup 60 s by default) and "
         "exceptions count as errors and are excluded from the latency figures.",
-        "- CPU % is summed over the server processes and their children (100% = one core); RSS likewise.", ""])
+        "- CPU % is summed over the server processes and their children (100% = one core); RSS likewise. "
+        "Samples are kept only while ops are measured (not while workers start).",
+        f"- Client workers and servers share this machine's {rd.manifest.get('environment', {}).get('cpu_logical', '?')} "
+        "logical cores: at high concurrency the client processes compete with the server for CPU, so "
+        "throughput past the core count measures the pair, not the server alone (use --provision external "
+        "to put servers elsewhere).", ""])
 
 
 def _write(rd: RunData) -> str:

@@ -153,7 +153,7 @@ def _is_timeout(e: BaseException) -> bool:
 
 
 def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
-                stop: Any, t0_shared: Any) -> None:
+                stop: Any, t0_shared: Any, release: Any) -> None:
     """One worker: connect, warm up, then run its share of the measured ops."""
     try:
         backend = factory()
@@ -226,6 +226,10 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
                 kinds = {}
                 next_flush = time.perf_counter() + spec.interval_s
         out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+        # Stay connected until the parent closed the measured window: the monitor's last sample must
+        # still see the server processes serving us (PostgreSQL forks one per connection).
+        out.put(("measured", wid, None))
+        release.wait(60)
         # Leave the dataset as we found it: delete the scratch relationships still written.
         for rel in pending:
             with contextlib.suppress(Exception):
@@ -295,25 +299,27 @@ def _compare(kd: _Kind, inp, answer, kind: str, spec: PhaseSpec) -> None:
 # parent ----------------------------------------------------------------------------------------
 
 def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
-              concurrency_model: str = "process") -> PhaseResult:
+              concurrency_model: str = "process", on_window: Callable[[bool], None] | None = None) -> PhaseResult:
     """Run one phase; every interval is handed to `sink` as it arrives. Never raises on backend trouble."""
     if concurrency_model == "thread":
         out: Any = queue.Queue()
-        go, start, stop = threading.Event(), threading.Event(), threading.Event()
+        go, start, stop, release = threading.Event(), threading.Event(), threading.Event(), threading.Event()
 
         class _V:
             value = 0.0
 
         t0 = _V()
-        workers = [threading.Thread(target=worker_main, args=(w, spec, factory, inputs, out, go, start, stop, t0),
-                                    daemon=True) for w in range(spec.concurrency)]
+        workers = [threading.Thread(target=worker_main, daemon=True,
+                                    args=(w, spec, factory, inputs, out, go, start, stop, t0, release))
+                   for w in range(spec.concurrency)]
     else:
         ctx = mp.get_context("forkserver")
         out = ctx.Queue()
-        go, start, stop = ctx.Event(), ctx.Event(), ctx.Event()
+        go, start, stop, release = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
         t0 = ctx.Value("d", 0.0)
-        workers = [ctx.Process(target=worker_main, args=(w, spec, factory, inputs, out, go, start, stop, t0),
-                               daemon=True) for w in range(spec.concurrency)]
+        workers = [ctx.Process(target=worker_main, daemon=True,
+                               args=(w, spec, factory, inputs, out, go, start, stop, t0, release))
+                   for w in range(spec.concurrency)]
     base = {"phase": spec.phase_id, **{k: v for k, v in asdict(spec).items() if k not in ("stages",)},
             "stages": spec.stages}
     sink({"type": "phase_start", **base})
@@ -321,7 +327,7 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
     for w in workers:
         w.start()
 
-    state = {"ready": 0, "warm": 0, "done": 0, "fatal": [], "ops": 0, "issued": 0, "warmup_ops": 0, "failed_ops": 0}
+    state = {"ready": 0, "warm": 0, "done": 0, "measured": 0, "fatal": [], "ops": 0, "issued": 0, "warmup_ops": 0, "failed_ops": 0}
 
     def pump(until: Callable[[], bool], deadline: float) -> bool:
         while not until():
@@ -348,7 +354,7 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
                 state["failed_ops"] += p["timeouts"] + sum(p["errors"].values())
                 sink({"type": "interval", "phase": spec.phase_id, "backend": spec.backend,
                       "scenario": spec.scenario, "worker": wid, "kind": kind, **p})
-        elif msg in ("ready", "done"):
+        elif msg in ("ready", "done", "measured"):
             state[msg] += 1
         elif msg == "warm":
             state["warm"] += 1
@@ -363,6 +369,7 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
         stop.set()
         go.set()
         start.set()
+        release.set()
         reason = state["fatal"][0] if state["fatal"] else "workers did not connect within 60 s"
         status = "failed"
     else:
@@ -370,17 +377,28 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
         pump(lambda: state["warm"] + len(state["fatal"]) >= n,
              time.perf_counter() + spec.max_seconds + spec.timeout_s + 30)
         t0.value = time.perf_counter() + 0.05  # every worker shares one schedule origin
+        if on_window:
+            on_window(True)
         start.set()
         measured0 = t0.value
         # Open loop: ops due before the end may start a moment late; 0.25 s grace, then the rest is dropped.
         limit = spec.max_seconds if spec.mode == "closed" else spec.duration_s + 0.25
-        finished = pump(lambda: state["done"] >= n, measured0 + limit)
+        def measured() -> bool:
+            return state["measured"] + len(state["fatal"]) >= n
+
+        finished = pump(measured, measured0 + limit)
         if not finished:
             stop.set()
             if spec.mode == "closed":
                 reason = f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} ops ran"
                 status = "incomplete"
-            finished = pump(lambda: state["done"] >= n, time.perf_counter() + spec.timeout_s + 10)
+            finished = pump(measured, time.perf_counter() + spec.timeout_s + 10)
+        wall = time.perf_counter() - measured0
+        if on_window:
+            on_window(False)
+        release.set()
+        if finished:
+            pump(lambda: state["done"] >= n, time.perf_counter() + 30)
         if not finished:
             status = "incomplete"
             reason = (reason + "; " if reason else "") + \
@@ -393,7 +411,6 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
             status = "incomplete"
             reason = (reason + "; " if reason else "") + \
                 f"{state['failed_ops']:,} of {state['issued']:,} ops failed or timed out"
-        wall = time.perf_counter() - measured0
     for w in workers:
         if isinstance(w, threading.Thread):
             w.join(timeout=0.5)
