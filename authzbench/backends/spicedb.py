@@ -90,7 +90,7 @@ class SpiceDBBackend(Backend):
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.NOT_FOUND:  # no schema yet: connected and authorized
                 return
-            if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+            if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 raise UserError(f"{self.name}: SpiceDB at {ep['addr']} rejected the preshared key") from None
             raise BackendUnavailable(f"{self.name}: cannot reach SpiceDB at {ep['addr']}: {e.code().name}: "
                                      f"{(e.details() or '').splitlines()[0][:200]}") from None
