@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, SOCIAL_PERMISSIONS, SOCIAL_RELATIONS, Relationship
@@ -66,24 +67,6 @@ def copy_block(obj: np.ndarray, sub: np.ndarray) -> bytes:
     rows["n"], rows["l1"], rows["l2"] = 2, 4, 4
     rows["v1"], rows["v2"] = obj, sub
     return COPY_HEADER + rows.tobytes() + COPY_TRAILER
-
-
-def schema_sections(path: Path = SCHEMA_FILE) -> dict[str, list[str]]:
-    """`-- section: NAME` blocks of the schema file, each a list of statements (comments removed)."""
-    sections: dict[str, list[str]] = {}
-    name = None
-    body: dict[str, list[str]] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"--\s*section:\s*(\w+)", line)
-        if m:
-            name = m.group(1)
-            body[name] = []
-        elif name and not line.lstrip().startswith("--"):
-            body[name].append(line)
-    for name, lines in body.items():
-        text = "\n".join(lines)
-        sections[name] = [s.strip() for s in re.split(r";\s*$", text, flags=re.M) if s.strip()]
-    return sections
 
 
 class PostgresBackend(Backend):
