@@ -97,6 +97,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_name" in metafunc.fixturenames:
         names = selected_backends(metafunc.config)
+        mark = metafunc.definition.get_closest_marker("backend")
+        if mark:  # a backend's own test file runs against that backend only
+            names = [n for n in names if n == mark.args[0]] or [mark.args[0]]
         if names:
             metafunc.parametrize("backend_name", names, scope="session")
         else:
