@@ -1,0 +1,148 @@
+"""Apache Cassandra 5.0.9 (the CQL engine available here; ScyllaDB runs under compose/external).
+
+No registry ships ScyllaDB or a Cassandra tarball, but Cassandra's server jars are on Maven Central:
+Maven copies them into the cache dir once; the provisioner writes cassandra.yaml and logback.xml for
+a single node on 127.0.0.1 with private ports, and starts CassandraDaemon with the JPMS flags of
+Cassandra's own conf/jvm17-server.options (without them it fails on sun.nio.ch.DirectBuffer).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from authzbench.provision.base import (
+    Deployment,
+    StartContext,
+    cache_dir,
+    free_port,
+    port_open,
+    require_java,
+    run,
+    say,
+    spawn,
+    stamp_ok,
+    stop_pid,
+    wait_until,
+    write_stamp,
+)
+
+CASSANDRA_VERSION = "5.0.9"
+
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>authzbench</groupId><artifactId>cassandra-jars</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.cassandra</groupId><artifactId>cassandra-all</artifactId>
+      <version>{version}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+# The JPMS block of Cassandra 5.0's conf/jvm17-server.options.
+JPMS_FLAGS = [
+    "-Djdk.attach.allowAttachSelf=true",
+    *[f"--add-exports={m}=ALL-UNNAMED" for m in (
+        "java.base/jdk.internal.misc", "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+        "java.rmi/sun.rmi.registry", "java.rmi/sun.rmi.server", "java.sql/java.sql", "java.base/java.lang.ref",
+        "jdk.unsupported/sun.misc", "jdk.compiler/com.sun.tools.javac.file", "jdk.attach/sun.tools.attach")],
+    *[f"--add-opens={m}=ALL-UNNAMED" for m in (
+        "java.base/java.lang.module", "java.base/jdk.internal.loader", "java.base/jdk.internal.ref",
+        "java.base/jdk.internal.reflect", "java.base/jdk.internal.math", "java.base/jdk.internal.module",
+        "java.base/jdk.internal.util.jar", "jdk.management/com.sun.management.internal", "java.base/sun.nio.ch",
+        "java.base/java.io", "java.base/java.lang.reflect", "jdk.compiler/com.sun.tools.javac",
+        "java.base/java.lang", "java.base/java.util")],
+    "-Dio.netty.tryReflectionSetAccessible=true",
+]
+
+YAML = """cluster_name: authzbench
+num_tokens: 16
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+data_file_directories: [{dir}/data]
+commitlog_directory: {dir}/commitlog
+saved_caches_directory: {dir}/saved_caches
+hints_directory: {dir}/hints
+cdc_raw_directory: {dir}/cdc_raw
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:{storage_port}"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: {storage_port}
+native_transport_port: {cql_port}
+start_native_transport: true
+endpoint_snitch: SimpleSnitch
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+auto_snapshot: false
+disk_failure_policy: stop
+commit_failure_policy: stop
+# small node for a 2-core machine shared with the client
+memtable_heap_space: 256MiB
+key_cache_size: 32MiB
+concurrent_reads: 16
+concurrent_writes: 16
+"""
+
+LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{dir}/system.log</file>
+    <encoder><pattern>%-5level [%thread] %date{{ISO8601}} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE" /></root>
+</configuration>
+"""
+
+
+def jars() -> Path:
+    """Cassandra's runtime jars from Maven Central, copied once into the cache dir."""
+    _java, mvn = require_java()
+    root = cache_dir() / f"cassandra-{CASSANDRA_VERSION}"
+    lib, stamp = root / "lib", root / "jars.stamp"
+    if stamp_ok(stamp, CASSANDRA_VERSION) and lib.is_dir():
+        return lib
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pom.xml").write_text(POM.format(version=CASSANDRA_VERSION))
+    say(f"cassandra: fetching cassandra-all {CASSANDRA_VERSION} and its runtime jars from Maven Central (~67 MB)")
+    run([mvn, "-q", "-B", f"-Dmaven.repo.local={cache_dir() / 'm2'}", "dependency:copy-dependencies",
+         "-DincludeScope=runtime", f"-DoutputDirectory={lib}"], cwd=root, log=root / "mvn.log",
+        what="mvn dependency:copy-dependencies (cassandra-all)")
+    write_stamp(stamp, CASSANDRA_VERSION)
+    return lib
+
+
+def start(ctx: StartContext) -> Deployment:
+    java, _ = require_java()
+    lib = jars()
+    node = ctx.dir("cassandra")
+    for d in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs"):
+        (node / d).mkdir(exist_ok=True)
+    storage_port, cql_port = free_port(), free_port()
+    (node / "cassandra.yaml").write_text(YAML.format(dir=node, storage_port=storage_port, cql_port=cql_port))
+    (node / "logback.xml").write_text(LOGBACK.format(dir=node / "logs"))
+    heap = ctx.options.get("cassandra_heap", "768M")
+    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Xss256k", "-XX:TieredStopAtLevel=1",
+           *JPMS_FLAGS, f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
+           f"-Dlogback.configurationFile=file://{node / 'logback.xml'}", f"-Dcassandra.logdir={node / 'logs'}",
+           f"-Dcassandra.storagedir={node}", "-Dcassandra-foreground=yes",
+           "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
+           "-Dcassandra.jmx.local.port=0", "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
+    log = node / "logs" / "stdout.log"
+    say(f"cassandra {CASSANDRA_VERSION}: starting on 127.0.0.1:{cql_port} (CQL ready in ~15 s)")
+    t0 = time.perf_counter()
+    proc = spawn(cmd, log=log)
+    dep = Deployment("scylla", "native", {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench"},
+                     pids=[proc.pid], notes=[f"Apache Cassandra {CASSANDRA_VERSION} (CQL, standing in for ScyllaDB): "
+                                             f"single node, {heap} heap, jars from Maven Central"])
+    dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))
+    try:
+        wait_until(lambda: port_open(cql_port), timeout=180, what="cassandra", proc=proc, log=node / "logs" /
+                   "system.log", interval=0.5)
+    except BaseException:
+        dep.stop()
+        raise
+    say(f"cassandra {CASSANDRA_VERSION}: CQL ready in {time.perf_counter() - t0:.1f} s (pid {proc.pid})")
+    return dep
