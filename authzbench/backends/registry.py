@@ -26,9 +26,8 @@ BACKENDS: dict[str, BackendEntry] = {
         BackendEntry("postgres", "authzbench.backends.postgres:PostgresBackend",
                      "authzbench.provision.native.postgres:start", ("postgres",)),
         BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend",
-                     "authzbench.provision.native.spicedb:start", ("spicedb-pg", "spicedb-pg-db")),
-        BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None,
-                     ("spicedb-crdb", "cockroach"),
+                     "authzbench.provision.native.spicedb:start", ("spicedb-pg",)),
+        BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False),
         BackendEntry("cockroach", "authzbench.backends.cockroach:CockroachBackend", None, ("cockroach",),
@@ -38,10 +37,11 @@ BACKENDS: dict[str, BackendEntry] = {
                      "authzbench.provision.native.cassandra:start", ("scylla",)),
         BackendEntry("clickhouse", "authzbench.backends.clickhouse:ClickHouseBackend",
                      "authzbench.provision.native.chdb:start", ("clickhouse",)),
+        # Not implemented yet (issues #10 and #8): listed so `authzbench backends` says so.
         BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
-                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",)),
+                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",), default=False),
         BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
-                     "authzbench.provision.native.ferretdb:start", ("mongo",)),
+                     "authzbench.provision.native.ferretdb:start", ("mongo",), default=False),
     ]
 }
 
