@@ -15,7 +15,7 @@ from rich.table import Table
 from authzbench.errors import UserError
 
 console = Console()
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _csv_ints(s: str) -> list[int]:

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from authzbench.errors import BackendUnavailable, UserError
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def cache_dir() -> Path:
