@@ -84,7 +84,9 @@ def test_compare_renders_ratios_of_two_runs(run, tmp_path):
 def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
                       concurrency=[2], iterations_scale=0.05, rates=[50.0, 100.0], duration_s=1.0,
-                      write_share=0.05, data_dir=tmp_path / "data")
+                      write_share=0.05, data_dir=tmp_path / "data",
+                      # generous: this proves the verdict mechanism, not this machine's speed under load
+                      slo={"check_p95_ms": 1000.0, "write_p95_ms": 1000.0, "success": 0.99})
     store = RunStore.create(tmp_path / "results", config={"model": "social"})
     assert orchestrate.bench(cfg, store) == []
     text = render(store.path, tmp_path / "reports").read_text()
