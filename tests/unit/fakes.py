@@ -21,33 +21,36 @@ class FlippingBackend(ReferenceBackend):
         return [r for r in super().lookup_resources(user, perm) if r % 7 != 0]
 
 
-class SleepyBackend(ReferenceBackend):
+class _Counting(ReferenceBackend):
+    """Counts checks, so a fake can misbehave on every k-th one."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.n = 0
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        self.n += 1
+        return super().check(user, perm, resource)
+
+
+class SleepyBackend(_Counting):
     """Sleeps past the timeout on every 10th check."""
 
     name = "sleepy"
 
-    def connect(self) -> None:
-        super().connect()
-        self.n = 0
-
     def check(self, user: int, perm: str, resource: int) -> bool:
-        self.n += 1
-        if self.n % 10 == 0:
+        if (self.n + 1) % 10 == 0:
             time.sleep(float(self.options.get("sleep_s", 0.3)))
         return super().check(user, perm, resource)
 
 
-class FailingBackend(ReferenceBackend):
+class FailingBackend(_Counting):
     """Raises on every 5th check."""
 
     name = "failing"
 
-    def connect(self) -> None:
-        super().connect()
-        self.n = 0
-
     def check(self, user: int, perm: str, resource: int) -> bool:
-        self.n += 1
-        if self.n % 5 == 0:
+        if (self.n + 1) % 5 == 0:
+            self.n += 1
             raise ConnectionResetError("server went away")
         return super().check(user, perm, resource)
