@@ -93,7 +93,8 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
         total_s = r["load_seconds"] + (r.get("build_seconds") or 0.0)
         rows.append({
             "backend": r["backend"], "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
-            "rows": r["rows"], "documents": r.get("documents"), "load_s": r["load_seconds"],
+            "rows": r["rows"], "rows_per_s": r["rows"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
+            "documents": r.get("documents"), "load_s": r["load_seconds"],
             "build_s": r.get("build_seconds") or 0.0, "build_what": (r.get("build") or {}).get("what", ""),
             "total_s": total_s, "rels_per_s": r["relationships"] / total_s if total_s else float("nan"),
             "load_rels_per_s": r["relationships"] / r["load_seconds"] if r["load_seconds"] else float("nan"),

@@ -173,6 +173,7 @@ def _write(rd: RunData) -> str:
     lines.append(table(df, {"backend": "Backend", "relationships": "Relationships", "load_s": "Ingest (s)",
                             "build_s": "Closure/MV/index build (s)", "total_s": "Total (s)",
                             "rels_per_s": "Relationships/s (incl. build)", "load_rels_per_s": "Relationships/s (ingest only)",
+                            "rows": "Rows written (incl. expanded)", "rows_per_s": "Rows/s",
                             "batch_rows": "Batch (rows)", "batches": "Batches", "batch_mean_s": "Batch mean (s)",
                             "batch_p95_s": "Batch p95 (s)", "footprint_mb": "Footprint (MiB)",
                             "build_what": "Build step", "note": "Notes"}))
