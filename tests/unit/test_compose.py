@@ -1,80 +1,349 @@
-"""The compose file, validated offline (these machines have no Docker engine and no compose plugin)."""
+"""compose/docker-compose.yaml, validated offline (these machines have a Docker client but no engine and
+no compose plugin).
+
+Each structural check runs on two readings of the file: ours (PyYAML + the interpolation compose.py
+uses for endpoints) and Compose's own: `docker compose config` where the plugin exists, otherwise
+compose-go, the library that command is built on (schema validation, interpolation with the env
+file, merge keys, reference checks), compiled once from the Go module proxy into the cache.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
-import yaml
 
 from authzbench.backends.registry import BACKENDS
 from authzbench.errors import BackendUnavailable
 from authzbench.provision import compose
+from authzbench.provision.base import cache_dir, go_env
 
 PINNED = {"SPICEDB_VERSION": "v1.46.2", "COCKROACH_VERSION": "v25.3.2", "POSTGRES_VERSION": "17.2",
           "CLICKHOUSE_VERSION": "25.10", "SCYLLA_VERSION": "2025.3", "ELASTICSEARCH_VERSION": "9.2.1",
           "MONGO_VERSION": "8.2.1"}
+IMAGES = {"postgres": "postgres:17.2", "spicedb-pg-db": "postgres:17.2", "spicedb-pg": "authzed/spicedb:v1.46.2",
+          "spicedb-pg-migrate": "authzed/spicedb:v1.46.2", "spicedb-crdb": "authzed/spicedb:v1.46.2",
+          "spicedb-crdb-migrate": "authzed/spicedb:v1.46.2", "cockroach": "cockroachdb/cockroach:v25.3.2",
+          "clickhouse": "clickhouse/clickhouse-server:25.10", "scylla": "scylladb/scylla:2025.3",
+          "elasticsearch": "elasticsearch:9.2.1", "elasticsearch-setup": "elasticsearch:9.2.1",
+          "mongo": "mongo:8.2.1"}
+CHECKER = Path(__file__).parent / "composecheck"  # main.go + go.mod + go.sum (compose-go, pinned)
+# The variables a user may set; cleared so the machine's environment cannot change what is tested.
+USER_VARS = [v for v in os.environ if v.startswith("AUTHZBENCH_") and v not in ("AUTHZBENCH_CACHE",)]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for v in USER_VARS + list(PINNED):
+        monkeypatch.delenv(v, raising=False)
+
+
+def _compose_plugin() -> bool:
+    try:
+        return subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _checker() -> Path | None:
+    """The compose-go loader, built once per source version into the cache (about 25 s cold)."""
+    go = shutil.which("go")
+    if go is None:
+        return None
+    digest = hashlib.sha256(b"".join((CHECKER / f).read_bytes() for f in ("main.go", "go.mod", "go.sum")))
+    exe = cache_dir() / "tools" / f"composecheck-{digest.hexdigest()[:16]}"
+    if not exe.is_file():
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        tmp = exe.with_suffix(".tmp")
+        out = subprocess.run([go, "build", "-o", str(tmp), "."], cwd=CHECKER, capture_output=True, text=True,
+                             env={**os.environ, **go_env()}, timeout=900)
+        assert out.returncode == 0, f"building the compose-go checker failed: {out.stderr[-2000:]}"
+        tmp.replace(exe)
+    return exe
+
+
+def compose_config(env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """(returncode, stdout JSON, stderr) of Compose's own reading of the file."""
+    full = {**{k: v for k, v in os.environ.items() if k not in USER_VARS and k not in PINNED}, **(env or {})}
+    if _compose_plugin():
+        cmd = compose.compose_cmd("config", "--format", "json")
+    else:
+        exe = _checker()
+        if exe is None:
+            pytest.skip("neither `docker compose` nor Go is installed: Compose's own loader is unavailable")
+        cmd = [str(exe), str(compose.COMPOSE_FILE), str(compose.VERSIONS_FILE)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=full, timeout=120)
+    return out.returncode, out.stdout, out.stderr
 
 
 @pytest.fixture(scope="module")
-def spec() -> dict:
-    return compose.load_compose()
+def official() -> dict:
+    rc, out, err = compose_config()
+    assert rc == 0, f"Compose rejects the file: {err}"
+    return json.loads(out)
 
+
+@pytest.fixture(scope="module")
+def ours() -> dict:
+    return compose.load_compose({**compose.versions()})
+
+
+@pytest.fixture(params=["ours", "compose"])
+def spec(request, ours) -> dict:
+    return ours if request.param == "ours" else request.getfixturevalue("official")
+
+
+def _ports(svc: dict) -> list[tuple[str, int, int]]:
+    """(host ip, host port, container port) in either the short syntax or Compose's long form."""
+    out = []
+    for p in svc.get("ports") or []:
+        if isinstance(p, dict):
+            out.append((p.get("host_ip", ""), int(p["published"]), int(p["target"])))
+        else:
+            ip, host, target = str(p).split(":")
+            out.append((ip, int(host), int(target)))
+    return out
+
+
+def _volume_sources(svc: dict) -> list[str]:
+    return [v["source"] if isinstance(v, dict) else v.split(":")[0] for v in svc.get("volumes") or []]
+
+
+def _long_running(spec: dict) -> dict[str, dict]:
+    return {n: s for n, s in spec["services"].items() if n not in compose.one_shots(spec)}
+
+
+# versions ---------------------------------------------------------------------------------------
 
 def test_versions_are_the_reference_reports_pinned_in_one_place():
     assert compose.versions() == PINNED
     raw = compose.COMPOSE_FILE.read_text()
     for name in PINNED:
-        assert "${" + name + "}" in raw  # used through interpolation, never repeated
+        assert "${" + name + "}" in raw
+    for value in PINNED.values():  # never repeated as a literal next to the variable
+        assert f":{value}" not in raw, value
 
 
-def test_every_image_is_pinned_to_an_exact_tag(spec):
-    for name, svc in spec["services"].items():
-        image, _, tag = svc["image"].rpartition(":")
-        assert image and tag and tag != "latest" and "$" not in tag, name
-        assert tag in PINNED.values(), f"{name}: {svc['image']} is not one of the pinned versions"
+def test_every_image_is_the_pinned_one(spec):
+    images = {n: s["image"] for n, s in spec["services"].items()}
+    assert images == IMAGES
+    for image in images.values():
+        tag = image.rpartition(":")[2]
+        assert tag and tag != "latest" and "$" not in tag
 
+
+# structure ---------------------------------------------------------------------------------------
 
 def test_long_running_services_have_healthchecks_limits_and_loopback_ports(spec):
-    for name, svc in spec["services"].items():
-        if svc.get("restart") == "no":  # one-shot migrations
-            continue
-        assert svc.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
-        assert svc.get("cpus") and svc.get("mem_limit"), f"{name} has no CPU/memory limits"
-        for p in svc.get("ports", []):
-            assert p.startswith("127.0.0.1:"), f"{name} publishes {p} beyond loopback"
+    for name, svc in _long_running(spec).items():
+        hc = svc.get("healthcheck") or {}
+        assert hc.get("test") and not hc.get("disable") and hc["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert float(svc["cpus"]) > 0 and svc["mem_limit"], f"{name} has no CPU/memory limits"
+        assert _ports(svc), f"{name} publishes nothing"
+        for ip, host, _ in _ports(svc):
+            assert ip == "127.0.0.1" and host > 0, f"{name} publishes {host} beyond loopback"
 
 
-def test_dependencies_and_volumes_exist(spec):
+def test_host_ports_are_distinct(spec):
+    hosts = [h for svc in spec["services"].values() for _, h, _ in _ports(svc)]
+    assert len(hosts) == len(set(hosts))
+
+
+def test_one_shots_are_adopted_so_up_wait_returns(spec):
+    """`docker compose up --wait` fails on an exited container unless a service of the same `up`
+    waits for it with service_completed_successfully."""
+    shots = compose.one_shots(spec)
+    assert shots == {"spicedb-pg-migrate", "spicedb-crdb-migrate", "elasticsearch-setup"}
+    for name in shots:
+        svc = spec["services"][name]
+        assert svc.get("restart") == "no" and not svc.get("ports") and not svc.get("healthcheck"), name
+
+
+def test_references_exist_and_volumes_are_named(spec):
     for name, svc in spec["services"].items():
         for dep in svc.get("depends_on") or {}:
             assert dep in spec["services"], f"{name} depends on unknown {dep}"
-        for v in svc.get("volumes", []):
-            assert v.split(":")[0] in spec["volumes"], f"{name} uses undeclared volume {v}"
+        for v in svc.get("volumes") or []:
+            if isinstance(v, dict):
+                assert v["type"] == "volume", f"{name}: {v} is not a named volume"
+        for src in _volume_sources(svc):
+            assert src in spec["volumes"], f"{name} uses undeclared volume {src}"
+    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb"}  # SpiceDB keeps nothing itself
+    for name in stateful:
+        assert _volume_sources(spec["services"][name]), f"{name} keeps its data in the container"
 
 
-def test_every_registry_backend_has_its_services_and_an_endpoint(spec):
+def test_registry_services_exist_with_an_endpoint_on_their_published_port(official):
     for name, e in BACKENDS.items():
         for svc in e.compose_services:
-            assert svc in spec["services"], f"{name}: service {svc} missing from the compose file"
-        if e.compose_services:
-            assert compose.services_for(name, spec)[-1] in e.compose_services
-            assert compose.endpoint(name)  # no engine needed
+            assert svc in official["services"], f"{name}: service {svc} missing from the compose file"
+        if not e.compose_services:
+            continue
+        ep = compose.endpoint(name)
+        svc = official["services"][e.compose_services[0]]
+        published = {h for _, h, _ in _ports(svc)}
+        port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url")).split(":")[-1]
+                                     .split("/")[0].split("?")[0])
+        assert port in published, (name, ep)
 
 
-def test_spicedb_services_start_after_their_migration(spec):
-    order = compose.services_for("spicedb-pg", spec)
-    assert order == ["spicedb-pg-db", "spicedb-pg-migrate", "spicedb-pg"]
-    assert compose.services_for("spicedb-crdb", spec) == ["cockroach", "spicedb-crdb-migrate", "spicedb-crdb"]
+def test_endpoints_have_the_shape_each_backend_expects():
+    assert compose.endpoint("postgres")["dsn"] == "postgresql://postgres@127.0.0.1:5432/postgres"
+    assert compose.endpoint("cockroach") == {"dsn": "postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable"}
+    assert compose.endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench"}
+    assert compose.endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
+    assert compose.endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
+    es = compose.endpoint("elasticsearch")
+    assert es["url"] == "https://127.0.0.1:9200" and es["username"] == "elastic" and es["password"]
+    assert es["ca_certs"].endswith("elasticsearch-ca.crt")
+    pg = compose.endpoint("spicedb-pg")
+    assert pg["addr"] == "127.0.0.1:50051" and pg["datastore"] == "postgres" and pg["preshared_key"]
+    assert pg["datastore_dsn"] == "postgresql://postgres:spicedb@127.0.0.1:5433/spicedb"
+    assert pg["spicedb_version"] == "v1.46.2" and pg["datastore_version"] == "17.2"
+    crdb = compose.endpoint("spicedb-crdb")
+    assert crdb["addr"] == "127.0.0.1:50052" and crdb["datastore"] == "cockroachdb"
+    assert crdb["datastore_version"] == "v25.3.2" and "datastore_dsn" not in crdb
 
 
-def test_interpolation_handles_defaults_and_escapes(monkeypatch):
-    monkeypatch.delenv("AUTHZBENCH_CPUS", raising=False)
-    assert compose.interpolate("${AUTHZBENCH_CPUS:-2}", {}) == "2"
+def test_dependency_order(ours):
+    assert compose.services_for("spicedb-pg", ours) == ["spicedb-pg-db", "spicedb-pg-migrate", "spicedb-pg"]
+    assert compose.services_for("spicedb-crdb", ours) == ["cockroach", "spicedb-crdb-migrate", "spicedb-crdb"]
+    assert compose.services_for("elasticsearch", ours) == ["elasticsearch-setup", "elasticsearch"]
+    assert compose.services_for("scylla", ours) == ["scylla"]
+
+
+# what the environment controls --------------------------------------------------------------------
+
+ENV = {"AUTHZBENCH_CPUS": "1.5", "AUTHZBENCH_MEM": "3g", "AUTHZBENCH_SPICEDB_KEY": "k-from-env",
+       "AUTHZBENCH_ES_PASSWORD": "pw-from-env", "AUTHZBENCH_SCYLLA_PORT": "19042"}
+
+
+def test_limits_credentials_and_ports_come_from_the_environment(monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    spec = compose.load_compose()
+    for name, svc in _long_running(spec).items():
+        assert (svc["cpus"], svc["mem_limit"]) == ("1.5", "3g"), name
+    assert compose.endpoint("spicedb-pg", spec)["preshared_key"] == "k-from-env"
+    assert compose.endpoint("spicedb-crdb", spec)["preshared_key"] == "k-from-env"
+    assert compose.endpoint("elasticsearch", spec)["password"] == "pw-from-env"
+    assert compose.endpoint("scylla", spec)["port"] == 19042
+
+
+def test_compose_reads_the_environment_the_same_way():
+    rc, out, err = compose_config(ENV)
+    assert rc == 0, err
+    spec = json.loads(out)
+    for name, svc in _long_running(spec).items():
+        assert float(svc["cpus"]) == 1.5 and int(svc["mem_limit"]) == 3 * 2**30, name
+    assert "k-from-env" in spec["services"]["spicedb-pg"]["command"]
+    assert spec["services"]["elasticsearch"]["environment"]["ELASTIC_PASSWORD"] == "pw-from-env"
+    assert _ports(spec["services"]["scylla"]) == [("127.0.0.1", 19042, 9042)]
+
+
+def test_compose_rejects_a_broken_file(tmp_path, monkeypatch):
+    """The loader used above does catch mistakes (so the passing runs above mean something)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(compose.COMPOSE_FILE.read_text().replace("spicedb-pg-db: {condition: service_healthy}",
+                                                            "spicedb-pg-dbx: {condition: service_healthy}", 1))
+    monkeypatch.setattr(compose, "COMPOSE_FILE", bad)
+    rc, _, err = compose_config()
+    assert rc != 0 and "spicedb-pg-dbx" in err
+
+
+# servers' own settings ---------------------------------------------------------------------------
+
+def test_spicedb_phones_nowhere_and_needs_its_key(ours):
+    for name in ("spicedb-pg", "spicedb-crdb"):
+        cmd = ours["services"][name]["command"]
+        assert "--telemetry-endpoint=" in cmd and "--skip-release-check" in cmd
+        assert "--grpc-preshared-key" in cmd
+    assert "--disable-version-check" in ours["services"]["scylla"]["command"]
+
+
+def test_postgres_is_tuned_like_the_native_one(ours):
+    from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+    assert compose.endpoint("postgres", ours)["server_settings"] == BENCH_SETTINGS
+    assert "track_commit_timestamp=on" in ours["services"]["spicedb-pg-db"]["command"]
+
+
+def test_scylla_fits_its_container(ours):
+    cmd = ours["services"]["scylla"]["command"]
+    smp, memory = int(compose._flag(cmd, "--smp")), compose._flag(cmd, "--memory")
+    assert smp <= float(ours["services"]["scylla"]["cpus"])
+    assert int(memory.rstrip("G")) < int(ours["services"]["scylla"]["mem_limit"].rstrip("g"))
+    assert compose._flag(cmd, "--broadcast-rpc-address") == "127.0.0.1"
+
+
+def test_elasticsearch_has_security_with_tls_and_basic_auth(ours):
+    env = ours["services"]["elasticsearch"]["environment"]
+    assert env["xpack.security.enabled"] == "true" and env["xpack.security.http.ssl.enabled"] == "true"
+    assert env["ELASTIC_PASSWORD"] == "authzbench"  # the local-only default
+    setup = ours["services"]["elasticsearch-setup"]["command"][-1]
+    # certutil --pem writes NAME/NAME.crt and NAME/NAME.key per instance, and ca/ca.crt
+    instance = re.search(r"- name: ([\w.-]+)", setup).group(1)
+    assert env["xpack.security.http.ssl.key"] == f"certs/{instance}/{instance}.key"
+    assert env["xpack.security.http.ssl.certificate"] == f"certs/{instance}/{instance}.crt"
+    assert f"config/{env['xpack.security.http.ssl.certificate_authorities']}" in setup
+    assert "ip: [127.0.0.1]" in setup  # clients connect to https://127.0.0.1
+    assert "https://localhost:9200" in " ".join(ours["services"]["elasticsearch"]["healthcheck"]["test"])
+
+
+# no engine ---------------------------------------------------------------------------------------
+
+def test_interpolation_handles_defaults_and_escapes():
+    assert compose.interpolate("${X:-2}", {}) == "2"
+    assert compose.interpolate("${X:-2}", {"X": ""}) == "2"
+    assert compose.interpolate("${X}", {"X": "v"}) == "v"
     assert compose.interpolate("$${X}", {}) == "${X}"
-    assert yaml.safe_load("a: 1")["a"] == 1
 
 
 def test_without_a_docker_engine_compose_up_is_one_clear_line(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(BackendUnavailable, match="no Docker engine reachable") as e:
-        compose.compose_up("postgres", {})
-    assert "\n" not in str(e.value)
+    monkeypatch.setattr(compose, "_cached_client", None)
+    for call in (lambda: compose.compose_up("postgres", {}), lambda: compose.compose_down("postgres"),
+                 lambda: compose.container_stats(["x"])):
+        with pytest.raises(BackendUnavailable) as e:
+            call()
+        msg = str(e.value)
+        assert msg.startswith("no Docker engine reachable (docker.from_env failed: ") and "\n" not in msg
+        assert msg.endswith("; use --provision native or external")
+
+
+def test_provision_compose_goes_through_compose_up(monkeypatch, tmp_path):
+    from authzbench.provision.manager import provision
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setattr(compose, "_cached_client", None)
+    with pytest.raises(BackendUnavailable, match="no Docker engine reachable"):
+        provision("scylla", "compose", tmp_path)
+
+
+# monitor arithmetic -------------------------------------------------------------------------------
+
+def _stats(usage: int, system: int, pre_usage: int = 0, pre_system: int = 0, cpus: int = 4,
+           mem: int = 0, cache_key: str = "inactive_file", cache: int = 0) -> dict:
+    return {"cpu_stats": {"cpu_usage": {"total_usage": usage}, "system_cpu_usage": system, "online_cpus": cpus},
+            "precpu_stats": {"cpu_usage": {"total_usage": pre_usage}, "system_cpu_usage": pre_system},
+            "memory_stats": {"usage": mem, "stats": {cache_key: cache}}}
+
+
+def test_cpu_percent_is_the_docker_cli_formula():
+    # 0.5 s of container CPU while the host's 4 CPUs ran 4 s (1 s wall): half a core = 50 %
+    s = _stats(usage=1_500_000_000, system=14_000_000_000, pre_usage=1_000_000_000, pre_system=10_000_000_000)
+    assert compose.cpu_percent(s) == pytest.approx(50.0)
+    assert compose.cpu_percent(s, prev=(500_000_000, 10_000_000_000)) == pytest.approx(100.0)
+    assert compose.cpu_percent(_stats(usage=5, system=9)) == 0.0  # one-shot sample: no baseline yet
+
+
+def test_memory_excludes_page_cache_on_cgroup_v1_and_v2():
+    assert compose.memory_bytes(_stats(0, 0, mem=1000, cache=300)) == 700
+    assert compose.memory_bytes(_stats(0, 0, mem=1000, cache_key="total_inactive_file", cache=100)) == 900
+    assert compose.memory_bytes(_stats(0, 0, mem=1000)) == 1000
