@@ -1,8 +1,15 @@
 """SpiceDB over gRPC (authzed client): one adapter for SpiceDB on PostgreSQL and on CockroachDB.
 
 Only the provisioner's datastore flags differ between `spicedb-pg` and `spicedb-crdb`; this code
-path is the same. The schema is schema/rebac.zed or schema/social.zed, relationships map 1:1 from
-the dataset's relation catalog (model.RelationDef), object ids are the dataset's decimal ids.
+path is the same, and the backend's name follows the endpoint's datastore. The schema is
+schema/rebac.zed or schema/social.zed, relationships map 1:1 from the dataset's relation catalog
+(model.RelationDef; group_child is group:PARENT#member@group:CHILD#membership, metadata such as
+group_org is not loaded), object ids are the dataset's decimal ids.
+
+External servers (`--provision external`, AUTHZBENCH_SPICEDB_PG_URL / AUTHZBENCH_SPICEDB_CRDB_URL):
+    grpc://PRESHARED_KEY@host:port?datastore=postgres|cockroachdb
+    grpcs://PRESHARED_KEY@host:port?datastore=cockroachdb&ca=/path/ca.pem   (TLS; ca optional)
+    optional: &datastore_dsn=postgresql://user@host:port/db&datastore_version=15.4 (for footprint/report)
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ import grpc
 from authzed.api.v1 import (
     CheckPermissionRequest,
     CheckPermissionResponse,
+    Client,
     Consistency,
-    InsecureClient,
     LookupResourcesRequest,
     ObjectReference,
     ReadSchemaRequest,
@@ -30,7 +37,7 @@ from authzed.api.v1 import (
     WriteSchemaRequest,
     ZedToken,
 )
-from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsRequest
+from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsResponse
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.dataset import Dataset
@@ -43,6 +50,11 @@ HASH_MARK = re.compile(r"authzbench dataset ([0-9a-f]{64})")
 # social checks name the object type through the permission: view_content -> content#view
 SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
                 "view_interaction": ("interaction", "view")}
+DATASTORES = {"postgres": ("spicedb-pg", "PostgreSQL"), "cockroachdb": ("spicedb-crdb", "CockroachDB")}
+IMPORT_METHOD = "/authzed.api.v1.PermissionsService/ImportBulkRelationships"
+# SpiceDB's serverversion middleware answers this request header with a response trailer.
+VERSION_REQUEST = ("io.spicedb.requestversion", "1")
+VERSION_TRAILER = "io.spicedb.debug.version"
 
 
 def _consistency(mode: str, token: ZedToken | None) -> Consistency:
@@ -53,25 +65,83 @@ def _consistency(mode: str, token: ZedToken | None) -> Consistency:
     return Consistency(minimize_latency=True)
 
 
+class _Stubs(Client):
+    """The authzed client's service stubs on a channel we own (InsecureClient keeps no handle to
+    close, and its Python auth interceptor would add its own cost to every measured call)."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.init_stubs(channel)
+
+
+# Protobuf wire encoding of ImportBulkRelationshipsRequest. Building ~450k Relationship messages
+# through the protobuf API costs more CPU than the server spends importing them (~50k/s on one
+# core); concatenating their bytes directly is ~5x faster and byte-identical (tests/unit/
+# test_spicedb_wire.py), so the import measures SpiceDB rather than Python object construction.
+_VARINT = [bytes([n]) if n < 128 else bytes([(n & 0x7F) | 0x80, n >> 7]) for n in range(1 << 14)]
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2); payloads here are far below 16 KiB."""
+    return bytes([tag << 3 | 2]) + _VARINT[len(payload)] + payload
+
+
+def encode_relationships(d: RelationDef, objects: Iterable[int], subjects: Iterable[int]) -> bytes:
+    """Serialized ImportBulkRelationshipsRequest{relationships: [d(object, subject)...]}.
+
+    Relationship{1: resource ObjectReference{1: type, 2: id}, 2: relation,
+                 3: subject SubjectReference{1: object ObjectReference, 2: optional_relation}}
+    """
+    res_pre = _field(1, d.object_type.encode()) + b"\x12"  # then varint(len(id)) + id
+    mid = _field(2, d.relation.encode())
+    sub_pre = _field(1, d.subject_type.encode()) + b"\x12"
+    sub_tail = _field(2, d.subject_relation.encode()) if d.subject_relation else b""
+    var = _VARINT
+    parts: list[bytes] = []
+    add = parts.append
+    for o, s in zip(objects, subjects, strict=True):
+        oid = str(o).encode()
+        sid = b"*" if d.wildcard else str(s).encode()
+        res = res_pre + var[len(oid)] + oid
+        sobj = sub_pre + var[len(sid)] + sid
+        sub = b"\x0a" + var[len(sobj)] + sobj + sub_tail
+        body = b"\x0a" + var[len(res)] + res + mid + b"\x1a" + var[len(sub)] + sub
+        add(b"\x0a" + var[len(body)] + body)
+    return b"".join(parts)
+
+
 class SpiceDBBackend(Backend):
     name: ClassVar[str] = "spicedb-pg"
     models = frozenset({"rebac", "social"})
-    # Relationships per ImportBulkRelationships message. Measured on baseline (452,883 relationships, this
-    # 2-core machine): 1,000 -> 38,720/s, 5,000 -> 33,125/s, 20,000 -> 31,474/s; WriteRelationships
-    # (the reference's path, 1,000 per call) -> 9,322/s.
+    # Relationships per ImportBulkRelationships message (options["import_batch"] overrides).
+    # Measured on baseline, see the commit that set it.
     import_batch: ClassVar[int] = 1_000
     write_batch: ClassVar[int] = 1_000  # WriteRelationships max updates per call (server default)
 
+    def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:
+        super().__init__(endpoint, options)
+        # Same code for both registry names: the datastore decides which one this is.
+        self.name = DATASTORES.get(endpoint.get("datastore", "postgres"), ("spicedb-pg",))[0]  # type: ignore[misc]
+        self.duplicates_seen = 0  # lookup results SpiceDB sent more than once (removed before returning)
+        self.token: ZedToken | None = None
+        self.server_version: str | None = None
+        self._channel: grpc.Channel | None = None
+        self._probe: tuple[int, str, int, str] | None = None
+
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
-        """grpc://PRESHARED_KEY@host:port?datastore=cockroachdb[&tls=1&ca=/path]"""
+        """grpc://PRESHARED_KEY@host:port?datastore=cockroachdb (grpcs:// for TLS, &ca=/path/ca.pem)."""
         u = urlparse(url)
-        q = parse_qs(u.query)
-        if not u.hostname or not u.username:
-            raise UserError("spicedb URL must look like grpc://PRESHARED_KEY@host:port?datastore=postgres")
-        return {"addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username,
-                "datastore": q.get("datastore", ["postgres"])[0], "tls": q.get("tls", ["0"])[0] == "1",
-                "ca_certs": q.get("ca", [None])[0]}
+        q = {k: v[0] for k, v in parse_qs(u.query).items()}
+        if u.scheme not in ("grpc", "grpcs") or not u.hostname or not u.username:
+            raise UserError("spicedb URL must look like grpc://PRESHARED_KEY@host:port?datastore=postgres "
+                            "(grpcs:// for TLS)")
+        datastore = q.get("datastore", "postgres")
+        if datastore not in DATASTORES:
+            raise UserError(f"spicedb URL: datastore={datastore!r}; valid: {', '.join(DATASTORES)}")
+        tls = u.scheme == "grpcs" or q.get("tls") == "1"
+        return {"addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username, "datastore": datastore,
+                "tls": tls, "ca_certs": q.get("ca"), "datastore_dsn": q.get("datastore_dsn"),
+                "datastore_version": q.get("datastore_version", "")}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -79,38 +149,57 @@ class SpiceDBBackend(Backend):
         self.model = self.options.get("model", "rebac")
         self.mode = self.options.get("consistency") or "minimize_latency"
         self.timeout = float(self.options.get("timeout_s") or 60.0)
-        self.token: ZedToken | None = None
+        self.import_batch = int(self.options.get("import_batch") or type(self).import_batch)  # type: ignore[misc]
         if ep.get("tls"):
-            from authzed.api.v1 import Client
-            from grpcutil import bearer_token_credentials
-
             ca = Path(ep["ca_certs"]).read_bytes() if ep.get("ca_certs") else None
-            self.client = Client(ep["addr"], bearer_token_credentials(ep["preshared_key"], ca))
+            creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(ca),
+                                                       grpc.access_token_call_credentials(ep["preshared_key"]))
+            self._channel = grpc.secure_channel(ep["addr"], creds)
+            self._md: tuple[tuple[str, str], ...] = ()
         else:
-            self.client = InsecureClient(ep["addr"], ep["preshared_key"])
-        try:
-            self.client.ReadSchema(ReadSchemaRequest(), timeout=5)
+            self._channel = grpc.insecure_channel(ep["addr"])
+            self._md = (("authorization", f"Bearer {ep['preshared_key']}"),)
+        self.client = _Stubs(self._channel)
+        # Pre-serialized requests (encode_relationships) go out as they are.
+        self._import = self._channel.stream_unary(IMPORT_METHOD, request_serializer=None,
+                                                  response_deserializer=ImportBulkRelationshipsResponse.FromString)
+        try:  # a cheap authenticated call that also asks the server for its version
+            _, call = self.client.ReadSchema.with_call(ReadSchemaRequest(), timeout=5,
+                                                       metadata=(*self._md, VERSION_REQUEST))
+            self.server_version = self._version_from(call)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.NOT_FOUND:  # no schema yet: connected and authorized
+                self.server_version = self._version_from(e)
                 return
+            self.close()
             if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 raise UserError(f"{self.name}: SpiceDB at {ep['addr']} rejected the preshared key") from None
             raise BackendUnavailable(f"{self.name}: cannot reach SpiceDB at {ep['addr']}: {e.code().name}: "
-                                     f"{(e.details() or '').splitlines()[0][:200]}") from None
+                                     f"{((e.details() or '').splitlines() or [''])[0][:200]}") from None
+
+    @staticmethod
+    def _version_from(call: Any) -> str | None:
+        for k, v in call.trailing_metadata() or ():
+            if k == VERSION_TRAILER:
+                return v if isinstance(v, str) else v.decode()
+        return None
 
     def close(self) -> None:
-        ch = getattr(self.client, "_channel", None) or getattr(self.client, "channel", None)
-        if ch is not None:
-            ch.close()
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def server_info(self) -> ServerInfo:
         ep = self.endpoint
-        version = ep.get("spicedb_version", "unknown")
-        ds = {"postgres": "PostgreSQL", "cockroachdb": "CockroachDB"}.get(ep.get("datastore", ""), ep.get("datastore"))
+        version = self.server_version or ep.get("spicedb_version") or "unknown"
+        ds = DATASTORES.get(ep.get("datastore", ""), ("", ep.get("datastore", "?")))[1]
         ds_version = (ep.get("datastore_version") or "").split(" ")[0]
-        return ServerInfo("SpiceDB", version, f"SpiceDB {version} on {ds} {ds_version}".strip(),
-                          notes=[f"measured phases use consistency={self.mode}; correctness tests use "
-                                 "fully_consistent"])
+        notes = [f"measured phases use consistency={self.mode}; correctness tests use fully_consistent",
+                 "version as reported by the server" if self.server_version else
+                 "version from the provisioner (the server did not report one)"]
+        if not ep.get("datastore_dsn"):
+            notes.append("footprint unknown (no datastore_dsn in the endpoint): reported as 0")
+        return ServerInfo("SpiceDB", version, f"SpiceDB {version} on {ds} {ds_version}".strip(), notes=notes)
 
     # schema and data ---------------------------------------------------------------------------
     def _schema_text(self, dataset_hash: str | None = None) -> str:
@@ -122,7 +211,7 @@ class SpiceDBBackend(Backend):
         return text
 
     def create_schema(self) -> None:
-        self.client.WriteSchema(WriteSchemaRequest(schema=self._schema_text()), timeout=30)
+        self.client.WriteSchema(WriteSchemaRequest(schema=self._schema_text()), timeout=30, metadata=self._md)
 
     def _rel(self, d: RelationDef, obj: str, sub: str) -> Relationship:
         subject = SubjectReference(object=ObjectReference(object_type=d.subject_type, object_id="*" if d.wildcard
@@ -130,91 +219,94 @@ class SpiceDBBackend(Backend):
         return Relationship(resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
                             subject=subject)
 
-    def _relationships(self, ds: Dataset) -> Iterator[list[Relationship]]:
+    def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[RelationDef, list[int], list[int]]]:
         defs = relation_defs(ds.model)
-        for name in ds.authz_relations():
-            d = defs[name]
-            for df in ds.iter_batches(name, self.import_batch):
-                objs, subs = map(str, df["object"].tolist()), map(str, df["subject"].tolist())
-                yield [self._rel(d, o, s) for o, s in zip(objs, subs, strict=True)]
+        for name in ds.authz_relations():  # metadata relations (group_org) are not relationships
+            for df in ds.iter_batches(name, n):
+                yield defs[name], df["object"].tolist(), df["subject"].tolist()
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         # A relationship that must be visible once the import is: build() waits for it.
         rel = "user_self" if ds.model == "social" else "resource_manager_user"
         first = ds.table(rel).iloc[0]
         perm = "view_user" if ds.model == "social" else "manage"
-        self._probe = (int(first["subject"]), perm, int(first["object"]))
+        self._probe = (int(first["subject"]), perm, int(first["object"]), rel)
         if self.options.get("ingest") == "write":
             return self._load_with_writes(ds, progress)
         batch_seconds: list[float] = []
         rows = 0
         last = time.perf_counter()
 
-        def requests() -> Iterator[ImportBulkRelationshipsRequest]:
-            # Client-streaming: the time between two yields is building one batch plus gRPC flow
-            # control, i.e. what the client waits for per batch.
+        def requests() -> Iterator[bytes]:
+            # Client-streaming: the time between two yields is encoding one message plus gRPC flow
+            # control (the server applying the previous ones), i.e. what the client waits per batch.
             nonlocal rows, last
-            for batch in self._relationships(ds):
-                yield ImportBulkRelationshipsRequest(relationships=batch)
+            for d, objs, subs in self._batches(ds, self.import_batch):
+                yield encode_relationships(d, objs, subs)
                 now = time.perf_counter()
                 batch_seconds.append(now - last)
                 last = now
-                rows += len(batch)
-                progress(len(batch))
+                rows += len(objs)
+                progress(len(objs))
 
         try:
-            self.client.ImportBulkRelationships(requests(), timeout=3600)
+            resp = self._import(requests(), timeout=3600, metadata=self._md)
         except grpc.RpcError as e:
             raise BackendUnavailable(f"{self.name}: ImportBulkRelationships failed: {e.code().name}: "
                                      f"{(e.details() or '')[:200]}") from None
+        commit_s = time.perf_counter() - last  # end of stream -> the server's one commit
+        if resp.num_loaded != rows:
+            raise BackendUnavailable(f"{self.name}: ImportBulkRelationships loaded {resp.num_loaded} of {rows}")
         return LoadStats(rows=rows, batch_rows=self.import_batch, batch_seconds=batch_seconds,
                          notes={"method": "ImportBulkRelationships (one client stream, one transaction)",
-                                "batch": self.import_batch})
+                                "batch": self.import_batch, "commit_seconds": round(commit_s, 3)})
 
     def _load_with_writes(self, ds: Dataset, progress: Progress) -> LoadStats:
         """The reference's path: WriteRelationships, <= 1,000 TOUCH updates per call."""
         batch_seconds: list[float] = []
         rows = 0
-        for big in self._relationships(ds):
-            for i in range(0, len(big), self.write_batch):
-                chunk = big[i:i + self.write_batch]
-                t0 = time.perf_counter()
-                resp = self.client.WriteRelationships(WriteRelationshipsRequest(updates=[
-                    RelationshipUpdate(operation=RelationshipUpdate.OPERATION_TOUCH, relationship=r) for r in chunk]),
-                    timeout=self.timeout)
-                batch_seconds.append(time.perf_counter() - t0)
-                self.token = resp.written_at
-                rows += len(chunk)
-                progress(len(chunk))
+        for d, objs, subs in self._batches(ds, self.write_batch):
+            t0 = time.perf_counter()
+            # Built inside the timed span, as the import's per-batch time includes its encoding.
+            req = WriteRelationshipsRequest(updates=[
+                RelationshipUpdate(operation=RelationshipUpdate.OPERATION_TOUCH, relationship=self._rel(d, str(o), str(s)))
+                for o, s in zip(objs, subs, strict=True)])
+            resp = self.client.WriteRelationships(req, timeout=self.timeout, metadata=self._md)
+            batch_seconds.append(time.perf_counter() - t0)
+            self.token = resp.written_at
+            rows += len(objs)
+            progress(len(objs))
         return LoadStats(rows=rows, batch_rows=self.write_batch, batch_seconds=batch_seconds,
                          notes={"method": "WriteRelationships TOUCH", "batch": self.write_batch})
 
     def build(self) -> BuildStats:
-        """The import returns no ZedToken: wait until minimize_latency reads (quantized to 5 s by
-        default) see the imported data, so measured phases never read a pre-import revision."""
+        """The import returns no ZedToken. TOUCH one imported relationship (no data change) for a
+        token at or after the import, so at_least_as_fresh reads see it; then wait until
+        minimize_latency reads (quantized to 5 s by default) see it too, so measured phases never
+        read a pre-import revision."""
         t0 = time.perf_counter()
-        probe = self._probe
-        if probe is None:
-            return BuildStats("no probe (empty dataset)", 0.0)
+        if self._probe is None:
+            return BuildStats("no probe (no load in this session)", 0.0)
+        user, perm, obj, rel = self._probe
+        self.write(Rel(rel, obj, user))
         deadline = t0 + 60
         while time.perf_counter() < deadline:
-            if self.check(*probe, mode="minimize_latency"):
+            if self.check(user, perm, obj, mode="minimize_latency"):
                 return BuildStats("wait until minimize_latency reads see the import", time.perf_counter() - t0)
             time.sleep(0.2)
         raise BackendUnavailable(f"{self.name}: imported data not visible to minimize_latency reads after 60 s")
 
-    _probe: tuple[int, str, int] | None = None
-
     def loaded_hash(self) -> str | None:
         try:
-            text = self.client.ReadSchema(ReadSchemaRequest(), timeout=10).schema_text
+            text = self.client.ReadSchema(ReadSchemaRequest(), timeout=10, metadata=self._md).schema_text
         except grpc.RpcError:
             return None
         m = HASH_MARK.search(text)
         return m.group(1) if m else None
 
     def mark_loaded(self, dataset_hash: str) -> None:
-        self.client.WriteSchema(WriteSchemaRequest(schema=self._schema_text(dataset_hash)), timeout=30)
+        self.client.WriteSchema(WriteSchemaRequest(schema=self._schema_text(dataset_hash)), timeout=30,
+                                metadata=self._md)
 
     # operations ----------------------------------------------------------------------------------
     def _target(self, perm: str) -> tuple[str, str]:
@@ -225,22 +317,27 @@ class SpiceDBBackend(Backend):
         resp = self.client.CheckPermission(CheckPermissionRequest(
             resource=ObjectReference(object_type=obj_type, object_id=str(resource)), permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
-            consistency=_consistency(mode or self.mode, self.token)), timeout=self.timeout)
+            consistency=_consistency(mode or self.mode, self.token)), timeout=self.timeout, metadata=self._md)
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        """Streamed; returned as SpiceDB sent them (the runner removes and counts duplicates)."""
+        """Streamed to the end; SpiceDB may send a resource once per path to it: each is returned
+        once and the extra copies are counted in duplicates_seen."""
         obj_type, permission = self._target(perm)
         stream = self.client.LookupResources(LookupResourcesRequest(
             resource_object_type=obj_type, permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
-            consistency=_consistency(self.mode, self.token)), timeout=self.timeout)
-        return [int(r.resource_object_id) for r in stream]
+            consistency=_consistency(self.mode, self.token)), timeout=self.timeout, metadata=self._md)
+        ids = [int(r.resource_object_id) for r in stream]
+        unique = list(dict.fromkeys(ids))
+        self.duplicates_seen += len(ids) - len(unique)
+        return unique
 
     def _update(self, rel: Rel, op: int) -> None:
         d = relation_defs(self.model)[rel.relation]
         resp = self.client.WriteRelationships(WriteRelationshipsRequest(updates=[RelationshipUpdate(
-            operation=op, relationship=self._rel(d, str(rel.object), str(rel.subject)))]), timeout=self.timeout)
+            operation=op, relationship=self._rel(d, str(rel.object), str(rel.subject)))]), timeout=self.timeout,
+            metadata=self._md)
         self.token = resp.written_at
 
     def write(self, rel: Rel) -> None:
@@ -250,29 +347,33 @@ class SpiceDBBackend(Backend):
         self._update(rel, RelationshipUpdate.OPERATION_DELETE)
 
     def baseline_roundtrip(self) -> None:
-        self.client.ReadSchema(ReadSchemaRequest(), timeout=self.timeout)
+        self.client.ReadSchema(ReadSchemaRequest(), timeout=self.timeout, metadata=self._md)
 
     def footprint(self) -> int:
+        """Bytes of SpiceDB's tables (with indexes and TOAST) in its PostgreSQL database; 0 when the
+        datastore is not reachable from here (server_info says so)."""
         dsn = self.endpoint.get("datastore_dsn")
         if not dsn:
             return 0
         import psycopg
 
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
+        with psycopg.connect(dsn, password=self.endpoint.get("datastore_password"), connect_timeout=5) as conn:
             row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                                "JOIN pg_namespace n ON n.oid = c.relnamespace "
                                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')").fetchone()
-        return int(row[0])
+        return int(row[0]) if row else 0
 
     def drop(self) -> None:
-        """Delete every relationship of the schema's definitions, then the schema."""
+        """Delete every relationship of the schema's definitions, then rewrite the schema without
+        the loaded-dataset mark so the next `prepare` loads again."""
         from authzed.api.v1 import DeleteRelationshipsRequest, RelationshipFilter
 
         try:
-            text = self.client.ReadSchema(ReadSchemaRequest(), timeout=10).schema_text
+            text = self.client.ReadSchema(ReadSchemaRequest(), timeout=10, metadata=self._md).schema_text
         except grpc.RpcError:
             return
         for t in re.findall(r"definition\s+(\w+)", text):
             # No limit: one transaction per type (the server caps limited deletes at 1,000 rows a call).
             self.client.DeleteRelationships(DeleteRelationshipsRequest(
-                relationship_filter=RelationshipFilter(resource_type=t)), timeout=600)
+                relationship_filter=RelationshipFilter(resource_type=t)), timeout=600, metadata=self._md)
+        self.create_schema()
