@@ -2,35 +2,55 @@
 
 The same code serves ScyllaDB (compose/external) and Apache Cassandra (native here): it speaks CQL
 only. Permissions are expanded at load time with the shared vectorized closure, then written with
-prepared statements in unlogged batches grouped by partition, with bounded concurrency.
+prepared statements in unlogged batches grouped by partition, with bounded concurrency. Writes and
+deletes keep the permission tables consistent by recomputing, from the source tables, exactly the
+(resource, user) pairs the changed relationship can affect (see `_affected`).
 """
 
 from __future__ import annotations
 
+import re
+import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.sqlfile import schema_sections
-from authzbench.closure import permission_keys
+from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import REBAC_RELATIONS, Relationship
+from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
-SOURCE = [r for r, d in REBAC_RELATIONS.items() if d.authz]
+# Source relations by object type: each lands in rel_<type> (one partition per object).
+SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
+# Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
+REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
+           "resource_manager_group", "resource_viewer_group")
+# rel_resource stores the relation name without its "resource_" prefix (shorter clustering keys).
+
+
+def _short(rel: str) -> str:
+    return rel.removeprefix("resource_").removeprefix("group_").removeprefix("org_")
+
+
+def _ser_int(a: np.ndarray) -> list[bytes]:
+    """CQL int values, serialized by numpy (big-endian int32), not one Python call per value."""
+    return np.ascontiguousarray(a, dtype=">i4").view("V4").tolist()
 
 
 class ScyllaBackend(Backend):
     name: ClassVar[str] = "scylla"
-    batch_rows: ClassVar[int] = 50  # rows per unlogged batch, all in one partition (~42k rows/s measured)
-    in_flight: ClassVar[int] = 96  # concurrent batches: enough to keep the node busy, bounded memory
-    lookup_page: ClassVar[int] = 5000  # rows per page of a lookup's partition scan
+    # Unlogged batches of <= 50 rows, all in one partition: one mutation per batch on the replica.
+    # PROVISIONING.md measured ~2k rows/s with single-row inserts, ~42k rows/s with these batches.
+    batch_rows: ClassVar[int] = 50
+    in_flight: ClassVar[int] = 48  # concurrent batches: keeps a node busy, bounds client memory
+    lookup_page: ClassVar[int] = 5000  # rows per page of a lookup's partition scan (the driver pages)
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -43,263 +63,426 @@ class ScyllaBackend(Backend):
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
+        from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+        from cassandra.query import tuple_factory
 
         ep = self.endpoint
         self.ks = ep.get("keyspace", "authzbench")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,47}", self.ks):
+            raise UserError(f"scylla: invalid keyspace name {self.ks!r} (letters, digits, _; 48 characters at most)")
+        self.timeout = float(self.options.get("timeout_s") or 60)
+        # LOCAL_QUORUM: a write's recomputation reads its own writes on a replicated cluster too
+        # (the same as ONE on the single native node). tuple rows: lookups decode thousands of rows.
         profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
-                                   request_timeout=float(self.options.get("timeout_s") or 60))
-        self.cluster = Cluster(contact_points=ep["hosts"], port=int(ep["port"]), connect_timeout=5,
-                               execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+                                   request_timeout=self.timeout, consistency_level=ConsistencyLevel.LOCAL_QUORUM,
+                                   row_factory=tuple_factory)
+        self.cluster = Cluster(contact_points=list(ep["hosts"]), port=int(ep["port"]), connect_timeout=5,
+                               control_connection_timeout=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
         try:
             self.session = self.cluster.connect()
         except NoHostAvailable as e:
             self.cluster.shutdown()
-            raise BackendUnavailable(f"scylla: no CQL node reachable at {ep['hosts']}:{ep['port']}: "
+            raise BackendUnavailable(f"scylla: no CQL node reachable at {','.join(ep['hosts'])}:{ep['port']}: "
                                      f"{next(iter(e.errors.values()), e)!s:.200}") from None
-        self.sql = {k: [s.format(ks=self.ks) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
+        except Exception as e:  # noqa: BLE001 - any driver error at connect is one line for the user
+            self.cluster.shutdown()
+            raise BackendUnavailable(f"scylla: cannot connect to {','.join(ep['hosts'])}:{ep['port']}: "
+                                     f"{type(e).__name__}: {e!s:.200}") from None
+        # Session.prepare() waits session.default_timeout, which a profile-based cluster cannot set through
+        # the public setter: without this a prepare against a frozen node would wait 10 s, not timeout_s.
+        self.session._default_timeout = self.timeout  # noqa: SLF001
+        rf = int(self.options.get("replication_factor") or ep.get("replication_factor") or 1)
+        self.sql = {k: [s.format(ks=self.ks, rf=rf) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
         self._prepared: dict[str, Any] = {}
-        self._membership: dict[int, set[int]] | None = None
 
     def close(self) -> None:
         if getattr(self, "cluster", None) is not None:
             self.cluster.shutdown()
+            self.cluster = None
 
     def prep(self, cql: str):
         """Prepared-statement cache: each statement is prepared once per connection."""
         p = self._prepared.get(cql)
         if p is None:
-            p = self._prepared[cql] = self.session.prepare(cql)
+            p = self._prepared[cql] = self.session.prepare(cql.format(ks=self.ks))
         return p
 
+    def _rows(self, cql: str, *args: Any) -> list[tuple]:
+        return list(self.session.execute(self.prep(cql), args))
+
     def server_info(self) -> ServerInfo:
-        row = self.session.execute("SELECT release_version FROM system.local").one()
-        version = row.release_version
-        try:  # ScyllaDB reports a Cassandra-compatible release_version and has system.versions
+        version = self.session.execute("SELECT release_version FROM system.local").one()[0]
+        try:  # ScyllaDB reports a Cassandra-compatible release_version; its own version is in system.versions
             scylla = self.session.execute("SELECT version FROM system.versions").one()
         except Exception:  # noqa: BLE001 - Cassandra has no such table
             scylla = None
         if scylla:
-            return ServerInfo("ScyllaDB", scylla.version, f"ScyllaDB {scylla.version}")
+            return ServerInfo("ScyllaDB", scylla[0], f"ScyllaDB {scylla[0]}",
+                              notes=[f"CQL release_version {version}"])
         return ServerInfo("Apache Cassandra", version, f"Cassandra {version} (CQL, standing in for ScyllaDB)",
-                          notes=["same CQL adapter as for ScyllaDB; Cassandra's figures are not ScyllaDB's"])
+                          notes=["same CQL adapter and tables as for ScyllaDB; Cassandra's figures are not ScyllaDB's"])
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:
+        if self.options.get("recreate"):
+            self.drop()
         for stmt in self.sql["tables"]:
-            self.session.execute(stmt, timeout=60)
-
-    def _write_rows(self, cql: str, partitions: np.ndarray, columns: list[np.ndarray], progress: Progress,
-                    batch_seconds: list[float]) -> int:
-        """Unlogged batches of <= batch_rows rows sharing one partition key, in_flight at a time."""
-        from cassandra.query import BatchStatement, BatchType
-
-        stmt = self.prep(cql)
-        n = len(partitions)
-        if n == 0:
-            return 0
-        # batch boundaries: where the partition changes, and every batch_rows rows within one
-        change = np.flatnonzero(np.diff(partitions)) + 1
-        starts = np.unique(np.concatenate([[0], change, np.arange(0, n, self.batch_rows)]))
-        ends = np.append(starts[1:], n)
-        cols = [c.tolist() for c in columns]
-        sem = threading.Semaphore(self.in_flight)
-        errors: list[BaseException] = []
-        lock = threading.Lock()
-
-        def done(_result, t0=0.0, k=0):
-            with lock:
-                batch_seconds.append(time.perf_counter() - t0)
-            progress(k)
-            sem.release()
-
-        def failed(exc, t0=0.0, k=0):
-            errors.append(exc)
-            sem.release()
-
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            for i in range(s, e):
-                batch.add(stmt, tuple(c[i] for c in cols))
-            sem.acquire()
-            if errors:
-                break
-            t0 = time.perf_counter()
-            fut = self.session.execute_async(batch)
-            fut.add_callbacks(done, failed, callback_kwargs={"t0": t0, "k": e - s}, errback_kwargs={"t0": t0, "k": 0})
-        for _ in range(self.in_flight):
-            sem.acquire()
-        if errors:
-            raise BackendUnavailable(f"scylla: batch write failed: {errors[0]!s:.200}")
-        return n
+            self.session.execute(stmt, timeout=120)
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         batch_seconds: list[float] = []
-        rows = 0
+        # The closure first (vectorized, the oracle's code path): it sizes the progress bar too.
         t0 = time.perf_counter()
-        for rel in SOURCE:
-            df = ds.table(rel)
-            rows += self._write_rows(f"INSERT INTO {self.ks}.rel_{rel} (object, subject) VALUES (?, ?)",
-                                     df["object"].to_numpy(), [df["object"].to_numpy(), df["subject"].to_numpy()],
-                                     progress, batch_seconds)
-        raw_s = time.perf_counter() - t0
-        # The closure, vectorized (the oracle's code path), not recomputed per row.
-        t1 = time.perf_counter()
-        keys = permission_keys(ds)
+        members = group_membership(ds)
+        keys = permission_keys(ds, members)
+        closure_s = time.perf_counter() - t0
         n_res = ds.entities["resource"]
         manage, view = keys["manage"], keys["view"]
-        closure_s = time.perf_counter() - t1
+        source = {rel: ds.table(rel) for rel in ds.relations()}
+        planned = (sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
+                   + 2 * len(view) + len(manage))
+        # The bar counts relationships: each written row advances it by relationships / rows planned.
+        tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
+
+        t1 = time.perf_counter()
+        source_rows = 0
+        for rel, df in source.items():
+            obj, sub = df["object"].to_numpy(np.int64), df["subject"].to_numpy(np.int64)
+            order = np.argsort(obj, kind="stable")
+            obj, sub = obj[order], sub[order]
+            table = SOURCE_TABLE[REBAC_RELATIONS[rel].object_type]
+            ob = _ser_int(obj)
+            source_rows += self._ingest(
+                f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, '{_short(rel)}', ?)",
+                obj, [ob, _ser_int(sub)], lambda i, ob=ob: ob[i], tick, batch_seconds)
+            if rel in REVERSE:
+                order = np.argsort(sub, kind="stable")
+                sb = _ser_int(sub[order])
+                rk = _composite(rel.encode())
+                source_rows += self._ingest(
+                    f"INSERT INTO {{ks}}.rel_by_subject (relation, subject, object) VALUES ('{rel}', ?, ?)",
+                    sub[order], [sb, _ser_int(obj[order])], lambda i, sb=sb, rk=rk: rk(sb[i]), tick, batch_seconds)
+        raw_s = time.perf_counter() - t1
+
         t2 = time.perf_counter()
         v_user, v_res = view // n_res, view % n_res
         is_manage = np.isin(view, manage, assume_unique=True)
         by_res = np.lexsort((v_user, v_res))
-        perm_rows = self._write_rows(
-            f"INSERT INTO {self.ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
-            v_res[by_res], [v_res[by_res], v_user[by_res], is_manage[by_res]], progress, batch_seconds)
+        rb = _ser_int(v_res[by_res])
+        flags = np.where(is_manage[by_res], b"\x01", b"\x00").tolist()
+        perm_rows = self._ingest(
+            "INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
+            v_res[by_res], [rb, _ser_int(v_user[by_res]), flags], lambda i: rb[i], tick, batch_seconds)
         for perm, k in (("view", view), ("manage", manage)):  # keys are sorted by (user, resource)
-            u, r = k // n_res, k % n_res
-            perm_rows += self._write_rows(
-                f"INSERT INTO {self.ks}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
-                u, [u, r], progress, batch_seconds)
+            ub = _ser_int(k // n_res)
+            rk = _composite_after(perm.encode())
+            perm_rows += self._ingest(
+                f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
+                k // n_res, [ub, _ser_int(k % n_res)], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
         perm_s = time.perf_counter() - t2
-        return LoadStats(rows=rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"source_rows": rows, "permission_rows": perm_rows,
-                                "closure_seconds": round(closure_s, 3),
+        tick.flush()
+        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
+                         notes={"closure_seconds": round(closure_s, 3), "group_membership_pairs": len(members),
+                                "source_rows": source_rows, "source_seconds": round(raw_s, 3),
+                                "source_rows_per_s": round(source_rows / raw_s) if raw_s else None,
+                                "permission_rows": perm_rows, "permission_seconds": round(perm_s, 3),
                                 "permission_rows_per_s": round(perm_rows / perm_s) if perm_s else None,
-                                "raw_ingest_seconds": round(raw_s, 3),
-                                "method": f"prepared INSERTs, unlogged batches of <= {self.batch_rows} rows per "
-                                          f"partition, {self.in_flight} in flight"})
+                                "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
+                                          f"batches of <= {self.batch_rows} rows of one partition, "
+                                          f"{self.in_flight} batches in flight"})
+
+    def _ingest(self, cql: str, key: np.ndarray, cols: list[list[bytes]], routing: Callable[[int], bytes],
+                tick: _Ticker, batch_seconds: list[float]) -> int:
+        """Write rows sorted by partition `key` in unlogged batches of <= batch_rows rows of one partition,
+        at most in_flight at a time. Values come pre-serialized (numpy), so the per-row Python work is
+        one list append; the batch still carries the prepared statement's id and a routing key, exactly
+        what BatchStatement.add(prepared, values) would produce (cassandra-driver 3.30)."""
+        from cassandra.query import BatchStatement, BatchType
+
+        n = len(key)
+        if n == 0:
+            return 0
+        stmt = self.prep(cql)
+        idx = np.arange(n)
+        first = np.ones(n, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        pos = idx - np.maximum.accumulate(np.where(first, idx, 0))  # row's position within its partition
+        starts = np.flatnonzero(pos % self.batch_rows == 0).tolist()
+        ends = [*starts[1:], n]
+        sem = threading.Semaphore(self.in_flight)
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+
+        def done(_result: Any, t0: float, k: int) -> None:
+            with lock:
+                batch_seconds.append(time.perf_counter() - t0)
+                tick.done += k
+            sem.release()
+
+        def failed(exc: BaseException, t0: float, k: int) -> None:
+            errors.append(exc)
+            sem.release()
+
+        qid, ks, width = stmt.query_id, self.ks, len(cols)
+        for s, e in zip(starts, ends, strict=True):
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+            add = batch._add_statement_and_params  # noqa: SLF001 - skips re-serializing each value
+            if width == 2:
+                c0, c1 = cols
+                for i in range(s, e):
+                    add(True, qid, [c0[i], c1[i]])
+            else:
+                for i in range(s, e):
+                    add(True, qid, [c[i] for c in cols])
+            batch.keyspace, batch.routing_key = ks, routing(s)  # token-aware: straight to a replica
+            sem.acquire()
+            if errors:
+                break
+            t0 = time.perf_counter()
+            fut = self.session.execute_async(batch, timeout=max(self.timeout, 60.0))
+            fut.add_callbacks(done, failed, callback_kwargs={"t0": t0, "k": e - s},
+                              errback_kwargs={"t0": t0, "k": e - s})
+            tick.flush()
+        for _ in range(self.in_flight):
+            sem.acquire()
+        if errors:
+            raise BackendUnavailable(f"scylla: batch write failed: {type(errors[0]).__name__}: {errors[0]!s:.200}")
+        return n
 
     def loaded_hash(self) -> str | None:
+        if self.options.get("recreate"):
+            return None  # recreate on request: never report the existing keyspace as reusable
         try:
             row = self.session.execute(f"SELECT value FROM {self.ks}.meta WHERE key = 'dataset_hash'").one()
         except Exception:  # noqa: BLE001 - keyspace or table missing
             return None
-        return row.value if row else None
+        return row[0] if row else None
 
     def mark_loaded(self, dataset_hash: str) -> None:
         self.session.execute(f"INSERT INTO {self.ks}.meta (key, value) VALUES ('dataset_hash', %s)", (dataset_hash,))
 
     # operations ----------------------------------------------------------------------------------
     def check(self, user: int, perm: str, resource: int) -> bool:
+        if perm not in PERMISSIONS:
+            raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
         row = self.session.execute(self.prep(
-            f"SELECT manage FROM {self.ks}.perm_by_resource WHERE resource = ? AND user = ?"), (resource, user)).one()
-        if perm == "view":
-            return row is not None
-        if perm == "manage":
-            return bool(row and row.manage)
-        raise UserError(f"unknown permission {perm!r}; valid: manage, view")
+            "SELECT manage FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?"), (resource, user)).one()
+        return row is not None and (perm == "view" or bool(row[0]))
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        stmt = self.prep(f"SELECT resource FROM {self.ks}.perm_by_user WHERE user = ? AND perm = ?")
+        if perm not in PERMISSIONS:
+            raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
+        stmt = self.prep("SELECT resource FROM {ks}.perm_by_user WHERE user = ? AND perm = ?")
         stmt.fetch_size = self.lookup_page
-        return [r.resource for r in self.session.execute(stmt, (user, perm))]
-
-    def write(self, rel: Relationship) -> None:
-        self._rel_change(rel, insert=True)
-
-    def delete(self, rel: Relationship) -> None:
-        self._rel_change(rel, insert=False)
-
-    def _rel_change(self, rel: Relationship, *, insert: bool) -> None:
-        table = f"{self.ks}.rel_{rel.relation}"
-        if insert:
-            self.session.execute(self.prep(f"INSERT INTO {table} (object, subject) VALUES (?, ?)"),
-                                 (rel.object, rel.subject))
-        else:
-            self.session.execute(self.prep(f"DELETE FROM {table} WHERE object = ? AND subject = ?"),
-                                 (rel.object, rel.subject))
-        if rel.relation.startswith("resource_"):
-            self._recompute([rel.object])  # only this resource's permissions can change
-        else:
-            # Group and org-admin edges fan out to many resources: recompute all of them (rare).
-            self._membership = None
-            self._recompute(self._all_resources())
-
-    # recomputation from the source tables --------------------------------------------------------
-    def _pairs(self, rel: str, obj: int | None = None) -> list[tuple[int, int]]:
-        if obj is None:
-            rows = self.session.execute(f"SELECT object, subject FROM {self.ks}.rel_{rel}")
-        else:
-            rows = self.session.execute(self.prep(f"SELECT object, subject FROM {self.ks}.rel_{rel} WHERE object = ?"),
-                                        (obj,))
-        return [(r.object, r.subject) for r in rows]
-
-    def _members(self) -> dict[int, set[int]]:
-        """membership(g), from the (small) group tables; cached until a group edge changes."""
-        if self._membership is None:
-            direct: dict[int, set[int]] = {}
-            for rel in ("group_member", "group_manager"):
-                for g, u in self._pairs(rel):
-                    direct.setdefault(g, set()).add(u)
-            children: dict[int, set[int]] = {}
-            for p, c in self._pairs("group_child"):
-                children.setdefault(p, set()).add(c)
-            out: dict[int, set[int]] = {}
-            for g in set(direct) | set(children):
-                seen, stack, users = {g}, [g], set()
-                while stack:  # `seen` makes a cyclic hierarchy terminate
-                    x = stack.pop()
-                    users |= direct.get(x, set())
-                    for c in children.get(x, ()):
-                        if c not in seen:
-                            seen.add(c)
-                            stack.append(c)
-                out[g] = users
-            self._membership = out
-        return self._membership
-
-    def _all_resources(self) -> list[int]:
-        return sorted({r.object for r in self.session.execute(f"SELECT DISTINCT object FROM {self.ks}.rel_resource_org")})
-
-    def _recompute(self, resources: list[int]) -> None:
-        members = self._members()
-        admins: dict[int, set[int]] = {}
-        for o, u in self._pairs("org_admin"):
-            admins.setdefault(o, set()).add(u)
-        for r in resources:
-            manage = {u for _, u in self._pairs("resource_manager_user", r)}
-            for _, g in self._pairs("resource_manager_group", r):
-                manage |= members.get(g, set())
-            for _, o in self._pairs("resource_org", r):
-                manage |= admins.get(o, set())
-            view = set(manage) | {u for _, u in self._pairs("resource_viewer_user", r)}
-            for _, g in self._pairs("resource_viewer_group", r):
-                view |= members.get(g, set())
-            current = {row.user: row.manage for row in self.session.execute(self.prep(
-                f"SELECT user, manage FROM {self.ks}.perm_by_resource WHERE resource = ?"), (r,))}
-            for u in set(current) - view:
-                self.session.execute(self.prep(f"DELETE FROM {self.ks}.perm_by_resource WHERE resource = ? AND user = ?"),
-                                     (r, u))
-                for perm in ("view", "manage"):
-                    self.session.execute(self.prep(
-                        f"DELETE FROM {self.ks}.perm_by_user WHERE user = ? AND perm = ? AND resource = ?"), (u, perm, r))
-            for u in view:
-                m = u in manage
-                if current.get(u) == m:
-                    continue
-                self.session.execute(self.prep(
-                    f"INSERT INTO {self.ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)"), (r, u, m))
-                self.session.execute(self.prep(
-                    f"INSERT INTO {self.ks}.perm_by_user (user, perm, resource) VALUES (?, 'view', ?)"), (u, r))
-                mstmt = (f"INSERT INTO {self.ks}.perm_by_user (user, perm, resource) VALUES (?, 'manage', ?)" if m else
-                         f"DELETE FROM {self.ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?")
-                self.session.execute(self.prep(mstmt), (u, r))
+        return [r[0] for r in self.session.execute(stmt, (user, perm))]
 
     def baseline_roundtrip(self) -> None:
         self.session.execute(self.prep("SELECT release_version FROM system.local")).one()
 
+    # writes: source tables, then exactly the affected permission pairs -------------------------
+    def write(self, rel: Relationship) -> None:
+        self._apply(rel, insert=True)
+
+    def delete(self, rel: Relationship) -> None:
+        self._apply(rel, insert=False)
+
+    def _apply(self, rel: Relationship, *, insert: bool) -> None:
+        d = REBAC_RELATIONS.get(rel.relation)
+        if d is None:
+            raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
+        o, s = int(rel.object), int(rel.subject)
+        table = SOURCE_TABLE[d.object_type]
+        stmts: list[tuple[str, tuple]] = [(
+            f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, ?, ?)" if insert else
+            f"DELETE FROM {{ks}}.{table} WHERE object = ? AND relation = ? AND subject = ?",
+            (o, _short(rel.relation), s))]
+        if rel.relation in REVERSE:
+            stmts.append(("INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)" if insert else
+                          "DELETE FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ? AND object = ?",
+                          (rel.relation, s, o)))
+        if insert:
+            self._execute_all(stmts)  # then compute the affected pairs with the edge present
+            resources, users = self._affected(rel.relation, o, s)
+        else:
+            resources, users = self._affected(rel.relation, o, s)  # with the edge still present
+            self._execute_all(stmts)
+        self._recompute(resources, users)
+
+    def _affected(self, relation: str, o: int, s: int) -> tuple[set[int], set[int]]:
+        """The (resource, user) pairs whose permissions the edge (o, s) can change, computed while the
+        edge is present (so it covers both the state before and after the change):
+        - resource_manager_user / resource_viewer_user (r, u): the pair (r, u);
+        - resource_manager_group / resource_viewer_group (r, g): r x membership(g);
+        - resource_org (r, org): r x admins(org);
+        - org_admin (org, u): resources of org x {u};
+        - group_member / group_manager (g, u): resources granted through g or any ancestor of g x {u};
+        - group_child (parent, child): resources granted through parent or its ancestors x membership(child);
+        - org_member, group_org: nothing (no permission reads them)."""
+        walk = _Walk(self)
+        if relation in ("resource_manager_user", "resource_viewer_user"):
+            return {o}, {s}
+        if relation in ("resource_manager_group", "resource_viewer_group"):
+            return {o}, walk.membership(s)
+        if relation == "resource_org":
+            return {o}, walk.subjects("rel_org", o, "admin")
+        if relation == "org_admin":
+            return walk.objects("resource_org", o), {s}
+        if relation in ("group_member", "group_manager"):
+            return walk.resources_via(walk.ancestors(o)), {s}
+        if relation == "group_child":
+            return walk.resources_via(walk.ancestors(o)), walk.membership(s)
+        return set(), set()
+
+    def _recompute(self, resources: set[int], users: set[int]) -> None:
+        """New state of each affected pair from the source tables (after the change), then only the rows
+        that differ from perm_by_resource are written to the three permission rows of that pair."""
+        if not resources or not users:
+            return
+        walk = _Walk(self)
+        groups = {u: walk.user_groups(u) for u in users}
+        admin_of = {u: walk.objects("org_admin", u) for u in users}
+        stmts: list[tuple[str, tuple]] = []
+        for r in resources:
+            acl: dict[str, set[int]] = {}
+            for rel, sub in self._rows("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", r):
+                acl.setdefault(rel, set()).add(sub)
+            current = dict(self._rows("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", r))
+            for u in users:
+                manage = (u in acl.get("manager_user", ()) or bool(groups[u] & acl.get("manager_group", set()))
+                          or bool(admin_of[u] & acl.get("org", set())))
+                view = manage or u in acl.get("viewer_user", ()) or bool(groups[u] & acl.get("viewer_group", set()))
+                new = "manage" if manage else "view" if view else None
+                old = None if u not in current else "manage" if current[u] else "view"
+                if new != old:
+                    stmts += _pair_statements(r, u, new)
+        self._execute_all(stmts)
+
+    def _execute_all(self, stmts: list[tuple[str, tuple]]) -> None:
+        from cassandra.concurrent import execute_concurrent
+
+        if stmts:
+            execute_concurrent(self.session, [(self.prep(q), p) for q, p in stmts], concurrency=32,
+                               raise_on_first_error=True)
+
+    # footprint and drop ----------------------------------------------------------------------------
     def footprint(self) -> int:
-        """Live data size as the node reports it (system.size_estimates is per-range and approximate)."""
-        total = 0
-        for row in self.session.execute("SELECT mean_partition_size, partitions_count FROM system.size_estimates "
-                                        "WHERE keyspace_name = %s", (self.ks,)):
-            total += (row.mean_partition_size or 0) * (row.partitions_count or 0)
-        return int(total)
+        """Bytes on disk: the keyspace's SSTables plus the commit log when the node is local (native);
+        otherwise the node's own per-table disk usage (Cassandra's system_views.disk_usage, MiB) or
+        ScyllaDB's size estimates."""
+        data_dir = self.endpoint.get("data_dir")
+        if data_dir and Path(data_dir).is_dir():
+            root = Path(data_dir)
+            files = [*(root / "data").glob(f"{self.ks}/**/*"), *(root / "commitlog").glob("*")]
+            return sum(f.stat().st_size for f in files if f.is_file())
+        try:
+            rows = self.session.execute("SELECT mebibytes FROM system_views.disk_usage WHERE keyspace_name = %s",
+                                        (self.ks,))
+            return int(sum(r[0] or 0 for r in rows)) << 20
+        except Exception:  # noqa: BLE001 - ScyllaDB has no system_views.disk_usage
+            total = 0
+            for row in self.session.execute("SELECT mean_partition_size, partitions_count FROM system.size_estimates "
+                                            "WHERE keyspace_name = %s", (self.ks,)):
+                total += (row[0] or 0) * (row[1] or 0)
+            return int(total)
 
     def drop(self) -> None:
-        self.session.execute(f"DROP KEYSPACE IF EXISTS {self.ks}", timeout=120)
+        self.session.execute(f"DROP KEYSPACE IF EXISTS {self.ks}", timeout=180)
+        self._prepared.clear()
 
-    def build(self) -> BuildStats | None:
-        return None
+
+def _pair_statements(r: int, u: int, state: str | None) -> list[tuple[str, tuple]]:
+    """The three permission rows of one (resource, user) pair, set to `state` (None, view or manage)."""
+    if state is None:
+        return [("DELETE FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?", (r, u)),
+                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'view' AND resource = ?", (u, r)),
+                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r))]
+    return [("INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)", (r, u, state == "manage")),
+            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'view', ?)", (u, r)),
+            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'manage', ?)" if state == "manage" else
+             "DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r))]
+
+
+class _Walk:
+    """Graph walks over the source tables for one write, memoized for that write only: nothing is
+    cached across calls, because other processes write too."""
+
+    def __init__(self, b: ScyllaBackend):
+        self.b = b
+        self._parents: dict[int, set[int]] = {}
+
+    def objects(self, relation: str, subject: int) -> set[int]:
+        return {r[0] for r in self.b._rows(
+            "SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?", relation, subject)}
+
+    def subjects(self, table: str, obj: int, relation: str) -> set[int]:
+        return {r[0] for r in self.b._rows(
+            f"SELECT subject FROM {{ks}}.{table} WHERE object = ? AND relation = ?", obj, relation)}
+
+    def ancestors(self, g: int) -> set[int]:
+        """g and every group that has g below it; `seen` makes a cyclic hierarchy terminate."""
+        seen, stack = {g}, [g]
+        while stack:
+            x = stack.pop()
+            if x not in self._parents:
+                self._parents[x] = self.objects("group_child", x)
+            for p in self._parents[x] - seen:
+                seen.add(p)
+                stack.append(p)
+        return seen
+
+    def membership(self, g: int) -> set[int]:
+        """Direct members and managers of g and of every group below it (cycle-safe)."""
+        seen, stack, users = {g}, [g], set()
+        while stack:
+            x = stack.pop()
+            for rel, sub in self.b._rows("SELECT relation, subject FROM {ks}.rel_group WHERE object = ?", x):
+                if rel in ("member", "manager"):
+                    users.add(sub)
+                elif rel == "child" and sub not in seen:
+                    seen.add(sub)
+                    stack.append(sub)
+        return users
+
+    def user_groups(self, u: int) -> set[int]:
+        """Every group whose membership includes u: u's direct groups and all their ancestors."""
+        out: set[int] = set()
+        for g in self.objects("group_member", u) | self.objects("group_manager", u):
+            out |= self.ancestors(g)
+        return out
+
+    def resources_via(self, groups: set[int]) -> set[int]:
+        out: set[int] = set()
+        for g in groups:
+            out |= self.objects("resource_manager_group", g) | self.objects("resource_viewer_group", g)
+        return out
+
+
+class _Ticker:
+    """Progress in relationships while rows are written: `done` rows (updated by driver callbacks)
+    are reported, scaled, from the loading thread."""
+
+    def __init__(self, progress: Progress, scale: float):
+        self.progress, self.scale = progress, scale
+        self.done = 0
+        self._reported = 0
+
+    def flush(self) -> None:
+        target = int(self.done * self.scale)
+        if target > self._reported:
+            self.progress(target - self._reported)
+            self._reported = target
+
+
+def _composite(first: bytes) -> Callable[[bytes], bytes]:
+    """Routing key of a (text, int) partition key: each component as <len><bytes><0>."""
+    head = struct.pack(">H", len(first)) + first + b"\x00" + struct.pack(">H", 4)
+    return lambda second: head + second + b"\x00"
+
+
+def _composite_after(second: bytes) -> Callable[[bytes], bytes]:
+    """Routing key of an (int, text) partition key."""
+    tail = b"\x00" + struct.pack(">H", len(second)) + second + b"\x00"
+    head = struct.pack(">H", 4)
+    return lambda first: head + first + tail

@@ -1,47 +1,230 @@
-"""CQL-specific behaviour against the real node (Cassandra natively): unreachable node, a node stopped
-mid-run raising instead of hanging, and an existing keyspace reused or recreated on request."""
+"""CQL backend (`scylla`) against a real node started natively (Apache Cassandra 5.0.9): answers equal the
+oracle's, writes and deletes of every relation kind keep the permission tables equal to the recomputed
+oracle, bad endpoints fail at connect, a stopped node raises instead of hanging, and an existing keyspace
+is reused or recreated on request. One node for the whole module.
+
+    pytest tests/backends/test_scylla.py --backend scylla
+"""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from authzbench.backends.scylla import ScyllaBackend
+from authzbench.dataset import Dataset
 from authzbench.errors import UserError
+from authzbench.model import PERMISSIONS, Relationship
+from authzbench.oracle import Oracle
+from authzbench.provision.base import free_port
 
 pytestmark = pytest.mark.backend("scylla")
 
 
-def test_unreachable_node_is_a_clear_error():
-    with pytest.raises(UserError, match="no CQL node reachable"):
-        ScyllaBackend({"hosts": ["127.0.0.1"], "port": 1, "keyspace": "x"}, {}).connect()
+@pytest.fixture(scope="module")
+def session(deployments, dataset, run_store):
+    return deployments.get("scylla", dataset, run_store)
 
 
-def test_an_existing_keyspace_with_the_same_dataset_is_detected_for_reuse(live, dataset):
-    with live.backend() as b:
-        assert b.loaded_hash() == dataset.hash  # prepare would skip the reload
-        assert b.check(*_positive(dataset))
+@pytest.fixture(scope="module")
+def backend(session):
+    with session.backend(timeout_s=10) as b:
+        yield b
 
 
-def _positive(dataset):
-    row = dataset.table("resource_manager_user").iloc[0]
-    return int(row["subject"]), "manage", int(row["object"])
+@pytest.fixture(scope="module")
+def scratch(session, dataset):
+    """A private keyspace with its own copy of the dataset: the write tests leave the shared one intact."""
+    with ScyllaBackend({**session.dep.endpoint, "keyspace": "authzbench_scratch"}, {"timeout_s": 10}) as b:
+        b.drop()
+        b.create_schema()
+        b.load(dataset)
+        b.mark_loaded(dataset.hash)
+        yield b
+        b.drop()
 
 
-def test_node_stopped_mid_run_raises_instead_of_hanging(tmp_path):
-    """On its own node, so the session's node stays up for the other tests."""
-    from authzbench.provision.manager import provision
+def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
+    out = Dataset(ds.path, ds.manifest)
+    out.__dict__["_tables"] = tables
+    return out
 
-    dep = provision("scylla", "native", tmp_path / "run")
-    try:
-        with ScyllaBackend(dep.endpoint, {"timeout_s": 3}) as b:
-            b.create_schema()
-            assert b.check(0, "view", 0) is False
-            os.kill(dep.pids[0], signal.SIGKILL)
-            with pytest.raises(Exception):  # noqa: B017 - NoHostAvailable/OperationTimedOut, quickly
-                for _ in range(3):
-                    b.check(0, "view", 0)
-    finally:
-        dep.stop()
+
+def _table_state(b: ScyllaBackend) -> dict[str, set[tuple[int, int]]]:
+    """Both permission tables, read whole, as {perm: {(user, resource)}} per table."""
+    by_res = list(b.session.execute(f"SELECT resource, user, manage FROM {b.ks}.perm_by_resource"))
+    by_user = list(b.session.execute(f"SELECT user, perm, resource FROM {b.ks}.perm_by_user"))
+    return {"res:view": {(u, r) for r, u, _ in by_res}, "res:manage": {(u, r) for r, u, m in by_res if m},
+            "user:view": {(u, r) for u, p, r in by_user if p == "view"},
+            "user:manage": {(u, r) for u, p, r in by_user if p == "manage"}}
+
+
+def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
+    o, n = Oracle(ds), ds.entities["resource"]
+    out = {}
+    for perm in PERMISSIONS:
+        pairs = {(int(k // n), int(k % n)) for k in o.keys[perm]}
+        out[f"res:{perm}"] = out[f"user:{perm}"] = pairs
+    return out
+
+
+# answers ----------------------------------------------------------------------------------------
+
+def test_server_info_names_the_engine_and_footprint_is_measured(backend):
+    info = backend.server_info()
+    assert info.engine == "Apache Cassandra" and info.version.startswith("5.0")
+    assert info.label == f"Cassandra {info.version} (CQL, standing in for ScyllaDB)"
+    assert backend.footprint() > 0
+    backend.baseline_roundtrip()
+
+
+def test_checks_equal_the_oracle_including_negatives(backend, dataset, oracle):
+    users = range(0, dataset.entities["user"], max(1, dataset.entities["user"] // 12))
+    bad, positives = [], 0
+    for u in users:
+        for r in range(dataset.entities["resource"]):
+            for perm in PERMISSIONS:
+                want = oracle.check(u, perm, r)
+                positives += want
+                if backend.check(u, perm, r) != want:
+                    bad.append((u, perm, r, want))
+    assert positives and not bad, f"{len(bad)} checks differ: {bad[:5]}"
+
+
+def test_every_lookup_equals_the_oracle(backend, dataset, oracle):
+    bad = [(u, perm) for u in range(dataset.entities["user"]) for perm in PERMISSIONS
+           if sorted(backend.lookup_resources(u, perm)) != oracle.lookup_resources(u, perm)]
+    assert not bad, f"{len(bad)} lookups differ: {bad[:5]}"
+
+
+def test_tables_equal_the_oracle_after_load(scratch, dataset):
+    assert _table_state(scratch) == _oracle_state(dataset)
+
+
+def test_unknown_permission_is_a_user_error(backend):
+    with pytest.raises(UserError, match="unknown permission"):
+        backend.check(0, "own", 0)
+
+
+# writes ------------------------------------------------------------------------------------------
+
+def _steps(ds: Dataset) -> list[tuple[str, Relationship]]:
+    """Inserts of new edges and deletes of existing ones, for every relation kind, ending with a
+    group hierarchy cycle (the recomputation must terminate on it) that is then removed again."""
+    t = {rel: ds.table(rel) for rel in ds.relations()}
+    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
+    n_users, n_groups = ds.entities["user"], ds.entities["group"]
+    parent, child = first["group_child"]
+    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
+        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
+        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
+    steps += [
+        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
+        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
+        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
+        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
+        ("write", Relationship("org_admin", 0, n_users - 3)),
+        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
+        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
+        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
+        ("write", Relationship("resource_org", 5, 1)),
+        ("write", Relationship("org_member", 0, n_users - 6)),
+        # a cycle: child -> parent, on top of parent -> child (re-inserted first)
+        ("write", Relationship("group_child", parent, child)),
+        ("write", Relationship("group_child", child, parent)),
+        ("write", Relationship("group_member", child, n_users - 7)),
+        ("delete", Relationship("group_child", child, parent)),
+        ("delete", Relationship("group_member", child, n_users - 7)),
+    ]
+    return steps
+
+
+def test_writes_and_deletes_keep_both_tables_equal_to_the_recomputed_oracle(scratch, dataset):
+    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
+    for op, rel in _steps(dataset):
+        df = tables[rel.relation]
+        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
+        if op == "write":
+            scratch.write(rel)
+            if not hit.any():
+                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
+                                                                   dtype=np.int32)], ignore_index=True)
+        else:
+            scratch.delete(rel)
+            tables[rel.relation] = df[~hit].reset_index(drop=True)
+        want = _oracle_state(_mutated(dataset, tables))
+        got = _table_state(scratch)
+        for k in want:
+            assert got[k] == want[k], (f"after {op} {rel}: {k} missing {sorted(want[k] - got[k])[:5]}, "
+                                       f"extra {sorted(got[k] - want[k])[:5]}")
+    # the answering paths agree with the tables they read
+    o = Oracle(_mutated(dataset, tables))
+    for u in range(dataset.entities["user"] - 8, dataset.entities["user"]):
+        for perm in PERMISSIONS:
+            assert sorted(scratch.lookup_resources(u, perm)) == o.lookup_resources(u, perm)
+            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+
+
+# keyspace reuse ------------------------------------------------------------------------------------
+
+def test_existing_keyspace_is_reused_or_recreated_on_request(session, scratch, dataset):
+    ep = {**session.dep.endpoint, "keyspace": "authzbench_scratch"}
+    with ScyllaBackend(ep, {"timeout_s": 10}) as b:
+        assert b.loaded_hash() == dataset.hash  # prepare skips the reload
+    with ScyllaBackend(ep, {"timeout_s": 10, "recreate": True}) as b:
+        assert b.loaded_hash() is None  # prepare reloads
+        b.create_schema()  # drops the keyspace first
+    with ScyllaBackend(ep, {"timeout_s": 10}) as b:
+        assert b.loaded_hash() is None
+        assert b.lookup_resources(0, "view") == []
+
+
+# failures ------------------------------------------------------------------------------------------
+
+def test_unreachable_node_is_one_clear_line():
+    with pytest.raises(UserError, match="no CQL node reachable") as e:
+        ScyllaBackend({"hosts": ["127.0.0.1"], "port": free_port(), "keyspace": "x"}, {}).connect()
+    assert "\n" not in str(e.value)
+
+
+def test_invalid_keyspace_name_is_a_user_error(session):
+    with pytest.raises(UserError, match="invalid keyspace"):
+        ScyllaBackend({**session.dep.endpoint, "keyspace": "a-b; DROP"}, {}).connect()
+
+
+def test_stopped_node_raises_driver_errors_instead_of_hanging(session, scratch, dataset):
+    """SIGSTOP freezes the node mid-run (the worst case: connections stay open, nothing answers); each
+    operation must fail with the driver's error within its timeout. SIGCONT restores the node for
+    the rest of the session."""
+    from cassandra import OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+
+    pid = session.dep.pids[0]
+    # on the scratch keyspace: a write cut off halfway must not touch the shared dataset
+    with ScyllaBackend({**session.dep.endpoint, "keyspace": scratch.ks}, {"timeout_s": 2}) as b:
+        assert b.check(0, "view", 0) in (True, False)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for op in (lambda: b.check(0, "view", 0), lambda: b.lookup_resources(0, "view"),
+                       lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))):
+                t0 = time.monotonic()
+                with pytest.raises((OperationTimedOut, NoHostAvailable)):
+                    op()
+                assert time.monotonic() - t0 < 10
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 60
+    while True:  # the node answers again (a fresh session; the frozen one may have marked it down)
+        try:
+            with session.backend(timeout_s=5) as b:
+                assert b.lookup_resources(0, "view") == sorted(b.lookup_resources(0, "view"))
+                break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

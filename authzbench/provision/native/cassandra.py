@@ -52,7 +52,9 @@ JPMS_FLAGS = [
         "java.base/jdk.internal.util.jar", "jdk.management/com.sun.management.internal", "java.base/sun.nio.ch",
         "java.base/java.io", "java.base/java.lang.reflect", "jdk.compiler/com.sun.tools.javac",
         "java.base/java.lang", "java.base/java.util")],
-    "-Dio.netty.tryReflectionSetAccessible=true",
+    # Netty settings of the same file: direct buffers through Unsafe, pre-4.1.75 allocator defaults.
+    "-Dio.netty.tryReflectionSetAccessible=true", "-Dio.netty.allocator.useCacheForAllThreads=true",
+    "-Dio.netty.allocator.maxOrder=11",
 ]
 
 YAML = """cluster_name: authzbench
@@ -80,11 +82,20 @@ authorizer: AllowAllAuthorizer
 auto_snapshot: false
 disk_failure_policy: stop
 commit_failure_policy: stop
-# small node for a 2-core machine shared with the client
+# A small node for a 2-core machine shared with the client: small memtables and caches, no
+# snapshots on DROP (tests and --reload drop keyspaces), no per-batch size warnings for our
+# single-partition batches of ~50 rows (~1 KiB).
 memtable_heap_space: 256MiB
+memtable_offheap_space: 128MiB
 key_cache_size: 32MiB
+row_cache_size: 0MiB
+counter_cache_size: 0MiB
 concurrent_reads: 16
 concurrent_writes: 16
+concurrent_compactors: 1
+batch_size_warn_threshold: 64KiB
+snapshot_before_compaction: false
+uuid_sstable_identifiers_enabled: false
 """
 
 LOGBACK = """<configuration>
@@ -134,15 +145,32 @@ def start(ctx: StartContext) -> Deployment:
     say(f"cassandra {CASSANDRA_VERSION}: starting on 127.0.0.1:{cql_port} (CQL ready in ~15 s)")
     t0 = time.perf_counter()
     proc = spawn(cmd, log=log)
-    dep = Deployment("scylla", "native", {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench"},
+    # data_dir: lets the backend measure its footprint on disk when the node is local.
+    dep = Deployment("scylla", "native", {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench",
+                                          "data_dir": str(node)},
                      pids=[proc.pid], notes=[f"Apache Cassandra {CASSANDRA_VERSION} (CQL, standing in for ScyllaDB): "
                                              f"single node, {heap} heap, jars from Maven Central"])
-    dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))
+    dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))  # SIGTERM: the node drains and exits in ~7 s
     try:
-        wait_until(lambda: port_open(cql_port), timeout=180, what="cassandra", proc=proc, log=node / "logs" /
-                   "system.log", interval=0.5)
+        # The port opens slightly before the node answers queries: ready = a driver session gets a row.
+        wait_until(lambda: port_open(cql_port) and _cql_answers(cql_port), timeout=180, what="cassandra",
+                   proc=proc, log=node / "logs" / "system.log", interval=0.5)
     except BaseException:
         dep.stop()
         raise
+    dep.notes.append(f"CQL ready in {time.perf_counter() - t0:.1f} s")
     say(f"cassandra {CASSANDRA_VERSION}: CQL ready in {time.perf_counter() - t0:.1f} s (pid {proc.pid})")
     return dep
+
+
+def _cql_answers(port: int) -> bool:
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]), request_timeout=5)
+    cluster = Cluster(["127.0.0.1"], port=port, connect_timeout=3, control_connection_timeout=3,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        return cluster.connect().execute("SELECT release_version FROM system.local", timeout=5).one() is not None
+    finally:
+        cluster.shutdown()
