@@ -148,22 +148,27 @@ class ScyllaBackend(Backend):
 
         t1 = time.perf_counter()
         source_rows = 0
-        for rel, df in source.items():
-            obj, sub = df["object"].to_numpy(np.int64), df["subject"].to_numpy(np.int64)
+        # All relations of one object type together, sorted by object: a resource's whole ACL (~14 rows
+        # at baseline) is one batch, where one batch per (relation, resource) averaged ~3 rows and made
+        # the source ingest request-bound (3.7k rows/s measured).
+        for table in dict.fromkeys(SOURCE_TABLE.values()):
+            rels = [r for r in source if SOURCE_TABLE[REBAC_RELATIONS[r].object_type] == table]
+            obj, sub, rel_b = _stacked(source, rels, _short)
             order = np.argsort(obj, kind="stable")
-            obj, sub = obj[order], sub[order]
-            table = SOURCE_TABLE[REBAC_RELATIONS[rel].object_type]
-            ob = _ser_int(obj)
+            ob = _ser_int(obj[order])
             source_rows += self._ingest(
-                f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, '{_short(rel)}', ?)",
-                obj, [ob, _ser_int(sub)], lambda i, ob=ob: ob[i], tick, batch_seconds)
-            if rel in REVERSE:
-                order = np.argsort(sub, kind="stable")
-                sb = _ser_int(sub[order])
-                rk = _composite(rel.encode())
-                source_rows += self._ingest(
-                    f"INSERT INTO {{ks}}.rel_by_subject (relation, subject, object) VALUES ('{rel}', ?, ?)",
-                    sub[order], [sb, _ser_int(obj[order])], lambda i, sb=sb, rk=rk: rk(sb[i]), tick, batch_seconds)
+                f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, ?, ?)",
+                obj[order], [ob, rel_b[order].tolist(), _ser_int(sub[order])], lambda i, ob=ob: ob[i],
+                tick, batch_seconds)
+        rels = [r for r in REVERSE if r in source]
+        obj, sub, rel_b = _stacked(source, rels, str)
+        code = np.repeat(np.arange(len(rels)), [len(source[r]) for r in rels])
+        key = code * (1 << 32) + sub  # partition (relation, subject)
+        order = np.argsort(key, kind="stable")
+        rb, sb = rel_b[order].tolist(), _ser_int(sub[order])
+        source_rows += self._ingest(
+            "INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)",
+            key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick, batch_seconds)
         raw_s = time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -337,19 +342,33 @@ class ScyllaBackend(Backend):
 
     def _recompute(self, resources: set[int], users: set[int]) -> None:
         """New state of each affected pair from the source tables (after the change), then only the rows
-        that differ from perm_by_resource are written to the three permission rows of that pair."""
+        that differ from perm_by_resource are written to the three permission rows of that pair. The
+        reads are issued concurrently: a single-pair change costs ~2 round trips of reads, not 5."""
         if not resources or not users:
             return
+        us, rs = sorted(users), sorted(resources)
+        reads = [("SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?", (rel, u))
+                 for u in us for rel in ("group_member", "group_manager", "org_admin")]
+        reads += [("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", (r,)) for r in rs]
+        reads += [("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", (r,)) for r in rs]
+        got = iter(self._execute_all(reads))
         walk = _Walk(self)
-        groups = {u: walk.user_groups(u) for u in users}
-        admin_of = {u: walk.objects("org_admin", u) for u in users}
-        stmts: list[tuple[str, tuple]] = []
-        for r in resources:
+        groups: dict[int, set[int]] = {}
+        admin_of: dict[int, set[int]] = {}
+        for u in us:
+            direct = {row[0] for row in next(got)} | {row[0] for row in next(got)}
+            groups[u] = set().union(*(walk.ancestors(g) for g in direct))  # u's groups and their ancestors
+            admin_of[u] = {row[0] for row in next(got)}
+        acls: list[dict[str, set[int]]] = []
+        for _ in rs:
             acl: dict[str, set[int]] = {}
-            for rel, sub in self._rows("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", r):
+            for rel, sub in next(got):
                 acl.setdefault(rel, set()).add(sub)
-            current = dict(self._rows("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", r))
-            for u in users:
+            acls.append(acl)
+        stmts: list[tuple[str, tuple]] = []
+        for r, acl in zip(rs, acls, strict=True):
+            current = dict(next(got))
+            for u in us:
                 manage = (u in acl.get("manager_user", ()) or bool(groups[u] & acl.get("manager_group", set()))
                           or bool(admin_of[u] & acl.get("org", set())))
                 view = manage or u in acl.get("viewer_user", ()) or bool(groups[u] & acl.get("viewer_group", set()))
@@ -359,12 +378,15 @@ class ScyllaBackend(Backend):
                     stmts += _pair_statements(r, u, new)
         self._execute_all(stmts)
 
-    def _execute_all(self, stmts: list[tuple[str, tuple]]) -> None:
+    def _execute_all(self, stmts: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """Run statements concurrently (at most 32 in flight); rows of each, in order. Raises the first error."""
         from cassandra.concurrent import execute_concurrent
 
-        if stmts:
-            execute_concurrent(self.session, [(self.prep(q), p) for q, p in stmts], concurrency=32,
-                               raise_on_first_error=True)
+        if not stmts:
+            return []
+        results = execute_concurrent(self.session, [(self.prep(q), p) for q, p in stmts], concurrency=32,
+                                     raise_on_first_error=True)
+        return [list(r.result_or_exc) for r in results]
 
     # footprint and drop ----------------------------------------------------------------------------
     def footprint(self) -> int:
@@ -445,13 +467,6 @@ class _Walk:
                     stack.append(sub)
         return users
 
-    def user_groups(self, u: int) -> set[int]:
-        """Every group whose membership includes u: u's direct groups and all their ancestors."""
-        out: set[int] = set()
-        for g in self.objects("group_member", u) | self.objects("group_manager", u):
-            out |= self.ancestors(g)
-        return out
-
     def resources_via(self, groups: set[int]) -> set[int]:
         out: set[int] = set()
         for g in groups:
@@ -475,14 +490,21 @@ class _Ticker:
             self._reported = target
 
 
-def _composite(first: bytes) -> Callable[[bytes], bytes]:
-    """Routing key of a (text, int) partition key: each component as <len><bytes><0>."""
-    head = struct.pack(">H", len(first)) + first + b"\x00" + struct.pack(">H", 4)
-    return lambda second: head + second + b"\x00"
+def _stacked(source: dict, rels: list[str], name: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Objects, subjects and serialized relation names of several relations, concatenated."""
+    obj = np.concatenate([source[r]["object"].to_numpy(np.int64) for r in rels])
+    sub = np.concatenate([source[r]["subject"].to_numpy(np.int64) for r in rels])
+    names = np.array([name(r).encode() for r in rels], dtype=object)
+    return obj, sub, names[np.repeat(np.arange(len(rels)), [len(source[r]) for r in rels])]
+
+
+def _routing(*parts: bytes) -> bytes:
+    """Routing key of a composite partition key: each component as <length><bytes><0>."""
+    return b"".join(struct.pack(">H", len(p)) + p + b"\x00" for p in parts)
 
 
 def _composite_after(second: bytes) -> Callable[[bytes], bytes]:
-    """Routing key of an (int, text) partition key."""
+    """Routing key of an (int, text) partition key, the text fixed."""
     tail = b"\x00" + struct.pack(">H", len(second)) + second + b"\x00"
     head = struct.pack(">H", 4)
     return lambda first: head + first + tail
