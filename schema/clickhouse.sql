@@ -1,21 +1,42 @@
 -- The rebac model in ClickHouse (backend `clickhouse`, authzbench/backends/clickhouse.py).
--- `-- section: NAME` blocks; {db} is the database name.
+-- `-- section: NAME` blocks of statements; {db} is the database, {where} a predicate the adapter fills
+-- in with integer lists only (never user text).
 --
 -- Model, as the reference did it: MergeTree tables for the relations, and streaming materialized
--- views that expand every ACL insert into one expanded permission table `perm(user, resource, perm)`.
--- * Group membership is closed first (group_reach, then group_membership), because an MV fires on
---   inserts into its source table only: the loader inserts org admins and group relations, builds the
---   closure, and only then inserts resources and ACLs, which the MVs expand by joining the closure.
--- * group_reach is computed by a fixpoint loop in the adapter (INSERT ... WHERE NOT IN until no new
---   pair): unlike UNION ALL recursion it terminates on a cyclic hierarchy.
--- * perm is ORDER BY (user, resource, perm): a check and a lookup are both a primary-key range read.
---   A user reaching a resource by several paths has several rows: checks stop at the first, lookups
---   use DISTINCT. `manage` implies view (perm IN ('manage', 'view')).
--- * Writes: a new ACL row flows through its MV. Deletes use lightweight DELETE (visible to the next
---   SELECT, merged away later) and re-expand the touched resource from the sources; a group or admin
---   change recomputes the closure and the whole expanded table (O(dataset): rare in authorization
---   workloads, and only the tests do it). ReplacingMergeTree/CollapsingMergeTree were not chosen:
---   their answers are only exact after FINAL or a merge, which would make every check pay for FINAL.
+-- views (MVs) that expand every ACL insert into one expanded permission table perm(user, resource, perm).
+--
+-- * Ingest order. An MV fires on inserts into its source table only, with the inserted block as that
+--   source; the other side of its JOIN is read whole at that moment. So the loader inserts org admins
+--   and the group relations first, computes the group closure (group_reach, group_membership), and only
+--   then inserts resource_org and the ACLs, which the MVs expand by joining the closure and org_admin.
+-- * Closure. group_reach(ancestor, descendant) holds every path of length >= 1 of the hierarchy
+--   (parent#member@child#membership). It is a fixpoint computed by the adapter (reach_init, then
+--   reach_step until no new pair): unlike UNION ALL recursion or WITH RECURSIVE over paths, it
+--   terminates on a cyclic hierarchy. group_membership(group, user) = direct members and managers of
+--   the group and of every group it reaches.
+-- * perm is ORDER BY (user, resource, perm): a check is a full-key point read and a lookup a key-prefix
+--   range read, so one ordering serves both; the interface has no "who can see r" query, so no second
+--   table ordered by resource is kept (it would double the write amplification). Rows are not
+--   deduplicated: a user reaching a resource by several paths has several rows; checks stop at the
+--   first, lookups use DISTINCT. perm is 'manage' or 'view'; manage implies view, so a view check
+--   accepts either row.
+-- * perm_source is the same expansion as a plain view over the source tables. It is what the MVs
+--   compute incrementally; writes/deletes recompute a slice of perm from it, and tests compare the two.
+--
+-- Writes and deletes (they must leave perm equal to perm_source):
+-- * Inserted ACL and resource_org rows flow through their MV; nothing else to do.
+-- * Deletes are lightweight DELETEs (masked at once, visible to the next SELECT, merged away later).
+--   A deleted grant may still be given by another path, so the affected (user, resource) pairs are
+--   deleted from perm and re-inserted from perm_source: (u, r) for a user ACL, (members of g, r) for a
+--   group ACL, (admins of o, r) for resource_org.
+-- * org_admin, group_member and group_manager changes: the user's group_membership rows and all of
+--   the user's perm rows are recomputed. group_child changes: group_reach is recomputed (a fixpoint over
+--   the hierarchy only: small), then memberships and perm rows of every member of the child group, the
+--   only users whose permissions an edge parent->child can change.
+-- * ReplacingMergeTree/CollapsingMergeTree were not chosen: their answers are exact only after FINAL
+--   or a merge (or a sum(sign) per key), which every check would pay for; lightweight DELETE makes the
+--   rare delete pay instead. A recompute deletes then inserts, so a concurrent reader of an affected
+--   pair may briefly see it missing (the benchmark's mixed workload writes scratch users only).
 
 -- section: tables
 CREATE DATABASE IF NOT EXISTS {db};
@@ -32,7 +53,8 @@ CREATE TABLE IF NOT EXISTS {db}.resource_viewer_user (object Int32, subject Int3
 CREATE TABLE IF NOT EXISTS {db}.resource_viewer_group (object Int32, subject Int32) ENGINE = MergeTree ORDER BY (object, subject);
 CREATE TABLE IF NOT EXISTS {db}.group_reach (ancestor Int32, descendant Int32) ENGINE = MergeTree ORDER BY (descendant, ancestor);
 CREATE TABLE IF NOT EXISTS {db}.group_membership (group Int32, user Int32) ENGINE = MergeTree ORDER BY (group, user);
-CREATE TABLE IF NOT EXISTS {db}.perm (user Int32, resource Int32, perm LowCardinality(String)) ENGINE = MergeTree ORDER BY (user, resource, perm);
+CREATE TABLE IF NOT EXISTS {db}.perm (user Int32, resource Int32, perm Enum8('view' = 1, 'manage' = 2))
+    ENGINE = MergeTree ORDER BY (user, resource, perm);
 
 -- section: views
 CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mv_manager_user TO {db}.perm AS
@@ -48,11 +70,19 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mv_viewer_group TO {db}.perm AS
 CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mv_org_admin TO {db}.perm AS
     SELECT a.subject AS user, r.object AS resource, 'manage' AS perm
     FROM {db}.resource_org AS r INNER JOIN {db}.org_admin AS a ON a.object = r.subject;
+-- The MVs' SELECTs over the whole source tables; a WHERE on user/resource is pushed into every branch.
+CREATE VIEW IF NOT EXISTS {db}.perm_source AS
+    SELECT subject AS user, object AS resource, 'manage' AS perm FROM {db}.resource_manager_user
+    UNION ALL SELECT subject, object, 'view' FROM {db}.resource_viewer_user
+    UNION ALL SELECT m.user, r.object, 'manage'
+        FROM {db}.resource_manager_group AS r INNER JOIN {db}.group_membership AS m ON m.group = r.subject
+    UNION ALL SELECT m.user, r.object, 'view'
+        FROM {db}.resource_viewer_group AS r INNER JOIN {db}.group_membership AS m ON m.group = r.subject
+    UNION ALL SELECT a.subject, r.object, 'manage'
+        FROM {db}.resource_org AS r INNER JOIN {db}.org_admin AS a ON a.object = r.subject;
 
 -- section: reach_init
-INSERT INTO {db}.group_reach SELECT DISTINCT g, g FROM (
-    SELECT object AS g FROM {db}.group_member UNION ALL SELECT object FROM {db}.group_manager
-    UNION ALL SELECT object FROM {db}.group_child UNION ALL SELECT subject FROM {db}.group_child);
+INSERT INTO {db}.group_reach SELECT DISTINCT object, subject FROM {db}.group_child;
 
 -- section: reach_step
 INSERT INTO {db}.group_reach
@@ -61,17 +91,15 @@ INSERT INTO {db}.group_reach
     WHERE (r.ancestor, c.subject) NOT IN (SELECT ancestor, descendant FROM {db}.group_reach);
 
 -- section: membership
-INSERT INTO {db}.group_membership SELECT DISTINCT r.ancestor, d.user FROM {db}.group_reach AS r
-    INNER JOIN (SELECT object AS group, subject AS user FROM {db}.group_member
-                UNION ALL SELECT object, subject FROM {db}.group_manager) AS d ON d.group = r.descendant;
+-- {where} restricts the users (column `subject` of the direct relations).
+INSERT INTO {db}.group_membership
+    WITH direct AS (SELECT object AS group, subject AS user FROM {db}.group_member WHERE {where}
+                    UNION ALL SELECT object, subject FROM {db}.group_manager WHERE {where})
+    SELECT DISTINCT group, user FROM (
+        SELECT group, user FROM direct
+        UNION ALL SELECT r.ancestor, d.user FROM {db}.group_reach AS r INNER JOIN direct AS d ON d.group = r.descendant);
 
--- section: expand
--- The MVs' SELECTs, run directly (no MV fires on inserts into perm itself); {where} limits resources.
-INSERT INTO {db}.perm SELECT subject, object, 'manage' FROM {db}.resource_manager_user WHERE {where_obj};
-INSERT INTO {db}.perm SELECT subject, object, 'view' FROM {db}.resource_viewer_user WHERE {where_obj};
-INSERT INTO {db}.perm SELECT m.user, r.object, 'manage' FROM {db}.resource_manager_group AS r
-    INNER JOIN {db}.group_membership AS m ON m.group = r.subject WHERE {where_r};
-INSERT INTO {db}.perm SELECT m.user, r.object, 'view' FROM {db}.resource_viewer_group AS r
-    INNER JOIN {db}.group_membership AS m ON m.group = r.subject WHERE {where_r};
-INSERT INTO {db}.perm SELECT a.subject, r.object, 'manage' FROM {db}.resource_org AS r
-    INNER JOIN {db}.org_admin AS a ON a.object = r.subject WHERE {where_r};
+-- section: recompute
+-- {where} restricts user and resource; the stale rows are deleted first, then re-derived.
+DELETE FROM {db}.perm WHERE {where};
+INSERT INTO {db}.perm SELECT user, resource, perm FROM {db}.perm_source WHERE {where};

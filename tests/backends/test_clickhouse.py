@@ -1,50 +1,277 @@
-"""ClickHouse-specific behaviour on the real engine (embedded chdb here): bad DSN, data kept across a
-restart, and group writes recomputing the closure the materialized views join."""
+"""ClickHouse backend (`clickhouse`) on the real engine, embedded chdb here: answers equal the oracle's,
+the expanded table equals the recomputed oracle after writes and deletes of every relation kind
+(including a hierarchy cycle), bad DSNs fail at connect, and a data dir reopened by a new process
+keeps its data.
+
+    pytest tests/backends/test_clickhouse.py --backend clickhouse
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from authzbench.backends.clickhouse import ClickHouseBackend
+from authzbench.dataset import Dataset
 from authzbench.errors import UserError
-from authzbench.model import Relationship
+from authzbench.model import PERMISSIONS, Relationship
 from authzbench.oracle import Oracle
+from authzbench.provision.base import free_port
+from authzbench.scenarios.catalog import SCENARIOS
 
 pytestmark = pytest.mark.backend("clickhouse")
+SCRATCH = "authzbench_scratch"
 
 
-def test_bad_dsn_is_a_clear_error():
-    with pytest.raises(UserError, match="clickhouse: cannot connect"):
-        ClickHouseBackend({"dsn": "http://default:@127.0.0.1:1"}, {}).connect()
-
-
-def test_reopening_the_data_dir_in_a_new_process_keeps_the_data(live, dataset):
-    dsn = live.dep.endpoint["dsn"]
-    code = (f"from authzbench.backends.clickhouse import ClickHouseBackend as B; b=B({{'dsn': {dsn!r}}}, {{}}); b.connect(); "
-            "print(b.loaded_hash(), b._count('perm'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-500:]
-    loaded, perm_rows = out.stdout.split()[-2:]
-    assert loaded == dataset.hash and int(perm_rows) > 0
-
-
-def test_group_membership_write_and_delete_recompute_the_closure(live, dataset, tmp_path):
+@pytest.fixture(scope="module")
+def session(deployments, dataset, run_store):
     if dataset.model != "rebac":
-        pytest.skip("rebac model")
-    users = dataset.entities["user"]
-    rv = dataset.table("resource_viewer_group").iloc[0]
-    rel = Relationship("group_member", int(rv["subject"]), users + 3)  # a new user joins a viewer group
-    with live.backend() as b:
-        assert not b.check(users + 3, "view", int(rv["object"]))
-        b.write(rel)
-        try:
-            assert b.check(users + 3, "view", int(rv["object"]))
-        finally:
-            b.delete(rel)
-        assert not b.check(users + 3, "view", int(rv["object"]))
-        # and everything else is as before
-        o = Oracle(dataset)
-        assert sorted(set(b.lookup_resources(0, "view"))) == o.lookup_resources(0, "view")
+        pytest.skip("rebac model only")
+    return deployments.get("clickhouse", dataset, run_store)
+
+
+@pytest.fixture(scope="module")
+def backend(session):
+    with session.backend(timeout_s=10) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def scratch(session, dataset):
+    """A private database with its own copy of the dataset: the write tests leave the shared one intact."""
+    with ClickHouseBackend({**session.dep.endpoint, "database": SCRATCH}, {"timeout_s": 10}) as b:
+        b.drop()
+        b.create_schema()
+        b.load(dataset)
+        b.first_build = b.build()
+        b.mark_loaded(dataset.hash)
+        yield b
+        b.drop()
+
+
+def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
+    out = Dataset(ds.path, ds.manifest)
+    out.__dict__["_tables"] = tables
+    return out
+
+
+def _table_state(b: ClickHouseBackend, table: str = "perm") -> dict[str, set[tuple[int, int]]]:
+    rows = b.client.query(f"SELECT DISTINCT user, resource, toString(perm) FROM {b.db}.{table}").result_rows
+    return {"view": {(u, r) for u, r, _ in rows}, "manage": {(u, r) for u, r, p in rows if p == "manage"}}
+
+
+def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
+    o, n = Oracle(ds), ds.entities["resource"]
+    return {perm: {(int(k // n), int(k % n)) for k in o.keys[perm]} for perm in PERMISSIONS}
+
+
+# answers ----------------------------------------------------------------------------------------
+
+def test_server_info_names_the_embedded_engine_and_footprint_is_measured(backend):
+    info = backend.server_info()
+    assert info.engine == "ClickHouse" and info.version.split(".")[0].isdigit()
+    assert info.label == f"ClickHouse {info.version} embedded (chdb)" and not info.comparable
+    assert any("network round trip" in n for n in info.notes)
+    assert backend.footprint() > 0
+    backend.baseline_roundtrip()
+
+
+def test_checks_equal_the_oracle_including_negatives(backend, dataset, oracle):
+    users = range(0, dataset.entities["user"], max(1, dataset.entities["user"] // 6))
+    bad, positives, negatives = [], 0, 0
+    for u in users:
+        for r in range(dataset.entities["resource"]):
+            for perm in PERMISSIONS:
+                want = oracle.check(u, perm, r)
+                positives += want
+                negatives += not want
+                if backend.check(u, perm, r) != want:
+                    bad.append((u, perm, r, want))
+    assert positives and negatives and not bad, f"{len(bad)} checks differ: {bad[:5]}"
+
+
+def test_scenario_samples_are_answered_right_after_load_without_waiting(scratch, dataset, oracle):
+    """Ingest-to-closure lag: the MVs expand inside the INSERT, so the first round of probes passes."""
+    notes = scratch.first_build.notes
+    assert notes["lag_probe_rounds"] == 1 and notes["lag_probes"] >= 4
+    samples = [args for name in ("check_manage_direct_user", "check_manage_org_admin",
+                                 "check_view_via_group_member", "check_negative")
+               for _, args, _ in SCENARIOS[name].sampler(dataset, oracle, 25)]
+    assert [scratch.check(*a) for a in samples] == [oracle.check(*a) for a in samples]
+
+
+def test_every_lookup_equals_the_oracle(backend, dataset, oracle):
+    bad = [(u, perm) for u in range(dataset.entities["user"]) for perm in PERMISSIONS
+           if sorted(backend.lookup_resources(u, perm)) != oracle.lookup_resources(u, perm)]
+    assert not bad, f"{len(bad)} lookups differ: {bad[:5]}"
+
+
+def test_expanded_table_equals_the_oracle_and_its_source_view_after_load(scratch, dataset):
+    want = _oracle_state(dataset)
+    assert _table_state(scratch) == want
+    assert _table_state(scratch, "perm_source") == want
+
+
+def test_unknown_permission_or_relation_is_a_user_error(backend):
+    with pytest.raises(UserError, match="unknown permission"):
+        backend.check(0, "own", 0)
+    with pytest.raises(UserError, match="unknown permission"):
+        list(backend.lookup_resources(0, "own"))
+    with pytest.raises(UserError, match="unknown relation"):
+        backend.write(Relationship("perm; DROP TABLE x", 0, 0))
+
+
+def test_timeout_option_is_enforced_by_the_engine(session):
+    with ClickHouseBackend(session.dep.endpoint, {"timeout_s": 1}) as b:
+        t0 = time.perf_counter()
+        with pytest.raises(Exception, match="(?i)timeout|TIMEOUT_EXCEEDED"):
+            b.client.query("SELECT count() FROM system.numbers WHERE NOT ignore(sipHash64(number))")
+        assert time.perf_counter() - t0 < 10
+
+
+# writes ------------------------------------------------------------------------------------------
+
+def _steps(ds: Dataset) -> list[tuple[str, Relationship]]:
+    """Deletes of existing edges and inserts of new ones, for every relation kind, then a group
+    hierarchy cycle (the closure must terminate on it) that is removed again."""
+    t = {rel: ds.table(rel) for rel in ds.relations()}
+    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
+    n_users, n_groups = ds.entities["user"], ds.entities["group"]
+    parent, child = first["group_child"]
+    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
+        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
+        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
+    steps += [
+        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
+        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),  # a duplicate write is a no-op
+        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
+        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
+        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
+        ("write", Relationship("org_admin", 0, n_users - 3)),
+        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
+        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
+        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
+        ("write", Relationship("resource_org", 5, 1)),
+        ("write", Relationship("org_member", 0, n_users - 6)),
+        # a cycle: child -> parent, on top of parent -> child (re-inserted first)
+        ("write", Relationship("group_child", parent, child)),
+        ("write", Relationship("group_child", child, parent)),
+        ("write", Relationship("group_member", child, n_users - 7)),
+        ("delete", Relationship("group_child", child, parent)),
+        ("delete", Relationship("group_member", child, n_users - 7)),
+        ("delete", Relationship("resource_viewer_user", 1, n_users - 1)),  # both duplicate rows go
+    ]
+    return steps
+
+
+def test_writes_and_deletes_keep_the_expanded_table_equal_to_the_recomputed_oracle(scratch, dataset):
+    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
+    for op, rel in _steps(dataset):
+        df = tables[rel.relation]
+        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
+        if op == "write":
+            scratch.write(rel)
+            if not hit.any():
+                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
+                                                                   dtype=np.int32)], ignore_index=True)
+        else:
+            scratch.delete(rel)
+            tables[rel.relation] = df[~hit].reset_index(drop=True)
+        want = _oracle_state(_mutated(dataset, tables))
+        got = _table_state(scratch)
+        for perm in PERMISSIONS:
+            assert got[perm] == want[perm], (f"after {op} {rel}: {perm} missing {sorted(want[perm] - got[perm])[:5]}, "
+                                             f"extra {sorted(got[perm] - want[perm])[:5]}")
+    assert _table_state(scratch, "perm_source") == want
+    # the answering paths agree with the table they read
+    o = Oracle(_mutated(dataset, tables))
+    for u in range(dataset.entities["user"] - 8, dataset.entities["user"]):
+        for perm in PERMISSIONS:
+            assert sorted(scratch.lookup_resources(u, perm)) == o.lookup_resources(u, perm)
+            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+
+
+# persistence and reuse ---------------------------------------------------------------------------
+
+def test_loaded_mark_is_per_database_and_cleared_by_drop(session, dataset):
+    with ClickHouseBackend({**session.dep.endpoint, "database": "authzbench_empty"}, {}) as b:
+        assert b.loaded_hash() is None
+        b.create_schema()
+        assert b.loaded_hash() is None and list(b.lookup_resources(0, "view")) == []
+        b.mark_loaded("abc")
+        assert b.loaded_hash() == "abc"
+        b.drop()
+        assert b.loaded_hash() is None
+
+
+def _in_subprocess(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=180)
+
+
+LOAD = """import json, sys
+from authzbench.backends.clickhouse import ClickHouseBackend as B
+from authzbench.dataset import Dataset
+ds = Dataset.open(sys.argv[2])
+with B(json.loads(sys.argv[1]), {}) as b:
+    b.drop(); b.create_schema(); b.load(ds); b.build(); b.mark_loaded(ds.hash)
+"""
+READ = """import json, sys
+from authzbench.backends.clickhouse import ClickHouseBackend as B
+with B(json.loads(sys.argv[1]), {}) as b:
+    print(json.dumps([b.loaded_hash(), sorted(b.lookup_resources(int(sys.argv[2]), "view"))]))
+"""
+
+
+def test_a_data_dir_loaded_by_one_process_is_reopened_by_the_next(dataset, oracle, tmp_path):
+    """chdb holds a data dir for the life of its process (one engine per process): `prepare` and `bench`
+    run one after the other, each in its own process, so the data must survive the first one's exit."""
+    endpoint = json.dumps({"dsn": f"chdb://{tmp_path / 'chdb'}"})
+    out = _in_subprocess(LOAD, endpoint, str(dataset.path))
+    assert out.returncode == 0, out.stderr[-800:]
+    user = int(np.argmax(oracle.count_by_user("view")))
+    out = _in_subprocess(READ, endpoint, str(user))
+    assert out.returncode == 0, out.stderr[-800:]
+    loaded, resources = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == dataset.hash and resources == oracle.lookup_resources(user, "view") and resources
+
+
+def test_a_data_dir_held_by_a_running_process_is_one_clear_line(session, backend):
+    out = _in_subprocess(READ, json.dumps(session.dep.endpoint), "0")
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert "in use by another process" in last, out.stderr[-800:]
+
+
+# failures ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dsn, match", [
+    ("", "DSN must be"),
+    ("postgres://x@127.0.0.1/db", "DSN must be"),
+    (f"http://default:secret@127.0.0.1:{free_port()}", "cannot connect to http://default:\\*\\*\\*@"),
+])
+def test_bad_dsn_is_one_clear_line_at_connect(dsn, match):
+    with pytest.raises(UserError, match=match) as e:
+        ClickHouseBackend({"dsn": dsn}, {"timeout_s": 2}).connect()
+    assert "\n" not in str(e.value) and "secret" not in str(e.value)
+
+
+def test_bad_database_name_is_a_user_error(session):
+    with pytest.raises(UserError, match="invalid database name"):
+        ClickHouseBackend({**session.dep.endpoint, "database": "a-b; DROP"}, {}).connect()
+
+
+def test_unusable_chdb_data_dir_is_one_clear_line(tmp_path):
+    """In a fresh process: chdb keeps one engine per process, so this one must not share the test's."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code = ("from authzbench.backends.clickhouse import ClickHouseBackend as B; from authzbench.errors import UserError\n"
+            f"try:\n    B({{'dsn': 'chdb://{blocker}/data'}}, {{}}).connect()\n"
+            "except UserError as e:\n    print('USERERROR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "USERERROR clickhouse: cannot connect to chdb://" in out.stdout, out.stdout + out.stderr[-800:]

@@ -7,6 +7,7 @@ PyPI's chdb is ClickHouse 26.x in-process, reached through clickhouse-connect's 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from authzbench.errors import BackendUnavailable
 from authzbench.provision.base import Deployment, StartContext, say
@@ -18,9 +19,12 @@ def start(ctx: StartContext) -> Deployment:
     except ImportError:
         raise BackendUnavailable("clickhouse: the chdb engine is not installed: pip install 'authzbench[chdb]'") \
             from None
-    data = ctx.options.get("chdb_data_dir") or str(ctx.dir("chdb"))
+    # options["data_dir"] keeps a loaded database across runs; by default it lives in the run dir.
+    given = ctx.options.get("data_dir") or ctx.options.get("chdb_data_dir")
+    data = Path(given).expanduser().resolve() if given else ctx.dir("chdb").resolve()
+    data.mkdir(parents=True, exist_ok=True)
     say(f"clickhouse: embedded chdb engine, data in {data}")
     # The engine lives in the benchmark process itself, so the monitor samples this process.
-    return Deployment("clickhouse", "native", {"dsn": f"chdb://{os.path.abspath(data)}"}, pids=[os.getpid()],
+    return Deployment("clickhouse", "native", {"dsn": f"chdb://{data}"}, pids=[os.getpid()],
                       notes=["embedded (chdb): the ClickHouse engine runs inside the benchmark process; CPU/RSS "
                              "include the client"])
