@@ -37,9 +37,9 @@ BACKENDS: dict[str, BackendEntry] = {
                      "authzbench.provision.native.cassandra:start", ("scylla",)),
         BackendEntry("clickhouse", "authzbench.backends.clickhouse:ClickHouseBackend",
                      "authzbench.provision.native.chdb:start", ("clickhouse",)),
-        # Not implemented yet (issues #10 and #8): listed so `authzbench backends` says so.
         BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
-                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",), default=False),
+                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",)),
+        # Not implemented yet (issue #8): listed so `authzbench backends` says so.
         BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
                      "authzbench.provision.native.ferretdb:start", ("mongo",), default=False),
     ]

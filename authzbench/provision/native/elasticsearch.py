@@ -165,7 +165,7 @@ def start(ctx: StartContext) -> Deployment:
     say(f"elasticsearch {ES_VERSION}: starting on 127.0.0.1:{port} ({heap} heap; HTTP ready in ~5 s)")
     t0 = time.monotonic()
     proc = spawn(cmd, log=log, cwd=home)
-    dep = Deployment("elasticsearch", "native", {"url": f"http://127.0.0.1:{port}", "data_dir": str(home / "data")},
+    dep = Deployment("elasticsearch", "native", {"url": f"http://127.0.0.1:{port}", "distribution": "maven-jars"},
                      pids=[proc.pid], notes=[f"{LABEL}: single node, {heap} heap, modules transport-netty4, "
                                              "mapper-extras, reindex, parent-join (no painless, no security)"])
     dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))

@@ -1,0 +1,564 @@
+"""Elasticsearch over elasticsearch-py: one document per resource with its ACL denormalized as the
+expanded user sets `managers` (manage) and `viewers` (view-only: view minus manage; schema/elasticsearch.json
+says why), plus the user, group and org documents the write path needs. Natively a real Elasticsearch 7.17.29 OSS node; under compose
+Elasticsearch 9.2.1 with TLS and basic auth.
+
+- check  = ONE filtered search: ids [r] + term managers u (view: managers or viewers), size 0,
+  terminate_after 1, no request cache;
+- lookup = a point-in-time stream: open a PIT, pages of `lookup_page` ids sorted by `id` continued with
+  search_after until a short page, close the PIT; every id, never capped at index.max_result_window;
+- load   = parallel_bulk into indices with refresh disabled and no replicas; build() restores both and
+  refreshes (its time is reported apart).
+- write / delete = the relationship arrays, then exactly the (resource, user) pairs the edge can affect,
+  recomputed from the documents (as the mongo backend does), each document rewritten only when it
+  changed, with optimistic concurrency (if_seq_no; no scripts: the OSS jars have no painless). Then the
+  touched indices are refreshed, so the change is visible to the next search when write() returns
+  (refresh=wait_for would wait up to refresh_interval, 1 s, per write).
+
+Client: elasticsearch 9.5.1 (pyproject) talks to both servers. It sends `compatible-with=9` media types;
+7.17 accepts them for every call used here (checked against the native node: info, bulk, mget, index,
+search with PIT, count, settings, stats), and the test suite runs this module against 7.17.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.closure import csr, group_membership, permission_keys
+from authzbench.dataset import Dataset
+from authzbench.errors import BackendUnavailable, UserError
+from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
+INDICES = ("resources", "users", "groups", "orgs", "meta")
+NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
+
+# relation -> [(index, id side, array field, other side)]: where a relationship lives ("object"/"subject"
+# name which end of the edge is the document id and which the array element).
+SOURCE: dict[str, list[tuple[str, str, str, str]]] = {
+    "org_admin": [("orgs", "object", "admins", "subject"), ("users", "subject", "admin_orgs", "object")],
+    "org_member": [("orgs", "object", "members", "subject"), ("users", "subject", "member_orgs", "object")],
+    "group_org": [("groups", "object", "org", "subject")],
+    "group_member": [("groups", "object", "members", "subject"), ("users", "subject", "member_of", "object")],
+    "group_manager": [("groups", "object", "managers", "subject"), ("users", "subject", "manager_of", "object")],
+    "group_child": [("groups", "object", "children", "subject"), ("groups", "subject", "parents", "object")],
+    "resource_org": [("resources", "object", "orgs", "subject")],
+    "resource_manager_user": [("resources", "object", "manager_users", "subject")],
+    "resource_manager_group": [("resources", "object", "manager_groups", "subject")],
+    "resource_viewer_user": [("resources", "object", "viewer_users", "subject")],
+    "resource_viewer_group": [("resources", "object", "viewer_groups", "subject")],
+}
+ACL_FIELDS = ("orgs", "manager_users", "manager_groups", "viewer_users", "viewer_groups")
+CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
+
+
+def _perm_query(perm: str, user: int) -> dict[str, Any]:
+    """manage: u in managers; view: u in managers or in viewers (view-only users)."""
+    if perm not in PERMISSIONS:
+        raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
+    if perm == "manage":
+        return {"term": {"managers": user}}
+    return {"bool": {"should": [{"term": {"managers": user}}, {"term": {"viewers": user}}]}}
+
+
+class _TimedBulk:
+    """The client as parallel_bulk sees it, timing each bulk request (the client-observed batch time)."""
+
+    def __init__(self, es: Any, seconds: list[float]) -> None:
+        self._es, self._seconds = es, seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._es, name)
+
+    def bulk(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._es.bulk(*args, **kwargs)
+        finally:
+            self._seconds.append(time.perf_counter() - t0)  # list.append is atomic across the pool's threads
+
+
+class ElasticsearchBackend(Backend):
+    name: ClassVar[str] = "elasticsearch"
+    bulk_docs: ClassVar[int] = 500  # documents per bulk request (options: bulk_docs)
+    bulk_threads: ClassVar[int] = 2  # parallel_bulk threads (options: bulk_threads)
+    lookup_page: ClassVar[int] = 10000  # ids per page of a lookup stream (options: lookup_page)
+
+    @classmethod
+    def endpoint_from_url(cls, url: str) -> dict[str, Any]:
+        """https://[user:password@]host:port[/?ca_certs=/path/ca.crt]; the user, password and CA file may also
+        come from AUTHZBENCH_ELASTICSEARCH_USERNAME / _PASSWORD / _CA_CERTS (keeps the password out of argv)."""
+        import os
+        from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+        u = urlsplit(url)
+        host = u.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        if u.port:
+            netloc += f":{u.port}"
+        ep: dict[str, Any] = {"url": urlunsplit((u.scheme, netloc, u.path.rstrip("/"), "", ""))}
+        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        user = unquote(u.username) if u.username else os.environ.get("AUTHZBENCH_ELASTICSEARCH_USERNAME")
+        password = unquote(u.password) if u.password else os.environ.get("AUTHZBENCH_ELASTICSEARCH_PASSWORD")
+        ca = q.get("ca_certs") or os.environ.get("AUTHZBENCH_ELASTICSEARCH_CA_CERTS")
+        if password and not user:
+            user = "elastic"  # the built-in superuser whose password ELASTIC_PASSWORD sets
+        if user:
+            ep["username"] = user
+        if password:
+            ep["password"] = password
+        if ca:
+            ep["ca_certs"] = ca
+        if q.get("index_prefix"):
+            ep["index_prefix"] = q["index_prefix"]
+        return ep
+
+    # lifecycle ---------------------------------------------------------------------------------
+    def connect(self) -> None:
+        from elasticsearch import (
+            ApiError,
+            AuthenticationException,
+            AuthorizationException,
+            Elasticsearch,
+            TransportError,
+            UnsupportedProductError,
+        )
+
+        ep = self.endpoint
+        url = str(ep.get("url") or "")
+        if not re.match(r"^https?://[^/]+", url):
+            raise UserError(f"elasticsearch: invalid URL {self._mask(url)!r} (expected http(s)://host:port)")
+        prefix = str(ep.get("index_prefix", "authzbench"))
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", prefix):
+            raise UserError(f"elasticsearch: invalid index prefix {prefix!r} (lowercase letters, digits, _)")
+        self.ix = {n: f"{prefix}_{n}" for n in INDICES}
+        self.timeout = float(self.options.get("timeout_s") or 60)
+        self.bulk_docs = int(self.options.get("bulk_docs") or type(self).bulk_docs)
+        self.bulk_threads = int(self.options.get("bulk_threads") or type(self).bulk_threads)
+        self.lookup_page = int(self.options.get("lookup_page") or type(self).lookup_page)
+        kwargs: dict[str, Any] = {"request_timeout": self.timeout, "max_retries": 0, "retry_on_timeout": False}
+        if ep.get("username") or ep.get("password"):
+            kwargs["basic_auth"] = (str(ep.get("username") or "elastic"), str(ep.get("password") or ""))
+        if ep.get("ca_certs"):
+            if not Path(ep["ca_certs"]).is_file():
+                raise UserError(f"elasticsearch: CA file {ep['ca_certs']} not found")
+            kwargs["ca_certs"] = str(ep["ca_certs"])
+        try:
+            self.es = Elasticsearch(url, **kwargs)
+        except ValueError as e:
+            raise UserError(f"elasticsearch: invalid endpoint {self._mask(url)!r}: {self._mask(str(e))}") from None
+        try:
+            self.root = self.es.info()
+        except (AuthenticationException, AuthorizationException) as e:
+            self.close()
+            raise UserError(f"elasticsearch: {url} rejected the credentials of user "
+                            f"{ep.get('username') or '(none)'!r} (HTTP {e.meta.status})") from None
+        except UnsupportedProductError as e:
+            self.close()
+            raise BackendUnavailable(f"elasticsearch: {url} is not Elasticsearch: {self._mask(str(e))[:200]}") from None
+        except (TransportError, ApiError) as e:
+            self.close()
+            msg = self._mask(" ".join(str(getattr(e, "message", None) or e).split()))  # str() drops the cause
+            raise BackendUnavailable(f"elasticsearch: cannot reach {url}: {type(e).__name__}: {msg:.200}") from None
+
+    def _mask(self, text: str) -> str:
+        """Never show a credential: the password, and user:password@ in any URL."""
+        text = re.sub(r"//[^/@\s]+:[^/@\s]*@", "//***@", text)
+        pw = str(self.endpoint.get("password") or "")
+        return text.replace(pw, "***") if pw else text
+
+    def close(self) -> None:
+        if getattr(self, "es", None) is not None:
+            self.es.close()
+            self.es = None
+
+    def server_info(self) -> ServerInfo:
+        v = self.root["version"]
+        number, flavor = str(v["number"]), str(v.get("build_flavor", ""))
+        notes = [f"Lucene {v.get('lucene_version', '?')}", f"build flavor {flavor or '?'}"]
+        if self.endpoint.get("distribution") == "maven-jars":
+            return ServerInfo("Elasticsearch", number, NATIVE_LABEL.format(v=number),
+                              notes=[*notes, "modules transport-netty4, mapper-extras, reindex, parent-join; "
+                                     "no security (loopback only)"])
+        return ServerInfo("Elasticsearch", number, f"Elasticsearch {number}", notes=notes)
+
+    # schema and data ---------------------------------------------------------------------------
+    def create_schema(self) -> None:
+        spec = json.loads(SCHEMA_FILE.read_text())["indices"]
+        for n in INDICES:
+            if not self.es.indices.exists(index=self.ix[n]):
+                self.es.indices.create(index=self.ix[n], settings=spec[n]["settings"], mappings=spec[n]["mappings"])
+
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+        from elasticsearch.helpers import parallel_bulk
+
+        t0 = time.perf_counter()
+        members = group_membership(ds)
+        keys = permission_keys(ds, members)
+        closure_s = time.perf_counter() - t0
+        data = [self.ix[n] for n in ("resources", "users", "groups", "orgs")]
+        # Bulk-load settings: no refresh (no searchable segment per second mid-load), no replica (the
+        # node would index every document twice). build() restores what was there before.
+        got = self.es.indices.get_settings(index=data, name=["index.refresh_interval", "index.number_of_replicas"])
+        self._restore = {i: {"refresh_interval": got.get(i, {}).get("settings", {}).get("index", {}).get(
+            "refresh_interval"), "number_of_replicas": got.get(i, {}).get("settings", {}).get("index", {}).get(
+            "number_of_replicas", "0")} for i in data}
+        self.es.indices.put_settings(index=data, settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
+        n = ds.entities
+        docs_total = n["resource"] + n["user"] + n["group"] + n["organization"]
+        per_doc = ds.total_relationships / max(docs_total, 1)  # the progress bar counts relationships
+        batch_seconds: list[float] = []
+        written, reported = 0, 0.0
+        t1 = time.perf_counter()
+        actions = _actions([(self.ix["orgs"], _org_docs(ds)), (self.ix["groups"], _group_docs(ds)),
+                            (self.ix["users"], _user_docs(ds, members)),
+                            (self.ix["resources"], _resource_docs(ds, keys))])
+        for ok, item in parallel_bulk(_TimedBulk(self.es, batch_seconds), actions, thread_count=self.bulk_threads,
+                                      chunk_size=self.bulk_docs, max_chunk_bytes=50 * 2**20, queue_size=4):
+            if not ok:
+                raise BackendUnavailable(f"elasticsearch: bulk item failed: {json.dumps(item)[:300]}")
+            written += 1
+            reported += per_doc
+            if reported >= 1000:
+                progress(int(reported))
+                reported -= int(reported)
+        progress(int(reported))
+        ingest_s = time.perf_counter() - t1
+        self._load_notes = {"closure_seconds": round(closure_s, 3), "ingest_seconds": round(ingest_s, 3),
+                            "documents_per_s": round(written / ingest_s) if ingest_s else None,
+                            "relationships_per_s": round(ds.total_relationships / ingest_s) if ingest_s else None,
+                            "acl_relationships_per_s": round(ds.acl_relationships / ingest_s) if ingest_s else None,
+                            "expanded_entries": int(len(keys["view"]) + len(keys["manage"])),
+                            "group_membership_pairs": len(members),
+                            "method": f"closure in numpy ({closure_s:.2f} s), then parallel_bulk: {self.bulk_threads} "
+                                      f"threads x {self.bulk_docs} documents, refresh_interval -1, 0 replicas; "
+                                      "refresh in build()"}
+        return LoadStats(rows=written, batch_rows=self.bulk_docs, batch_seconds=batch_seconds, documents=written,
+                         notes=dict(self._load_notes))
+
+    def build(self) -> BuildStats:
+        """Restore the pre-load refresh interval and replicas, then one refresh makes the load searchable."""
+        restore = getattr(self, "_restore", None) or {}
+        t0 = time.perf_counter()
+        for index, s in restore.items():
+            self.es.indices.put_settings(index=index, settings={"index": s})
+        settings_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.es.indices.refresh(index=list(self.ix.values()))
+        refresh_s = time.perf_counter() - t1
+        return BuildStats(what="refresh after a load with refresh_interval -1 (settings restored)",
+                          seconds=time.perf_counter() - t0,
+                          notes={"refresh_seconds": round(refresh_s, 3), "settings_seconds": round(settings_s, 3),
+                                 **(getattr(self, "_load_notes", None) or {})})
+
+    def loaded_hash(self) -> str | None:
+        from elasticsearch import NotFoundError
+
+        try:
+            return self.es.get(index=self.ix["meta"], id="dataset")["_source"].get("hash")
+        except NotFoundError:  # no index or no document: nothing complete is loaded
+            return None
+
+    def mark_loaded(self, dataset_hash: str) -> None:
+        self.es.index(index=self.ix["meta"], id="dataset", document={"hash": dataset_hash}, refresh=True)
+
+    # operations ----------------------------------------------------------------------------------
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        q = _perm_query(perm, int(user))
+        # request_cache off: a size-0 search is otherwise answered from the shard request cache when
+        # the sampler repeats an input, which would measure the cache, not the check.
+        r = self.es.search(index=self.ix["resources"], size=0, terminate_after=1, track_total_hits=True,
+                           request_cache=False, filter_path="hits.total",
+                           query={"bool": {"filter": [{"ids": {"values": [str(int(resource))]}},
+                                                      q]}})
+        return r["hits"]["total"]["value"] > 0
+
+    def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
+        return self._stream_ids(self.ix["resources"], _perm_query(perm, int(user)))
+
+    def _stream_ids(self, index: str, query: dict[str, Any]) -> list[int]:
+        """Every matching id: pages sorted by `id` in a point-in-time (one consistent view however many
+        pages), continued with search_after. Only `sort` comes back (no _source, no stored fields)."""
+        pit = self.es.open_point_in_time(index=index, keep_alive="1m")["id"]
+        out: list[int] = []
+        try:
+            after: list[Any] | None = None
+            while True:
+                body: dict[str, Any] = {"size": self.lookup_page, "query": {"bool": {"filter": [query]}},
+                                        "sort": [{"id": "asc"}], "_source": False, "stored_fields": "_none_",
+                                        "track_total_hits": False, "pit": {"id": pit, "keep_alive": "1m"}}
+                if after is not None:
+                    body["search_after"] = after
+                r = self.es.search(body=body, filter_path="pit_id,hits.hits.sort")
+                pit = r.get("pit_id", pit)
+                hits = r.get("hits", {}).get("hits", [])
+                out += [h["sort"][0] for h in hits]
+                if len(hits) < self.lookup_page:
+                    return out
+                after = hits[-1]["sort"]  # [id, _shard_doc]: the PIT adds the tiebreaker
+        finally:
+            self.es.options(ignore_status=404).close_point_in_time(id=pit)
+
+    def baseline_roundtrip(self) -> None:
+        self.es.info()
+
+    # writes --------------------------------------------------------------------------------------
+    def write(self, rel: Relationship) -> None:
+        self._apply(rel, insert=True)
+
+    def delete(self, rel: Relationship) -> None:
+        self._apply(rel, insert=False)
+
+    def _apply(self, rel: Relationship, *, insert: bool) -> None:
+        """1. the relationship arrays; 2. for group edges, the closure of the users the edge reaches;
+        3. managers/viewers of the affected (resource, user) pairs, recomputed from the documents after
+        the change; 4. a refresh of what was touched. Documents are read by realtime GET/mget (they see
+        this write's own changes); the searches only read fields no earlier step of the same write
+        changed, and every earlier write was refreshed before it returned."""
+        if rel.relation not in SOURCE:
+            raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
+        o, s = int(rel.object), int(rel.subject)
+        touched: set[str] = set()
+        if not insert:
+            res_ids = self._affected_resources(rel.relation, o)
+        for index, id_side, field, val_side in SOURCE[rel.relation]:
+            ends = {"object": o, "subject": s}
+            doc_id, value = ends[id_side], ends[val_side]
+
+            def edit(_id: int, src: dict[str, Any] | None, field: str = field, value: int = value) -> dict | None:
+                cur = list((src or {}).get(field, ()))
+                if insert:
+                    return None if src is not None and value in cur else {**(src or {}), field: sorted({*cur, value})}
+                return {**src, field: [x for x in cur if x != value]} if src is not None and value in cur else None
+
+            # a missing document on insert is created (e.g. the runner's scratch users): upsert semantics
+            if self._modify(index, [doc_id], edit, create=insert):
+                touched.add(index)
+        if insert:
+            res_ids = self._affected_resources(rel.relation, o)
+        user_ids = self._affected_users(rel.relation, o, s)
+        if user_ids:
+            # closures are kept exact even when no resource is granted through the group yet: a later
+            # resource_*_group write finds the users it affects by their closure
+            if rel.relation in ("group_member", "group_manager", "group_child"):
+                users, changed = self._recompute_closures(user_ids)
+                if changed:
+                    touched.add("users")
+            elif res_ids:
+                users = self._mget("users", sorted(user_ids))
+            if res_ids and self._recompute_pairs(res_ids, users):
+                touched.add("resources")
+        if touched:
+            self.es.indices.refresh(index=[self.ix[t] for t in sorted(touched)])
+
+    def _affected_resources(self, relation: str, o: int) -> list[int]:
+        """Resources whose permissions the edge can change: resource_* (r, x): r; org_admin (org, u): the
+        resources of org; group edges (g, x): resources granted through g or any ancestor of g;
+        org_member, group_org: none (no permission reads them)."""
+        if relation.startswith("resource_"):
+            return [o]
+        if relation == "org_admin":
+            return self._search_ids("resources", {"term": {"orgs": o}})
+        if relation in ("group_member", "group_manager", "group_child"):
+            anc = sorted(self._ancestors(o))
+            return self._search_ids("resources", {"bool": {"should": [
+                {"terms": {"manager_groups": anc}}, {"terms": {"viewer_groups": anc}}]}})
+        return []
+
+    def _affected_users(self, relation: str, o: int, s: int) -> set[int] | None:
+        """Users whose permissions the edge can change: the user end of user edges; membership(g) for
+        resource_*_group (r, g) and group_child (parent, g) (users whose closure holds g); the admins of
+        org for resource_org (r, org)."""
+        if relation in ("resource_manager_user", "resource_viewer_user", "org_admin", "group_member", "group_manager"):
+            return {s}
+        if relation in ("resource_manager_group", "resource_viewer_group", "group_child"):
+            return set(self._search_ids("users", {"term": {"groups": s}}))
+        if relation == "resource_org":
+            return set(self._search_ids("users", {"term": {"admin_orgs": s}}))
+        return None
+
+    def _search_ids(self, name: str, query: dict[str, Any]) -> list[int]:
+        return self._stream_ids(self.ix[name], query)
+
+    def _mget(self, name: str, ids: list[int]) -> dict[int, dict[str, Any]]:
+        """Realtime reads by id; a missing document reads as {} (a user in no relationship)."""
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(ids), 1000):
+            r = self.es.mget(index=self.ix[name], ids=[str(x) for x in ids[i:i + 1000]])
+            out.update({int(d["_id"]): (d["_source"] if d.get("found") else {}) for d in r["docs"]})
+        return out
+
+    def _ancestors(self, g: int) -> set[int]:
+        """g and every group above it, by realtime reads of `parents` (a seen-set ends a cycle)."""
+        seen, frontier = {g}, [g]
+        while frontier:
+            docs = self._mget("groups", frontier)
+            nxt = {p for d in docs.values() for p in d.get("parents", ())} - seen
+            seen |= nxt
+            frontier = sorted(nxt)
+        return seen
+
+    def _modify(self, name: str, ids: list[int], edit: Callable[[int, dict[str, Any] | None], dict | None],
+                *, create: bool = True) -> int:
+        """Read-modify-write of documents by id with optimistic concurrency: edit(id, source or None) returns
+        the new source, or None to leave the document alone. A document rewritten by someone else between
+        the read and the write (409) is read and edited again. Returns how many documents were written."""
+        index, pending, written = self.ix[name], list(dict.fromkeys(ids)), 0
+        for _ in range(CONFLICT_RETRIES):
+            if not pending:
+                return written
+            ops: list[dict[str, Any]] = []
+            for i in range(0, len(pending), 1000):
+                r = self.es.mget(index=index, ids=[str(x) for x in pending[i:i + 1000]])
+                for d in r["docs"]:
+                    src = d["_source"] if d.get("found") else None
+                    new = edit(int(d["_id"]), src)
+                    if new is None or (src is None and not create):
+                        continue
+                    new["id"] = int(d["_id"])
+                    if src is None:
+                        ops += [{"create": {"_index": index, "_id": d["_id"]}}, new]
+                    else:
+                        ops += [{"index": {"_index": index, "_id": d["_id"], "if_seq_no": d["_seq_no"],
+                                           "if_primary_term": d["_primary_term"]}}, new]
+            if not ops:
+                return written
+            items = self.es.bulk(operations=ops)["items"]
+            pending = []
+            for it in items:
+                (_op, res), = it.items()
+                if res["status"] in (200, 201):
+                    written += 1
+                elif res["status"] == 409:
+                    pending.append(int(res["_id"]))
+                else:
+                    raise BackendUnavailable(f"elasticsearch: write to {index}/{res['_id']} failed: "
+                                             f"{json.dumps(res.get('error'))[:300]}")
+        raise BackendUnavailable(f"elasticsearch: {len(pending)} documents of {index} kept changing under "
+                                 f"{CONFLICT_RETRIES} read-modify-write attempts")
+
+    def _recompute_closures(self, ids: set[int]) -> tuple[dict[int, dict[str, Any]], bool]:
+        """groups = ancestors of (member_of ∪ manager_of) for each user; rewritten only where it changed."""
+        memo: dict[int, set[int]] = {}
+        result: dict[int, dict[str, Any]] = {}
+
+        def edit(u: int, src: dict[str, Any] | None) -> dict | None:
+            d = src or {}
+            closure: set[int] = set()
+            for g in {*d.get("member_of", ()), *d.get("manager_of", ())}:
+                if g not in memo:
+                    memo[g] = self._ancestors(g)
+                closure |= memo[g]
+            groups = sorted(closure)
+            result[u] = {**d, "groups": groups}
+            return None if groups == sorted(d.get("groups", ())) else {**d, "groups": groups}
+
+        changed = self._modify("users", sorted(ids), edit, create=False)
+        return result, changed > 0
+
+    def _recompute_pairs(self, res_ids: list[int], users: dict[int, dict[str, Any]]) -> int:
+        """New manage/view state of every affected (resource, user) pair from the resource's ACL arrays and
+        the users' closures; a resource document is rewritten only if one of its pairs changed."""
+        user_sets = {u: (set(d.get("groups", ())), set(d.get("admin_orgs", ()))) for u, d in users.items()}
+
+        def edit(_r: int, src: dict[str, Any] | None) -> dict | None:
+            if src is None:
+                return None  # a resource with no document has no relationships: nothing to derive
+            acl = {f: set(src.get(f, ())) for f in ACL_FIELDS}
+            managers, viewers = set(src.get("managers", ())), set(src.get("viewers", ()))
+            new_m, new_v = set(managers), set(viewers)
+            for u, (groups, admin) in user_sets.items():
+                manage = u in acl["manager_users"] or bool(groups & acl["manager_groups"]) or bool(admin & acl["orgs"])
+                view = manage or u in acl["viewer_users"] or bool(groups & acl["viewer_groups"])
+                (new_m.add if manage else new_m.discard)(u)
+                (new_v.add if view and not manage else new_v.discard)(u)  # viewers: view-only
+            if new_m == managers and new_v == viewers:
+                return None
+            return {**src, "managers": sorted(new_m), "viewers": sorted(new_v)}
+
+        return self._modify("resources", res_ids, edit, create=False)
+
+    # footprint and drop ----------------------------------------------------------------------------
+    def footprint(self) -> int:
+        """Bytes on disk of this backend's indices (store size of every shard copy)."""
+        st = self.es.indices.stats(index=list(self.ix.values()), metric="store")
+        return int(st["_all"]["total"]["store"]["size_in_bytes"])
+
+    def drop(self) -> None:
+        # explicit names: wildcard deletes are refused where action.destructive_requires_name is set (8.x+)
+        self.es.indices.delete(index=list(self.ix.values()), ignore_unavailable=True)
+
+
+# documents from the dataset ------------------------------------------------------------------------
+# Built as JSON text from numpy-grouped id strings (parallel_bulk passes a str source through as is):
+# baseline's 32,000 resource documents hold 4.3M expanded entries, and json.dumps of dicts of int lists
+# plus building those lists cost ~3.6 s of the client's CPU, on the 2 cores the node indexes with.
+
+def _actions(sources: list[tuple[str, Iterator[tuple[int, str]]]]) -> Iterator[dict[str, Any]]:
+    """parallel_bulk actions: `_id` is the int as a string, `_source` the document's JSON text."""
+    for index, docs in sources:
+        for i, doc in docs:
+            yield {"_index": index, "_id": str(i), "_source": doc}
+
+
+def _joined(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int], str]:
+    """Values grouped by key, ascending, as comma-joined text: a lookup i -> "3,11,12"."""
+    order = np.lexsort((values, keys))
+    indptr, vals = csr(keys[order], values[order], n_keys)
+    names = np.array([str(v) for v in range(int(vals.max()) + 1 if len(vals) else 0)], dtype=object)
+    flat = names[vals].tolist() if len(vals) else []
+    bounds = indptr.tolist()
+    return lambda i: ",".join(flat[bounds[i]:bounds[i + 1]])
+
+
+def _by(ds: Dataset, relation: str, key: str, n_keys: int) -> Callable[[int], str]:
+    """Values of `relation` grouped by its `key` column ("object" or "subject")."""
+    df = ds.table(relation)
+    other = "subject" if key == "object" else "object"
+    return _joined(df[key].to_numpy(np.int64), df[other].to_numpy(np.int64), n_keys)
+
+
+def _doc(i: int, fields: dict[str, Callable[[int], str]]) -> str:
+    return "{" + f'"id":{i},' + ",".join(f'"{f}":[{get(i)}]' for f, get in fields.items()) + "}"
+
+
+def _org_docs(ds: Dataset) -> Iterator[tuple[int, str]]:
+    n = ds.entities["organization"]
+    fields = {"admins": _by(ds, "org_admin", "object", n), "members": _by(ds, "org_member", "object", n)}
+    return ((o, _doc(o, fields)) for o in range(n))
+
+
+def _group_docs(ds: Dataset) -> Iterator[tuple[int, str]]:
+    n = ds.entities["group"]
+    fields = {"org": _by(ds, "group_org", "object", n), "members": _by(ds, "group_member", "object", n),
+              "managers": _by(ds, "group_manager", "object", n), "children": _by(ds, "group_child", "object", n),
+              "parents": _by(ds, "group_child", "subject", n)}
+    return ((g, _doc(g, fields)) for g in range(n))
+
+
+def _user_docs(ds: Dataset, membership) -> Iterator[tuple[int, str]]:
+    n = ds.entities["user"]
+    fields = {"member_of": _by(ds, "group_member", "subject", n), "manager_of": _by(ds, "group_manager", "subject", n),
+              "groups": _joined(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64), n),
+              "admin_orgs": _by(ds, "org_admin", "subject", n), "member_orgs": _by(ds, "org_member", "subject", n)}
+    return ((u, _doc(u, fields)) for u in range(n))
+
+
+def _resource_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[tuple[int, str]]:
+    n = ds.entities["resource"]
+    fields = {f: _by(ds, rel, "object", n) for f, rel in (
+        ("orgs", "resource_org"), ("manager_users", "resource_manager_user"),
+        ("manager_groups", "resource_manager_group"), ("viewer_users", "resource_viewer_user"),
+        ("viewer_groups", "resource_viewer_group"))}
+    view_only = keys["view"][~np.isin(keys["view"], keys["manage"], assume_unique=True)]
+    fields["managers"] = _joined(keys["manage"] % n, keys["manage"] // n, n)
+    fields["viewers"] = _joined(view_only % n, view_only // n, n)
+    return ((r, _doc(r, fields)) for r in range(n))

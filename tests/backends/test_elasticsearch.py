@@ -1,0 +1,394 @@
+"""Elasticsearch backend against a real node started natively (Elasticsearch 7.17.29 OSS from Maven Central
+jars): answers equal the oracle's, lookups larger than 10,000 results are complete, the expanded arrays and
+user closures equal the recomputed oracle after writes and deletes of every relation kind (a hierarchy
+cycle included), bad endpoints and wrong credentials fail at connect with one line that shows no password,
+a frozen node raises instead of hanging, and a node killed mid-run is recorded while the run moves on.
+One node for the module (plus one for the kill test).
+
+    pytest tests/backends/test_elasticsearch.py --backend elasticsearch
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from authzbench.backends.elasticsearch import ElasticsearchBackend
+from authzbench.closure import group_membership
+from authzbench.dataset import Dataset
+from authzbench.errors import UserError
+from authzbench.generator import generate
+from authzbench.model import PERMISSIONS, Relationship
+from authzbench.oracle import Oracle
+from authzbench.provision.base import free_port
+
+pytestmark = pytest.mark.backend("elasticsearch")
+
+
+@pytest.fixture(scope="module")
+def session(deployments, dataset, run_store):
+    return deployments.get("elasticsearch", dataset, run_store)
+
+
+@pytest.fixture(scope="module")
+def backend(session):
+    with session.backend(timeout_s=10) as b:
+        yield b
+
+
+def _private(session, prefix: str, ds: Dataset, **options) -> ElasticsearchBackend:
+    b = ElasticsearchBackend({**session.dep.endpoint, "index_prefix": prefix}, {"timeout_s": 30, **options})
+    b.connect()
+    b.drop()
+    b.create_schema()
+    b.load(ds)
+    b.build()
+    b.mark_loaded(ds.hash)
+    return b
+
+
+@pytest.fixture(scope="module")
+def scratch(session, dataset):
+    """Private indices with their own copy of the dataset: the write tests leave the shared ones intact."""
+    b = _private(session, "authzbench_scratch", dataset)
+    yield b
+    b.drop()
+    b.close()
+
+
+def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
+    out = Dataset(ds.path, ds.manifest)
+    out.__dict__["_tables"] = tables
+    return out
+
+
+def _state(b: ElasticsearchBackend) -> dict[str, set[tuple[int, int]]]:
+    """The documents as {perm: {(user, resource)}} and the closures as {"groups": {(user, group)}}; view is
+    managers + viewers (view-only), and the two must not overlap."""
+    from elasticsearch.helpers import scan
+
+    out: dict[str, set[tuple[int, int]]] = {"manage": set(), "view": set(), "groups": set(), "overlap": set()}
+    for h in scan(b.es, index=b.ix["resources"], _source=["managers", "viewers"]):
+        r, d = int(h["_id"]), h["_source"]
+        out["manage"] |= {(u, r) for u in d.get("managers", ())}
+        out["view"] |= {(u, r) for u in (*d.get("managers", ()), *d.get("viewers", ()))}
+        out["overlap"] |= {(u, r) for u in set(d.get("managers", ())) & set(d.get("viewers", ()))}
+    for h in scan(b.es, index=b.ix["users"], _source=["groups"]):
+        out["groups"] |= {(int(h["_id"]), g) for g in h["_source"].get("groups", ())}
+    return out
+
+
+def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
+    o, n = Oracle(ds), ds.entities["resource"]
+    out = {perm: {(int(k // n), int(k % n)) for k in o.keys[perm]} for perm in PERMISSIONS}
+    m = group_membership(ds)
+    out["groups"] = set(zip(m["user"].tolist(), m["group"].tolist(), strict=True))
+    out["overlap"] = set()
+    return out
+
+
+# answers ----------------------------------------------------------------------------------------
+
+def test_server_info_names_the_native_node_and_footprint_is_measured(backend):
+    info = backend.server_info()
+    assert info.engine == "Elasticsearch" and info.version == "7.17.29"
+    assert info.label == "Elasticsearch 7.17.29 OSS (native node from Maven Central jars)"
+    assert backend.footprint() > 0
+    backend.baseline_roundtrip()
+
+
+def test_checks_equal_the_oracle_including_negatives(backend, dataset, oracle):
+    users = range(0, dataset.entities["user"], max(1, dataset.entities["user"] // 12))
+    bad, positives, total = [], 0, 0
+    for u in users:
+        for r in range(0, dataset.entities["resource"], 2):
+            for perm in PERMISSIONS:
+                want = oracle.check(u, perm, r)
+                positives += want
+                total += 1
+                if backend.check(u, perm, r) != want:
+                    bad.append((u, perm, r, want))
+    assert 0 < positives < total and not bad, f"{len(bad)} checks differ: {bad[:5]}"
+
+
+def test_every_lookup_equals_the_oracle(backend, dataset, oracle):
+    bad = [(u, perm) for u in range(dataset.entities["user"]) for perm in PERMISSIONS
+           if backend.lookup_resources(u, perm) != oracle.lookup_resources(u, perm)]
+    assert not bad, f"{len(bad)} lookups differ: {bad[:5]}"
+
+
+def test_lookup_streams_pages_and_closes_its_point_in_time(session, dataset, oracle):
+    """Pages of 7 ids: every lookup spans many search_after pages of one PIT, and no PIT is left open."""
+    with session.backend(timeout_s=10, lookup_page=7) as b:
+        heavy = max(range(dataset.entities["user"]), key=lambda u: len(oracle.lookup_resources(u, "view")))
+        assert len(oracle.lookup_resources(heavy, "view")) > 3 * 7
+        for u in (heavy, 0, 1):
+            for perm in PERMISSIONS:
+                assert b.lookup_resources(u, perm) == oracle.lookup_resources(u, perm)
+        stats = b.es.indices.stats(index=b.ix["resources"], metric="search")
+        assert stats["_all"]["total"]["search"]["open_contexts"] == 0
+
+
+def test_unknown_permission_and_relation_are_user_errors(backend):
+    with pytest.raises(UserError, match="unknown permission"):
+        backend.check(0, "own", 0)
+    with pytest.raises(UserError, match="unknown permission"):
+        backend.lookup_resources(0, "own")
+    with pytest.raises(UserError, match="unknown relation"):
+        backend.write(Relationship("resource_owner", 0, 0))
+
+
+def test_lookup_larger_than_10000_results_is_complete(session, tmp_path):
+    """One org of 10,500 resources: its admins see all of them, past index.max_result_window (10,000)."""
+    ds = generate("tiny", tmp_path / "big", overrides={"orgs": "1", "resources_per_org": "10500",
+                                                        "users_per_org": "12", "admins_per_org": "2"})
+    o = Oracle(ds)
+    admin = int(ds.table("org_admin")["subject"].iloc[0])
+    want = o.lookup_resources(admin, "view")
+    assert len(want) == 10500
+    b = _private(session, "authzbench_big", ds)
+    try:
+        assert b.lookup_resources(admin, "view") == want
+        assert b.lookup_resources(admin, "manage") == o.lookup_resources(admin, "manage")
+        assert len(b.lookup_resources(admin, "manage")) == 10500
+    finally:
+        b.drop()
+        b.close()
+
+
+# writes ------------------------------------------------------------------------------------------
+
+def _steps(ds: Dataset) -> list[tuple[str, Relationship, bool]]:
+    """(op, relationship, compare the whole state after it): deletes of existing edges and inserts of new
+    ones for every relation kind, ending with a group hierarchy cycle (closure recomputation must terminate
+    on it) that is then removed again."""
+    t = {rel: ds.table(rel) for rel in ds.relations()}
+    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
+    n_users, n_groups = ds.entities["user"], ds.entities["group"]
+    parent, child = first["group_child"]
+    # a root group with no resource granted through it (its grants deleted first, unchecked): a new member's
+    # closure must still change, so that a grant made after it reaches that member
+    grants = pd.concat([t["resource_viewer_group"].assign(rel="resource_viewer_group"),
+                        t["resource_manager_group"].assign(rel="resource_manager_group")])
+    roots = sorted(set(range(n_groups)) - set(t["group_child"]["subject"]) - {parent, child})
+    lone = min(roots, key=lambda g: int((grants["subject"] == g).sum()))
+    ungrant = [("delete", Relationship(r.rel, int(r.object), int(r.subject)), False)
+               for r in grants[grants["subject"] == lone].itertuples()]
+    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
+        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
+        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
+    steps += [
+        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
+        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
+        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
+        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
+        ("write", Relationship("org_admin", 0, n_users - 3)),
+        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
+        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
+        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
+        ("write", Relationship("resource_org", 5, 1)),
+        ("write", Relationship("org_member", 0, n_users - 6)),
+        ("write", Relationship("resource_viewer_user", 7, n_users + 3)),  # a user id never seen (no document)
+        ("write", Relationship("resource_manager_user", 7, n_users + 3)),  # now manage: leaves the view-only set
+        ("delete", Relationship("resource_manager_user", 7, n_users + 3)),  # back to view-only
+        ("write", Relationship("group_member", lone, n_users - 8)),
+        ("write", Relationship("resource_viewer_group", 9, lone)),
+        ("write", Relationship("group_child", parent, child)),  # re-inserted, then a cycle on top
+        ("write", Relationship("group_child", child, parent)),
+        ("write", Relationship("group_member", child, n_users - 7)),
+        ("delete", Relationship("group_child", child, parent)),
+        ("delete", Relationship("group_member", child, n_users - 7)),
+        ("delete", Relationship("resource_viewer_user", 7, n_users + 3)),
+    ]
+    lone_at = next(i for i, (_, r) in enumerate(steps) if r.relation == "group_member" and r.object == lone)
+    return [*((op, r, True) for op, r in steps[:lone_at]), *ungrant, *((op, r, True) for op, r in steps[lone_at:])]
+
+
+def test_load_equals_the_oracle(scratch, dataset):
+    assert _state(scratch) == _oracle_state(dataset)
+
+
+def test_writes_and_deletes_keep_documents_equal_to_the_recomputed_oracle(scratch, dataset):
+    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
+    for op, rel, compare in _steps(dataset):
+        df = tables[rel.relation]
+        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
+        if op == "write":
+            scratch.write(rel)
+            if not hit.any():
+                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
+                                                                   dtype=np.int32)], ignore_index=True)
+        else:
+            scratch.delete(rel)
+            tables[rel.relation] = df[~hit].reset_index(drop=True)
+        if not compare:
+            continue
+        want, got = _oracle_state(_mutated(dataset, tables)), _state(scratch)
+        for k in want:
+            assert got[k] == want[k], (f"after {op} {rel}: {k} missing {sorted(want[k] - got[k])[:5]}, "
+                                       f"extra {sorted(got[k] - want[k])[:5]}")
+    # the answering paths agree with the documents, right after the last write (it refreshed)
+    o = Oracle(_mutated(dataset, tables))
+    for u in [*range(dataset.entities["user"] - 8, dataset.entities["user"]), dataset.entities["user"] + 3]:
+        for perm in PERMISSIONS:
+            assert scratch.lookup_resources(u, perm) == o.lookup_resources(u, perm)
+            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+
+
+def test_loaded_hash_marks_a_complete_load(session, scratch, dataset):
+    assert scratch.loaded_hash() == dataset.hash
+    with ElasticsearchBackend({**session.dep.endpoint, "index_prefix": "authzbench_empty"}, {}) as b:
+        assert b.loaded_hash() is None
+
+
+def test_load_restores_refresh_and_replica_settings(scratch):
+    got = scratch.es.indices.get_settings(index=scratch.ix["resources"], flat_settings=True)
+    s = got[scratch.ix["resources"]]["settings"]
+    assert "index.refresh_interval" not in s  # the default (1 s) again
+    assert s["index.number_of_replicas"] == "0"
+
+
+# failures ------------------------------------------------------------------------------------------
+
+def test_unreachable_url_is_one_clear_line():
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match="cannot reach") as e:
+        ElasticsearchBackend(ElasticsearchBackend.endpoint_from_url(f"http://127.0.0.1:{free_port()}"), {}).connect()
+    assert "\n" not in str(e.value) and time.monotonic() - t0 < 10
+
+
+def test_bad_url_and_prefix_are_user_errors():
+    with pytest.raises(UserError, match="invalid URL"):
+        ElasticsearchBackend({"url": "127.0.0.1:9200"}, {}).connect()
+    with pytest.raises(UserError, match="invalid index prefix"):
+        ElasticsearchBackend({"url": "http://127.0.0.1:1", "index_prefix": "A-b"}, {}).connect()
+
+
+class _Rejecting(http.server.BaseHTTPRequestHandler):
+    """What a secured Elasticsearch answers to a wrong password (the OSS node has no security to test)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = (b'{"error":{"root_cause":[{"type":"security_exception","reason":"unable to authenticate user '
+                b'[elastic] for REST request [/]"}],"type":"security_exception"},"status":401}')
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="security" charset="UTF-8"')
+        self.send_header("X-elastic-product", "Elasticsearch")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _rejecting_server() -> Iterator[int]:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Rejecting)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_wrong_credentials_are_one_clear_line_without_the_password(monkeypatch):
+    with _rejecting_server() as port:
+        monkeypatch.setenv("AUTHZBENCH_ELASTICSEARCH_PASSWORD", "s3cret-from-env")
+        for url in (f"http://elastic:s3cret-in-url@127.0.0.1:{port}", f"http://127.0.0.1:{port}"):
+            ep = ElasticsearchBackend.endpoint_from_url(url)
+            assert "s3cret" not in ep["url"] and ep["username"] == "elastic"
+            with pytest.raises(UserError, match="rejected the credentials of user 'elastic'") as e:
+                ElasticsearchBackend(ep, {}).connect()
+            assert "\n" not in str(e.value) and "s3cret" not in str(e.value)
+
+
+def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, dataset):
+    """SIGSTOP freezes the node (connections stay open, nothing answers): each operation fails within its
+    timeout. SIGCONT restores the node for the rest of the session."""
+    from elasticsearch import ConnectionTimeout
+
+    pid = session.dep.pids[0]
+    with ElasticsearchBackend(scratch.endpoint, {"timeout_s": 1}) as b:
+        assert b.check(0, "view", 0) in (True, False)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for op in (lambda: b.check(0, "view", 0), lambda: b.lookup_resources(0, "view"),
+                       lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))):
+                t0 = time.monotonic()
+                with pytest.raises(ConnectionTimeout):
+                    op()
+                assert time.monotonic() - t0 < 5
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while True:  # the node answers again
+        try:
+            with session.backend(timeout_s=5) as b:
+                assert b.lookup_resources(0, "view") == sorted(b.lookup_resources(0, "view"))
+                break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_node_killed_mid_run_is_recorded_and_the_run_moves_on(tmp_path, monkeypatch):
+    """A run of its own (its own node): SIGKILL once the first phase is measuring; that phase is marked
+    incomplete with its errors counted, the next one fails to connect, and the next backend runs normally."""
+    from authzbench import orchestrate
+    from authzbench.orchestrate import BenchConfig
+    from authzbench.report import render
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
+    sessions: list = []
+    calls = {"n": 0}
+
+    def tracking_session(*a, **k):
+        s = real_session(*a, **k)
+        sessions.append(s)
+        return s
+
+    def run_phase_then_kill(spec, factory, inputs, sink, *a, **k):
+        calls["n"] += 1
+        if spec.backend != "elasticsearch" or calls["n"] != 1:
+            return real_run_phase(spec, factory, inputs, sink, *a, **k)
+        killed = threading.Event()
+
+        def sink_and_kill(rec):
+            sink(rec)
+            if rec["type"] == "interval" and not killed.is_set():
+                killed.set()
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(sessions[0].dep.pids[0], signal.SIGKILL)
+
+        return real_run_phase(spec, factory, inputs, sink_and_kill, *a, **k)
+
+    monkeypatch.setattr(orchestrate, "Session", tracking_session)
+    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
+    cfg = BenchConfig(backends=["elasticsearch", "reference"], provision="native", profile="tiny",
+                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
+                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes
+                      concurrency=[2], iterations_scale=30, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    t0 = time.monotonic()
+    orchestrate.bench(cfg, store)
+    assert time.monotonic() - t0 < 150
+    text = render(store.path, tmp_path / "reports").read_text()
+    problems = text.split("## 10.")[1]
+    assert "elasticsearch/check_manage_direct_user/c2/r0`: **incomplete**" in problems
+    assert "elasticsearch/check_manage_org_admin/c2/r0`: **failed**" in problems
+    assert "reference/check_manage_org_admin/c2/r0" not in problems
+    assert "ConnectionError" in text
