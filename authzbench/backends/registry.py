@@ -39,9 +39,8 @@ BACKENDS: dict[str, BackendEntry] = {
                      "authzbench.provision.native.chdb:start", ("clickhouse",)),
         BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
                      "authzbench.provision.native.elasticsearch:start", ("elasticsearch",)),
-        # Not implemented yet (issue #8): listed so `authzbench backends` says so.
         BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
-                     "authzbench.provision.native.ferretdb:start", ("mongo",), default=False),
+                     "authzbench.provision.native.ferretdb:start", ("mongo",)),
     ]
 }
 
