@@ -20,7 +20,7 @@ from authzbench.backends.base import Backend
 from authzbench.backends.registry import BACKENDS, backend_class, entry
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.generator import dataset_dir, default_data_dir, generate
+from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
 from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
@@ -87,8 +87,8 @@ class BenchConfig:
         params = resolve(self.profile, self.overrides, self.model)
         path = dataset_dir(self.data_dir or default_data_dir(), self.model, self.profile, params.seed,
                            {k: v for k, v in self.overrides.items() if k != "seed"})
-        if (path / "COMPLETE").is_file():
-            return Dataset.open(path)
+        if (ds := reusable(path, params)) is not None:
+            return ds
         say(f"generating dataset {self.model}/{self.profile} -> {path}")
         return generate(self.profile, path, overrides=self.overrides, model=self.model)
 

@@ -75,11 +75,20 @@ def generate(profile: str, out_dir: str | Path | None = None, *, seed: int | Non
     params = resolve(profile, overrides, model)
     out = Path(out_dir) if out_dir else dataset_dir(default_data_dir(), model, profile, params.seed,
                                                     {k: v for k, v in overrides.items() if k != "seed"})
-    if (out / COMPLETE_MARK).is_file() and not force:
-        return Dataset.open(out)
+    if not force and (ds := reusable(out, params)) is not None:
+        return ds
     gen = social if model == "social" else rebac
     return _write_atomically(out, profile, model, params, gen.entities(params),
                              lambda emit: gen.generate(params, emit))
+
+
+def reusable(out: Path, params) -> Dataset | None:
+    """The complete dataset at `out` if it was made with exactly `params`: one made with other
+    parameters (an older generator default, say) must be made again, not silently reused."""
+    if not (out / COMPLETE_MARK).is_file():
+        return None
+    ds = Dataset.open(out)
+    return ds if ds.manifest.get("params") == params.as_dict() else None
 
 
 def write_tables(out_dir: str | Path, tables: dict[str, tuple[list[int], list[int]]],

@@ -88,7 +88,7 @@ def generate(p: RebacParams, emit: Emit) -> None:
         org_of, user_of = org_of[order], user_of[order]
         mem_start = np.searchsorted(org_of, np.arange(n_orgs), side="left")
         mem_end = np.searchsorted(org_of, np.arange(n_orgs), side="right")
-    mem_cum = np.concatenate([[0.0], np.cumsum(user_w[user_of])])
+    mem_cum = np.concatenate([[0.0], np.cumsum(np.minimum(user_w, p.acl_weight_cap)[user_of])])
 
     # Org admins: distinct members picked uniformly (by activity, the heaviest users would administer
     # every org they are in and dwarf every other path to "manage").

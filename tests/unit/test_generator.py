@@ -138,3 +138,24 @@ def test_oracle_agrees_with_a_naive_evaluation_on_tiny(tmp_path):
         for u in range(ds.entities["user"]):
             assert o.check(u, "manage", r) == (u in manage)
             assert o.check(u, "view", r) == (u in view)
+
+
+def test_a_dataset_made_with_other_parameters_is_made_again_not_reused(tmp_path):
+    first = generate("tiny", tmp_path / "d", force=False)
+    assert generate("tiny", tmp_path / "d", force=False).hash == first.hash  # same parameters: reused
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    manifest["params"]["acl_weight_cap"] = 1000.0  # as if made by an older generator default
+    (tmp_path / "d" / "manifest.json").write_text(json.dumps(manifest))
+    again = generate("tiny", tmp_path / "d", force=False)
+    assert again.manifest["params"]["acl_weight_cap"] != 1000.0 and again.hash == first.hash
+
+
+def test_heaviest_users_hold_thousands_not_half_of_all_resources(tmp_path):
+    """Pareto activity capped for ACL picks: heavy users stand out, but none holds a share of every
+    resource that no real tenant would (uncapped, one baseline user held 14,000 of 32,000)."""
+    ds = generate("baseline", tmp_path / "b")
+    acl = np.concatenate([ds.table(r)["subject"].to_numpy() for r in ("resource_manager_user",
+                                                                         "resource_viewer_user")])
+    per_user = np.bincount(acl)
+    share_top20 = np.sort(per_user)[::-1][: len(per_user) // 5].sum() / per_user.sum()
+    assert per_user.max() <= 0.15 * ds.entities["resource"] and share_top20 >= 0.55
