@@ -57,3 +57,28 @@ def test_pytest_rejects_an_unknown_backend_with_the_valid_list(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "--backend", "oracledb", "-q", "--co"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 4 and "valid: reference, postgres" in r.stderr
+
+
+def test_pytest_interface_skips_backend_tests_without_the_flag_and_reports_p95_with_it(tmp_path):
+    """`pytest` alone skips the real-backend suite naming the flag; `pytest --backend reference
+    --benchmark-json` runs it, with the suite's p95/p99 in pytest-benchmark's JSON, and `--report`
+    renders the markdown report of that pytest run."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    target = str(root / "tests" / "backends" / "test_scenarios.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", target, "-q", "-rs", "-p", "no:cacheprovider",
+                        "--rootdir", str(root), "-k", "check_manage_direct_user"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and "run with --backend NAME" in r.stdout, r.stdout[-2000:]
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, "-m", "pytest", target, "-q", "-p", "no:cacheprovider", "--rootdir",
+                        str(root), "--backend", "reference", "--rounds", "20", "--report",
+                        "--benchmark-json", str(out), "-k", "check_manage_direct_user or round_trip"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    benches = json.loads(out.read_text())["benchmarks"]
+    assert benches and all(b["extra_info"]["p95_ms"] >= b["extra_info"]["p50_ms"] > 0 for b in benches)
+    reports = list((tmp_path / "reports").glob("pytest-*.md"))
+    assert len(reports) == 1 and "check_manage_direct_user" in reports[0].read_text()
