@@ -8,13 +8,14 @@ the PIDs we started (never by name).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,20 @@ def check_user_exists(user: str) -> None:
         pwd.getpwnam(user)
     except KeyError:
         raise UserError(f"system user {user!r} does not exist (install the Debian package that creates it)") from None
+
+
+@contextlib.contextmanager
+def build_lock(root: Path, what: str) -> Iterator[None]:
+    """One build per machine: a second start (another pytest, a bench) waits for the first build
+    instead of racing it."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "build.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"{what}: another process is building it; waiting for that build")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -12,33 +12,21 @@ it read version.txt and report `ferretdbVersion: v1.24.0` in buildInfo instead o
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 
-from authzbench.errors import BackendUnavailable
 from authzbench.provision.base import (
     Deployment,
     StartContext,
-    cache_dir,
     free_port,
-    go_env,
-    require_go,
     say,
     spawn,
-    stamp_ok,
     stop_pid,
     wait_until,
-    write_stamp,
 )
+from authzbench.provision.gobuild import go_module_binary
 from authzbench.provision.native.postgres import start_cluster
 
 FERRETDB_VERSION = "v1.24.0"
@@ -46,85 +34,17 @@ MODULE = "github.com/FerretDB/FerretDB"
 BUILD_ID = f"{FERRETDB_VERSION} in-module version.txt"  # the stamp: rebuild when either part changes
 DATABASE = "ferretdb"  # the PostgreSQL database FerretDB keeps its schemas (one per Mongo database) in
 LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
-PROGRESS_EVERY_S = 30.0
 
 
-@contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
-    """One build per machine: a second start waits for the first build instead of racing it."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "build.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("ferretdb: another process is building it; waiting for that build")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _go(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path, what: str) -> None:
-    """Run a go command, saying every 30 s how far it got (modules fetched, packages compiled)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    start = log.stat().st_size if log.exists() else 0
-    t0 = time.monotonic()
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT)
-        next_say = t0 + PROGRESS_EVERY_S
-        while proc.poll() is None:
-            time.sleep(0.5)
-            if time.monotonic() >= next_say:
-                next_say += PROGRESS_EVERY_S
-                with open(log, "rb") as rd:
-                    rd.seek(start)
-                    lines = rd.read().decode(errors="replace").splitlines()
-                fetched = sum(ln.startswith("go: downloading") for ln in lines)
-                built = sum(1 for ln in lines if ln and not ln.startswith(("go: ", "#", " ")))
-                say(f"ferretdb: {what}: {time.monotonic() - t0:.0f} s, {fetched} modules fetched, "
-                    f"{built} packages compiled")
-    if proc.returncode != 0:
-        raise BackendUnavailable(f"ferretdb: {what} failed with exit code {proc.returncode} (see {log})")
+def _write_version(src: Path) -> None:
+    # What upstream's `task gen-version` writes from `git describe`; the module zip has no .git.
+    (src / "build" / "version" / "version.txt").write_text(FERRETDB_VERSION + "\n")
 
 
 def binary() -> Path:
     """The cached ferretdb binary, built if missing or built for another version."""
-    root = cache_dir() / "ferretdb"
-    exe = root / f"ferretdb-{FERRETDB_VERSION}"
-    stamp = root / f"ferretdb-{FERRETDB_VERSION}.stamp"
-    if exe.is_file() and stamp_ok(stamp, BUILD_ID):
-        return exe
-    go = require_go()
-    with _build_lock(root):
-        if exe.is_file() and stamp_ok(stamp, BUILD_ID):  # built by whoever held the lock
-            return exe
-        env = go_env()
-        log = root / "build.log"
-        t0 = time.monotonic()
-        say(f"building ferretdb {FERRETDB_VERSION} from the Go module proxy (once per machine; ~3-6 min on "
-            f"2 cores; modules in {env['GOMODCACHE']}; log {log})")
-        out = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{FERRETDB_VERSION}"], capture_output=True,
-                             text=True, env={**os.environ, **env})
-        if out.returncode != 0:
-            last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
-            raise BackendUnavailable(f"go mod download {MODULE}@{FERRETDB_VERSION} failed: {last[:300]}")
-        src = root / f"src-{FERRETDB_VERSION}"
-        shutil.rmtree(src, ignore_errors=True)
-        shutil.copytree(json.loads(out.stdout)["Dir"], src)
-        for p in [src, *src.rglob("*")]:
-            p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
-        # What upstream's `task gen-version` writes from `git describe`; the module zip has no .git.
-        (src / "build" / "version" / "version.txt").write_text(FERRETDB_VERSION + "\n")
-        say("ferretdb: go build ./cmd/ferretdb (dependencies are fetched on the way)")
-        tmp = exe.with_suffix(".tmp")
-        _go([go, "build", "-v", "-trimpath", "-o", str(tmp), "./cmd/ferretdb"], cwd=src, env=env, log=log,
-            what="go build")
-        tmp.replace(exe)  # atomic: a ferretdb still running from the old file keeps its inode
-        write_stamp(stamp, BUILD_ID)
-        shutil.rmtree(src, ignore_errors=True)  # only the binary is reused
-        say(f"ferretdb {FERRETDB_VERSION} built in {time.monotonic() - t0:.0f} s: {exe}")
-    return exe
+    return go_module_binary("ferretdb", MODULE, FERRETDB_VERSION, BUILD_ID, "./cmd/ferretdb",
+                            build_flags=["-trimpath"], prepare=_write_version, expect="~3-6 min")
 
 
 def _ping(port: int) -> bool:
