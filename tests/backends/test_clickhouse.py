@@ -14,16 +14,14 @@ import sys
 import time
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from authzbench.backends.clickhouse import ClickHouseBackend
-from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import Oracle
 from authzbench.provision.base import free_port
 from authzbench.scenarios.catalog import SCENARIOS
+from tests.backends.edits import oracle_pairs, replay_edits
 
 pytestmark = pytest.mark.backend("clickhouse")
 SCRATCH = "authzbench_scratch"
@@ -55,20 +53,9 @@ def scratch(session, dataset):
         b.drop()
 
 
-def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
-    out = Dataset(ds.path, ds.manifest)
-    out.__dict__["_tables"] = tables
-    return out
-
-
 def _table_state(b: ClickHouseBackend, table: str = "perm") -> dict[str, set[tuple[int, int]]]:
     rows = b.client.query(f"SELECT DISTINCT user, resource, toString(perm) FROM {b.db}.{table}").result_rows
     return {"view": {(u, r) for u, r, _ in rows}, "manage": {(u, r) for u, r, p in rows if p == "manage"}}
-
-
-def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
-    o, n = Oracle(ds), ds.entities["resource"]
-    return {perm: {(int(k // n), int(k % n)) for k in o.keys[perm]} for perm in PERMISSIONS}
 
 
 # answers ----------------------------------------------------------------------------------------
@@ -113,7 +100,7 @@ def test_every_lookup_equals_the_oracle(backend, dataset, oracle):
 
 
 def test_expanded_table_equals_the_oracle_and_its_source_view_after_load(scratch, dataset):
-    want = _oracle_state(dataset)
+    want = oracle_pairs(dataset)
     assert _table_state(scratch) == want
     assert _table_state(scratch, "perm_source") == want
 
@@ -137,64 +124,9 @@ def test_timeout_option_is_enforced_by_the_engine(session):
 
 # writes ------------------------------------------------------------------------------------------
 
-def _steps(ds: Dataset) -> list[tuple[str, Relationship]]:
-    """Deletes of existing edges and inserts of new ones, for every relation kind, then a group
-    hierarchy cycle (the closure must terminate on it) that is removed again."""
-    t = {rel: ds.table(rel) for rel in ds.relations()}
-    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
-    n_users, n_groups = ds.entities["user"], ds.entities["group"]
-    parent, child = first["group_child"]
-    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
-        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
-        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
-    steps += [
-        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
-        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),  # a duplicate write is a no-op
-        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
-        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
-        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
-        ("write", Relationship("org_admin", 0, n_users - 3)),
-        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
-        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
-        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
-        ("write", Relationship("resource_org", 5, 1)),
-        ("write", Relationship("org_member", 0, n_users - 6)),
-        # a cycle: child -> parent, on top of parent -> child (re-inserted first)
-        ("write", Relationship("group_child", parent, child)),
-        ("write", Relationship("group_child", child, parent)),
-        ("write", Relationship("group_member", child, n_users - 7)),
-        ("delete", Relationship("group_child", child, parent)),
-        ("delete", Relationship("group_member", child, n_users - 7)),
-        ("delete", Relationship("resource_viewer_user", 1, n_users - 1)),  # both duplicate rows go
-    ]
-    return steps
-
-
 def test_writes_and_deletes_keep_the_expanded_table_equal_to_the_recomputed_oracle(scratch, dataset):
-    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
-    for op, rel in _steps(dataset):
-        df = tables[rel.relation]
-        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
-        if op == "write":
-            scratch.write(rel)
-            if not hit.any():
-                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
-                                                                   dtype=np.int32)], ignore_index=True)
-        else:
-            scratch.delete(rel)
-            tables[rel.relation] = df[~hit].reset_index(drop=True)
-        want = _oracle_state(_mutated(dataset, tables))
-        got = _table_state(scratch)
-        for perm in PERMISSIONS:
-            assert got[perm] == want[perm], (f"after {op} {rel}: {perm} missing {sorted(want[perm] - got[perm])[:5]}, "
-                                             f"extra {sorted(got[perm] - want[perm])[:5]}")
-    assert _table_state(scratch, "perm_source") == want
-    # the answering paths agree with the table they read
-    o = Oracle(_mutated(dataset, tables))
-    for u in range(dataset.entities["user"] - 8, dataset.entities["user"]):
-        for perm in PERMISSIONS:
-            assert sorted(scratch.lookup_resources(u, perm)) == o.lookup_resources(u, perm)
-            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+    final = replay_edits(scratch, dataset, _table_state, oracle_pairs)
+    assert _table_state(scratch, "perm_source") == oracle_pairs(final)
 
 
 # persistence and reuse ---------------------------------------------------------------------------

@@ -18,8 +18,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from authzbench.backends.elasticsearch import ElasticsearchBackend
@@ -30,6 +28,7 @@ from authzbench.generator import generate
 from authzbench.model import PERMISSIONS, Relationship
 from authzbench.oracle import Oracle
 from authzbench.provision.base import free_port
+from tests.backends.edits import oracle_pairs, replay_edits
 
 pytestmark = pytest.mark.backend("elasticsearch")
 
@@ -65,12 +64,6 @@ def scratch(session, dataset):
     b.close()
 
 
-def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
-    out = Dataset(ds.path, ds.manifest)
-    out.__dict__["_tables"] = tables
-    return out
-
-
 def _state(b: ElasticsearchBackend) -> dict[str, set[tuple[int, int]]]:
     """The documents as {perm: {(user, resource)}} and the closures as {"groups": {(user, group)}}; view is
     managers + viewers (view-only), and the two must not overlap."""
@@ -88,8 +81,7 @@ def _state(b: ElasticsearchBackend) -> dict[str, set[tuple[int, int]]]:
 
 
 def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
-    o, n = Oracle(ds), ds.entities["resource"]
-    out = {perm: {(int(k // n), int(k % n)) for k in o.keys[perm]} for perm in PERMISSIONS}
+    out = oracle_pairs(ds)
     m = group_membership(ds)
     out["groups"] = set(zip(m["user"].tolist(), m["group"].tolist(), strict=True))
     out["overlap"] = set()
@@ -167,81 +159,12 @@ def test_lookup_larger_than_10000_results_is_complete(session, tmp_path):
 
 # writes ------------------------------------------------------------------------------------------
 
-def _steps(ds: Dataset) -> list[tuple[str, Relationship, bool]]:
-    """(op, relationship, compare the whole state after it): deletes of existing edges and inserts of new
-    ones for every relation kind, ending with a group hierarchy cycle (closure recomputation must terminate
-    on it) that is then removed again."""
-    t = {rel: ds.table(rel) for rel in ds.relations()}
-    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
-    n_users, n_groups = ds.entities["user"], ds.entities["group"]
-    parent, child = first["group_child"]
-    # a root group with no resource granted through it (its grants deleted first, unchecked): a new member's
-    # closure must still change, so that a grant made after it reaches that member
-    grants = pd.concat([t["resource_viewer_group"].assign(rel="resource_viewer_group"),
-                        t["resource_manager_group"].assign(rel="resource_manager_group")])
-    roots = sorted(set(range(n_groups)) - set(t["group_child"]["subject"]) - {parent, child})
-    lone = min(roots, key=lambda g: int((grants["subject"] == g).sum()))
-    ungrant = [("delete", Relationship(r.rel, int(r.object), int(r.subject)), False)
-               for r in grants[grants["subject"] == lone].itertuples()]
-    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
-        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
-        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
-    steps += [
-        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
-        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
-        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
-        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
-        ("write", Relationship("org_admin", 0, n_users - 3)),
-        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
-        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
-        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
-        ("write", Relationship("resource_org", 5, 1)),
-        ("write", Relationship("org_member", 0, n_users - 6)),
-        ("write", Relationship("resource_viewer_user", 7, n_users + 3)),  # a user id never seen (no document)
-        ("write", Relationship("resource_manager_user", 7, n_users + 3)),  # now manage: leaves the view-only set
-        ("delete", Relationship("resource_manager_user", 7, n_users + 3)),  # back to view-only
-        ("write", Relationship("group_member", lone, n_users - 8)),
-        ("write", Relationship("resource_viewer_group", 9, lone)),
-        ("write", Relationship("group_child", parent, child)),  # re-inserted, then a cycle on top
-        ("write", Relationship("group_child", child, parent)),
-        ("write", Relationship("group_member", child, n_users - 7)),
-        ("delete", Relationship("group_child", child, parent)),
-        ("delete", Relationship("group_member", child, n_users - 7)),
-        ("delete", Relationship("resource_viewer_user", 7, n_users + 3)),
-    ]
-    lone_at = next(i for i, (_, r) in enumerate(steps) if r.relation == "group_member" and r.object == lone)
-    return [*((op, r, True) for op, r in steps[:lone_at]), *ungrant, *((op, r, True) for op, r in steps[lone_at:])]
-
-
 def test_load_equals_the_oracle(scratch, dataset):
     assert _state(scratch) == _oracle_state(dataset)
 
 
 def test_writes_and_deletes_keep_documents_equal_to_the_recomputed_oracle(scratch, dataset):
-    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
-    for op, rel, compare in _steps(dataset):
-        df = tables[rel.relation]
-        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
-        if op == "write":
-            scratch.write(rel)
-            if not hit.any():
-                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
-                                                                   dtype=np.int32)], ignore_index=True)
-        else:
-            scratch.delete(rel)
-            tables[rel.relation] = df[~hit].reset_index(drop=True)
-        if not compare:
-            continue
-        want, got = _oracle_state(_mutated(dataset, tables)), _state(scratch)
-        for k in want:
-            assert got[k] == want[k], (f"after {op} {rel}: {k} missing {sorted(want[k] - got[k])[:5]}, "
-                                       f"extra {sorted(got[k] - want[k])[:5]}")
-    # the answering paths agree with the documents, right after the last write (it refreshed)
-    o = Oracle(_mutated(dataset, tables))
-    for u in [*range(dataset.entities["user"] - 8, dataset.entities["user"]), dataset.entities["user"] + 3]:
-        for perm in PERMISSIONS:
-            assert scratch.lookup_resources(u, perm) == o.lookup_resources(u, perm)
-            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+    replay_edits(scratch, dataset, _state, _oracle_state)
 
 
 def test_loaded_hash_marks_a_complete_load(session, scratch, dataset):

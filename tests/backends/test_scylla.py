@@ -12,16 +12,14 @@ import os
 import signal
 import time
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from authzbench.backends.scylla import ScyllaBackend
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import Oracle
 from authzbench.provision.base import free_port
+from tests.backends.edits import oracle_pairs, replay_edits
 
 pytestmark = pytest.mark.backend("scylla")
 
@@ -49,12 +47,6 @@ def scratch(session, dataset):
         b.drop()
 
 
-def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:
-    out = Dataset(ds.path, ds.manifest)
-    out.__dict__["_tables"] = tables
-    return out
-
-
 def _table_state(b: ScyllaBackend) -> dict[str, set[tuple[int, int]]]:
     """Both permission tables, read whole, as {perm: {(user, resource)}} per table."""
     by_res = list(b.session.execute(f"SELECT resource, user, manage FROM {b.ks}.perm_by_resource"))
@@ -65,12 +57,8 @@ def _table_state(b: ScyllaBackend) -> dict[str, set[tuple[int, int]]]:
 
 
 def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
-    o, n = Oracle(ds), ds.entities["resource"]
-    out = {}
-    for perm in PERMISSIONS:
-        pairs = {(int(k // n), int(k % n)) for k in o.keys[perm]}
-        out[f"res:{perm}"] = out[f"user:{perm}"] = pairs
-    return out
+    pairs = oracle_pairs(ds)
+    return {f"{side}:{perm}": pairs[perm] for perm in PERMISSIONS for side in ("res", "user")}
 
 
 # answers ----------------------------------------------------------------------------------------
@@ -113,61 +101,8 @@ def test_unknown_permission_is_a_user_error(backend):
 
 # writes ------------------------------------------------------------------------------------------
 
-def _steps(ds: Dataset) -> list[tuple[str, Relationship]]:
-    """Inserts of new edges and deletes of existing ones, for every relation kind, ending with a
-    group hierarchy cycle (the recomputation must terminate on it) that is then removed again."""
-    t = {rel: ds.table(rel) for rel in ds.relations()}
-    first = {rel: (int(df["object"].iloc[0]), int(df["subject"].iloc[0])) for rel, df in t.items() if len(df)}
-    n_users, n_groups = ds.entities["user"], ds.entities["group"]
-    parent, child = first["group_child"]
-    steps = [("delete", Relationship(rel, *first[rel])) for rel in (
-        "resource_viewer_user", "resource_manager_user", "resource_viewer_group", "resource_manager_group",
-        "org_admin", "group_member", "group_manager", "group_child", "resource_org")]
-    steps += [
-        ("write", Relationship("resource_viewer_user", 1, n_users - 1)),
-        ("write", Relationship("resource_manager_user", 2, n_users - 2)),
-        ("write", Relationship("resource_viewer_group", 3, n_groups - 1)),
-        ("write", Relationship("resource_manager_group", 4, n_groups - 2)),
-        ("write", Relationship("org_admin", 0, n_users - 3)),
-        ("write", Relationship("group_member", n_groups - 1, n_users - 4)),
-        ("write", Relationship("group_manager", n_groups - 2, n_users - 5)),
-        ("write", Relationship("group_child", n_groups - 1, n_groups - 2)),
-        ("write", Relationship("resource_org", 5, 1)),
-        ("write", Relationship("org_member", 0, n_users - 6)),
-        # a cycle: child -> parent, on top of parent -> child (re-inserted first)
-        ("write", Relationship("group_child", parent, child)),
-        ("write", Relationship("group_child", child, parent)),
-        ("write", Relationship("group_member", child, n_users - 7)),
-        ("delete", Relationship("group_child", child, parent)),
-        ("delete", Relationship("group_member", child, n_users - 7)),
-    ]
-    return steps
-
-
 def test_writes_and_deletes_keep_both_tables_equal_to_the_recomputed_oracle(scratch, dataset):
-    tables = {rel: dataset.table(rel).copy() for rel in dataset.relations()}
-    for op, rel in _steps(dataset):
-        df = tables[rel.relation]
-        hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
-        if op == "write":
-            scratch.write(rel)
-            if not hit.any():
-                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
-                                                                   dtype=np.int32)], ignore_index=True)
-        else:
-            scratch.delete(rel)
-            tables[rel.relation] = df[~hit].reset_index(drop=True)
-        want = _oracle_state(_mutated(dataset, tables))
-        got = _table_state(scratch)
-        for k in want:
-            assert got[k] == want[k], (f"after {op} {rel}: {k} missing {sorted(want[k] - got[k])[:5]}, "
-                                       f"extra {sorted(got[k] - want[k])[:5]}")
-    # the answering paths agree with the tables they read
-    o = Oracle(_mutated(dataset, tables))
-    for u in range(dataset.entities["user"] - 8, dataset.entities["user"]):
-        for perm in PERMISSIONS:
-            assert sorted(scratch.lookup_resources(u, perm)) == o.lookup_resources(u, perm)
-            assert all(scratch.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
+    replay_edits(scratch, dataset, _table_state, _oracle_state)
 
 
 # keyspace reuse ------------------------------------------------------------------------------------
