@@ -268,7 +268,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _list_backends() -> int:
-    from authzbench.backends.registry import BACKENDS, load_symbol
+    from authzbench.backends.registry import BACKENDS, implementation, load_symbol
 
     t = Table(title="backends")
     for c in ("name", "default", "native here", "compose services", "why not"):
@@ -278,7 +278,7 @@ def _list_backends() -> int:
         ok = e.native is not None
         if ok:
             try:
-                load_symbol(e.impl)
+                load_symbol(implementation(name))
             except UserError as ex:
                 ok, why = False, str(ex)
             except AttributeError:

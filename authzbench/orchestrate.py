@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.backends.base import Backend
-from authzbench.backends.registry import BACKENDS, backend_class, entry
+from authzbench.backends.registry import BACKENDS, backend_class, entry, implementation
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
@@ -162,7 +162,7 @@ class Session:
         return backend_class(self.name)(self.dep.endpoint, {**self.options, **extra})
 
     def factory(self, **extra: Any) -> BackendFactory:
-        return BackendFactory(entry(self.name).impl, self.dep.endpoint, {**self.options, **extra})
+        return BackendFactory(implementation(self.name), self.dep.endpoint, {**self.options, **extra})
 
     def stop(self) -> None:
         if self.name == "reference":

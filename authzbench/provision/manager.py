@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from authzbench.backends.registry import backend_class, entry, load_symbol
+from authzbench.backends.registry import backend_class, entry, implementation, load_symbol
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, StartContext
 
@@ -30,6 +30,7 @@ def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any] | Non
     if mode not in MODES:
         raise UserError(f"unknown provision mode {mode!r}; valid: {', '.join(MODES)}")
     e = entry(name)
+    implementation(name)  # a backend without an adapter fails here, before any server is started
     options = options or {}
     if mode == "external":
         var = external_url_var(name)

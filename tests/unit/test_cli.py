@@ -21,9 +21,10 @@ def authzbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["bench", "--backend", "oracledb", "--profile", "tiny"], "unknown backend 'oracledb'"),
     (["bench", "--backend", "reference", "--profile", "tiny", "--write-share", "2"], "--write-share"),
     (["bench", "--backend", "reference", "--scenario", "nope"], "unknown scenario 'nope'"),
-    (["prepare", "--backend", "cockroach", "--provision", "native", "--profile", "tiny"],
+    (["prepare", "--backend", "spicedb-crdb", "--provision", "native", "--profile", "tiny"],
      "cannot run natively"),
     (["report", "--results-dir", "/nonexistent-dir"], "no runs under"),
+    (["prepare", "--backend", "cockroach", "--provision", "external", "--profile", "tiny"], "no adapter yet"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     r = authzbench(*args, cwd=tmp_path)
