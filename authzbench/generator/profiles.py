@@ -84,12 +84,6 @@ class SocialParams:
     # The reference table has no `blocked` rows; without some, exclusion would never be exercised.
     blocked_per_follow: float = 0.02
     pareto_alpha: float = 1.16
-    # Activity weights are capped at this multiple of the least active user's for ACL and group
-    # manager picks (a truncated Pareto). Uncapped, baseline's top user held 14,000 direct ACL
-    # entries (76x the mean; the reference's heaviest holds 875, 5.6x); capped at 8: 3,552 (15x the
-    # mean), the top 20% of users still holding 62% of the entries. The rest of the gap is users in
-    # several small orgs, which the reference's table also has.
-    acl_weight_cap: float = 8.0
     seed: int = 42
     chunk_rows: int = 4_000_000
 
