@@ -57,6 +57,10 @@ class Backend(ABC):
     # "process": each worker opens its own connection in its own process (the default, no GIL cap);
     # "thread": the engine lives in-process (chdb) or cannot be opened twice.
     concurrency: ClassVar[str] = "process"
+    # Other ingest paths measured beside the default one on every load: label -> options. Each reloads
+    # the same dataset through that path (and is reported as its own row); the default path loads last,
+    # so reads always run on what it loaded.
+    ingest_variants: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:
         # endpoint: connection settings from the provisioner (dsn, url, host, port, credentials...)

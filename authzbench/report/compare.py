@@ -28,8 +28,9 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
             "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A", "ops_per_s_ratio": "ops/s B/A",
             "mismatches_b": "Mismatches B"})]
     if not ra.ingest.empty and not rb.ingest.empty:
-        ing = ra.ingest.set_index("backend").join(rb.ingest.set_index("backend"), lsuffix="_a", rsuffix="_b",
-                                                  how="inner").reset_index()
+        ing = ra.ingest.set_index(["backend", "variant"]).join(
+            rb.ingest.set_index(["backend", "variant"]), lsuffix="_a", rsuffix="_b", how="inner").reset_index()
+        ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
         ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
         ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
         lines += ["## Ingest", "", table(ing, {"backend": "Backend", "rels_per_s_a": "rels/s A",

@@ -92,7 +92,8 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
         b = np.array(r.get("batch_seconds") or [np.nan], dtype=float)
         total_s = r["load_seconds"] + (r.get("build_seconds") or 0.0)
         rows.append({
-            "backend": r["backend"], "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
+            "backend": r["backend"], "variant": r.get("variant") or "",
+            "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
             "rows": r["rows"], "rows_per_s": r["rows"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
             "documents": r.get("documents"), "load_s": r["load_seconds"],
             "build_s": r.get("build_seconds") or 0.0, "build_what": (r.get("build") or {}).get("what", ""),
@@ -104,7 +105,7 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
             "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare")),
         })
     df = pd.DataFrame(rows)
-    return df.drop_duplicates("backend", keep="last") if not df.empty else df
+    return df.drop_duplicates(["backend", "variant"], keep="last") if not df.empty else df
 
 
 def monitor_table(recs: list[dict]) -> pd.DataFrame:

@@ -165,7 +165,9 @@ def _write(rd: RunData) -> str:
     df = rd.ingest.copy()
     if df.empty:
         return "\n".join([*lines, "_no ingest recorded_", ""])
-    df["backend"] = [_label(rd, b) for b in df["backend"]]
+    # An ingest variant (another load path of the same backend) is its own row, named by its path.
+    df["backend"] = [_label(rd, b) + (f" via {v}" if v else "") for b, v in zip(df["backend"], df["variant"],
+                                                                               strict=True)]
     df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
     df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k}={v}" for k, v in n.items())
                   for r, n in zip(df["reused"], df["notes"], strict=True)]
@@ -183,7 +185,7 @@ def _write(rd: RunData) -> str:
 def _monitor(rd: RunData, stage: str | None, title: str) -> str:
     m = rd.monitor
     if stage is not None:
-        m = m[m["stage"] == stage]
+        m = m[(m["stage"] == stage) | m["stage"].str.startswith(f"{stage} via ")]
     lines = [f"#### {title}", ""]
     if m.empty:
         return "\n".join([*lines, "_no monitor samples_", ""])

@@ -108,3 +108,25 @@ def test_a_model_the_backend_lacks_is_a_recorded_skip_not_a_crash(tmp_path, monk
     failures = orchestrate.bench(cfg, store)
     assert failures and "does not implement the 'social' model" in failures[0]
     assert "does not implement the 'social' model" in render(store.path, tmp_path / "r").read_text()
+
+
+def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own_row(tmp_path, monkeypatch):
+    from authzbench.backends.reference import ReferenceBackend
+
+    seen: list[str | None] = []
+    original = ReferenceBackend.load
+
+    def load(self, ds, progress=None):
+        seen.append(self.options.get("ingest"))
+        return original(self, ds) if progress is None else original(self, ds, progress)
+
+    monkeypatch.setattr(ReferenceBackend, "ingest_variants", {"OtherPath": {"ingest": "other"}})
+    monkeypatch.setattr(ReferenceBackend, "load", load)
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    assert orchestrate.bench(cfg, store) == []
+    assert seen == ["other", None]  # the variant first; the default path loads last and serves the reads
+    text = render(store.path, tmp_path / "r").read_text()
+    write_rows = [ln for ln in text.split("## 4.")[1].split("## 5.")[0].splitlines() if ln.startswith("| reference")]
+    assert len(write_rows) == 2 and any("via OtherPath" in ln for ln in write_rows)
