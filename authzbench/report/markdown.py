@@ -345,7 +345,9 @@ def _correctness(rd: RunData) -> str:
 def _stability(rd: RunData) -> str:
     ph = rd.phases
     if ph.empty or ph["repeat"].max() < 1:
-        return ""
+        # Kept (not omitted) so sections keep their numbers from one report to the next.
+        return ("## 9. Stability across repeats\n\nNot measured: each phase ran once. Run with `--repeat N` "
+                "for the coefficient of variation of every figure.\n")
     lines = ["## 9. Stability across repeats", "",
              "Coefficient of variation (stddev / mean) of each figure across the repeated runs.", ""]
     rows = []
