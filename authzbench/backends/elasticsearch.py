@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.closure import csr, group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -45,22 +46,6 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.js
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 
-# relation -> [(index, id side, array field, other side)]: where a relationship lives ("object"/"subject"
-# name which end of the edge is the document id and which the array element).
-SOURCE: dict[str, list[tuple[str, str, str, str]]] = {
-    "org_admin": [("orgs", "object", "admins", "subject"), ("users", "subject", "admin_orgs", "object")],
-    "org_member": [("orgs", "object", "members", "subject"), ("users", "subject", "member_orgs", "object")],
-    "group_org": [("groups", "object", "org", "subject")],
-    "group_member": [("groups", "object", "members", "subject"), ("users", "subject", "member_of", "object")],
-    "group_manager": [("groups", "object", "managers", "subject"), ("users", "subject", "manager_of", "object")],
-    "group_child": [("groups", "object", "children", "subject"), ("groups", "subject", "parents", "object")],
-    "resource_org": [("resources", "object", "orgs", "subject")],
-    "resource_manager_user": [("resources", "object", "manager_users", "subject")],
-    "resource_manager_group": [("resources", "object", "manager_groups", "subject")],
-    "resource_viewer_user": [("resources", "object", "viewer_users", "subject")],
-    "resource_viewer_group": [("resources", "object", "viewer_groups", "subject")],
-}
-ACL_FIELDS = ("orgs", "manager_users", "manager_groups", "viewer_users", "viewer_groups")
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
 
 

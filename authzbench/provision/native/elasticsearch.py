@@ -11,18 +11,16 @@ the node through its shutdown hook).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from authzbench.provision.base import (
     Deployment,
     StartContext,
+    build_lock,
     cache_dir,
     free_port,
     require_java,
@@ -58,22 +56,6 @@ def _build_id() -> str:
     return f"{ES_VERSION} launcher-{h.hexdigest()[:16]}"
 
 
-@contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
-    """One build per machine: a second start (another pytest, a bench) waits instead of racing it."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "build.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("elasticsearch: another process is building the node; waiting for that build")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def classpath(root: Path) -> str:
     """Explicit jar list in a fixed order: AppCDS accepts the archive only for the classpath it was made with."""
     jars = [root / "es-launcher.jar", *sorted((root / "lib").glob("*.jar"))]
@@ -87,7 +69,7 @@ def node_build() -> Path:
     stamp, want = root / "build.stamp", _build_id()
     if stamp_ok(stamp, want):
         return root
-    with _build_lock(root):
+    with build_lock(root, "elasticsearch"):
         if stamp_ok(stamp, want):  # built by whoever held the lock
             return root
         t0 = time.monotonic()
