@@ -130,3 +130,21 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
     text = render(store.path, tmp_path / "r").read_text()
     write_rows = [ln for ln in text.split("## 4.")[1].split("## 5.")[0].splitlines() if ln.startswith("| reference")]
     assert len(write_rows) == 2 and any("via OtherPath" in ln for ln in write_rows)
+
+
+def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_path):
+    import statistics
+
+    from authzbench.report.data import load_run
+
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
+                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    assert orchestrate.bench(cfg, store) == []
+    text = render(store.path, tmp_path / "r").read_text()
+    section = text.split("## 9. Stability across repeats")[1].split("## 10.")[0]
+    row = next(ln for ln in section.splitlines() if ln.startswith("| reference"))
+    p50s = load_run(store.path).phases.query("scenario == 'check_negative'")["p50_ms"].tolist()
+    assert len(p50s) == 3 and "| 3 |" in row
+    want = statistics.stdev(p50s) / statistics.mean(p50s)
+    assert f"{want:.3f}" in row
