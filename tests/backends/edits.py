@@ -106,3 +106,24 @@ def replay_edits(b: Backend, ds: Dataset, state: Callable[[Backend], State],
             assert sorted(b.lookup_resources(u, perm)) == o.lookup_resources(u, perm), (u, perm)
             assert all(b.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12)), (u, perm)
     return final
+
+
+def assert_checks_equal_oracle(b: Backend, ds: Dataset, oracle, users_step: int, resources_step: int = 1) -> None:
+    """Every `users_step`-th user against every `resources_step`-th resource, both permissions; the sample
+    must hold positives and negatives, or it would prove nothing."""
+    bad, positives, total = [], 0, 0
+    for u in range(0, ds.entities["user"], max(1, users_step)):
+        for r in range(0, ds.entities["resource"], resources_step):
+            for perm in PERMISSIONS:
+                want = oracle.check(u, perm, r)
+                positives += want
+                total += 1
+                if b.check(u, perm, r) != want:
+                    bad.append((u, perm, r, want))
+    assert 0 < positives < total and not bad, f"{len(bad)} checks differ: {bad[:5]}"
+
+
+def assert_every_lookup_equals_oracle(b: Backend, ds: Dataset, oracle) -> None:
+    bad = [(u, perm) for u in range(ds.entities["user"]) for perm in PERMISSIONS
+           if sorted(b.lookup_resources(u, perm)) != oracle.lookup_resources(u, perm)]
+    assert not bad, f"{len(bad)} lookups differ: {bad[:5]}"
