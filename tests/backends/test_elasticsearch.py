@@ -34,6 +34,7 @@ from tests.backends.edits import (
     oracle_pairs,
     replay_edits,
 )
+from tests.backends.faults import bench_with_server_killed_mid_phase
 
 pytestmark = pytest.mark.backend("elasticsearch")
 
@@ -262,48 +263,8 @@ def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, datase
 def test_node_killed_mid_run_is_recorded_and_the_run_moves_on(tmp_path, monkeypatch):
     """A run of its own (its own node): SIGKILL once the first phase is measuring; that phase is marked
     incomplete with its errors counted, the next one fails to connect, and the next backend runs normally."""
-    from authzbench import orchestrate
-    from authzbench.orchestrate import BenchConfig
-    from authzbench.report import render
-    from authzbench.results import RunStore
-
-    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
-    sessions: list = []
-    calls = {"n": 0}
-
-    def tracking_session(*a, **k):
-        s = real_session(*a, **k)
-        sessions.append(s)
-        return s
-
-    def run_phase_then_kill(spec, factory, inputs, sink, *a, **k):
-        calls["n"] += 1
-        if spec.backend != "elasticsearch" or calls["n"] != 1:
-            return real_run_phase(spec, factory, inputs, sink, *a, **k)
-        killed = threading.Event()
-
-        def sink_and_kill(rec):
-            sink(rec)
-            if rec["type"] == "interval" and not killed.is_set():
-                killed.set()
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(sessions[0].dep.pids[0], signal.SIGKILL)
-
-        return real_run_phase(spec, factory, inputs, sink_and_kill, *a, **k)
-
-    monkeypatch.setattr(orchestrate, "Session", tracking_session)
-    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
-    cfg = BenchConfig(backends=["elasticsearch", "reference"], provision="native", profile="tiny",
-                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
-                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes
-                      concurrency=[2], iterations_scale=30, data_dir=tmp_path / "data")
-    store = RunStore.create(tmp_path / "results")
-    t0 = time.monotonic()
-    orchestrate.bench(cfg, store)
-    assert time.monotonic() - t0 < 150
-    text = render(store.path, tmp_path / "reports").read_text()
-    problems = text.split("## 10.")[1]
+    text, problems, seconds = bench_with_server_killed_mid_phase("elasticsearch", tmp_path, monkeypatch)
+    assert seconds < 150
     assert "elasticsearch/check_manage_direct_user/c2/r0`: **incomplete**" in problems
     assert "elasticsearch/check_manage_org_admin/c2/r0`: **failed**" in problems
     assert "reference/check_manage_org_admin/c2/r0" not in problems

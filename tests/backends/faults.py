@@ -1,0 +1,62 @@
+"""A server killed mid-run, for any backend: run a bench of BACKEND then `reference`, SIGKILL the backend's
+first server (and its children) once the first phase is measuring, and render the report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+import psutil
+
+from authzbench import orchestrate
+from authzbench.orchestrate import BenchConfig
+from authzbench.report import render
+from authzbench.results import RunStore
+
+
+def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> tuple[str, str, float]:
+    """Returns (report text, its 'incomplete phases' section, the bench's wall seconds)."""
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
+    sessions: list = []
+    calls = {"n": 0}
+
+    def tracking_session(*a, **k):
+        s = real_session(*a, **k)
+        sessions.append(s)
+        return s
+
+    def run_phase_then_kill(spec, factory, inputs, sink, *a, **k):
+        calls["n"] += 1
+        if spec.backend != backend or calls["n"] != 1:
+            return real_run_phase(spec, factory, inputs, sink, *a, **k)
+        killed = threading.Event()
+
+        def sink_and_kill(rec):
+            sink(rec)
+            if rec["type"] == "interval" and not killed.is_set():
+                # SIGKILL (no clean shutdown) once the first phase is measuring; the server's children
+                # too (PostgreSQL's backends serving our connections).
+                killed.set()
+                server = psutil.Process(sessions[0].dep.pids[0])
+                for p in [*server.children(recursive=True), server]:
+                    with contextlib.suppress(ProcessLookupError):  # crash recovery may have ended it already
+                        os.kill(p.pid, signal.SIGKILL)
+
+        return real_run_phase(spec, factory, inputs, sink_and_kill, *a, **k)
+
+    monkeypatch.setattr(orchestrate, "Session", tracking_session)
+    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
+    cfg = BenchConfig(backends=[backend, "reference"], provision="native", profile="tiny",
+                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
+                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes
+                      concurrency=[2], iterations_scale=30, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    t0 = time.monotonic()
+    orchestrate.bench(cfg, store)
+    seconds = time.monotonic() - t0
+    text = render(store.path, tmp_path / "reports").read_text()
+    return text, text.split("## 10.")[1], seconds
