@@ -22,6 +22,7 @@ from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import ACL_RELATIONS, Relationship
+from authzbench.model_rules import Reach, reach
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "clickhouse.sql"
 # Load order: the closure's inputs first, then what the materialized views expand (they join the
@@ -250,39 +251,43 @@ class ClickHouseBackend(Backend):
 
     def write(self, rel: Relationship) -> None:
         _relation(rel)
+        rc = reach(rel.relation, int(rel.object), int(rel.subject))
+        # membership(child) is unchanged by an edge into child: read it before the insert
+        users = self._users(rc) if rc.closure_changes or rel.relation == "org_admin" else []
         self.client.insert(rel.relation, [[int(rel.object), int(rel.subject)]], column_names=["object", "subject"],
                            database=self.db)  # resource_org and ACL rows flow through their MV here
-        if rel.relation == "org_admin":
-            self._recompute_perm([rel.subject])  # no MV on org_admin: the admin's rows are re-derived
-        elif rel.relation in ("group_member", "group_manager"):
-            self._recompute_users([rel.subject])
-        elif rel.relation == "group_child":
-            users = self._members(rel.subject)  # membership(child) itself is unchanged by a parent edge
-            self._close_groups()
-            self._recompute_users(users)
+        if rc.closure_changes or rel.relation == "org_admin":  # no MV on org_admin or the group tables
+            self._rederive(rc, users)
 
     def delete(self, rel: Relationship) -> None:
         _relation(rel)
-        users: list[int] = []
-        if rel.relation == "group_child":
-            users = self._members(rel.subject)
+        rc = reach(rel.relation, int(rel.object), int(rel.subject))
+        users = self._users(rc)  # while the edge is present
         self.client.command(f"DELETE FROM {self.db}.{rel.relation} WHERE object = {int(rel.object)} "
                             f"AND subject = {int(rel.subject)}")
         # Another path may still grant what this edge granted: drop the affected pairs, re-derive them.
-        if rel.relation in ("resource_manager_user", "resource_viewer_user"):
-            self._recompute_perm([rel.subject], rel.object)
-        elif rel.relation in ("resource_manager_group", "resource_viewer_group"):
-            self._recompute_perm(self._members(rel.subject), rel.object)
-        elif rel.relation == "resource_org":
-            self._recompute_perm(self._ints(f"SELECT DISTINCT subject FROM {self.db}.org_admin WHERE object = "
-                                            f"{{o:Int32}}", o=rel.subject), rel.object)
-        elif rel.relation == "org_admin":
-            self._recompute_perm([rel.subject])
-        elif rel.relation in ("group_member", "group_manager"):
-            self._recompute_users([rel.subject])
-        elif rel.relation == "group_child":
-            self._close_groups()
+        self._rederive(rc, users)
+
+    def _users(self, rc: Reach) -> list[int]:
+        """The users of a Reach (model_rules), from the source tables and the membership closure."""
+        if rc.users == "user":
+            return [rc.user_arg]
+        if rc.users == "membership":
+            return self._members(rc.user_arg)
+        if rc.users == "org_admins":
+            return self._ints(f"SELECT DISTINCT subject FROM {self.db}.org_admin WHERE object = {{o:Int32}}",
+                              o=rc.user_arg)
+        return []
+
+    def _rederive(self, rc: Reach, users: list[int]) -> None:
+        """Recompute the perm rows of the Reach's pairs: a group edge re-derives the users' memberships
+        (after closing the hierarchy again when it changed); otherwise one resource or all of theirs."""
+        if rc.closure_changes:
+            if rc.users == "membership":  # a hierarchy edge
+                self._close_groups()
             self._recompute_users(users)
+        else:
+            self._recompute_perm(users, rc.resource_arg if rc.resources == "resource" else None)
 
     def _members(self, group: int) -> list[int]:
         return self._ints(f"SELECT DISTINCT user FROM {self.db}.group_membership WHERE group = {{g:Int32}}", g=group)

@@ -3,6 +3,15 @@ documents per resource, user, group and organization, so both read and maintain 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from authzbench.closure import csr
+from authzbench.dataset import Dataset
+from authzbench.model_rules import ACL_ROLES
+
 # relation -> [(collection or index, id side, array field, other side)]: "object"/"subject" name which end
 # of the edge is the document id and which the array element. Some edges are kept at both ends, so that
 # writes can walk the hierarchy up (parents) and find a user's groups without a scan.
@@ -19,5 +28,30 @@ SOURCE: dict[str, list[tuple[str, str, str, str]]] = {
     "resource_viewer_user": [("resources", "object", "viewer_users", "subject")],
     "resource_viewer_group": [("resources", "object", "viewer_groups", "subject")],
 }
-# A resource document's ACL arrays: the relationships its permissions are computed from.
-ACL_FIELDS = ("orgs", "manager_users", "manager_groups", "viewer_users", "viewer_groups")
+# A resource document's ACL arrays: the relationships its permissions are computed from, named by role.
+ACL_FIELDS = ACL_ROLES
+# collection -> the entity its documents are (one document per id, 0..n-1)
+ENTITY = {"orgs": "organization", "groups": "group", "users": "user", "resources": "resource"}
+
+# (keys, values, n_keys) -> a function id -> that id's values in the store's format (a list, JSON text...)
+Grouper = Callable[[np.ndarray, np.ndarray, int], Callable[[int], Any]]
+
+
+def field_getters(ds: Dataset, collection: str, grouper: Grouper) -> dict[str, Callable[[int], Any]]:
+    """Every relationship array of `collection`'s documents, from SOURCE: field -> (id -> values)."""
+    n = ds.entities[ENTITY[collection]]
+    out: dict[str, Callable[[int], Any]] = {}
+    for relation, places in SOURCE.items():
+        for coll, id_side, field, val_side in places:
+            if coll == collection:
+                df = ds.table(relation)
+                out[field] = grouper(df[id_side].to_numpy(np.int64), df[val_side].to_numpy(np.int64), n)
+    return out
+
+
+def sorted_csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[list[int], np.ndarray]:
+    """Values grouped by key, ascending within each key: (bounds, values) with key k's values at
+    values[bounds[k]:bounds[k+1]]."""
+    order = np.lexsort((values, keys))
+    indptr, vals = csr(keys[order], values[order], n_keys)
+    return indptr.tolist(), vals

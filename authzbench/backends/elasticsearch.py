@@ -26,6 +26,7 @@ search with PIT, count, settings, stats), and the test suite runs this module ag
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -36,11 +37,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
-from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
-from authzbench.closure import csr, group_membership, permission_keys
+from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+from authzbench.model_rules import Reach, group_closure, pair_state, reach, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")
@@ -211,9 +213,7 @@ class ElasticsearchBackend(Backend):
         batch_seconds: list[float] = []
         written, reported = 0, 0.0
         t1 = time.perf_counter()
-        actions = _actions([(self.ix["orgs"], _org_docs(ds)), (self.ix["groups"], _group_docs(ds)),
-                            (self.ix["users"], _user_docs(ds, members)),
-                            (self.ix["resources"], _resource_docs(ds, keys))])
+        actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, members, keys)])
         for ok, item in parallel_bulk(_TimedBulk(self.es, batch_seconds), actions, thread_count=self.bulk_threads,
                                       chunk_size=self.bulk_docs, max_chunk_bytes=50 * 2**20, queue_size=4):
             if not ok:
@@ -319,9 +319,10 @@ class ElasticsearchBackend(Backend):
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
         o, s = int(rel.object), int(rel.subject)
+        rc = reach(rel.relation, o, s)
         touched: set[str] = set()
         if not insert:
-            res_ids = self._affected_resources(rel.relation, o)
+            res_ids = self._resources(rc)
         for index, id_side, field, val_side in SOURCE[rel.relation]:
             ends = {"object": o, "subject": s}
             doc_id, value = ends[id_side], ends[val_side]
@@ -336,12 +337,12 @@ class ElasticsearchBackend(Backend):
             if self._modify(index, [doc_id], edit, create=insert):
                 touched.add(index)
         if insert:
-            res_ids = self._affected_resources(rel.relation, o)
-        user_ids = self._affected_users(rel.relation, o, s)
+            res_ids = self._resources(rc)
+        user_ids = self._users(rc)
         if user_ids:
             # closures are kept exact even when no resource is granted through the group yet: a later
             # resource_*_group write finds the users it affects by their closure
-            if rel.relation in ("group_member", "group_manager", "group_child"):
+            if rc.closure_changes:
                 users, changed = self._recompute_closures(user_ids)
                 if changed:
                     touched.add("users")
@@ -352,31 +353,24 @@ class ElasticsearchBackend(Backend):
         if touched:
             self.es.indices.refresh(index=[self.ix[t] for t in sorted(touched)])
 
-    def _affected_resources(self, relation: str, o: int) -> list[int]:
-        """Resources whose permissions the edge can change: resource_* (r, x): r; org_admin (org, u): the
-        resources of org; group edges (g, x): resources granted through g or any ancestor of g;
-        org_member, group_org: none (no permission reads them)."""
-        if relation.startswith("resource_"):
-            return [o]
-        if relation == "org_admin":
-            return self._search_ids("resources", {"term": {"orgs": o}})
-        if relation in ("group_member", "group_manager", "group_child"):
-            anc = sorted(self._ancestors(o))
+    def _resources(self, rc: Reach) -> list[int]:
+        """The resources of a Reach (model_rules), by search; a group's ancestors by realtime reads."""
+        if rc.resources == "resource":
+            return [rc.resource_arg]
+        if rc.resources == "org_resources":
+            return self._search_ids("resources", {"term": {"orgs": rc.resource_arg}})
+        if rc.resources == "granted_via_ancestors":
+            anc = sorted(self._ancestors(rc.resource_arg))
             return self._search_ids("resources", {"bool": {"should": [
                 {"terms": {"manager_groups": anc}}, {"terms": {"viewer_groups": anc}}]}})
         return []
 
-    def _affected_users(self, relation: str, o: int, s: int) -> set[int] | None:
-        """Users whose permissions the edge can change: the user end of user edges; membership(g) for
-        resource_*_group (r, g) and group_child (parent, g) (users whose closure holds g); the admins of
-        org for resource_org (r, org)."""
-        if relation in ("resource_manager_user", "resource_viewer_user", "org_admin", "group_member", "group_manager"):
-            return {s}
-        if relation in ("resource_manager_group", "resource_viewer_group", "group_child"):
-            return set(self._search_ids("users", {"term": {"groups": s}}))
-        if relation == "resource_org":
-            return set(self._search_ids("users", {"term": {"admin_orgs": s}}))
-        return None
+    def _users(self, rc: Reach) -> set[int] | None:
+        """The users of a Reach: membership(g) = users whose closure holds g."""
+        if rc.users == "user":
+            return {rc.user_arg}
+        field = {"membership": "groups", "org_admins": "admin_orgs"}.get(rc.users)
+        return set(self._search_ids("users", {"term": {field: rc.user_arg}})) if field else None
 
     def _search_ids(self, name: str, query: dict[str, Any]) -> list[int]:
         return self._stream_ids(self.ix[name], query)
@@ -390,14 +384,9 @@ class ElasticsearchBackend(Backend):
         return out
 
     def _ancestors(self, g: int) -> set[int]:
-        """g and every group above it, by realtime reads of `parents` (a seen-set ends a cycle)."""
-        seen, frontier = {g}, [g]
-        while frontier:
-            docs = self._mget("groups", frontier)
-            nxt = {p for d in docs.values() for p in d.get("parents", ())} - seen
-            seen |= nxt
-            frontier = sorted(nxt)
-        return seen
+        """g and every group above it, by realtime reads of `parents`."""
+        return walk([g], lambda frontier: [p for d in self._mget("groups", frontier).values()
+                                           for p in d.get("parents", ())])
 
     def _modify(self, name: str, ids: list[int], edit: Callable[[int, dict[str, Any] | None], dict | None],
                 *, create: bool = True) -> int:
@@ -440,17 +429,12 @@ class ElasticsearchBackend(Backend):
 
     def _recompute_closures(self, ids: set[int]) -> tuple[dict[int, dict[str, Any]], bool]:
         """groups = ancestors of (member_of ∪ manager_of) for each user; rewritten only where it changed."""
-        memo: dict[int, set[int]] = {}
+        ancestors = functools.cache(self._ancestors)
         result: dict[int, dict[str, Any]] = {}
 
         def edit(u: int, src: dict[str, Any] | None) -> dict | None:
             d = src or {}
-            closure: set[int] = set()
-            for g in {*d.get("member_of", ()), *d.get("manager_of", ())}:
-                if g not in memo:
-                    memo[g] = self._ancestors(g)
-                closure |= memo[g]
-            groups = sorted(closure)
+            groups = group_closure([*d.get("member_of", ()), *d.get("manager_of", ())], ancestors)
             result[u] = {**d, "groups": groups}
             return None if groups == sorted(d.get("groups", ())) else {**d, "groups": groups}
 
@@ -469,10 +453,9 @@ class ElasticsearchBackend(Backend):
             managers, viewers = set(src.get("managers", ())), set(src.get("viewers", ()))
             new_m, new_v = set(managers), set(viewers)
             for u, (groups, admin) in user_sets.items():
-                manage = u in acl["manager_users"] or bool(groups & acl["manager_groups"]) or bool(admin & acl["orgs"])
-                view = manage or u in acl["viewer_users"] or bool(groups & acl["viewer_groups"])
-                (new_m.add if manage else new_m.discard)(u)
-                (new_v.add if view and not manage else new_v.discard)(u)  # viewers: view-only
+                state = pair_state(u, groups, admin, acl)
+                (new_m.add if state == "manage" else new_m.discard)(u)
+                (new_v.add if state == "view" else new_v.discard)(u)  # viewers: view-only
             if new_m == managers and new_v == viewers:
                 return None
             return {**src, "managers": sorted(new_m), "viewers": sorted(new_v)}
@@ -504,54 +487,27 @@ def _actions(sources: list[tuple[str, Iterator[tuple[int, str]]]]) -> Iterator[d
 
 def _joined(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int], str]:
     """Values grouped by key, ascending, as comma-joined text: a lookup i -> "3,11,12"."""
-    order = np.lexsort((values, keys))
-    indptr, vals = csr(keys[order], values[order], n_keys)
+    bounds, vals = sorted_csr(keys, values, n_keys)
     names = np.array([str(v) for v in range(int(vals.max()) + 1 if len(vals) else 0)], dtype=object)
     flat = names[vals].tolist() if len(vals) else []
-    bounds = indptr.tolist()
     return lambda i: ",".join(flat[bounds[i]:bounds[i + 1]])
 
 
-def _by(ds: Dataset, relation: str, key: str, n_keys: int) -> Callable[[int], str]:
-    """Values of `relation` grouped by its `key` column ("object" or "subject")."""
-    df = ds.table(relation)
-    other = "subject" if key == "object" else "object"
-    return _joined(df[key].to_numpy(np.int64), df[other].to_numpy(np.int64), n_keys)
+def _docs(ds: Dataset, collection: str, extra: dict[str, Callable[[int], str]] | None = None
+          ) -> Iterator[tuple[int, str]]:
+    """(id, JSON text) per id of the collection's entity: its relationship arrays (document_layout.SOURCE)
+    plus `extra` arrays (the user's closure, the resource's expanded managers / view-only viewers)."""
+    fields = {**field_getters(ds, collection, _joined), **(extra or {})}
+    return ((i, "{" + f'"id":{i},' + ",".join(f'"{f}":[{get(i)}]' for f, get in fields.items()) + "}")
+            for i in range(ds.entities[ENTITY[collection]]))
 
 
-def _doc(i: int, fields: dict[str, Callable[[int], str]]) -> str:
-    return "{" + f'"id":{i},' + ",".join(f'"{f}":[{get(i)}]' for f, get in fields.items()) + "}"
-
-
-def _org_docs(ds: Dataset) -> Iterator[tuple[int, str]]:
-    n = ds.entities["organization"]
-    fields = {"admins": _by(ds, "org_admin", "object", n), "members": _by(ds, "org_member", "object", n)}
-    return ((o, _doc(o, fields)) for o in range(n))
-
-
-def _group_docs(ds: Dataset) -> Iterator[tuple[int, str]]:
-    n = ds.entities["group"]
-    fields = {"org": _by(ds, "group_org", "object", n), "members": _by(ds, "group_member", "object", n),
-              "managers": _by(ds, "group_manager", "object", n), "children": _by(ds, "group_child", "object", n),
-              "parents": _by(ds, "group_child", "subject", n)}
-    return ((g, _doc(g, fields)) for g in range(n))
-
-
-def _user_docs(ds: Dataset, membership) -> Iterator[tuple[int, str]]:
-    n = ds.entities["user"]
-    fields = {"member_of": _by(ds, "group_member", "subject", n), "manager_of": _by(ds, "group_manager", "subject", n),
-              "groups": _joined(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64), n),
-              "admin_orgs": _by(ds, "org_admin", "subject", n), "member_orgs": _by(ds, "org_member", "subject", n)}
-    return ((u, _doc(u, fields)) for u in range(n))
-
-
-def _resource_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[tuple[int, str]]:
-    n = ds.entities["resource"]
-    fields = {f: _by(ds, rel, "object", n) for f, rel in (
-        ("orgs", "resource_org"), ("manager_users", "resource_manager_user"),
-        ("manager_groups", "resource_manager_group"), ("viewer_users", "resource_viewer_user"),
-        ("viewer_groups", "resource_viewer_group"))}
+def _all_docs(ds: Dataset, membership, keys: dict[str, np.ndarray]) -> list[tuple[str, Iterator[tuple[int, str]]]]:
+    n_users, n_res = ds.entities["user"], ds.entities["resource"]
+    users = {"groups": _joined(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64),
+                               n_users)}
     view_only = keys["view"][~np.isin(keys["view"], keys["manage"], assume_unique=True)]
-    fields["managers"] = _joined(keys["manage"] % n, keys["manage"] // n, n)
-    fields["viewers"] = _joined(view_only % n, view_only // n, n)
-    return ((r, _doc(r, fields)) for r in range(n))
+    resources = {"managers": _joined(keys["manage"] % n_res, keys["manage"] // n_res, n_res),
+                 "viewers": _joined(view_only % n_res, view_only // n_res, n_res)}
+    return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
+            ("resources", _docs(ds, "resources", resources))]

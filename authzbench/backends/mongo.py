@@ -13,11 +13,12 @@ Measured on baseline (see the class constants): the expanded form is what makes 
 FerretDB, and saves the user read on every check.
 
 Writes update the relationship arrays, then recompute exactly the (resource, user) pairs the edge can
-affect (see `_affected`) from the documents, and write only the pairs whose state changed.
+affect (model_rules.reach) from the documents, and write only the pairs whose state changed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -27,11 +28,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
-from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
-from authzbench.closure import csr, group_membership, permission_keys
+from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+from authzbench.model_rules import Reach, group_closure, holds, pair_state, reach, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
@@ -116,8 +118,7 @@ class MongoBackend(Backend):
         reported = 0.0
         written = 0
         t1 = time.perf_counter()
-        for coll, docs in (("orgs", _org_docs(ds)), ("groups", _group_docs(ds)),
-                           ("users", _user_docs(ds, members)), ("resources", _resource_docs(ds, keys))):
+        for coll, docs in _all_docs(ds, members, keys):
             for batch in _chunks(docs, self.batch_docs):
                 tb = time.perf_counter()
                 self.db[coll].insert_many(batch, ordered=False)
@@ -239,25 +240,26 @@ class MongoBackend(Backend):
 
     def _apply(self, rel: Relationship, *, insert: bool) -> None:
         """1. the relationship arrays; 2. for group edges, the closure of the users the edge reaches;
-        3. the expanded managers/viewers of the affected (resource, user) pairs, read back from the
-        documents after the change. The affected resources are found while the edge is present (after
-        an insert, before a delete), so they cover the state before and after."""
+        3. the expanded managers/viewers of the pairs the edge can change (model_rules.reach), read back
+        from the documents after the change. The resources are found while the edge is present (after an
+        insert, before a delete), so they cover the state before and after."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
         o, s = int(rel.object), int(rel.subject)
+        rc = reach(rel.relation, o, s)
         if not insert:
-            res_filters = self._affected_resources(rel.relation, o)
+            res_filters = self._resource_filters(rc)
         op = "$addToSet" if insert else "$pull"
         for coll, id_side, field, val_side in SOURCE[rel.relation]:
             ends = {"object": o, "subject": s}
             # upsert on insert: an id seen for the first time (e.g. the runner's scratch users) gets a document
             self.db[coll].update_one({"_id": ends[id_side]}, {op: {field: ends[val_side]}}, upsert=insert)
         if insert:
-            res_filters = self._affected_resources(rel.relation, o)
-        user_filter = self._affected_users(rel.relation, o, s)
+            res_filters = self._resource_filters(rc)
+        user_filter = self._user_filter(rc)
         if user_filter is None or not res_filters:
             return
-        if rel.relation in ("group_member", "group_manager", "group_child"):
+        if rc.closure_changes:
             users = self._recompute_closures(user_filter)
         else:
             users = {d["_id"]: d for d in self.users.find(user_filter, {"groups": 1, "admin_orgs": 1})}
@@ -266,65 +268,33 @@ class MongoBackend(Backend):
         if users:
             self._recompute_pairs(res_filters, users)
 
-    def _affected_resources(self, relation: str, o: int) -> list[dict[str, Any]]:
-        """Filters selecting the resources whose permissions the edge can change:
-        - resource_* (r, x): r itself;
-        - org_admin (org, u): the resources of org;
-        - group_member / group_manager (g, u), group_child (g, child): resources granted through g or
-          any ancestor of g (walked through `parents` with a seen-set, so a cycle terminates);
-        - org_member, group_org: none (no permission reads them)."""
-        if relation.startswith("resource_"):
-            return [{"_id": o}]
-        if relation == "org_admin":
-            return [{"orgs": o}]
-        if relation in ("group_member", "group_manager", "group_child"):
-            return [{f: g} for g in sorted(self._ancestors(o)) for f in ("manager_groups", "viewer_groups")]
+    def _resource_filters(self, rc: Reach) -> list[dict[str, Any]]:
+        """Filters selecting the resources of a Reach (a group's ancestors walked through `parents`)."""
+        if rc.resources == "resource":
+            return [{"_id": rc.resource_arg}]
+        if rc.resources == "org_resources":
+            return [{"orgs": rc.resource_arg}]
+        if rc.resources == "granted_via_ancestors":
+            return [{f: g} for g in sorted(self._ancestors(rc.resource_arg)) for f in ("manager_groups", "viewer_groups")]
         return []
 
-    def _affected_users(self, relation: str, o: int, s: int) -> dict[str, Any] | None:
-        """Filter selecting the users whose permissions the edge can change (the same set before and after
-        the change, so it may be read at any point):
-        - resource_*_user (r, u), org_admin (org, u), group_member/manager (g, u): u;
-        - resource_*_group (r, g), group_child (parent, g): membership(g) = users whose closure holds g
-          (descendants of g do not depend on an edge *into* g, even on a cycle);
-        - resource_org (r, org): admins of org."""
-        if relation in ("resource_manager_user", "resource_viewer_user", "org_admin", "group_member", "group_manager"):
-            return {"_id": s}
-        if relation in ("resource_manager_group", "resource_viewer_group", "group_child"):
-            return {"groups": s}
-        if relation == "resource_org":
-            return {"admin_orgs": s}
-        return None
-
-    def _walk(self, start: Iterable[int], field: str) -> set[int]:
-        """Groups reachable from `start` through `field` (parents or children), including start."""
-        seen = set(start)
-        frontier = list(seen)
-        while frontier:
-            nxt: list[int] = []
-            for g in frontier:
-                doc = self.groups.find_one({"_id": g}, {field: 1}) or {}
-                nxt += [x for x in doc.get(field, ()) if x not in seen]
-            seen.update(nxt)
-            frontier = list(dict.fromkeys(nxt))
-        return seen
+    def _user_filter(self, rc: Reach) -> dict[str, Any] | None:
+        """Filter selecting the users of a Reach: membership(g) = users whose closure holds g."""
+        field = {"user": "_id", "membership": "groups", "org_admins": "admin_orgs"}.get(rc.users)
+        return {field: rc.user_arg} if field else None
 
     def _ancestors(self, g: int) -> set[int]:
-        return self._walk([g], "parents")
+        """g and every group above it (one read of `parents` per group)."""
+        return walk([g], lambda frontier: [p for x in frontier for p in
+                                           (self.groups.find_one({"_id": x}, {"parents": 1}) or {}).get("parents", ())])
 
     def _recompute_closures(self, user_filter: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """groups = ancestors of (member_of ∪ manager_of), for each selected user; written only if changed."""
         out: dict[int, dict[str, Any]] = {}
         ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        parents_memo: dict[int, set[int]] = {}
+        ancestors = functools.cache(self._ancestors)
         for d in self.users.find(user_filter, {"member_of": 1, "manager_of": 1, "groups": 1, "admin_orgs": 1}):
-            direct = set(d.get("member_of", ())) | set(d.get("manager_of", ()))
-            closure: set[int] = set()
-            for g in direct:
-                if g not in parents_memo:
-                    parents_memo[g] = self._ancestors(g)
-                closure |= parents_memo[g]
-            groups = sorted(closure)
+            groups = group_closure([*d.get("member_of", ()), *d.get("manager_of", ())], ancestors)
             if groups != sorted(d.get("groups", ())):
                 ops.append(({"_id": d["_id"]}, {"$set": {"groups": groups}}))
             out[d["_id"]] = {**d, "groups": groups}
@@ -332,8 +302,8 @@ class MongoBackend(Backend):
         return out
 
     def _recompute_pairs(self, res_filters: list[dict[str, Any]], users: dict[int, dict[str, Any]]) -> None:
-        """New manage/view state of every affected (resource, user) pair from the ACL arrays and the users'
-        closures; only differing pairs are written ($addToSet / $pullAll on managers and viewers)."""
+        """New manage/view state of every affected (resource, user) pair (model_rules.pair_state) from the ACL
+        arrays and the users' closures; only differing pairs are written ($addToSet / $pullAll)."""
         proj = {f: 1 for f in (*ACL_FIELDS, "managers", "viewers")}
         resources: dict[int, dict[str, Any]] = {}
         for f in res_filters:
@@ -342,19 +312,17 @@ class MongoBackend(Backend):
         ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for r, d in resources.items():
             acl = {f: set(d.get(f, ())) for f in ACL_FIELDS}
-            managers, viewers = set(d.get("managers", ())), set(d.get("viewers", ()))
-            add_m, add_v, rm_m, rm_v = [], [], [], []
+            have = {"manage": set(d.get("managers", ())), "view": set(d.get("viewers", ()))}
+            add: dict[str, list[int]] = {"manage": [], "view": []}
+            rm: dict[str, list[int]] = {"manage": [], "view": []}
             for u, ud in users.items():
-                groups, admin = set(ud.get("groups", ())), set(ud.get("admin_orgs", ()))
-                manage = u in acl["manager_users"] or bool(groups & acl["manager_groups"]) or bool(admin & acl["orgs"])
-                view = manage or u in acl["viewer_users"] or bool(groups & acl["viewer_groups"])
-                for want, have, add, rm in ((manage, u in managers, add_m, rm_m), (view, u in viewers, add_v, rm_v)):
-                    if want and not have:
-                        add.append(u)
-                    elif have and not want:
-                        rm.append(u)
-            adds = {f: {"$each": v} for f, v in (("managers", add_m), ("viewers", add_v)) if v}
-            rms = {f: v for f, v in (("managers", rm_m), ("viewers", rm_v)) if v}
+                state = pair_state(u, ud.get("groups", ()), ud.get("admin_orgs", ()), acl)
+                for perm in ("manage", "view"):
+                    if holds(state, perm) != (u in have[perm]):
+                        (add if holds(state, perm) else rm)[perm].append(u)
+            fields = {"manage": "managers", "view": "viewers"}
+            adds = {fields[p]: {"$each": v} for p, v in add.items() if v}
+            rms = {fields[p]: v for p, v in rm.items() if v}
             if adds:
                 ops.append(({"_id": r}, {"$addToSet": adds}))
             if rms:  # a second update: one update cannot both add to and pull from the same array
@@ -405,55 +373,27 @@ def _chunks(docs: Iterator[dict[str, Any]], n: int) -> Iterator[list[dict[str, A
         yield batch
 
 
-def _by(ds: Dataset, relation: str, key: str, n_keys: int) -> Callable[[int], list[int]]:
-    """Values of `relation` grouped by its `key` column ("object" or "subject"), sorted: a lookup i -> list."""
-    df = ds.table(relation)
-    other = "subject" if key == "object" else "object"
-    return _grouped(df[key].to_numpy(np.int64), df[other].to_numpy(np.int64), n_keys)
-
-
 def _grouped(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int], list[int]]:
-    order = np.lexsort((values, keys))
-    indptr, vals = csr(keys[order], values[order], n_keys)
+    """Values grouped by key as Python lists: a lookup i -> [values of i], sorted."""
+    bounds, vals = sorted_csr(keys, values, n_keys)
     flat = vals.tolist()  # one conversion; slicing a list per document is cheap
-    bounds = indptr.tolist()
     return lambda i: flat[bounds[i]:bounds[i + 1]]
 
 
-def _org_docs(ds: Dataset) -> Iterator[dict[str, Any]]:
-    n = ds.entities["organization"]
-    admins, members = _by(ds, "org_admin", "object", n), _by(ds, "org_member", "object", n)
-    for o in range(n):
-        yield {"_id": o, "admins": admins(o), "members": members(o)}
+def _docs(ds: Dataset, collection: str, extra: dict[str, Callable[[int], list[int]]] | None = None
+          ) -> Iterator[dict[str, Any]]:
+    """One document per id of the collection's entity: its relationship arrays (document_layout.SOURCE)
+    plus `extra` arrays (the user's closure, the resource's expanded managers/viewers)."""
+    getters = {**field_getters(ds, collection, _grouped), **(extra or {})}
+    for i in range(ds.entities[ENTITY[collection]]):
+        yield {"_id": i, **{f: get(i) for f, get in getters.items()}}
 
 
-def _group_docs(ds: Dataset) -> Iterator[dict[str, Any]]:
-    n = ds.entities["group"]
-    org, members = _by(ds, "group_org", "object", n), _by(ds, "group_member", "object", n)
-    managers = _by(ds, "group_manager", "object", n)
-    children, parents = _by(ds, "group_child", "object", n), _by(ds, "group_child", "subject", n)
-    for g in range(n):
-        yield {"_id": g, "org": org(g), "members": members(g), "managers": managers(g), "children": children(g),
-               "parents": parents(g)}
-
-
-def _user_docs(ds: Dataset, membership) -> Iterator[dict[str, Any]]:
-    n = ds.entities["user"]
-    member_of, manager_of = _by(ds, "group_member", "subject", n), _by(ds, "group_manager", "subject", n)
-    admin_orgs, member_orgs = _by(ds, "org_admin", "subject", n), _by(ds, "org_member", "subject", n)
-    groups = _grouped(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64), n)
-    for u in range(n):
-        yield {"_id": u, "member_of": member_of(u), "manager_of": manager_of(u), "groups": groups(u),
-               "admin_orgs": admin_orgs(u), "member_orgs": member_orgs(u)}
-
-
-def _resource_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
-    n = ds.entities["resource"]
-    acl = {f: _by(ds, rel, "object", n) for f, rel in (
-        ("orgs", "resource_org"), ("manager_users", "resource_manager_user"),
-        ("manager_groups", "resource_manager_group"), ("viewer_users", "resource_viewer_user"),
-        ("viewer_groups", "resource_viewer_group"))}
-    managers = _grouped(keys["manage"] % n, keys["manage"] // n, n)
-    viewers = _grouped(keys["view"] % n, keys["view"] // n, n)
-    for r in range(n):
-        yield {"_id": r, **{f: get(r) for f, get in acl.items()}, "managers": managers(r), "viewers": viewers(r)}
+def _all_docs(ds: Dataset, membership, keys: dict[str, np.ndarray]) -> list[tuple[str, Iterator[dict[str, Any]]]]:
+    n_users, n_res = ds.entities["user"], ds.entities["resource"]
+    users = {"groups": _grouped(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64),
+                                n_users)}
+    resources = {"managers": _grouped(keys["manage"] % n_res, keys["manage"] // n_res, n_res),
+                 "viewers": _grouped(keys["view"] % n_res, keys["view"] // n_res, n_res)}
+    return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
+            ("resources", _docs(ds, "resources", resources))]

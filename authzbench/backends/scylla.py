@@ -4,7 +4,7 @@ The same code serves ScyllaDB (compose/external) and Apache Cassandra (native he
 only. Permissions are expanded at load time with the shared vectorized closure, then written with
 prepared statements in unlogged batches grouped by partition, with bounded concurrency. Writes and
 deletes keep the permission tables consistent by recomputing, from the source tables, exactly the
-(resource, user) pairs the changed relationship can affect (see `_affected`).
+(resource, user) pairs the changed relationship can affect (model_rules.reach).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # Source relations by object type: each lands in rel_<type> (one partition per object).
@@ -320,29 +321,16 @@ class ScyllaBackend(Backend):
         self._recompute(resources, users)
 
     def _affected(self, relation: str, o: int, s: int) -> tuple[set[int], set[int]]:
-        """The (resource, user) pairs whose permissions the edge (o, s) can change, computed while the
-        edge is present (so it covers both the state before and after the change):
-        - resource_manager_user / resource_viewer_user (r, u): the pair (r, u);
-        - resource_manager_group / resource_viewer_group (r, g): r x membership(g);
-        - resource_org (r, org): r x admins(org);
-        - org_admin (org, u): resources of org x {u};
-        - group_member / group_manager (g, u): resources granted through g or any ancestor of g x {u};
-        - group_child (parent, child): resources granted through parent or its ancestors x membership(child);
-        - org_member, group_org: nothing (no permission reads them)."""
-        walk = _Walk(self)
-        if relation in ("resource_manager_user", "resource_viewer_user"):
-            return {o}, {s}
-        if relation in ("resource_manager_group", "resource_viewer_group"):
-            return {o}, walk.membership(s)
-        if relation == "resource_org":
-            return {o}, walk.subjects("rel_org", o, "admin")
-        if relation == "org_admin":
-            return walk.objects("resource_org", o), {s}
-        if relation in ("group_member", "group_manager"):
-            return walk.resources_via(walk.ancestors(o)), {s}
-        if relation == "group_child":
-            return walk.resources_via(walk.ancestors(o)), walk.membership(s)
-        return set(), set()
+        """The (resource, user) pairs the edge (o, s) can change (model_rules.reach), resolved from the
+        source tables while the edge is present, so they cover the state before and after the change."""
+        rc, w = reach(relation, o, s), _Walk(self)
+        if rc.empty:
+            return set(), set()
+        resources = {"resource": lambda r: {r}, "org_resources": lambda org: w.objects("resource_org", org),
+                     "granted_via_ancestors": lambda g: w.resources_via(w.ancestors(g))}[rc.resources]
+        users = {"user": lambda u: {u}, "membership": w.membership,
+                 "org_admins": lambda org: w.subjects("rel_org", org, "admin")}[rc.users]
+        return resources(rc.resource_arg), users(rc.user_arg)
 
     def _recompute(self, resources: set[int], users: set[int]) -> None:
         """New state of each affected pair from the source tables (after the change), then only the rows
@@ -356,27 +344,24 @@ class ScyllaBackend(Backend):
         reads += [("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", (r,)) for r in rs]
         reads += [("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", (r,)) for r in rs]
         got = iter(self._execute_all(reads))
-        walk = _Walk(self)
-        groups: dict[int, set[int]] = {}
+        w = _Walk(self)
+        groups: dict[int, list[int]] = {}
         admin_of: dict[int, set[int]] = {}
         for u in us:
-            direct = {row[0] for row in next(got)} | {row[0] for row in next(got)}
-            groups[u] = set().union(*(walk.ancestors(g) for g in direct))  # u's groups and their ancestors
+            direct = [row[0] for row in next(got)] + [row[0] for row in next(got)]
+            groups[u] = group_closure(direct, w.ancestors)
             admin_of[u] = {row[0] for row in next(got)}
         acls: list[dict[str, set[int]]] = []
         for _ in rs:
             acl: dict[str, set[int]] = {}
-            for rel, sub in next(got):
-                acl.setdefault(rel, set()).add(sub)
+            for rel, sub in next(got):  # rel_resource keeps the relation without its "resource_" prefix
+                acl.setdefault(ACL_ROLE["resource_" + rel], set()).add(sub)
             acls.append(acl)
         stmts: list[tuple[str, tuple]] = []
         for r, acl in zip(rs, acls, strict=True):
             current = dict(next(got))
             for u in us:
-                manage = (u in acl.get("manager_user", ()) or bool(groups[u] & acl.get("manager_group", set()))
-                          or bool(admin_of[u] & acl.get("org", set())))
-                view = manage or u in acl.get("viewer_user", ()) or bool(groups[u] & acl.get("viewer_group", set()))
-                new = "manage" if manage else "view" if view else None
+                new = pair_state(u, groups[u], admin_of[u], acl)
                 old = None if u not in current else "manage" if current[u] else "view"
                 if new != old:
                     stmts += _pair_statements(r, u, new)
@@ -447,28 +432,30 @@ class _Walk:
             f"SELECT subject FROM {{ks}}.{table} WHERE object = ? AND relation = ?", obj, relation)}
 
     def ancestors(self, g: int) -> set[int]:
-        """g and every group that has g below it; `seen` makes a cyclic hierarchy terminate."""
-        seen, stack = {g}, [g]
-        while stack:
-            x = stack.pop()
-            if x not in self._parents:
-                self._parents[x] = self.objects("group_child", x)
-            for p in self._parents[x] - seen:
-                seen.add(p)
-                stack.append(p)
-        return seen
+        """g and every group that has g below it."""
+        def parents(frontier: list[int]) -> list[int]:
+            for x in frontier:
+                if x not in self._parents:
+                    self._parents[x] = self.objects("group_child", x)
+            return [p for x in frontier for p in self._parents[x]]
+
+        return walk([g], parents)
 
     def membership(self, g: int) -> set[int]:
-        """Direct members and managers of g and of every group below it (cycle-safe)."""
-        seen, stack, users = {g}, [g], set()
-        while stack:
-            x = stack.pop()
-            for rel, sub in self.b._rows("SELECT relation, subject FROM {ks}.rel_group WHERE object = ?", x):
-                if rel in ("member", "manager"):
-                    users.add(sub)
-                elif rel == "child" and sub not in seen:
-                    seen.add(sub)
-                    stack.append(sub)
+        """Direct members and managers of g and of every group below it."""
+        users: set[int] = set()
+
+        def children(frontier: list[int]) -> list[int]:
+            kids = []
+            for x in frontier:
+                for rel, sub in self.b._rows("SELECT relation, subject FROM {ks}.rel_group WHERE object = ?", x):
+                    if rel in ("member", "manager"):
+                        users.add(sub)
+                    elif rel == "child":
+                        kids.append(sub)
+            return kids
+
+        walk([g], children)
         return users
 
     def resources_via(self, groups: set[int]) -> set[int]:
