@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
             p.add_argument("--repeat", type=int, default=1, help="repeat every phase N times (stability/CV)")
             p.add_argument("--write-share", type=float, default=0.01, help="mixed: share of writes (0.01)")
+            p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
+                                                                    "realistic"],
+                           help="mixed: the edge the writes change (realistic = 70%% acl, 25%% membership, "
+                                "4%% hierarchy, 1%% org admin; default acl)")
             p.add_argument("--rate", type=float, help="mixed: open loop at this many ops/s")
             p.add_argument("--stage", type=_stage, action="append", metavar="RATE:SECONDS",
                            help="mixed: open-loop ramp stage (repeatable), like k6 ramping-arrival-rate")
@@ -189,6 +193,7 @@ def _config(args: argparse.Namespace):
         cfg.iterations_scale = args.iterations_scale
         cfg.repeat = args.repeat
         cfg.write_share = args.write_share
+        cfg.write_kind = args.write_kind
         cfg.rate = args.rate
         cfg.stages = args.stage or []
         cfg.duration_s = args.duration

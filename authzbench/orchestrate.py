@@ -26,8 +26,15 @@ from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
 from authzbench.provision.manager import MODES, default_mode, provision
 from authzbench.results import RunStore
-from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, SCRATCH_WRITES, scenario
+from authzbench.scenarios.catalog import (
+    DEFAULT_DAU,
+    DEFAULT_SCENARIOS_BY_MODEL,
+    READ_SCENARIOS,
+    SCRATCH_WRITES,
+    scenario,
+)
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.scenarios.writes import MIXED_KINDS, mixed_targets
 from authzbench.social_oracle import oracle_for
 
 
@@ -51,6 +58,7 @@ class BenchConfig:
     iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
     repeat: int = 1
     write_share: float = 0.01
+    write_kind: str = "acl"  # mixed: acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
     rate: float | None = None  # mixed: open loop at this rate instead of closed loop
     rates: list[float] = field(default_factory=list)  # mixed: one open-loop phase per rate (SLO per rate)
     stages: list[tuple[float, float]] = field(default_factory=list)
@@ -77,6 +85,10 @@ class BenchConfig:
             raise UserError(f"--dau must be in (0, 1], got {self.dau}")
         if not self.concurrency or any(c < 1 for c in self.concurrency):
             raise UserError("--concurrency values must be integers >= 1")
+        if self.write_kind not in MIXED_KINDS:
+            raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
+        if self.write_kind != "acl" and self.model != "rebac":
+            raise UserError(f"--write-kind {self.write_kind} needs --model rebac (the social model writes followers)")
         if not 0 <= self.write_share <= 1:
             raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
         if self.iterations_scale <= 0 or self.repeat < 1:
@@ -280,6 +292,8 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> l
                           scratch_user=ds.entities["user"], scratch_relation=rel)
             if sc.op == "mixed":
                 common["write_share"] = cfg.write_share
+                if ds.model == "rebac":
+                    common.update(write_kind=cfg.write_kind, write_targets=mixed_targets(ds))
                 if cfg.rates:
                     for r in cfg.rates:  # a step per rate: the report finds the highest rate that passes
                         specs.append((PhaseSpec(mode="open", concurrency=max(cfg.concurrency),
@@ -342,6 +356,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 with mon:  # samples only while ops are measured, not while workers start
                     res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
                                     store.append, cls.concurrency, on_window=mon.window)
+                if sc.op in ("write", "mixed"):
+                    verify_restored(sess, ds, oracle, store, spec.phase_id)
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":
@@ -354,6 +370,34 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
             if sess is not None and sess.started_here and not cfg.keep_running:
                 sess.stop()
     return failures
+
+
+def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200) -> dict:
+    """After a phase that wrote: every write was undone, so a sample of checks and the anchor lookups must
+    equal the pristine oracle again (recorded; a difference counts as mismatches of the phase)."""
+    rebac = ds.model == "rebac"
+    inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks)
+    if rebac:  # the anchor lookups: the heaviest manage user's and a median viewer's
+        inputs += [scenario(n).sampler(ds, oracle, 1)[0] for n in READ_SCENARIOS if scenario(n).op == "lookup"]
+    rec = {"type": "restored", "backend": sess.name, "phase": phase_id, "checked": 0, "mismatches": 0, "examples": []}
+    try:
+        with sess.backend(dataset_path=str(ds.path)) as b:
+            for op, args, expected in inputs:
+                if op == "lookup":
+                    ok = sorted(b.lookup_resources(*args)) == sorted(expected)
+                else:
+                    ok = bool(b.check(*args)) == expected
+                rec["checked"] += 1
+                if not ok:
+                    rec["mismatches"] += 1
+                    if len(rec["examples"]) < 5:
+                        rec["examples"].append({"op": op, "args": list(args)})
+    except Exception as e:  # noqa: BLE001 - a server that died is recorded, not raised
+        rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    store.append(rec)
+    if rec["mismatches"] or rec.get("error"):
+        say(f"[red]{sess.name}: after {phase_id} the dataset is not as loaded: {rec}[/red]")
+    return rec
 
 
 def down(names: list[str]) -> list[str]:

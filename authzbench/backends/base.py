@@ -61,6 +61,11 @@ class Backend(ABC):
     # the same dataset through that path (and is reported as its own row); the default path loads last,
     # so reads always run on what it loaded.
     ingest_variants: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Write amplification: a backend whose write paths add what each write/delete wrote (rows, documents,
+    # permission entries) to `rows_touched` sets counts_rows; the runner reads the difference around each
+    # write. A backend that does not count shows "n/a", never 0.
+    counts_rows: ClassVar[bool] = False
+    rows_touched: int = 0
 
     def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:
         # endpoint: connection settings from the provisioner (dsn, url, host, port, credentials...)

@@ -79,6 +79,7 @@ class _TimedBulk:
 
 class ElasticsearchBackend(Backend):
     name: ClassVar[str] = "elasticsearch"
+    counts_rows = True
     # parallel_bulk: 3 threads x 250 documents (~170 KB per request on baseline). Baseline on a freshly
     # started node (cold JIT), load + build, on the shared 2-core machine: 3x250 31-44k rels/s, 2x250
     # 25-40k, 3x500 24-35k, 2x500 17-38k, 4x1000 31k; the node's CPU is the limit. options: bulk_docs,
@@ -419,6 +420,7 @@ class ElasticsearchBackend(Backend):
                 (_op, res), = it.items()
                 if res["status"] in (200, 201):
                     written += 1
+                    self.rows_touched += 1  # documents rewritten
                 elif res["status"] == 409:
                     pending.append(int(res["_id"]))
                 else:

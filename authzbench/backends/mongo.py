@@ -47,6 +47,7 @@ def _check_perm(perm: str) -> None:
 
 class MongoBackend(Backend):
     name: ClassVar[str] = "mongo"
+    counts_rows = True
     batch_docs: ClassVar[int] = 2000  # documents per unordered insert_many (pymongo splits at 48 MB anyway)
     lookup_batch: ClassVar[int] = 10000  # ids per cursor batch: the heaviest baseline user's lookup in 1-2 batches
 
@@ -254,6 +255,7 @@ class MongoBackend(Backend):
             ends = {"object": o, "subject": s}
             # upsert on insert: an id seen for the first time (e.g. the runner's scratch users) gets a document
             self.db[coll].update_one({"_id": ends[id_side]}, {op: {field: ends[val_side]}}, upsert=insert)
+            self.rows_touched += 1
         if insert:
             res_filters = self._resource_filters(rc)
         user_filter = self._user_filter(rc)
@@ -335,6 +337,7 @@ class MongoBackend(Backend):
         update is its own command (~2 ms each)."""
         if not ops:
             return
+        self.rows_touched += len(ops)  # document updates
         if not self.ferretdb:
             from pymongo import UpdateOne
 

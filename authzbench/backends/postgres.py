@@ -73,6 +73,7 @@ class PostgresBackend(Backend):
     name: ClassVar[str] = "postgres"
     models = frozenset({"rebac", "social"})
     engine: ClassVar[str] = "PostgreSQL"
+    counts_rows = True
     batch_rows: ClassVar[int] = 65536  # rows per COPY statement (one timed batch)
     lookup_chunk: ClassVar[int] = 1024  # rows per streamed chunk of a lookup
     schema_file: ClassVar[Path] = SCHEMA_FILE  # a dialect subclass (CockroachDB) points at its own DDL
@@ -206,7 +207,7 @@ class PostgresBackend(Backend):
             stmt = sql.SQL("DELETE FROM {} WHERE {} = %s AND {} = %s").format(
                 table, sql.Identifier(obj_col), sql.Identifier(sub_col))
         if rel.relation not in GROUP_RELATIONS or self.model == "social":
-            self.conn.execute(stmt, (rel.object, rel.subject))
+            self.rows_touched += self.conn.execute(stmt, (rel.object, rel.subject)).rowcount
             return
         # A group edge changes membership of its group (the parent, for group_child) and of every
         # ancestor; recompute those groups in the same transaction. The advisory lock serializes
@@ -216,12 +217,12 @@ class PostgresBackend(Backend):
         with self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('authzbench.group_membership'))")
             if insert:
-                self.conn.execute(stmt, (rel.object, rel.subject))
+                self.rows_touched += self.conn.execute(stmt, (rel.object, rel.subject)).rowcount
             groups = [r[0] for r in self.conn.execute(self.sql["affected_groups"][0], {"groups": [rel.object]})]
             if not insert:
-                self.conn.execute(stmt, (rel.object, rel.subject))
-            for s in self.sql["refresh_membership"]:
-                self.conn.execute(s, {"groups": groups})
+                self.rows_touched += self.conn.execute(stmt, (rel.object, rel.subject)).rowcount
+            for s in self.sql["refresh_membership"]:  # closure rows deleted and re-inserted
+                self.rows_touched += max(0, self.conn.execute(s, {"groups": groups}).rowcount)
 
     def baseline_roundtrip(self) -> None:
         self.conn.execute("SELECT 1").fetchone()

@@ -1,7 +1,8 @@
 """The oracle behind the Backend interface: an in-process backend that needs no server.
 
 It proves the runner and the report end to end, and it is the yardstick for the harness itself.
-Writes are kept in a per-process overlay (mixed workloads only write scratch users).
+Writes are kept in a per-process overlay: user ACL edges in a set (the mixed workload's scratch writes),
+any other edge in the simple evaluator built on the first such write (the write scenarios).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Iterable
 from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
-from authzbench.model import Relationship
+from authzbench.evaluator import SimpleEvaluator
+from authzbench.model import REBAC_RELATIONS, Relationship
 from authzbench.social_oracle import oracle_for
 
 PERM_OF = {"resource_viewer_user": "view", "resource_manager_user": "manage"}
@@ -28,6 +30,8 @@ class ReferenceBackend(Backend):
             raise UserError("the reference backend needs options['dataset_path']")
         self.oracle = oracle_for(Dataset.open(path))
         self.added: set[tuple[int, str, int]] = set()
+        self.dataset_path = path
+        self.ev: SimpleEvaluator | None = None  # built on the first structural write
         self.delay_s = float(self.options.get("delay_s", 0.0))
 
     def server_info(self) -> ServerInfo:
@@ -49,18 +53,34 @@ class ReferenceBackend(Backend):
             time.sleep(self.delay_s)
         if (user, perm, resource) in self.added or (perm == "view" and (user, "manage", resource) in self.added):
             return True
+        if self.ev is not None:
+            return self.ev.check(user, perm, resource)
         return self.oracle.check(user, perm, resource)
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        base = self.oracle.lookup_resources(user, perm) if user < self.oracle.n_users else []
+        if self.ev is not None:
+            base = self.ev.lookup_resources(user, perm)
+        else:
+            base = self.oracle.lookup_resources(user, perm) if user < self.oracle.n_users else []
         extra = {r for (u, p, r) in self.added if u == user and (p == perm or perm == "view")}
         return sorted(set(base) | extra) if extra else base
 
     def write(self, rel: Relationship) -> None:
-        self.added.add((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))
+        if rel.relation in PERM_OF or rel.relation not in REBAC_RELATIONS:  # social: scratch followers
+            self.added.add((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))
+        else:
+            self._evaluator().add(*rel)
 
     def delete(self, rel: Relationship) -> None:
-        self.added.discard((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))
+        if rel.relation in PERM_OF or rel.relation not in REBAC_RELATIONS:
+            self.added.discard((rel.subject, PERM_OF.get(rel.relation, "view"), rel.object))
+        else:
+            self._evaluator().remove(*rel)
+
+    def _evaluator(self) -> SimpleEvaluator:
+        if self.ev is None:
+            self.ev = SimpleEvaluator.from_dataset(Dataset.open(self.dataset_path))
+        return self.ev
 
     def footprint(self) -> int:
         keys = getattr(self.oracle, "keys", {})
@@ -68,6 +88,7 @@ class ReferenceBackend(Backend):
 
     def drop(self) -> None:
         self.added.clear()
+        self.ev = None
 
 
 class NoopBackend(ReferenceBackend):

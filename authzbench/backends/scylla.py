@@ -47,6 +47,7 @@ def _ser_int(a: np.ndarray) -> list[bytes]:
 
 class ScyllaBackend(Backend):
     name: ClassVar[str] = "scylla"
+    counts_rows = True
     # Unlogged batches of <= 100 rows, all in one partition: one mutation per batch on the replica
     # (~2-3 KiB, under the default 5 KiB batch-size warning). Baseline, 11.0M permission rows, 48 in
     # flight, on the shared 2-core machine: 50 rows 39.8k rows/s (26.8k under heavier load), 100 rows
@@ -312,6 +313,7 @@ class ScyllaBackend(Backend):
             stmts.append(("INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)" if insert else
                           "DELETE FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ? AND object = ?",
                           (rel.relation, s, o)))
+        self.rows_touched += len(stmts)
         if insert:
             self._execute_all(stmts)  # then compute the affected pairs with the edge present
             resources, users = self._affected(rel.relation, o, s)
@@ -365,6 +367,7 @@ class ScyllaBackend(Backend):
                 old = None if u not in current else "manage" if current[u] else "view"
                 if new != old:
                     stmts += _pair_statements(r, u, new)
+        self.rows_touched += len(stmts)  # each statement writes (or deletes) one permission row
         self._execute_all(stmts)
 
     def _execute_all(self, stmts: list[tuple[str, tuple]]) -> list[list[tuple]]:

@@ -112,6 +112,7 @@ def encode_relationships(d: RelationDef, objects: Iterable[int], subjects: Itera
 class SpiceDBBackend(Backend):
     name: ClassVar[str] = "spicedb-pg"
     models = frozenset({"rebac", "social"})
+    counts_rows = True
     # Relationships per ImportBulkRelationships message (options["import_batch"] overrides).
     # Measured on baseline, see the commit that set it.
     # The reference suite loaded with WriteRelationships: measured too, so the report shows both paths.
@@ -373,6 +374,7 @@ class SpiceDBBackend(Backend):
             operation=op, relationship=self._rel(d, str(rel.object), str(rel.subject)))]), timeout=self.timeout,
             metadata=self._md)
         self.token = resp.written_at
+        self.rows_touched += 1  # one relationship; SpiceDB computes permissions at read time
 
     def write(self, rel: Rel) -> None:
         self._update(rel, RelationshipUpdate.OPERATION_TOUCH)

@@ -60,6 +60,10 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
             ok = sum(r["ops"] for r in ivs)
             n_err, n_to = sum(errors.values()), sum(r["timeouts"] for r in ivs)
             checked = sum(r["checked"] for r in ivs)
+            extra: dict[str, int] = {}  # kind-specific counters: summed, or the largest for *_max
+            for r in ivs:
+                for k, v in (r.get("extra") or {}).items():
+                    extra[k] = max(extra.get(k, 0), v) if k.endswith("_max") else extra.get(k, 0) + v
             rows.append({
                 "phase": phase, "backend": st["backend"], "scenario": st["scenario"], "kind": kind,
                 "mode": st["mode"], "concurrency": st["concurrency"], "repeat": st["repeat"],
@@ -77,7 +81,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "late": sum(r["late"] for r in ivs),
                 "warmup_ops": (end or {}).get("warmup_ops", 0),
                 "scheduled": (end or {}).get("scheduled"), "dropped": (end or {}).get("dropped", 0),
-                "hists": [r["hist"] for r in ivs],
+                "hists": [r["hist"] for r in ivs], "extra": extra,
             })
     return pd.DataFrame(rows)
 

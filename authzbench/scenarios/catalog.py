@@ -174,6 +174,19 @@ def _social_sampler(mix, name: str) -> Sampler:
     return sample
 
 
+def _write_sampler(kind: str) -> Sampler:
+    def sample(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+        from authzbench.scenarios.writes import sample_write_ops
+
+        return [("structural", op, None) for op in sample_write_ops(ds, kind, n)]
+
+    return sample
+
+
+# Write scenarios: each op is a grant and its revocation (2 timed writes plus visibility polling), so
+# fewer ops than a check phase; a precomputed backend's hierarchy write can touch thousands of rows.
+_WRITE = dict(iterations=200, warmup=4, timeout_s=30.0, max_seconds=120.0)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -195,6 +208,19 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
                  "open or closed loop.", sample_mixed_reads, iterations=4000, warmup=100),
         Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),
+        Scenario("write_membership", "write", "Add a scratch user to a group, then remove them: the groups "
+                 "reaching the most resources and with the most members included.", _write_sampler("membership"),
+                 **_WRITE),
+        Scenario("write_hierarchy", "write", "Attach a group (a scratch group holding a big real group) under a "
+                 "parent, then detach it; parents reaching the most resources included.",
+                 _write_sampler("hierarchy"), **_WRITE),
+        Scenario("write_org_admin", "write", "Grant org admin, then revoke it (reaches every resource of the "
+                 "org).", _write_sampler("org_admin"), **_WRITE),
+        Scenario("write_acl", "write", "Add a user to one resource's ACL, then remove them (the mixed "
+                 "workload's write, for contrast).", _write_sampler("acl"), **_WRITE),
+        Scenario("revoke_then_check", "write", "Revoke access a user had (through a membership, or a direct "
+                 "ACL) and check as soon as the write returns: stale allows are counted.",
+                 _write_sampler("revoke"), **_WRITE),
         Scenario("social_roundtrip", "roundtrip", "A trivial request on the same connection.", sample_roundtrip,
                  model="social"),
         Scenario("social_view_content", "check", "Can the user see a piece of content (owner, public or "
@@ -220,6 +246,9 @@ DEFAULT_SCENARIOS_BY_MODEL = {
 # Writes of the mixed workloads touch only scratch subjects (ids past the dataset's users), so every
 # read answer stays checkable against the oracle: (relation, object type whose ids are drawn).
 SCRATCH_WRITES = {"rebac": ("resource_viewer_user", "resource"), "social": ("user_follower", "user")}
+
+
+WRITE_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op == "write"]
 
 
 def scenario(name: str) -> Scenario:

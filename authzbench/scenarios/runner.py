@@ -28,6 +28,7 @@ import numpy as np
 from authzbench.backends.registry import load_symbol
 from authzbench.metrics import encode, new_histogram
 from authzbench.model import Relationship
+from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_write, run_write_op
 
 FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
 
@@ -51,6 +52,9 @@ class PhaseSpec:
     repeat: int = 0
     interval_s: float = 1.0
     max_examples: int = 5
+    write_kind: str = "acl"  # mixed: which edge the writes change (see scenarios/writes.py MIXED_WRITES)
+    write_targets: dict[str, list[int]] = field(default_factory=dict)  # mixed: object ids per write kind
+    visibility_bound_s: float = VISIBILITY_BOUND_S  # write scenarios: never visible within this = an error
 
     @property
     def phase_id(self) -> str:
@@ -127,7 +131,7 @@ class _Kind:
     """Per op kind (check, lookup, write, ...) interval counters."""
 
     __slots__ = ("hist", "ops", "errors", "timeouts", "mismatches", "examples", "results", "duplicates",
-                 "checked", "late")
+                 "checked", "late", "extra")
 
     def __init__(self) -> None:
         self.hist = new_histogram()
@@ -140,11 +144,62 @@ class _Kind:
         self.duplicates = 0
         self.checked = 0
         self.late = 0
+        self.extra: dict[str, int] = {}  # kind-specific counters (writes: rows touched, stale reads...)
 
     def payload(self) -> dict:
         return {"hist": encode(self.hist), "ops": self.ops, "errors": self.errors, "timeouts": self.timeouts,
                 "mismatches": self.mismatches, "examples": self.examples, "results": self.results,
-                "duplicates": self.duplicates, "checked": self.checked, "late": self.late}
+                "duplicates": self.duplicates, "checked": self.checked, "late": self.late, "extra": self.extra}
+
+
+class _WriteRecorder:
+    """What a structural write op reports (scenarios/writes.py), into the worker's interval counters:
+    kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
+    (the lag from a write's return until a check reflected it)."""
+
+    def __init__(self, kinds: dict[str, _Kind], max_examples: int) -> None:
+        self.kinds, self.max_examples = kinds, max_examples
+
+    def _kind(self, name: str) -> _Kind:
+        kd = self.kinds.get(name)
+        if kd is None:
+            kd = self.kinds[name] = _Kind()
+        return kd
+
+    def write(self, ns: int, rows: int | None) -> None:
+        kd = self._kind("write")
+        kd.ops += 1
+        kd.hist.record_value(max(1, ns // 1000))
+        if rows is not None:
+            self.count("rows", rows)
+            self.count("rows_counted")
+            kd.extra["rows_max"] = max(kd.extra.get("rows_max", 0), rows)
+
+    def visible(self, ns: int) -> None:
+        kd = self._kind("visibility")
+        kd.ops += 1
+        kd.hist.record_value(max(1, ns // 1000))
+
+    def count(self, name: str, n: int = 1) -> None:
+        extra = self._kind("write").extra
+        extra[name] = extra.get(name, 0) + n
+
+    def read(self, ok: bool, example: dict | None = None) -> None:
+        kd = self._kind("write")
+        kd.checked += 1
+        if not ok:
+            kd.mismatches += 1
+            self.example(example or {})
+
+    def never_visible(self, example: dict) -> None:
+        kd = self._kind("write")
+        kd.errors["NeverVisible"] = kd.errors.get("NeverVisible", 0) + 1
+        self.example(example)
+
+    def example(self, ex: dict) -> None:
+        kd = self._kind("write")
+        if len(kd.examples) < self.max_examples:
+            kd.examples.append(ex)
 
 
 def _is_timeout(e: BaseException) -> bool:
@@ -187,6 +242,17 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
             if stop.is_set():
                 break
             inp = inputs[k % len(inputs)]
+            if inp[0] == "structural":  # times its own steps: write, visibility, undo
+                try:
+                    run_write_op(backend, inp[1], _WriteRecorder(kinds, spec.max_examples), spec.visibility_bound_s)
+                except Exception as e:  # noqa: BLE001 - counted like any failed op
+                    errs = _WriteRecorder(kinds, spec.max_examples)._kind("write").errors
+                    errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
+                if time.perf_counter() >= next_flush:
+                    out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+                    kinds = {}
+                    next_flush = time.perf_counter() + spec.interval_s
+                continue
             if due is not None:
                 intended = t0 + float(due[i])
                 i += 1
@@ -254,8 +320,7 @@ def _timed_call(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Any, B
             if pending and state["rng"].random() < 0.5:
                 backend.delete(pending.pop())
             else:
-                rel = Relationship(spec.scratch_relation, int(state["rng"].integers(0, spec.n_resources)),
-                                   state["scratch"])
+                rel = mixed_write(spec, state["rng"], state["scratch"])
                 backend.write(rel)
                 pending.append(rel)
             return "write", None, None

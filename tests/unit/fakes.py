@@ -54,3 +54,51 @@ class FailingBackend(_Counting):
             self.n += 1
             raise ConnectionResetError("server went away")
         return super().check(user, perm, resource)
+
+
+class LaggyBackend(ReferenceBackend):
+    """Applies every write and delete `lag_s` after it returned, as an asynchronous engine would."""
+
+    name = "laggy"
+
+    def connect(self) -> None:
+        super().connect()
+        self.lag_s = float(self.options.get("lag_s", 0.05))
+        self.queue: list[tuple[float, str, object]] = []
+
+    def _due(self) -> None:
+        now = time.perf_counter()
+        while self.queue and self.queue[0][0] <= now:
+            _, op, rel = self.queue.pop(0)
+            (super().write if op == "write" else super().delete)(rel)
+
+    def write(self, rel) -> None:
+        self.queue.append((time.perf_counter() + self.lag_s, "write", rel))
+
+    def delete(self, rel) -> None:
+        self.queue.append((time.perf_counter() + self.lag_s, "delete", rel))
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        self._due()
+        return super().check(user, perm, resource)
+
+
+class IgnoresRevocationBackend(ReferenceBackend):
+    """Never applies a delete: a revoked user keeps access."""
+
+    name = "ignores-revocation"
+
+    def delete(self, rel) -> None:
+        return None
+
+
+class GenerousBackend(ReferenceBackend):
+    """After any write, a scratch user (id past the dataset's) can view every resource: a wrong answer
+    under every state, not a stale one."""
+
+    name = "generous"
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        if perm == "view" and user >= self.oracle.n_users and (self.added or self.ev is not None):
+            return True
+        return super().check(user, perm, resource)

@@ -1,0 +1,233 @@
+"""Structural writes: what keeping permissions fresh costs, and how stale answers get.
+
+A write op grants (or, for revoke_then_check, revokes) access through one kind of edge, then checks
+until a probe reflects it (visibility lag), then undoes it the same way (a revocation: a probe still
+allowed after it returned is a stale allow). Every op writes only scratch entities (users and groups
+with ids past the dataset's), each op its own, so concurrent workers never touch each other's probes
+and every read of the phase stays checkable; the expected answers of each op are worked out by the
+simple evaluator (`evaluator.py`) following the op's writes, not by the code being measured.
+
+A hierarchy op attaches a scratch group that has a real group below it (set up untimed), so the
+timed edge carries that real group's members: its cost is a real hierarchy change's.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from authzbench.dataset import Dataset
+from authzbench.evaluator import SimpleEvaluator
+from authzbench.model import Relationship
+
+KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")
+SCRATCH_BASE = 1_000_000  # scratch ids start at n + this: far from the mixed workloads' n + worker id
+POLL_S = 0.001  # visibility is polled every 1 ms
+VISIBILITY_BOUND_S = 10.0  # never visible within this = an error of its own
+
+
+@dataclass(frozen=True)
+class WriteOp:
+    kind: str  # one of KINDS
+    setup: tuple[Relationship, ...]  # written untimed before the op (and removed after it)
+    change: Relationship  # the timed edge
+    revoke_first: bool  # revoke_then_check: the change is deleted (its grant is part of the setup)
+    probe: tuple[int, str, int]  # a check the change flips: False -> True on grant
+    control: tuple[int, str, int]  # a check whose answer is worked out for both states
+    control_applied: bool = False  # the control's answer once the change is applied
+    control_base: bool = False  # ... and with the setup only
+
+
+# sampling ------------------------------------------------------------------------------------------
+
+def _reach(ev: SimpleEvaluator, n_res: int) -> dict[int, list[int]]:
+    """group -> resources granted to it or to any group above it (manager or viewer)."""
+    direct: dict[int, set[int]] = {}
+    for rel in ("resource_manager_group", "resource_viewer_group"):
+        for r, g in ev.rel[rel]:
+            direct.setdefault(g, set()).add(r)
+    out: dict[int, list[int]] = {}
+    for g in {g for _, g in ev.rel["group_member"] | ev.rel["group_manager"]} | set(direct):
+        seen, stack = {g}, [g]
+        while stack:
+            for p in ev.rev["group_child"][stack.pop()] - seen:
+                seen.add(p)
+                stack.append(p)
+        res = sorted(set().union(*(direct.get(x, set()) for x in seen)))
+        if res:
+            out[g] = res
+    return out
+
+
+def _hot_first(weights: dict[int, int], rng: np.random.Generator, n: int) -> list[int]:
+    """The heaviest ids first (the hotspots are always measured), then draws weighted by size."""
+    ids = sorted(weights, key=lambda k: -weights[k])
+    w = np.array([weights[i] for i in ids], dtype=float)
+    drawn = rng.choice(len(ids), size=max(0, n - 3), p=w / w.sum()) if ids else []
+    return [*ids[:3], *(ids[i] for i in drawn)][:n]
+
+
+def sample_write_ops(ds: Dataset, kind: str, n: int) -> list[WriteOp]:
+    """n write ops of `kind`, with scratch ids unique per op; expectations from the simple evaluator."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown write kind {kind!r}")
+    rng = np.random.default_rng(zlib.crc32(f"write_{kind}".encode()))
+    ev = SimpleEvaluator.from_dataset(ds)
+    n_users, n_groups, n_res = ds.entities["user"], ds.entities["group"], ds.entities["resource"]
+    reach = _reach(ev, n_res)
+    members = {g: len(ev.fwd["group_member"][g]) + len(ev.fwd["group_manager"][g]) for g in range(n_groups)}
+    org_res = _org_resources(ev)
+    # targets: the hotspots first (most resources reached, most members), then draws weighted by size
+    by_reach = _hot_first({g: len(r) for g, r in reach.items()}, rng, n)
+    by_members = _hot_first({g: members[g] for g in reach}, rng, n)
+    orgs = _hot_first({o: len(r) for o, r in org_res.items()}, rng, n)
+    big = sorted((g for g in members if members[g]), key=lambda g: -members[g])[:8]
+    ops = []
+    for k in range(n):
+        u, s = n_users + SCRATCH_BASE + k, n_groups + SCRATCH_BASE + k
+        setup: tuple[Relationship, ...] = ()
+        perm = "view"
+        if kind == "membership" or (kind == "revoke" and k % 2 == 0):
+            g = by_reach[k] if k % 2 == 0 else by_members[k]
+            change, r = Relationship("group_member", g, u), int(rng.choice(reach[g]))
+        elif kind in ("acl", "revoke"):
+            r = int(rng.integers(n_res))
+            change = Relationship("resource_viewer_user", r, u)
+        elif kind == "org_admin":
+            perm, org = "manage", orgs[k]
+            change, r = Relationship("org_admin", org, u), int(rng.choice(sorted(org_res[org])))
+        else:  # hierarchy: a scratch group holding u and a big real group, attached under a parent
+            parent = by_reach[k]
+            below = next(g for g in big[k % len(big):] + big if g not in _ancestors(ev, parent))
+            setup = (Relationship("group_member", s, u), Relationship("group_child", s, below))
+            change, r = Relationship("group_child", parent, s), int(rng.choice(reach[parent]))
+        if kind == "revoke":
+            setup = (change,)
+        rc = int(rng.integers(n_res))
+        ops.append(WriteOp(kind, setup, change, kind == "revoke", (u, perm, r), (u, "view", rc if rc != r else
+                                                                                 (r + 1) % n_res)))
+    return [_verified(op, ev) for op in ops]
+
+
+def _org_resources(ev: SimpleEvaluator) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    for r, org in ev.rel["resource_org"]:
+        out.setdefault(org, set()).add(r)
+    return out
+
+
+def _ancestors(ev: SimpleEvaluator, g: int) -> set[int]:
+    seen, stack = {g}, [g]
+    while stack:
+        for p in ev.rev["group_child"][stack.pop()] - seen:
+            seen.add(p)
+            stack.append(p)
+    return seen
+
+
+def _verified(op: WriteOp, ev: SimpleEvaluator) -> WriteOp:
+    """Apply the op to the evaluator: the probe must flip as the op says; the control's answers with the
+    setup only and with the change applied are recorded; then everything is undone."""
+    for rel in op.setup:
+        ev.add(*rel)
+    apply, undo = (ev.remove, ev.add) if op.revoke_first else (ev.add, ev.remove)
+    before, base = ev.check(*op.probe), ev.check(*op.control)
+    apply(*op.change)
+    after, applied = ev.check(*op.probe), ev.check(*op.control)
+    undo(*op.change)
+    for rel in reversed(op.setup):
+        ev.remove(*rel)
+    if before == after or after == op.revoke_first:
+        raise AssertionError(f"{op.kind} op {op.change} does not flip its probe {op.probe}: {before} -> {after}")
+    return WriteOp(op.kind, op.setup, op.change, op.revoke_first, op.probe, op.control, applied, base)
+
+
+# execution (in a worker) -------------------------------------------------------------------------------
+
+def run_write_op(backend, op: WriteOp, rec, bound_s: float = VISIBILITY_BOUND_S) -> None:
+    """Setup, the timed change, visibility, the timed undo (grants only), visibility again, teardown.
+    `rec` is the worker's recorder (runner._WriteRecorder): rec.write(ns, rows), rec.visible(ns),
+    rec.read(ok, example), rec.count(name), rec.never_visible(example)."""
+    for rel in op.setup:
+        backend.write(rel)
+    try:
+        if op.revoke_first:
+            _await(backend, op.probe, True, bound_s, None, rec)  # the grant is visible before it is revoked
+            _timed_change(backend, op, insert=False, rec=rec, bound_s=bound_s)
+        else:
+            _timed_change(backend, op, insert=True, rec=rec, bound_s=bound_s)
+            _timed_change(backend, op, insert=False, rec=rec, bound_s=bound_s)
+    finally:  # a revoked grant is deleted again: harmless, and it cleans up after a failed op too
+        for rel in reversed(op.setup):
+            backend.delete(rel)
+
+
+def _timed_change(backend, op: WriteOp, *, insert: bool, rec, bound_s: float) -> None:
+    rows0 = backend.rows_touched
+    t0 = time.perf_counter_ns()
+    (backend.write if insert else backend.delete)(op.change)
+    t1 = time.perf_counter_ns()
+    rec.write(t1 - t0, backend.rows_touched - rows0 if backend.counts_rows else None)
+    _await(backend, op.probe, insert, bound_s, t1, rec)
+    want = op.control_applied if insert != op.revoke_first else op.control_base
+    rec.read(backend.check(*op.control) == want, {"op": op.kind, "control": list(op.control), "expected": want,
+                                                   "after": "grant" if insert else "revoke"})
+
+
+def _await(backend, probe: tuple[int, str, int], want: bool, bound_s: float, t1: int | None, rec) -> None:
+    """Check until the probe answers `want`. With t1 (the write's return): the lag from t1 to the start of
+    the first check that reflects the write is recorded; earlier answers are stale reads (the state
+    before the write), and a revocation whose first check still allows is a stale allow."""
+    start = time.perf_counter_ns()
+    first = True
+    while True:
+        began = time.perf_counter_ns()
+        got = bool(backend.check(*probe))
+        if got == want:
+            if t1 is not None:
+                rec.read(True)
+                rec.visible(max(0, began - t1))
+            return
+        if t1 is not None:  # the answer of the state before the write: stale, not wrong
+            rec.count("stale_reads")
+            if first and not want:
+                rec.count("stale_allows")
+        first = False
+        if time.perf_counter_ns() - start > bound_s * 1e9:
+            rec.never_visible({"probe": list(probe), "want": want, "never_visible_within_s": bound_s})
+            return
+        time.sleep(POLL_S)
+
+
+# mixed --write-kind ---------------------------------------------------------------------------------
+# The edge a mixed workload's writes change. Subjects are scratch (a user past the dataset's, for
+# hierarchy an empty scratch group), so no read of the phase changes answer and every one stays checked;
+# the cost of a hierarchy change that carries real members is what `write_hierarchy` measures.
+MIXED_KINDS = ("acl", "membership", "hierarchy", "org_admin", "realistic")
+REALISTIC_MIX = (("acl", 0.70), ("membership", 0.25), ("hierarchy", 0.04), ("org_admin", 0.01))
+MIXED_RELATION = {"membership": "group_member", "hierarchy": "group_child", "org_admin": "org_admin"}
+
+
+def mixed_targets(ds: Dataset) -> dict[str, list[int]]:
+    """Objects a mixed write may attach a scratch subject to: every group, parent group and org."""
+    return {"membership": list(range(ds.entities["group"])), "hierarchy": list(range(ds.entities["group"])),
+            "org_admin": list(range(ds.entities["organization"])),
+            "scratch_group": [ds.entities["group"] + SCRATCH_BASE // 2]}
+
+
+def mixed_write(spec, rng: np.random.Generator, scratch_user: int) -> Relationship:
+    """One write of a mixed phase (spec: runner.PhaseSpec), for the worker's scratch user."""
+    kind = spec.write_kind
+    if kind == "realistic":
+        kinds, weights = zip(*REALISTIC_MIX, strict=True)
+        kind = kinds[int(rng.choice(len(kinds), p=np.array(weights) / sum(weights)))]
+    if kind == "acl":
+        return Relationship(spec.scratch_relation, int(rng.integers(0, spec.n_resources)), scratch_user)
+    targets = spec.write_targets[kind]
+    obj = int(targets[int(rng.integers(len(targets)))])
+    if kind == "hierarchy":  # the worker's own scratch group
+        return Relationship("group_child", obj, spec.write_targets["scratch_group"][0] + scratch_user - spec.scratch_user)
+    return Relationship(MIXED_RELATION[kind], obj, scratch_user)

@@ -1,0 +1,94 @@
+"""The structural-write mechanism against fakes: lag shows as visibility lag, an ignored revocation as stale
+allows, a wrong answer as a mismatch, a write never visible as an error (and not a hang)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from authzbench.evaluator import SimpleEvaluator
+from authzbench.generator import generate
+from authzbench.metrics import merge, summarize
+from authzbench.report.data import phase_table
+from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.scenarios.writes import KINDS, sample_write_ops
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+
+
+def _run(ds, scenario: str, cls: str = "ReferenceBackend", n: int = 12, concurrency: int = 2, **opts):
+    module = "authzbench.backends.reference" if cls == "ReferenceBackend" else "tests.unit.fakes"
+    factory = BackendFactory(f"{module}:{cls}", {}, {"dataset_path": str(ds.path), **opts})
+    inputs = SCENARIOS[scenario].sampler(ds, None, n)
+    spec = PhaseSpec(cls, scenario, concurrency=concurrency, iterations=n, visibility_bound_s=0.3)
+    recs: list[dict] = []
+    res = run_phase(spec, factory, inputs, recs.append, "thread")
+    t = phase_table(recs)
+    return res, {k: t[t["kind"] == k].iloc[0] for k in t["kind"]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_write_op_flips_its_probe_in_the_simple_evaluator(tiny, kind):
+    ops = sample_write_ops(tiny, kind, 20)
+    ev = SimpleEvaluator.from_dataset(tiny)
+    users = {op.probe[0] for op in ops}
+    assert len(users) == 20 and min(users) >= tiny.entities["user"]  # scratch users, one per op
+    for op in ops:
+        for rel in op.setup:
+            ev.add(*rel)
+        before = ev.check(*op.probe)
+        (ev.remove if op.revoke_first else ev.add)(*op.change)
+        assert ev.check(*op.probe) != before
+        (ev.add if op.revoke_first else ev.remove)(*op.change)
+        for rel in reversed(op.setup):
+            ev.remove(*rel)
+
+
+def test_hotspot_groups_are_always_among_the_membership_writes(tiny):
+    ops = sample_write_ops(tiny, "membership", 10)
+    ev = SimpleEvaluator.from_dataset(tiny)
+    sizes = {g: len(ev.fwd["group_member"][g]) + len(ev.fwd["group_manager"][g]) for g in range(tiny.entities["group"])}
+    written = {op.change.object for op in ops}
+    assert max((g for g in written), key=lambda g: sizes[g]) in sorted(sizes, key=lambda g: -sizes[g])[:3]
+
+
+@pytest.mark.parametrize("scenario", WRITE_SCENARIOS)
+def test_a_consistent_backend_shows_every_write_visible_and_no_stale_allow(tiny, scenario):
+    res, k = _run(tiny, scenario)
+    w = k["write"]
+    assert res.status == "complete"
+    assert w["ops"] == (12 if scenario == "revoke_then_check" else 24)  # grant + revoke per op
+    assert w["mismatches"] == 0 and w["errors"] == 0 and w["checked"] > 0
+    assert w["extra"].get("stale_allows", 0) == 0 and k["visibility"]["ops"] == w["ops"]
+
+
+def test_a_backend_that_applies_writes_late_shows_visibility_lag(tiny):
+    _, k = _run(tiny, "write_membership", "LaggyBackend", lag_s=0.05)
+    lag = summarize(merge(k["visibility"]["hists"]))
+    assert lag.p50_ms >= 45  # the fake's 50 ms, measured from the write's return
+    assert k["write"]["extra"]["stale_reads"] > 0 and k["write"]["mismatches"] == 0
+
+
+def test_a_backend_that_ignores_a_revocation_shows_stale_allows(tiny):
+    _, k = _run(tiny, "revoke_then_check", "IgnoresRevocationBackend", n=6)
+    w = k["write"]
+    assert w["extra"]["stale_allows"] == 6
+    assert w["error_types"] == {"NeverVisible": 6}  # and the revocation never shows: an error, counted
+
+
+def test_a_backend_that_answers_wrongly_shows_mismatches(tiny):
+    _, k = _run(tiny, "write_acl", "GenerousBackend", n=6)
+    assert k["write"]["mismatches"] > 0 and k["write"]["examples"]
+
+
+def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
+    t0 = time.perf_counter()
+    res, k = _run(tiny, "write_org_admin", "LaggyBackend", n=2, concurrency=1, lag_s=60.0)
+    assert time.perf_counter() - t0 < 10  # bound 0.3 s per write: 2 ops x 2 writes
+    assert k["write"]["error_types"].get("NeverVisible") == 2  # the grants; each revocation is visible at once
+    assert res.status == "incomplete"  # every op failed: the figures describe no working backend
