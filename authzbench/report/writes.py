@@ -1,0 +1,114 @@
+"""The report's "Structural writes" section: what keeping permissions fresh costs on each backend, and how
+stale its answers get, from the write scenarios' records (scenarios/writes.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from authzbench.metrics import merge, summarize
+from authzbench.report.data import RunData
+from authzbench.scenarios.catalog import SCENARIOS
+
+
+def write_table(rd: RunData) -> pd.DataFrame:
+    """One row per (backend, write scenario, workers): write and visibility percentiles, rows touched,
+    stale reads and allows, never-visible errors and mismatches, all summed over repeats."""
+    ph = rd.phases
+    names = [n for n, s in SCENARIOS.items() if s.op == "write"]
+    if ph.empty or not ph["scenario"].isin(names).any():
+        return pd.DataFrame()
+    rows = []
+    sub = ph[ph["scenario"].isin(names)]
+    for (b, scen, c), g in sub.groupby(["backend", "scenario", "concurrency"], sort=False):
+        w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
+        ws, vs = summarize(merge(h for hs in w["hists"] for h in hs)), summarize(merge(h for hs in v["hists"] for h in hs))
+        extra: dict[str, int] = {}
+        for e in w["extra"]:
+            for k, x in e.items():
+                extra[k] = max(extra.get(k, 0), x) if k.endswith("_max") else extra.get(k, 0) + x
+        counted = extra.get("rows_counted", 0)
+        rows.append({
+            "backend": b, "scenario": scen, "concurrency": c, "ops": int(w["ops"].sum()),
+            "write_p50_ms": ws.p50_ms, "write_p95_ms": ws.p95_ms, "write_p99_ms": ws.p99_ms,
+            "vis_p50_ms": vs.p50_ms, "vis_p95_ms": vs.p95_ms, "vis_max_ms": vs.max_ms,
+            "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
+            "rows_max": extra.get("rows_max") if counted else float("nan"),
+            "stale_reads": extra.get("stale_reads", 0), "stale_allows": extra.get("stale_allows", 0),
+            "never_visible": int(sum(e.get("NeverVisible", 0) for e in w["error_types"])),
+            "errors": int(w["errors"].sum()), "mismatches": int(w["mismatches"].sum()),
+            "checked": int(w["checked"].sum()),
+        })
+    return pd.DataFrame(rows)
+
+
+def restored_table(rd: RunData) -> pd.DataFrame:
+    rows = [r for r in rd.records if r.get("type") == "restored"]
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    return df.groupby("backend", sort=False).agg(phases=("phase", "size"), checked=("checked", "sum"),
+                                                  mismatches=("mismatches", "sum")).reset_index()
+
+
+def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
+    """Write p95 and visibility p95 per backend and write kind, log scale."""
+    if df.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    one = df[df["concurrency"] == df["concurrency"].min()]
+    piv = one.pivot_table(index="backend", columns="scenario", values=["write_p95_ms", "vis_p95_ms"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
+    for ax, (col, title) in zip(axes, (("write_p95_ms", "write p95 (ms)"), ("vis_p95_ms", "visibility lag p95 (ms)")),
+                                strict=True):
+        piv[col].clip(lower=0.001).plot.bar(ax=ax)
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=20)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    path = chart_dir / "structural_writes.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
+    """Markdown of the section; `table(df, columns)` and `label(rd, backend)` are the report's formatters."""
+    df = write_table(rd)
+    if df.empty:
+        return ""
+    df["backend_l"] = [label(rd, b) for b in df["backend"]]
+    lines = ["## Structural writes", "",
+             "Each op grants access through one kind of edge (a scratch user, or for `write_hierarchy` a scratch "
+             "group holding a big real group, so the edge carries real members), then revokes it; "
+             "`revoke_then_check` revokes a grant made untimed first. Write latency is the call until the backend "
+             "acknowledged; visibility lag runs from the write's return to the start of the first check that "
+             "reflected it (polled every 1 ms, bounded at 10 s: never visible = an error). A stale read answered "
+             "the state before a write that had returned; a stale allow is a revocation whose first check still "
+             "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
+             "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
+             "following every write.", ""]
+    lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
+        "scenario": "Write kind", "backend_l": "Backend", "concurrency": "Workers", "ops": "Writes",
+        "write_p50_ms": "Write p50 (ms)", "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
+        "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
+        "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
+        "stale_allows": "Stale allows", "never_visible": "Never visible", "mismatches": "Mismatches"}))
+    chart = write_chart(df, out_dir / f"{run_id}-charts")
+    if chart is not None:
+        lines += ["", f"![write and visibility p95 per backend and write kind]({chart.parent.name}/{chart.name})"]
+    restored = restored_table(rd)
+    if not restored.empty:
+        restored["backend_l"] = [label(rd, b) for b in restored["backend"]]
+        lines += ["", "After every phase that wrote, a sample of checks and the anchor lookups were compared with "
+                  "the pristine oracle (every write undone):", "",
+                  table(restored, {"backend_l": "Backend", "phases": "Phases verified", "checked": "Answers compared",
+                                   "mismatches": "Differences"})]
+    return "\n".join([*lines, ""])
