@@ -277,7 +277,17 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     return failures
 
 
-def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> list[tuple[PhaseSpec, str]]:
+def _consistency_specs(cfg: BenchConfig, modes: tuple[str, ...], iters: int, common: dict) -> list[PhaseSpec]:
+    """A write scenario once more per other read consistency mode of the backend (SpiceDB: stale allows under
+    minimize_latency vs at_least_as_fresh with the write's ZedToken), at the first concurrency level. Capped
+    at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show."""
+    chosen = cfg.options.get("consistency") or (modes[0] if modes else "")
+    return [PhaseSpec(mode="closed", concurrency=cfg.concurrency[0], iterations=min(iters, 20), consistency=m,
+                      **common) for m in modes if m != chosen]
+
+
+def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
+                 modes: tuple[str, ...] = ()) -> list[tuple[PhaseSpec, str]]:
     specs = []
     for rep in range(cfg.repeat):
         for sname in cfg.scenarios:
@@ -309,6 +319,8 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> l
                 if conc_model == "thread" and c > 8:
                     continue  # in-process engines: more threads only measure the GIL
                 specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters, **common), sname))
+            if sc.op == "write":
+                specs += [(spec, sname) for spec in _consistency_specs(cfg, modes, iters, common)]
     return specs
 
 
@@ -344,7 +356,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                           "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
                           "concurrency_model": cls.concurrency})
             say(f"{name}: {info.label}")
-            for spec, sname in _phase_specs(cfg, name, ds, cls.concurrency):
+            for spec, sname in _phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
                 sc = scenario(sname)
                 if sname not in inputs_cache:
                     n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
@@ -354,7 +366,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
                 with mon:  # samples only while ops are measured, not while workers start
-                    res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
+                    mode = {"consistency": spec.consistency} if spec.consistency else {}
+                    res = run_phase(spec, sess.factory(dataset_path=str(ds.path), **mode), inputs_cache[sname],
                                     store.append, cls.concurrency, on_window=mon.window)
                 if sc.op in ("write", "mixed"):
                     verify_restored(sess, ds, oracle, store, spec.phase_id)
@@ -381,7 +394,8 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
         inputs += [scenario(n).sampler(ds, oracle, 1)[0] for n in READ_SCENARIOS if scenario(n).op == "lookup"]
     rec = {"type": "restored", "backend": sess.name, "phase": phase_id, "checked": 0, "mismatches": 0, "examples": []}
     try:
-        with sess.backend(dataset_path=str(ds.path)) as b:
+        # fully consistent: a quantized snapshot (SpiceDB) could answer from before the undo
+        with sess.backend(dataset_path=str(ds.path), consistency="fully_consistent") as b:
             for op, args, expected in inputs:
                 if op == "lookup":
                     ok = sorted(b.lookup_resources(*args)) == sorted(expected)

@@ -65,6 +65,9 @@ class Backend(ABC):
     # permission entries) to `rows_touched` sets counts_rows; the runner reads the difference around each
     # write. A backend that does not count shows "n/a", never 0.
     counts_rows: ClassVar[bool] = False
+    # Read consistency modes (option "consistency") the write scenarios measure one by one, stale allows
+    # included; empty: the backend has one (the one it promises).
+    consistency_modes: ClassVar[tuple[str, ...]] = ()
     rows_touched: int = 0
 
     def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:

@@ -113,6 +113,7 @@ class SpiceDBBackend(Backend):
     name: ClassVar[str] = "spicedb-pg"
     models = frozenset({"rebac", "social"})
     counts_rows = True
+    consistency_modes = ("minimize_latency", "at_least_as_fresh", "fully_consistent")
     # Relationships per ImportBulkRelationships message (options["import_batch"] overrides).
     # Measured on baseline, see the commit that set it.
     # The reference suite loaded with WriteRelationships: measured too, so the report shows both paths.

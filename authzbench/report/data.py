@@ -67,6 +67,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
             rows.append({
                 "phase": phase, "backend": st["backend"], "scenario": st["scenario"], "kind": kind,
                 "mode": st["mode"], "concurrency": st["concurrency"], "repeat": st["repeat"],
+                "consistency": st.get("consistency") or "",
                 "target_rate": st["stages"][-1][0] if st.get("stages") else None,
                 "status": end["status"] if end else "incomplete",
                 "reason": (end or {}).get("reason") or ("" if end else "run ended before this phase finished"),

@@ -21,7 +21,7 @@ def write_table(rd: RunData) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     sub = ph[ph["scenario"].isin(names)]
-    for (b, scen, c), g in sub.groupby(["backend", "scenario", "concurrency"], sort=False):
+    for (b, scen, mode, c), g in sub.groupby(["backend", "scenario", "consistency", "concurrency"], sort=False):
         w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
         ws, vs = summarize(merge(h for hs in w["hists"] for h in hs)), summarize(merge(h for hs in v["hists"] for h in hs))
         extra: dict[str, int] = {}
@@ -30,7 +30,7 @@ def write_table(rd: RunData) -> pd.DataFrame:
                 extra[k] = max(extra.get(k, 0), x) if k.endswith("_max") else extra.get(k, 0) + x
         counted = extra.get("rows_counted", 0)
         rows.append({
-            "backend": b, "scenario": scen, "concurrency": c, "ops": int(w["ops"].sum()),
+            "backend": b, "scenario": scen, "consistency": mode or "—", "concurrency": c, "ops": int(w["ops"].sum()),
             "write_p50_ms": ws.p50_ms, "write_p95_ms": ws.p95_ms, "write_p99_ms": ws.p99_ms,
             "vis_p50_ms": vs.p50_ms, "vis_p95_ms": vs.p95_ms, "vis_max_ms": vs.max_ms,
             "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
@@ -61,7 +61,7 @@ def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    one = df[df["concurrency"] == df["concurrency"].min()]
+    one = df[(df["concurrency"] == df["concurrency"].min()) & (df["consistency"] == "—")]  # the run's own mode
     piv = one.pivot_table(index="backend", columns="scenario", values=["write_p95_ms", "vis_p95_ms"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
     for ax, (col, title) in zip(axes, (("write_p95_ms", "write p95 (ms)"), ("vis_p95_ms", "visibility lag p95 (ms)")),
@@ -96,7 +96,8 @@ def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
              "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
              "following every write.", ""]
     lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
-        "scenario": "Write kind", "backend_l": "Backend", "concurrency": "Workers", "ops": "Writes",
+        "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",
+        "ops": "Writes",
         "write_p50_ms": "Write p50 (ms)", "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
         "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",

@@ -55,12 +55,14 @@ class PhaseSpec:
     write_kind: str = "acl"  # mixed: which edge the writes change (see scenarios/writes.py MIXED_WRITES)
     write_targets: dict[str, list[int]] = field(default_factory=dict)  # mixed: object ids per write kind
     visibility_bound_s: float = VISIBILITY_BOUND_S  # write scenarios: never visible within this = an error
+    consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
 
     @property
     def phase_id(self) -> str:
         load = f"c{self.concurrency}" if self.mode == "closed" else \
             f"open{self.concurrency}@{self.stages[-1][0]:g}" if self.stages else f"open{self.concurrency}"
-        return f"{self.backend}/{self.scenario}/{load}/r{self.repeat}"
+        mode = f"@{self.consistency}" if self.consistency else ""
+        return f"{self.backend}/{self.scenario}{mode}/{load}/r{self.repeat}"
 
     def scheduled_ops(self) -> int:
         return int(math.floor(cumulative_ops(self.start_rate, self.stages, self.duration_s)))
