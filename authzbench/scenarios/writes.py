@@ -51,12 +51,7 @@ def _reach(ev: SimpleEvaluator, n_res: int) -> dict[int, list[int]]:
             direct.setdefault(g, set()).add(r)
     out: dict[int, list[int]] = {}
     for g in {g for _, g in ev.rel["group_member"] | ev.rel["group_manager"]} | set(direct):
-        seen, stack = {g}, [g]
-        while stack:
-            for p in ev.rev["group_child"][stack.pop()] - seen:
-                seen.add(p)
-                stack.append(p)
-        res = sorted(set().union(*(direct.get(x, set()) for x in seen)))
+        res = sorted(set().union(*(direct.get(x, set()) for x in _ancestors(ev, g))))
         if res:
             out[g] = res
     return out
