@@ -1,0 +1,84 @@
+"""How much a figure moves by chance: the spread a difference must exceed to count as a difference.
+
+With `--repeat N` the spread of a figure is its standard deviation across the repeats. With one repeat it
+is the phase's own interval-to-interval variation (the figure recomputed per one-second slice of the
+phase), and for a percentile at least the 95% confidence half-width that its op count allows (order
+statistics: with n ops the p95 is known only between the ranks n*0.95 +- 1.96*sqrt(n*0.95*0.05)).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from authzbench.metrics import decode, merge, new_histogram
+
+Z95 = 1.96
+
+
+def min_ops(q: float) -> int:
+    """Ops a percentile needs before it is more than the maximum: p50 2, p95 20, p99 100."""
+    return math.ceil(1 / (1 - q / 100) - 1e-9)
+
+
+def percentile_spread(rows: pd.DataFrame, q: float) -> float:
+    """rows: the phase rows (one per repeat) of one backend, scenario, kind and load. NaN: not measurable."""
+    col = f"p{q:g}_ms"
+    if len(rows) >= 2:
+        v = rows[col].dropna().to_numpy(dtype=float)
+        return float(v.std(ddof=1)) if len(v) >= 2 else float("nan")
+    row = rows.iloc[0]
+    slots = _slot_values(tuple(row["hists"]), tuple(int(t) for t in row["iv_t"]), q)
+    slot_sd = float(np.std(slots, ddof=1)) if len(slots) >= 2 else float("nan")
+    return float(np.nanmax([slot_sd, order_stat_halfwidth(tuple(row["hists"]), q), float("-inf")]))
+
+
+def rate_spread(rows: pd.DataFrame) -> float:
+    """Spread of ops/s: across repeats, or across the phase's full one-second slices."""
+    if len(rows) >= 2:
+        return float(rows["ops_per_s"].std(ddof=1))
+    row = rows.iloc[0]
+    t = np.floor(np.asarray(row["iv_t"], dtype=float)).astype(int)
+    if len(t) == 0:
+        return float("nan")
+    per = pd.Series(np.asarray(row["iv_ops"], dtype=float)).groupby(t).sum()
+    full = per.iloc[1:-1]  # the first and last slices are partial
+    return float(full.std(ddof=1)) if len(full) >= 2 else float("nan")
+
+
+@lru_cache(maxsize=4096)
+def _slot_values(hists: tuple[str, ...], slots: tuple[int, ...], q: float) -> list[float]:
+    by_slot: dict[int, list[str]] = {}
+    for h, s in zip(hists, slots, strict=True):
+        by_slot.setdefault(s, []).append(h)
+    out = []
+    for hs in by_slot.values():
+        h = new_histogram()
+        for x in hs:
+            h.add(decode(x))
+        if h.get_total_count() >= min_ops(q):  # a slice too small for this percentile says nothing
+            out.append(h.get_value_at_percentile(q) / 1000)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def order_stat_halfwidth(hists: tuple[str, ...], q: float) -> float:
+    h = merge(hists)
+    n = h.get_total_count()
+    if n < 2:
+        return float("nan")
+    p = q / 100
+    half = Z95 * math.sqrt(n * p * (1 - p))
+    lo, hi = max(1.0, n * p - half), min(float(n), n * p + half)
+    return (h.get_value_at_percentile(100 * hi / n) - h.get_value_at_percentile(100 * lo / n)) / 2000
+
+
+def within_noise(a: float, sa: float, b: float, sb: float) -> bool:
+    """True when |a - b| is no larger than the two spreads together (an unmeasured spread counts as 0)."""
+    if a == b:
+        return True
+    s = (0.0 if math.isnan(sa) else sa) + (0.0 if math.isnan(sb) else sb)
+    return abs(a - b) <= s
