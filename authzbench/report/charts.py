@@ -110,7 +110,9 @@ def render_summary_chart(matrix: pd.DataFrame, out_dir: Path, run_id: str) -> st
     chart_dir = out_dir / f"{run_id}-charts"
     chart_dir.mkdir(parents=True, exist_ok=True)
     groups = [[c for c in matrix.columns if not c.endswith("†")], [c for c in matrix.columns if c.endswith("†")]]
-    groups = [g for g in groups if g]
+    groups = [g for g in groups if len(g) >= 2]  # a lone backend is its own best everywhere: nothing to show
+    if not groups:
+        return None
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 0.4 * len(matrix) + 1.8), squeeze=False,
                              sharey=True)
     rows = list(matrix.index)[::-1]
@@ -126,6 +128,7 @@ def render_summary_chart(matrix: pd.DataFrame, out_dir: Path, run_id: str) -> st
         ax.axvline(1, color="black", linewidth=0.8)
         ax.set_yticks(range(len(rows)), rows)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("times worse than the best (log; 1× = best)")
         ax.set_title("networked servers" if not cols[0].endswith("†") else "† apart (each against the † best)",
                      fontsize=9)

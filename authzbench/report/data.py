@@ -89,7 +89,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "scheduled": (end or {}).get("scheduled"), "dropped": (end or {}).get("dropped", 0),
                 "hists": [r["hist"] for r in ivs],
                 # per interval: seconds after the phase start and ops, for the interval-to-interval spread
-                "iv_t": [r["ts"] - st["ts"] for r in ivs], "iv_ops": [r["ops"] for r in ivs],
+                "iv_t": [r.get("ts", 0.0) - st.get("ts", 0.0) for r in ivs], "iv_ops": [r["ops"] for r in ivs],
                 "budget_s": st.get("budget_s"), "iterations": st.get("iterations"),
             })
     return pd.DataFrame(rows)

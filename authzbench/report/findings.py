@@ -306,7 +306,7 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
     best = ts[0][0].value
     parts = []
     for i, tier in enumerate(ts, 1):
-        cells = [_cell(f, d, label, best, i > 1 or f is not tier[0]) for f in tier]
+        cells = [_cell(f, d, label, best, i > 1) for f in tier]  # a tie with the best has no ratio
         if len(tier) == 1:
             parts.append(f"{i}. {cells[0]}")
         else:

@@ -168,6 +168,7 @@ def _method(rd: RunData) -> str:
         "- Every measured op is recorded (HdrHistogram, 1 µs resolution, 3 significant digits); percentiles are "
         "computed from the merged histograms, never from samples.",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
+        *_stop_rule(ph),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back. Open loop: ops "
         "are due on a fixed schedule and latency is measured from the intended start time (no coordinated "
         "omission); ops due but never started are reported as dropped.",
@@ -179,6 +180,17 @@ def _method(rd: RunData) -> str:
         "logical cores: at high concurrency the client processes compete with the server for CPU, so "
         "throughput past the core count measures the pair, not the server alone (use --provision external "
         "to put servers elsewhere).", ""])
+
+
+def _stop_rule(ph: pd.DataFrame) -> list[str]:
+    """How the budgeted phases (lookups) stop, from what the phases recorded."""
+    if ph.empty or "budget_s" not in ph or ph["budget_s"].isna().all():
+        return []
+    b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
+    scen = ", ".join(f"`{s}`" for s in dict.fromkeys(b["scenario"]))
+    return [f"- {scen} run until {int(b['iterations'].max()):,} ops or a {b['budget_s'].max():g} s time budget, "
+            "whichever comes first (so a fast lookup gets thousands of ops and a slow one still finishes); "
+            "reaching the budget is the intended stop, not an incomplete phase."]
 
 
 def _write(rd: RunData) -> str:
