@@ -32,8 +32,9 @@ def percentile_spread(rows: pd.DataFrame, q: float) -> float:
         return float(v.std(ddof=1)) if len(v) >= 2 else float("nan")
     row = rows.iloc[0]
     slots = _slot_values(tuple(row["hists"]), tuple(int(t) for t in row["iv_t"]), q)
-    slot_sd = float(np.std(slots, ddof=1)) if len(slots) >= 2 else float("nan")
-    return float(np.nanmax([slot_sd, order_stat_halfwidth(tuple(row["hists"]), q), float("-inf")]))
+    known = [x for x in (float(np.std(slots, ddof=1)) if len(slots) >= 2 else float("nan"),
+                         order_stat_halfwidth(tuple(row["hists"]), q)) if not math.isnan(x)]
+    return max(known) if known else float("nan")
 
 
 def rate_spread(rows: pd.DataFrame) -> float:

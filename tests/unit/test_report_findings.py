@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -264,3 +265,10 @@ def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_datas
     assert p.parse_args(["report", "r"]).against_reference is None  # None: on for the rebac baseline
     assert p.parse_args(["report", "r", "--no-against-reference"]).against_reference is False
     assert p.parse_args(["bench", "--against-reference"]).against_reference is True
+
+
+def test_a_figure_from_one_op_has_an_unknown_spread_not_a_negative_one():
+    from authzbench.report.noise import percentile_spread
+
+    rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
+    assert math.isnan(percentile_spread(rd.phases, 95))
