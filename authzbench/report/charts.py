@@ -11,7 +11,7 @@ import pandas as pd
 
 matplotlib.use("Agg")  # headless: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from authzbench.report.data import RunData  # noqa: E402
 
@@ -24,6 +24,7 @@ def _style(rd: RunData, b: str) -> dict:
 def _plain_ticks(ax, xs=None) -> None:
     """Log axes with plain numbers (300, 1,500), not 3×10², and ticks at the values measured."""
     plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # labels on 1-2-5 steps
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(NullFormatter())
     if xs is not None:
@@ -116,22 +117,27 @@ def render_summary_chart(matrix: pd.DataFrame, out_dir: Path, run_id: str) -> st
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 0.4 * len(matrix) + 1.8), squeeze=False,
                              sharey=True)
     rows = list(matrix.index)[::-1]
-    top = float(np.nanmax(matrix.to_numpy(dtype=float)))
+    finite = matrix.to_numpy(dtype=float)
+    top = float(np.nanmax(np.where(np.isfinite(finite), finite, np.nan)))
+    edge = max(2.0, top * 1.5)  # where "did not qualify" (no rate met the SLO: infinitely far) is drawn
     for ax, cols in zip(axes[0], groups, strict=True):
         for i, b in enumerate(cols):
             off = (i - (len(cols) - 1) / 2) * min(0.15, 0.7 / len(cols))
             vals = [matrix.loc[r, b] for r in rows]
-            ax.scatter(vals, [y + off for y in range(len(rows))], label=b, s=30, zorder=3,
-                       marker="o" if not b.endswith("†") else "D")
+            pts = ax.scatter([v if np.isfinite(v) else np.nan for v in vals], [y + off for y in range(len(rows))],
+                             label=b, s=30, zorder=3, marker="o" if not b.endswith("†") else "D")
+            out = [(edge, y + off) for y, v in enumerate(vals) if np.isinf(v)]
+            if out:
+                ax.scatter(*zip(*out, strict=True), marker="x", s=40, zorder=3, color=pts.get_facecolor()[0])
         ax.set_xscale("log")
-        ax.set_xlim(0.9, max(2.0, top * 1.5))
+        ax.set_xlim(0.9, edge * 1.2)
         ax.axvline(1, color="black", linewidth=0.8)
         ax.set_yticks(range(len(rows)), rows)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("times worse than the best (log; 1× = best)")
+        ax.set_xlabel("times worse than the best (log)\n1× = best; x at the right = did not qualify", fontsize=8)
         ax.set_title("networked servers" if not cols[0].endswith("†") else "† apart (each against the † best)",
                      fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(4, len(cols)))
     return _save(fig, chart_dir, "findings")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.report.data import RunData
-from authzbench.report.noise import min_ops, percentile_spread, rate_spread, within_noise
+from authzbench.report.noise import min_ops, overlap, percentile_bounds, rate_spread
 from authzbench.scenarios.catalog import SCENARIOS
 
 MARK = "⚠"  # a percentile from too few ops
@@ -32,6 +32,14 @@ class Figure:
     n: int | None = None  # ops the figure rests on
     q: float | None = None  # the percentile it is, for the sample-size mark
     detail: str = ""
+    text: str = ""  # shown instead of the number (e.g. "none met the SLO"); still ranked by value
+    bounds: tuple[float, float] | None = None  # where the figure could land on another run (else value ± spread)
+
+    def interval(self) -> tuple[float, float]:
+        if self.bounds is not None:
+            return self.bounds
+        s = 0.0 if math.isnan(self.spread) else self.spread  # unmeasured: taken at face value
+        return self.value - s, self.value + s
 
     @property
     def too_few(self) -> bool:
@@ -78,8 +86,9 @@ def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
     for b, g in sub.groupby("backend", sort=False):
         rows = g[g["concurrency"] == g["concurrency"].min()]
         m = _merge_repeats(rows).iloc[0]
-        out.append(Figure(b, float(m[f"p{q:g}_ms"]), percentile_spread(rows, q), int(m["ops"]), q,
-                          detail(b, rows) if detail else ""))
+        v = float(m[f"p{q:g}_ms"])
+        out.append(Figure(b, v, n=int(m["ops"]), q=q, detail=detail(b, rows) if detail else "",
+                          bounds=percentile_bounds(rows, q, v)))
     return out
 
 
@@ -177,7 +186,8 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
     for b, g in v.groupby("backend", sort=False):
         ok = g[g["verdict"] == "PASS"]
         if ok.empty:
-            figs.append(Figure(b, 0.0, detail=f"no worker count met the SLO (tried {_ints(g['concurrency'])})"))
+            figs.append(Figure(b, 0.0, text="no worker count met the SLO",
+                               detail=f"tried {_ints(g['concurrency'])} workers"))
             continue
         best = ok.loc[ok["concurrency"].idxmax()]
         figs.append(Figure(b, float(best["check_ops_per_s"]), float(best["rate_spread"]),
@@ -197,8 +207,8 @@ def open_loop(rd: RunData) -> list[Dimension]:
     figs = []
     for b, g in v.groupby("backend", sort=False):
         ok = g[g["verdict"] == "PASS"]["rate"].dropna()
-        figs.append(Figure(b, float(ok.max()) if len(ok) else 0.0,
-                           detail=f"tried {_ints(g['rate'].dropna())} ops/s" + ("" if len(ok) else "; none passed")))
+        figs.append(Figure(b, float(ok.max()) if len(ok) else 0.0, text="" if len(ok) else "no rate met the SLO",
+                           detail=f"tried {_ints(g['rate'].dropna())} ops/s"))
     return [Dimension("Under load", "Open loop: highest offered rate that met the SLO", "ops/s", True, figs,
                       anchor("slo"), "rate steps are discrete: the true limit lies between two steps",
                       summary="open-loop rate within SLO")]
@@ -280,7 +290,7 @@ def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
     out: list[list[Figure]] = []
     for f in ordered:
         lead = out[-1][0] if out else None
-        if lead is not None and within_noise(lead.value, lead.spread, f.value, f.spread):
+        if lead is not None and (lead.value == f.value or overlap(lead.interval(), f.interval())):
             out[-1].append(f)
         else:
             out.append([f])
@@ -288,7 +298,10 @@ def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
 
 
 def ratio_to_best(best: float, value: float, higher_is_better: bool) -> float:
-    """How many times worse than the best (>= 1)."""
+    """How many times worse than the best (>= 1; inf when the best is 0 and this is not, or this is 0
+    where higher is better)."""
+    if value == best:
+        return 1.0
     if higher_is_better:
         return best / value if value > 0 else float("inf")
     return value / best if best > 0 else float("inf")
@@ -316,9 +329,9 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float, show_ratio: bool) -> str:
     v = f"{MARK} " if f.too_few else ""
-    v += f"**{label(f.backend)}** {_num(f.value)} {d.unit}"
+    v += f"**{label(f.backend)}** " + (f.text or f"{_num(f.value)} {d.unit}")
     bits = []
-    if show_ratio:
+    if show_ratio and not f.text:
         r = ratio_to_best(best, f.value, d.higher_is_better)
         if math.isfinite(r):  # a best of 0 (no stale allows) has no ratio
             bits.append(f"{'÷' if d.higher_is_better else '×'}{r:.2g}")
@@ -353,10 +366,11 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              "Computed from this run's tables (each statement links to its table). Per dimension the backends "
              "are ranked best first; ×N means N times the best's figure (lower is better), ÷N the best's "
              "figure divided by N (higher is better). Backends marked † are ranked apart, never with networked "
-             "servers. Two figures whose difference is within their spread (across `--repeat` runs, or the "
-             "phase's own one-second slices and the percentile's confidence interval from its op count) are "
-             f"reported as **no clear difference**. n = ops a percentile rests on; {MARK} = fewer ops than the "
-             "percentile needs (p95: 20, p99: 100).", ""]
+             "servers. Two figures whose noise intervals overlap are reported as **no clear difference**: the "
+             "interval is the spread across `--repeat` runs or, with one run, the spread of the phase's "
+             "one-second slices (÷√slices) widened to the percentile's 95% confidence interval from its op "
+             f"count; single measurements (ingest, footprint, RSS) are taken at face value. n = ops a "
+             f"percentile rests on; {MARK} = fewer ops than the percentile needs (p95: 20, p99: 100).", ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
     group = None
@@ -388,13 +402,13 @@ def summary_matrix(rd: RunData, dims: list[Dimension]) -> pd.DataFrame:
             if not ok:
                 continue
             best = (max if d.higher_is_better else min)(f.value for f in ok)
-            for f in ok:
-                r = ratio_to_best(best, f.value, d.higher_is_better)
-                if math.isfinite(r):
-                    vals.setdefault((d.summary, f.backend), []).append(r)
+            for f in ok:  # inf (e.g. no rate met the SLO) is kept: the chart draws it at its edge
+                vals.setdefault((d.summary, f.backend), []).append(ratio_to_best(best, f.value,
+                                                                                 d.higher_is_better))
     if not vals:
         return pd.DataFrame()
-    rows = {k: float(np.exp(np.mean(np.log(v)))) for k, v in vals.items()}
+    rows = {k: float(np.exp(np.mean(np.log(v)))) if all(map(math.isfinite, v)) else math.inf
+            for k, v in vals.items()}
     s = pd.Series(rows)
     order = list(dict.fromkeys(d.summary for d in dims if d.summary))
     return s.unstack().reindex([o for o in order if o in s.index.get_level_values(0)])

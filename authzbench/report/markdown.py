@@ -189,8 +189,8 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
     b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
     scen = ", ".join(f"`{s}`" for s in dict.fromkeys(b["scenario"]))
     return [f"- {scen} run until {int(b['iterations'].max()):,} ops or a {b['budget_s'].max():g} s time budget, "
-            "whichever comes first (so a fast lookup gets thousands of ops and a slow one still finishes); "
-            "reaching the budget is the intended stop, not an incomplete phase."]
+            "whichever comes first; reaching the budget is the intended stop, not an incomplete phase (the Ops "
+            "columns say how many each got)."]
 
 
 def _write(rd: RunData) -> str:
