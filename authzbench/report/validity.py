@@ -75,10 +75,15 @@ def _shared_cores(rd: RunData, label, table) -> list[str]:
     m = m.assign(stage=m["phase"].str.split("/").str[1], load=m["phase"].str.split("/").str[2])
     g = m.groupby(["backend", "stage", "load"], sort=False).agg(
         server=("cpu_mean", "mean"), client=("client_cpu_mean", "mean")).reset_index()
-    g["share"] = g["client"] / (g["client"] + g["server"])
+    g["cell"] = [f"{c / (c + s_):.0%} ({c:.0f} / {s_:.0f})" if c + s_ > 0 else "—"
+                 for c, s_ in zip(g["client"], g["server"], strict=True)]
     g["backend"] = [label(b) for b in g["backend"]]
-    return [*lines, table(g, {"backend": "Backend", "stage": "Phase", "load": "Load", "server": "Server CPU (%)",
-                              "client": "Client CPU (%)", "share": "Client share of the CPU used"}, 2),
+    piv = g.pivot(index=["backend", "stage"], columns="load", values="cell").fillna("")
+    loads = sorted(piv.columns, key=lambda x: (not x.startswith("c"), len(x), x))  # c1, c8, c32, open...
+    piv = piv[loads].reindex(list(dict.fromkeys(zip(g["backend"], g["stage"], strict=True)))).reset_index()
+    return [*lines[:-2], lines[-2][:-1] + "; each cell: the client's share of the CPU used, then (client % / "
+            "server %) per load:", "",
+            table(piv, {"backend": "Backend", "stage": "Phase", **{x: x for x in loads}}),
             "_In-process engines (†, `thread` workers) are not listed: client and engine are one process._",
             ""]
 
@@ -108,8 +113,8 @@ def _sample_sizes(rd: RunData, label, table) -> list[str]:
              "20 ops and a p99 at least 100 before it is more than the maximum; cells resting on fewer are "
              f"marked {MARK}."]
     if not rows:
-        return [*lines, " No percentile in this run rests on too few ops.", ""]
-    return [*lines, f" {len(rows)} phase figures rest on too few ops:", "",
+        return [*lines[:-1], lines[-1] + " No percentile in this run rests on too few ops.", ""]
+    return [*lines[:-1], lines[-1] + f" {len(rows)} phase figures rest on too few ops:", "",
             table(pd.DataFrame(rows), {"phase": "Phase", "ops": "Ops", "short": "Marked percentiles"}), ""]
 
 

@@ -229,7 +229,7 @@ def test_validity_names_the_stand_ins_and_the_clients_cpu_share(tmp_path):
     assert "ScyllaDB 2025.3" in row and "stand-in" in row
     row = next(ln for ln in v.splitlines() if ln.startswith("| postgres |"))
     assert "PostgreSQL 17.2" in row and "same product, other version" in row
-    assert "Client share of the CPU used" in v and "0.38" in v  # 30 / (30 + 50)
+    assert "38% (30 / 50)" in v  # client share 30 / (30 + 50), then client % / server %
     assert "Warm-up ops" in v and "120 in all" in v  # 12 phases x 10
 
 
