@@ -247,8 +247,31 @@ def structural_writes(rd: RunData) -> list[Dimension]:
             for s in STRUCTURAL if s in present and not _closed(rd, s, "write").empty]
 
 
+GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measures ranked by growth exponent
+
+
+def size_growth(rd: RunData) -> list[Dimension]:
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.scaling), when this run ends one."""
+    try:
+        from authzbench.report import scaling
+    except ImportError:  # the size sweep's section is not in this build
+        return []
+    runs = scaling.sweep_runs(rd)
+    df = scaling.size_table(runs) if len(runs) >= 2 else pd.DataFrame()
+    out = []
+    for m in GROWTH if not df.empty else ():
+        figs = []
+        for b, g in df.groupby("backend", sort=False):
+            k = scaling.slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
+            if k is not None:
+                figs.append(Figure(b, k, detail=f"{g['relationships'].nunique()} sizes"))
+        out.append(Dimension("Growth with size", f"Growth of {scaling.MEASURES[m]} with the dataset (exponent: "
+                             "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size"))
+    return out
+
+
 DIMENSIONS: list[DimensionFn] = [ingest, structural_writes, check_latency, check_throughput, lookup_latency,
-                                 mixed_closed, open_loop, footprint, server_memory, cpu_per_1k]
+                                 mixed_closed, open_loop, footprint, server_memory, cpu_per_1k, size_growth]
 
 
 def resource_table(rd: RunData) -> pd.DataFrame:
@@ -329,7 +352,7 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float, show_ratio: bool) -> str:
     v = f"{MARK} " if f.too_few else ""
-    v += f"**{label(f.backend)}** " + (f.text or f"{_num(f.value)} {d.unit}")
+    v += f"**{label(f.backend)}** " + (f.text or f"{_num(f.value)} {d.unit}".rstrip())
     bits = []
     if show_ratio and not f.text:
         r = ratio_to_best(best, f.value, d.higher_is_better)

@@ -272,3 +272,25 @@ def test_a_figure_from_one_op_has_an_unknown_spread_not_a_negative_one():
 
     rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
     assert math.isnan(percentile_spread(rd.phases, 95))
+
+
+def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monkeypatch):
+    import sys
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    fake = types.ModuleType("authzbench.report.scaling")  # the size sweep's module lives on another branch
+    fake.MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+                     "bytes_per_rel": "bytes per relationship"}
+    fake.sweep_runs = lambda rd: [rd, rd]
+    rows = [{"backend": b, "relationships": n, "check_p95_ms": n ** k, "lookup_p95_ms": 1.0, "bytes_per_rel": 1.0}
+            for b, k in (("postgres", 0.1), ("scylla", 0.9)) for n in (1e5, 1e6)]
+    fake.size_table = lambda runs: pd.DataFrame(rows)
+    fake.slope = lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0])
+    monkeypatch.setitem(sys.modules, "authzbench.report.scaling", fake)
+    rd = two_backends(1.0, 2.0).data()
+    assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
+    text = findings.render_section(rd, str)
+    assert "### Growth with size" in text and "(#how-cost-grows-with-size)" in text
