@@ -107,12 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--results-dir", type=Path, help="default ./results or $AUTHZBENCH_RESULTS")
             p.add_argument("--report-dir", type=Path, default=Path("reports"))
             p.add_argument("--no-report", action="store_true")
+            p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
+                           help="the reference report's figures beside ours (default: on for the rebac baseline)")
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
     r.add_argument("run", nargs="?", type=Path, help="results/<run-id> (default: latest)")
     r.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="ratio of every figure")
     r.add_argument("--results-dir", type=Path)
     r.add_argument("--out", type=Path, default=Path("reports"))
+    r.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
+                   help="the reference report's figures beside ours (default: on for the rebac baseline)")
 
     for name, hlp in (("up", "start a backend's servers and leave them running"),
                       ("down", "stop servers started by prepare/up (default: all)")):
@@ -222,7 +226,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
             if not args.no_report:
                 from authzbench.report import render
 
-                path = render(store.path, args.report_dir)
+                path = render(store.path, args.report_dir, args.against_reference)
                 console.print(f"report: {path}")
     for f in failures:
         err.print(f"authzbench: error: {f}")
@@ -239,7 +243,7 @@ def _report(args: argparse.Namespace) -> int:
     else:
         from authzbench.report import render
 
-        path = render(args.run or latest_run(args.results_dir), args.out)
+        path = render(args.run or latest_run(args.results_dir), args.out, args.against_reference)
     console.print(f"report: {path}")
     return 0
 

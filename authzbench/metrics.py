@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -77,6 +78,7 @@ class Monitor:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._procs: dict[int, psutil.Process] = {}
+        self._client: dict[int, psutil.Process] = {}
         self.samples = 0
 
     def _processes(self) -> list[psutil.Process]:
@@ -96,16 +98,38 @@ class Monitor:
         if self.container_stats is not None:
             stats = self.container_stats()
             return {"cpu_percent": sum(c for c, _ in stats), "rss_bytes": sum(r for _, r in stats),
-                    "processes": len(stats)}
+                    "processes": len(stats), **self._client_cpu(set())}
         cpu, rss, n = 0.0, 0, 0
-        for p in self._processes():
+        procs = self._processes()
+        for p in procs:
             try:
                 cpu += p.cpu_percent(None)  # since this Process object's previous call
                 rss += p.memory_info().rss
                 n += 1
             except psutil.Error:
                 continue
-        return {"cpu_percent": cpu, "rss_bytes": rss, "processes": n} if n else None
+        return {"cpu_percent": cpu, "rss_bytes": rss, "processes": n,
+                **self._client_cpu({p.pid for p in procs})} if n else None
+
+    def _client_cpu(self, server_pids: set[int]) -> dict:
+        """CPU of this benchmark process and its workers (server processes it started excluded): how much of
+        the shared cores the client took. Nothing when the server runs inside this process (chdb)."""
+        me = os.getpid()
+        if me in server_pids:
+            return {}
+        cpu = 0.0
+        try:
+            tree = [psutil.Process(me), *psutil.Process(me).children(recursive=True)]
+        except psutil.Error:
+            return {}
+        for p in tree:
+            if p.pid in server_pids:
+                continue
+            try:
+                cpu += self._client.setdefault(p.pid, p).cpu_percent(None)
+            except psutil.Error:
+                continue
+        return {"client_cpu_percent": cpu}
 
     def _emit(self) -> None:
         with self._lock:

@@ -299,6 +299,7 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
             rel, obj_type = SCRATCH_WRITES[ds.model]
             common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
                           max_seconds=sc.max_seconds, repeat=rep, n_resources=ds.entities[obj_type],
+                          budget_s=sc.budget_s * cfg.iterations_scale if sc.budget_s else None,
                           scratch_user=ds.entities["user"], scratch_relation=rel)
             if sc.op == "mixed":
                 common["write_share"] = cfg.write_share

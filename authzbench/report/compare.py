@@ -24,6 +24,7 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
             both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]
         lines += ["## Reads", "", table(both, {
             "backend": "Backend", "scenario": "Scenario", "kind": "Op", "concurrency": "Workers",
+            "ops_a": "Ops A", "ops_b": "Ops B",
             "p50_ms_a": "p50 A (ms)", "p50_ms_b": "p50 B (ms)", "p50_ms_ratio": "p50 B/A",
             "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A", "ops_per_s_ratio": "ops/s B/A",
             "mismatches_b": "Mismatches B"})]

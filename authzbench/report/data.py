@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -23,17 +24,27 @@ class RunData:
     monitor: pd.DataFrame = field(default_factory=pd.DataFrame)
     servers: dict[str, dict] = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
+    monitor_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per monitored phase
+
+    def comparable(self, backend: str) -> bool:
+        """False for † figures (embedded engine, wire-compatible stand-in, in-process oracle)."""
+        s = self.servers.get(backend)
+        return bool(s["info"].get("comparable", True)) if s else True
 
 
 def load_run(path: Path) -> RunData:
     store = RunStore.open(path)
-    recs = list(store.records())
-    rd = RunData(path, store.manifest(), recs)
+    return from_records(path, store.manifest(), list(store.records()))
+
+
+def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
+    rd = RunData(path, manifest, recs)
     rd.servers = {r["backend"]: r for r in recs if r["type"] == "server"}
     rd.errors = [r for r in recs if r["type"] == "backend_error"]
     rd.phases = phase_table(recs)
     rd.ingest = ingest_table(recs)
     rd.monitor = monitor_table(recs)
+    rd.monitor_phases = monitor_phase_table(recs)
     return rd
 
 
@@ -50,8 +61,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
         kinds = sorted({k for (p, k) in groups if p == phase}) or [None]
         for kind in kinds:
             ivs = groups.get((phase, kind), [])
-            h = merge(r["hist"] for r in ivs)
-            s = summarize(h)
+            s = merged_summary([r["hist"] for r in ivs])
             errors: dict[str, int] = {}
             for r in ivs:
                 for k, v in r["errors"].items():
@@ -83,6 +93,9 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "warmup_ops": (end or {}).get("warmup_ops", 0),
                 "scheduled": (end or {}).get("scheduled"), "dropped": (end or {}).get("dropped", 0),
                 "hists": [r["hist"] for r in ivs], "extra": extra,
+                # per interval: seconds after the phase start and ops, for the interval-to-interval spread
+                "iv_t": [r.get("ts", 0.0) - st.get("ts", 0.0) for r in ivs], "iv_ops": [r["ops"] for r in ivs],
+                "budget_s": st.get("budget_s"), "iterations": st.get("iterations"),
             })
     return pd.DataFrame(rows)
 
@@ -113,6 +126,19 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
     return df.drop_duplicates(["backend", "variant"], keep="last") if not df.empty else df
 
 
+def monitor_phase_table(recs: list[dict]) -> pd.DataFrame:
+    """Per monitored phase: server CPU mean, RSS max, and the client processes' CPU mean when recorded."""
+    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": r["rss_bytes"],
+             "client_cpu": r.get("client_cpu_percent", float("nan"))} for r in recs if r["type"] == "monitor"]
+    if not rows:
+        return pd.DataFrame(columns=["backend", "phase", "cpu_mean", "rss_max_mb", "client_cpu_mean", "samples"])
+    g = pd.DataFrame(rows).groupby(["backend", "phase"], sort=False)
+    out = g.agg(cpu_mean=("cpu", "mean"), rss_max=("rss", "max"), client_cpu_mean=("client_cpu", "mean"),
+                samples=("cpu", "size")).reset_index()
+    out["rss_max_mb"] = out.pop("rss_max") / 2**20
+    return out
+
+
 def monitor_table(recs: list[dict]) -> pd.DataFrame:
     rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": r["rss_bytes"]}
             for r in recs if r["type"] == "monitor"]
@@ -131,6 +157,13 @@ def monitor_table(recs: list[dict]) -> pd.DataFrame:
 
 
 def merged_summary(hists: list[str]):
+    return _merged_summary(tuple(hists))
+
+
+@lru_cache(maxsize=8192)
+def _merged_summary(hists: tuple[str, ...]):
+    # The same phases are summarized by several sections (tables, findings, reference); hdrh's mean
+    # walks every bucket in Python (~0.1 s per histogram), so each merge is computed once.
     return summarize(merge(hists))
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import writes
-from authzbench.report.charts import render_charts
+from authzbench.report import findings, reference, validity, writes
+from authzbench.report.charts import render_charts, render_summary_chart
 from authzbench.report.data import RunData, cv, load_run, merged_summary
+from authzbench.report.findings import anchor
+from authzbench.report.noise import rate_spread
 from authzbench.scenarios.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -47,25 +49,43 @@ def _label(rd: RunData, backend: str) -> str:
     return f"{backend}{mark}"
 
 
-def render(run_path: Path, out_dir: Path) -> Path:
+def _anchor(name: str) -> str:
+    """An explicit link target before a table (the Findings link to it)."""
+    return f'<a id="{anchor(name)}"></a>\n'
+
+
+def _marked(df: pd.DataFrame, n_col: str = "ops") -> pd.DataFrame:
+    return validity.mark_percentiles(df, _fmt, n_col)
+
+
+def render(run_path: Path, out_dir: Path, against_reference: bool | None = None) -> Path:
+    """against_reference None: on for the rebac baseline (reference.default_on)."""
     rd = load_run(run_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     run_id = rd.manifest["run_id"]
-    charts = render_charts(rd, out_dir, run_id)
+    charts = render_charts(rd, out_dir, run_id, slo_verdicts(rd), _slo(rd))
+    dims = findings.compute(rd)
+    matrix = findings.summary_matrix(rd, dims)
+    matrix.columns = [_label(rd, b) for b in matrix.columns]
+    summary = render_summary_chart(matrix, out_dir, run_id)
     md = [f"# authzbench report — run `{run_id}`\n"]
     md.append(_summary_intro(rd))
+    md.append(findings.render_section(rd, lambda b: _label(rd, b), summary, dims))
     md.append(_environment(rd))
     md.append(_dataset(rd))
     md.append(_method(rd))
     md.append(_write(rd))
     md.append(_monitor(rd, "ingest", "Monitor summary during ingest"))
     md.append(_reads(rd, charts))
-    md.append(_mixed(rd))
+    md.append(_mixed(rd, charts))
     md.append(writes.section(rd, out_dir, run_id, table, _label))
     md.append(_comparison(rd))
     md.append(_correctness(rd))
     md.append(_stability(rd))
     md.append(_problems(rd))
+    md.append(validity.render_section(rd, lambda b: _label(rd, b), table))
+    if reference.default_on(rd) if against_reference is None else against_reference:
+        md.append(reference.render_section(rd, lambda b: _label(rd, b), table, _fmt))
     path = out_dir / f"{run_id}.md"
     path.write_text("\n".join(x for x in md if x))
     return path
@@ -149,6 +169,7 @@ def _method(rd: RunData) -> str:
         "- Every measured op is recorded (HdrHistogram, 1 µs resolution, 3 significant digits); percentiles are "
         "computed from the merged histograms, never from samples.",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
+        *_stop_rule(ph),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back. Open loop: ops "
         "are due on a fixed schedule and latency is measured from the intended start time (no coordinated "
         "omission); ops due but never started are reported as dropped.",
@@ -162,6 +183,17 @@ def _method(rd: RunData) -> str:
         "to put servers elsewhere).", ""])
 
 
+def _stop_rule(ph: pd.DataFrame) -> list[str]:
+    """How the budgeted phases (lookups) stop, from what the phases recorded."""
+    if ph.empty or "budget_s" not in ph or ph["budget_s"].isna().all():
+        return []
+    b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
+    scen = ", ".join(f"`{s}`" for s in dict.fromkeys(b["scenario"]))
+    return [f"- {scen} run until {int(b['iterations'].max()):,} ops or a {b['budget_s'].max():g} s time budget, "
+            "whichever comes first; reaching the budget is the intended stop, not an incomplete phase (the Ops "
+            "columns say how many each got)."]
+
+
 def _write(rd: RunData) -> str:
     lines = ["## 4. Write performance (ingest and closure build)", ""]
     df = rd.ingest.copy()
@@ -173,13 +205,18 @@ def _write(rd: RunData) -> str:
     df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
     df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k}={v}" for k, v in n.items())
                   for r, n in zip(df["reused"], df["notes"], strict=True)]
+    df["bytes_per_rel"] = df["footprint_bytes"].astype(float) / df["relationships"]
+    df["rows_per_rel"] = df["rows"] / df["relationships"]
     df = df.sort_values("rels_per_s", ascending=False)
+    lines.append(_anchor("ingest"))
     lines.append(table(df, {"backend": "Backend", "relationships": "Relationships", "load_s": "Ingest (s)",
                             "build_s": "Closure/MV/index build (s)", "total_s": "Total (s)",
                             "rels_per_s": "Relationships/s (incl. build)", "load_rels_per_s": "Relationships/s (ingest only)",
-                            "rows": "Rows written (incl. expanded)", "rows_per_s": "Rows/s",
+                            "rows": "Rows written (incl. expanded)", "rows_per_rel": "Rows per relationship",
+                            "rows_per_s": "Rows/s",
                             "batch_rows": "Batch (rows)", "batches": "Batches", "batch_mean_s": "Batch mean (s)",
                             "batch_p95_s": "Batch p95 (s)", "footprint_mb": "Footprint (MiB)",
+                            "bytes_per_rel": "Bytes per relationship",
                             "build_what": "Build step", "note": "Notes"}))
     return "\n".join(lines)
 
@@ -226,13 +263,28 @@ def _reads(rd: RunData, charts: dict[str, str]) -> str:
             base = [rt.get(b.rstrip(" †"), float("nan")) for b in sub["backend"]]
             sub["vs_roundtrip"] = sub["p50_ms"] / pd.Series(base, index=sub.index)
             cols["vs_roundtrip"] = "p50 ÷ round-trip p50"
-        lines.append(table(sub, cols))
+        lines += [_anchor(name), table(_marked(sub), cols)]
         if name in charts:
             lines += ["", f"![{name} latency percentiles]({charts[name]})", ""]
         lines.append(_monitor(rd, name, f"Monitor summary: {name}"))
     if "throughput" in charts:
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({charts['throughput']})", ""]
+    lines.append(_resources(rd))
     return "\n".join(lines)
+
+
+def _resources(rd: RunData) -> str:
+    t = findings.resource_table(rd)
+    if t.empty:
+        return ""
+    t["backend"] = [_label(rd, b) for b in t["backend"]]
+    return "\n".join(["### Server CPU and memory per 1,000 checks", "",
+                      "Over every check phase (all worker counts): server CPU core-seconds spent per 1,000 checks "
+                      "(the reference's \"CPU% per 1K operations\"), mean server and client CPU, peak server RSS. "
+                      "In-process engines (†, thread workers) include the client.", "", _anchor("resources"),
+                      table(t, {"backend": "Backend", "phases": "Phases", "ops": "Checks",
+                                "cpu_s_per_1k": "Server core-s per 1,000 checks", "cpu_mean": "Server CPU mean (%)",
+                                "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server RSS (MiB)"})])
 
 
 def _merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
@@ -252,28 +304,25 @@ def _merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mixed(rd: RunData) -> str:
+def _slo(rd: RunData) -> dict:
+    return {**SLO_DEFAULTS, **(rd.manifest.get("config", {}).get("slo") or {})}
+
+
+def _mixed_phases(rd: RunData) -> pd.DataFrame:
     ph = rd.phases
     mixed = [n for n, s in SCENARIOS.items() if s.op == "mixed"]
     sub = ph[ph["scenario"].isin(mixed)] if not ph.empty else ph
-    if sub.empty:
-        return ""
-    cfg = rd.manifest.get("config", {})
-    slo = {**SLO_DEFAULTS, **(cfg.get("slo") or {})}
-    lines = ["## 6. Mixed read/write workload", "",
-             f"Checks with {cfg.get('write_share', 0.01):.1%} relationship writes/deletes of kind "
-             f"**{cfg.get('write_kind', 'acl')}** (scratch subjects only, so read answers stay checkable). SLO: check p95 < {slo['check_p95_ms']} ms, write p95 < "
-             f"{slo['write_p95_ms']} ms, success ≥ {slo['success']:.1%}.", ""]
-    m = _merge_repeats(sub)
-    m["backend_l"] = [_label(rd, b) for b in m["backend"]]
-    m["success"] = m["ops"] / m["attempted"].where(m["attempted"] > 0)
-    lines.append(table(m.sort_values(["backend", "concurrency", "kind"]),
-                       {"backend_l": "Backend", "mode": "Loop", "concurrency": "Workers", "target_rate": "Target ops/s",
-                        "kind": "Op", "ops": "Ops", "ops_per_s": "Achieved ops/s", "p50_ms": "p50 (ms)",
-                        "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)", "errors": "Errors", "timeouts": "Timeouts",
-                        "success": "Success", "dropped": "Dropped (open loop)", "mismatches": "Mismatches"}))
-    verdicts = []
+    return _merge_repeats(sub) if not sub.empty else sub
+
+
+def slo_verdicts(rd: RunData) -> pd.DataFrame:
+    """One row per (backend, loop, workers, target rate) of the mixed workload: SLO figures and verdict."""
+    m, slo = _mixed_phases(rd), _slo(rd)
+    if m.empty:
+        return pd.DataFrame()
     m["target_rate"] = m["target_rate"].fillna(0.0)
+    raw = rd.phases
+    verdicts = []
     for (b, c, mode, rate), g in m.groupby(["backend", "concurrency", "mode", "target_rate"], sort=False):
         chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
         att = g["attempted"].sum() + g["dropped"].max()
@@ -282,21 +331,59 @@ def _mixed(rd: RunData) -> str:
         wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
         ok = cp95 < slo["check_p95_ms"] and (math.isnan(wp95) or wp95 < slo["write_p95_ms"]) and \
             success >= slo["success"]
-        verdicts.append({"backend": _label(rd, b), "write_kind": cfg.get("write_kind", "acl"), "mode": mode,
-                         "concurrency": c, "rate": rate or None,
-                         "check_p95": cp95, "write_p95": wp95, "success": success,
-                         "verdict": "PASS" if ok else "FAIL"})
-    v = pd.DataFrame(verdicts)
-    lines += ["", "SLO verdicts:", "", table(v, {
-        "backend": "Backend", "write_kind": "Write kind", "mode": "Loop", "concurrency": "Workers",
-        "rate": "Target ops/s", "check_p95": "Check p95 (ms)", "write_p95": "Write p95 (ms)", "success": "Success (incl. dropped)",
-        "verdict": "Verdict"}, 4)]
+        rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
+                   (raw["concurrency"] == c) & (raw["kind"] == "check") &
+                   (raw["target_rate"].fillna(0.0) == rate)]
+        verdicts.append({"backend": b, "write_kind": _write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
+                         "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
+                         "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
+                         "success": success, "verdict": "PASS" if ok else "FAIL",
+                         "check_ops_per_s": float(chk["ops_per_s"].iloc[0]) if not chk.empty else float("nan"),
+                         "rate_spread": rate_spread(rows) if len(rows) else float("nan")})
+    return pd.DataFrame(verdicts)
+
+
+def _write_kind(rd: RunData) -> str:
+    return rd.manifest.get("config", {}).get("write_kind", "acl")
+
+
+def _mixed(rd: RunData, charts: dict[str, str] | None = None) -> str:
+    m = _mixed_phases(rd)
+    if m.empty:
+        return ""
+    cfg = rd.manifest.get("config", {})
+    slo = _slo(rd)
+    lines = ["## 6. Mixed read/write workload", "",
+             f"Checks with {cfg.get('write_share', 0.01):.1%} relationship writes/deletes (scratch users only, so "
+             f"read answers stay checkable). SLO: check p95 < {slo['check_p95_ms']} ms, write p95 < "
+             f"{slo['write_p95_ms']} ms, success ≥ {slo['success']:.1%}.", ""]
+    m["backend_l"] = [_label(rd, b) for b in m["backend"]]
+    m["success"] = m["ops"] / m["attempted"].where(m["attempted"] > 0)
+    lines += [_anchor("mixed"), table(_marked(m.sort_values(["backend", "concurrency", "kind"])),
+                                      {"backend_l": "Backend", "mode": "Loop", "concurrency": "Workers",
+                                       "target_rate": "Target ops/s", "kind": "Op", "ops": "Ops",
+                                       "ops_per_s": "Achieved ops/s", "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)",
+                                       "p99_ms": "p99 (ms)", "errors": "Errors", "timeouts": "Timeouts",
+                                       "success": "Success", "dropped": "Dropped (open loop)",
+                                       "mismatches": "Mismatches"})]
+    v = slo_verdicts(rd)
+    v["backend"] = [_label(rd, b) for b in v["backend"]]
+    v["check_p95"] = [validity.fmt_pct(x, n, 95, lambda y: _fmt(y, 4)) for x, n in zip(v["check_p95"], v["check_ops"],
+                                                                                      strict=True)]
+    v["write_p95"] = [validity.fmt_pct(x, n, 95, lambda y: _fmt(y, 4)) for x, n in zip(v["write_p95"], v["write_ops"],
+                                                                                      strict=True)]
+    lines += ["", "SLO verdicts:", "", _anchor("slo"), table(v, {
+        "backend": "Backend", "mode": "Loop", "concurrency": "Workers", "rate": "Target ops/s",
+        "check_p95": "Check p95 (ms)", "check_ops": "Checks", "write_p95": "Write p95 (ms)", "write_ops": "Writes",
+        "success": "Success (incl. dropped)", "verdict": "Verdict"}, 4)]
     opened = v[v["mode"] == "open"]
     for b, g in opened.groupby("backend", sort=False):
         passed = g[g["verdict"] == "PASS"]["rate"].dropna()
         best = f"**{passed.max():,.0f} ops/s**" if len(passed) else "none of the rates tried"
         lines.append(f"- {b}: highest open-loop rate that met the SLO: {best} (tried "
                      f"{', '.join(f'{r:,.0f}' for r in g['rate'].dropna())})")
+    if charts and "open_loop" in charts:
+        lines += ["", f"![check p95 against offered load]({charts['open_loop']})"]
     lines.append("")
     return "\n".join(lines)
 
@@ -306,16 +393,18 @@ def _comparison(rd: RunData) -> str:
     if ph.empty:
         return ""
     lines = ["## 7. Comparison summary", "",
-             "p50 / p95 latency in ms at 1 worker, and the best throughput over all concurrency levels "
-             "(ops/s). Backends marked † are shown apart: their figures are not a networked server's.", ""]
+             "p50 / p95 latency in ms at 1 worker (n = the ops they rest on), and the best throughput over all "
+             "concurrency levels (ops/s). Backends marked † are shown apart: their figures are not a networked "
+             "server's.", "", _anchor("comparison")]
     mixed = ph["scenario"].map(lambda n: SCENARIOS[n].op == "mixed" if n in SCENARIOS else False)
     # write scenarios show their write latency; visibility lags and the mixed workload's writes are apart
     sub = ph[(ph["mode"] == "closed") & (ph["kind"] != "visibility") & ~(mixed & (ph["kind"] == "write"))]
     rows = []
     for (scen, b), g in sub.groupby(["scenario", "backend"], sort=False):
-        one = _merge_repeats(g[g["concurrency"] == g["concurrency"].min()])
-        rows.append({"scenario": scen, "backend": _label(rd, b), "cell": f"{_fmt(one['p50_ms'].iloc[0])} / "
-                     f"{_fmt(one['p95_ms'].iloc[0])} ({_fmt(g['ops_per_s'].max())}/s)"})
+        one = _merge_repeats(g[g["concurrency"] == g["concurrency"].min()]).iloc[0]
+        n = int(one["ops"])
+        rows.append({"scenario": scen, "backend": _label(rd, b), "cell": f"{validity.fmt_pct(one['p50_ms'], n, 50, _fmt)}"
+                     f" / {validity.fmt_pct(one['p95_ms'], n, 95, _fmt)} (n={n:,}; {_fmt(g['ops_per_s'].max())}/s)"})
     if not rows:
         return ""
     piv = pd.DataFrame(rows).pivot(index="scenario", columns="backend", values="cell").reset_index().fillna("—")

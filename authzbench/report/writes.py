@@ -95,6 +95,9 @@ def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
              "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
              "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
              "following every write.", ""]
+    from authzbench.report.findings import anchor
+
+    lines += [f'<a id="{anchor(n)}"></a>' for n in ["structural-writes", *df["scenario"].unique()]]
     lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
         "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",
         "ops": "Writes",

@@ -43,6 +43,7 @@ class PhaseSpec:
     warmup: int = 0  # ops run before measuring, in total
     timeout_s: float = 2.0
     max_seconds: float = 60.0
+    budget_s: float | None = None  # closed loop: intended stop after this long even if ops remain (complete)
     stages: list[tuple[float, float]] = field(default_factory=list)  # open loop: (target ops/s, seconds)
     start_rate: float = 0.0  # open loop: rate at t=0; each stage ramps linearly to its target
     write_share: float = 0.0  # mixed: share of ops that write/delete a relationship
@@ -449,14 +450,17 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
         start.set()
         measured0 = t0.value
         # Open loop: ops due before the end may start a moment late; 0.25 s grace, then the rest is dropped.
-        limit = spec.max_seconds if spec.mode == "closed" else spec.duration_s + 0.25
+        limit = min(spec.budget_s or spec.max_seconds, spec.max_seconds) if spec.mode == "closed" \
+            else spec.duration_s + 0.25
         def measured() -> bool:
             return state["measured"] + len(state["fatal"]) >= n
 
         finished = pump(measured, measured0 + limit)
         if not finished:
             stop.set()
-            if spec.mode == "closed":
+            if spec.mode == "closed" and spec.budget_s and spec.budget_s < spec.max_seconds:
+                reason = f"time budget: stopped as intended after {spec.budget_s:g} s"  # status stays complete
+            elif spec.mode == "closed":
                 reason = f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} ops ran"
                 status = "incomplete"
             finished = pump(measured, time.perf_counter() + spec.timeout_s + 10)

@@ -165,8 +165,8 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
                     lambda r: (recs.append(r), run_store.append(r)), backend_class(backend_name).concurrency)
     t = phase_table(recs).set_index("kind")
     w = t.loc["write"]
-    assert res.status == "complete", res.reason
     assert w["mismatches"] == 0 and w["errors"] == 0, (w["error_types"], w["examples"])
+    assert res.status == "complete", res.reason
     assert w["extra"].get("stale_allows", 0) == 0 and t.loc["visibility", "ops"] == w["ops"]
     restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, n_checks=60)
     assert restored["mismatches"] == 0 and not restored.get("error"), restored

@@ -32,3 +32,29 @@ def test_monitor_of_dead_processes_records_nothing_and_does_not_crash():
     with Monitor([2**22 + 12345], samples.append, interval_s=0.05):
         time.sleep(0.3)
     assert samples == []
+
+
+def test_monitor_records_the_client_processes_cpu_apart_from_the_servers():
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    samples: list[dict] = []
+    stop = time.perf_counter() + 1.5
+    try:
+        time.sleep(0.2)
+        with Monitor([server.pid], samples.append, interval_s=0.2):
+            while time.perf_counter() < stop:  # this (client) process burns one core; the server sleeps
+                pass
+    finally:
+        server.kill()
+    assert len(samples) >= 4
+    # > 20, not ~100: the monitor thread shares the GIL with the loop, and the machine is shared.
+    assert max(s["client_cpu_percent"] for s in samples) > 20
+    assert max(s["cpu_percent"] for s in samples) < 10
+
+
+def test_an_in_process_engine_has_no_separate_client_share():
+    import os
+
+    samples: list[dict] = []
+    with Monitor([os.getpid()], samples.append, interval_s=0.1):
+        time.sleep(0.4)
+    assert samples and all("client_cpu_percent" not in s for s in samples)

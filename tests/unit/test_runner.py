@@ -111,3 +111,14 @@ def test_open_loop_measures_from_the_intended_start_and_counts_drops(tiny):
     assert res.scheduled == 200
     assert res.dropped > 100  # only ~50 fit in the second
     assert row["p95_ms"] > 200  # queueing delay is in the latency, not hidden
+
+
+def test_a_phase_stopped_by_its_time_budget_is_complete_and_one_stopped_by_the_cap_is_not(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    factory = _factory(ds, "tests.unit.fakes:SleepyBackend", sleep_s=0.05)
+    budget, t = _run(PhaseSpec("sleepy", "s", iterations=100_000, budget_s=0.5, max_seconds=5), factory, inputs)
+    assert budget.status == "complete" and "time budget" in budget.reason
+    assert 0 < t.iloc[0]["ops"] < 100_000
+    cap, _ = _run(PhaseSpec("sleepy", "s", iterations=100_000, max_seconds=0.5), factory, inputs)
+    assert cap.status == "incomplete" and "cap" in cap.reason

@@ -1,0 +1,142 @@
+"""Validity and limitations, computed: stand-ins, shared cores and the client's CPU share, warm-up, incomplete
+phases, sample sizes. Also the sample-size mark every percentile cell of the report goes through."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pandas as pd
+
+from authzbench.report.data import RunData
+from authzbench.report.noise import min_ops
+from authzbench.report.reference import load_reference
+
+MARK = "⚠"
+PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+
+
+def fmt_pct(value: float, n: int, q: float, fmt: Callable[[float], str]) -> str:
+    """A percentile cell: marked when it rests on fewer ops than it needs (then it is near the maximum)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{MARK} {fmt(value)}" if n < min_ops(q) else fmt(value)
+
+
+def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str = "ops") -> pd.DataFrame:
+    out = df.copy()
+    for col, q in PCT_COLS.items():
+        if col in out:
+            out[col] = [fmt_pct(v, int(n), q, fmt) for v, n in zip(out[col], out[n_col], strict=True)]
+    return out
+
+
+def render_section(rd: RunData, label: Callable[[str], str], table: Callable[..., str]) -> str:
+    lines = ["## 11. Validity and limitations", "",
+             "Computed from the recorded server info, monitor samples and phase records.", ""]
+    for part in (_stand_ins, _shared_cores, _warmup, _sample_sizes, _stops):
+        lines += part(rd, label, table)
+    return "\n".join(lines)
+
+
+def _stand_ins(rd: RunData, label, table) -> list[str]:
+    ref = load_reference()["systems"]
+    rows = []
+    for b, s in rd.servers.items():
+        info, r = s["info"], ref.get(b)
+        if r is None:
+            continue
+        text = f"{info.get('label', '')} {info.get('version', '')}".lower()
+        same_product = r["product"].lower() in text and "standing in" not in text and "not " + \
+            r["product"].lower() not in text and s.get("concurrency_model") != "thread"
+        same_version = str(r["version"]).lstrip("v") == str(info.get("version", "")).lstrip("v")
+        verdict = "as the reference" if same_product and same_version else \
+            "same product, other version" if same_product else "stand-in: another product or build"
+        rows.append({"backend": label(b), "ours": f"{info.get('label')} ({info.get('version')})",
+                     "theirs": f"{r['product']} {r['version']} (`{r['image']}`)", "verdict": verdict})
+    if not rows:
+        return []
+    return ["### What answered, against what the reference ran", "",
+            table(pd.DataFrame(rows), {"backend": "Backend", "ours": "Answered here (as it reports itself)",
+                                       "theirs": "Reference ran", "verdict": "Comparison"}), ""]
+
+
+def _shared_cores(rd: RunData, label, table) -> list[str]:
+    cores = rd.manifest.get("environment", {}).get("cpu_logical", "?")
+    lines = ["### Client and servers on the same cores", "",
+             f"Client workers and servers shared this machine's {cores} logical cores. The client processes' "
+             "own CPU, sampled with the servers', shows how much of the machine the load generator took "
+             "(100% = one core):", ""]
+    m = rd.monitor_phases
+    if m.empty or m["client_cpu_mean"].isna().all():
+        return [*lines, "_the monitor recorded no client CPU in this run (recorded since the monitor samples the "
+                "client processes; in-process engines have no separate client)_", ""]
+    m = m[m["client_cpu_mean"].notna()]  # in-process engines: client and engine are one process
+    m = m.assign(stage=m["phase"].str.split("/").str[1], load=m["phase"].str.split("/").str[2])
+    g = m.groupby(["backend", "stage", "load"], sort=False).agg(
+        server=("cpu_mean", "mean"), client=("client_cpu_mean", "mean")).reset_index()
+    g["cell"] = [f"{c / (c + s_):.0%} ({c:.0f} / {s_:.0f})" if c + s_ > 0 else "—"
+                 for c, s_ in zip(g["client"], g["server"], strict=True)]
+    g["backend"] = [label(b) for b in g["backend"]]
+    piv = g.pivot(index=["backend", "stage"], columns="load", values="cell").fillna("")
+    loads = sorted(piv.columns, key=lambda x: (not x.startswith("c"), len(x), x))  # c1, c8, c32, open...
+    piv = piv[loads].reindex(list(dict.fromkeys(zip(g["backend"], g["stage"], strict=True)))).reset_index()
+    return [*lines[:-2], lines[-2][:-1] + "; each cell: the client's share of the CPU used, then (client % / "
+            "server %) per load:", "",
+            table(piv, {"backend": "Backend", "stage": "Phase", **{x: x for x in loads}}),
+            "_In-process engines (†, `thread` workers) are not listed: client and engine are one process._",
+            ""]
+
+
+def _warmup(rd: RunData, label, table) -> list[str]:
+    ph = rd.phases
+    if ph.empty:
+        return []
+    one = ph.drop_duplicates("phase")
+    g = one.groupby(["backend", "scenario"], sort=False)["warmup_ops"].sum().reset_index()
+    per = "; ".join(f"{label(b)} {int(x['warmup_ops'].sum()):,}" for b, x in g.groupby("backend", sort=False))
+    return ["### Warm-up", "", f"Warm-up ops run before each phase and excluded from every figure: "
+            f"{int(g['warmup_ops'].sum()):,} in all ({per}).", ""]
+
+
+def _sample_sizes(rd: RunData, label, table) -> list[str]:
+    ph = rd.phases
+    if ph.empty:
+        return []
+    rows = []
+    for r in ph[ph["ops"] > 0].itertuples():
+        short = [f"p{q:g}" for q in (95.0, 99.0) if r.ops < min_ops(q)]
+        if short:
+            rows.append({"phase": f"`{r.phase}` ({r.kind})", "ops": r.ops, "short": ", ".join(short)})
+    lines = ["### Sample sizes", "",
+             "Every percentile rests on every measured op of its phase (the Ops columns). A p95 needs at least "
+             "20 ops and a p99 at least 100 before it is more than the maximum; cells resting on fewer are "
+             f"marked {MARK}."]
+    if not rows:
+        return [*lines[:-1], lines[-1] + " No percentile in this run rests on too few ops.", ""]
+    return [*lines[:-1], lines[-1] + f" {len(rows)} phase figures rest on too few ops:", "",
+            table(pd.DataFrame(rows), {"phase": "Phase", "ops": "Ops", "short": "Marked percentiles"}), ""]
+
+
+def _stops(rd: RunData, label, table) -> list[str]:
+    ph = rd.phases
+    if ph.empty:
+        return []
+    one = ph.drop_duplicates("phase")
+    budget = one[(one["status"] == "complete") & one["reason"].str.contains("time budget", na=False)]
+    bad = one[one["status"] != "complete"]
+    lines = ["### Phases stopped early", ""]
+    if len(budget):
+        lines.append(f"- {len(budget)} phase(s) reached their time budget before their op count, as intended "
+                     "(lookups stop at an op count or a time budget, whichever first): "
+                     + ", ".join(f"`{p}` ({int(n):,} ops)" for p, n in zip(budget["phase"], budget["ops"],
+                                                                           strict=True)))
+    if len(bad):
+        lines.append(f"- {len(bad)} phase(s) incomplete, their figures cover only what ran: "
+                     + "; ".join(f"`{p}`: {r}" for p, r in zip(bad["phase"], bad["reason"], strict=True)))
+    if rd.errors:
+        lines.append(f"- {len(rd.errors)} backend error(s): "
+                     + "; ".join(f"{e['backend']} ({e['stage']}): {e['message']}" for e in rd.errors))
+    if len(lines) == 2:
+        lines.append("- None: every phase ran to its op count.")
+    return [*lines, ""]

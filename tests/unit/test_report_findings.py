@@ -1,0 +1,296 @@
+"""Findings, noise, sample sizes, † separation, validity and the reference side by side, on fixture records
+(no servers): every figure is built here from latencies we choose, so the expected ranking is known."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from authzbench.metrics import encode, new_histogram
+from authzbench.report import findings
+from authzbench.report.data import from_records
+from authzbench.report.markdown import render
+
+NET = {"label": "PostgreSQL 15.18 (Debian, native)", "version": "15.18", "comparable": True, "notes": []}
+CASS = {"label": "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)", "version": "5.0.9", "comparable": True, "notes": []}
+ES = {"label": "Elasticsearch 7.17.29 OSS", "version": "7.17.29", "comparable": True, "notes": []}
+CHDB = {"label": "ClickHouse 26.9.2.1 embedded (chdb)", "version": "26.9.2.1", "comparable": False, "notes": []}
+
+
+class Run:
+    """Builds the records a bench writes: servers, ingest, phases with per-second intervals, monitor samples."""
+
+    def __init__(self) -> None:
+        self.recs: list[dict] = []
+        self.t = 1_000_000.0
+
+    def server(self, b: str, info: dict, model: str = "process") -> Run:
+        self.recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "notes": [],
+                          "concurrency_model": model})
+        return self
+
+    def ingest(self, b: str, seconds: float, footprint: int = 10_000_000, rels: int = 100_000) -> Run:
+        self.recs.append({"type": "ingest", "backend": b, "variant": None, "relationships": rels,
+                          "acl_relationships": rels, "rows": 2 * rels, "documents": None, "batch_rows": 1000,
+                          "batch_seconds": [seconds / 10] * 10, "load_seconds": seconds, "build": None,
+                          "build_seconds": 0.0, "footprint_bytes": footprint, "notes": {}})
+        return self
+
+    def phase(self, b: str, scenario: str, slots: list[list[float]], concurrency: int = 1, kind: str = "check",
+              repeat: int = 0, results: int = 0, cpu: float = 50.0, client_cpu: float = 30.0,
+              writes: list[float] | None = None) -> Run:
+        """slots: the latencies (ms) recorded in each one-second interval of the phase."""
+        pid = f"{b}/{scenario}/c{concurrency}/r{repeat}"
+        t0 = self.t
+        self.t += len(slots) + 5
+        self.recs.append({"type": "phase_start", "phase": pid, "backend": b, "scenario": scenario, "mode": "closed",
+                          "concurrency": concurrency, "repeat": repeat, "stages": [], "ts": t0,
+                          "iterations": sum(map(len, slots)), "budget_s": None})
+        for i, lat in enumerate(slots):
+            h = new_histogram()
+            for ms in lat:
+                h.record_value(max(1, int(ms * 1000)))
+            self.recs.append({"type": "interval", "phase": pid, "backend": b, "scenario": scenario, "worker": 0,
+                              "kind": kind, "hist": encode(h), "ops": len(lat), "errors": {}, "timeouts": 0,
+                              "mismatches": 0, "examples": [], "results": results * len(lat), "duplicates": 0,
+                              "checked": len(lat), "late": 0, "ts": t0 + i + 0.99})
+            self.recs.append({"type": "monitor", "backend": b, "phase": pid, "cpu_percent": cpu,
+                              "rss_bytes": 300 * 2**20, "client_cpu_percent": client_cpu, "processes": 1})
+        if writes:
+            h = new_histogram()
+            for ms in writes:
+                h.record_value(int(ms * 1000))
+            self.recs.append({"type": "interval", "phase": pid, "backend": b, "scenario": scenario, "worker": 0,
+                              "kind": "write", "hist": encode(h), "ops": len(writes), "errors": {}, "timeouts": 0,
+                              "mismatches": 0, "examples": [], "results": 0, "duplicates": 0, "checked": 0,
+                              "late": 0, "ts": t0 + 0.99})
+        n = sum(map(len, slots))
+        self.recs.append({"type": "phase_end", "phase": pid, "backend": b, "scenario": scenario, "status": "complete",
+                          "reason": "", "wall_s": float(len(slots)), "scheduled": None, "dropped": 0,
+                          "warmup_ops": 10, "ops": n})
+        return self
+
+    def manifest(self) -> dict:
+        return {"run_id": "fixture", "environment": {"cpu_logical": 2},
+                "config": {"slo": {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}},
+                "dataset": {"profile": "baseline", "model": "rebac", "relationships": 100_000}}
+
+    def data(self):
+        return from_records(Path("fixture"), self.manifest(), self.recs)
+
+    def write(self, root: Path) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "manifest.json").write_text(json.dumps(self.manifest()))
+        (root / "records.jsonl").write_text("\n".join(json.dumps(r) for r in self.recs) + "\n")
+        return root
+
+
+def steady(ms: float, n: int = 200, slots: int = 4) -> list[list[float]]:
+    """n ops per slot, all within 1% of ms: a figure with almost no spread."""
+    return [[ms * (1 + 0.01 * (i % 3 - 1)) for i in range(n)] for _ in range(slots)]
+
+
+def _dim(rd, title_start: str) -> findings.Dimension:
+    return next(d for d in findings.compute(rd) if d.title.startswith(title_start))
+
+
+def _order(rd, title_start: str) -> list[list[str]]:
+    d = _dim(rd, title_start)
+    net, _ = findings.split(d, rd)
+    return [[f.backend for f in t] for t in findings.tiers(net, d.higher_is_better)]
+
+
+def two_backends(a_ms: float, b_ms: float) -> Run:
+    return (Run().server("postgres", NET).server("scylla", CASS)
+            .phase("postgres", "check_manage_direct_user", steady(a_ms))
+            .phase("scylla", "check_manage_direct_user", steady(b_ms)))
+
+
+def test_a_ranking_follows_the_data_and_swaps_when_the_figures_swap():
+    assert _order(two_backends(1.0, 3.0).data(), "Check p95, check_manage_direct_user") == [["postgres"], ["scylla"]]
+    assert _order(two_backends(3.0, 1.0).data(), "Check p95, check_manage_direct_user") == [["scylla"], ["postgres"]]
+    text = findings.render_section(two_backends(1.0, 3.0).data(), str)
+    line = next(ln for ln in text.splitlines() if "Check p95, check_manage_direct_user" in ln)
+    assert line.index("postgres") < line.index("scylla") and "×3" in line
+
+
+def test_ratios_are_to_the_best_and_throughput_ranks_higher_first():
+    run = two_backends(1.0, 4.0)
+    # the slower backend also gets fewer ops per second
+    d = _dim(run.data(), "Check p50, check_manage_direct_user")
+    best, other = findings.tiers(d.figures, d.higher_is_better)
+    assert findings.ratio_to_best(best[0].value, other[0].value, False) == pytest.approx(4.0, rel=0.03)
+    fast = Run().server("postgres", NET).server("scylla", CASS)
+    fast.phase("postgres", "check_negative", steady(1.0, n=100), concurrency=8)
+    fast.phase("scylla", "check_negative", steady(1.0, n=400), concurrency=8)
+    assert _order(fast.data(), "Best throughput over the concurrency sweep, check_negative") == \
+        [["scylla"], ["postgres"]]
+
+
+def test_a_difference_inside_the_interval_to_interval_noise_is_no_clear_difference():
+    # Each second alternates between 1 ms and 3 ms: a 5% gap between the two backends is noise.
+    noisy = [[1.0] * 100 if i % 2 else [3.0] * 100 for i in range(6)]
+    run = (Run().server("postgres", NET).server("scylla", CASS)
+           .phase("postgres", "check_negative", noisy)
+           .phase("scylla", "check_negative", [[x * 1.05 for x in s] for s in noisy]))
+    assert _order(run.data(), "Check p95, check_negative") == [["postgres", "scylla"]]
+    text = findings.render_section(run.data(), str)
+    line = next(ln for ln in text.splitlines() if "Check p95, check_negative" in ln)
+    assert "no clear difference between" in line
+    # The same gap between two steady backends is a ranking.
+    assert _order(two_backends(1.0, 1.05).data(), "Check p95, check_manage_direct_user") == \
+        [["postgres"], ["scylla"]]
+
+
+def test_a_difference_inside_the_spread_across_repeats_is_no_clear_difference():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rep, (a, b) in enumerate([(1.0, 1.3), (1.4, 1.0), (1.2, 1.2)]):
+        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rep)
+        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rep)
+    assert _order(run.data(), "Check p50, check_negative") == [["postgres", "scylla"]]
+
+
+def test_a_percentile_with_too_few_ops_is_marked_in_tables_and_findings(tmp_path):
+    run = (Run().server("postgres", NET).server("scylla", CASS)
+           .phase("postgres", "lookup_resources_view_regular", [[5.0 + i for i in range(12)]], kind="lookup",
+                  results=1988)
+           .phase("scylla", "lookup_resources_view_regular", steady(6.0, n=50, slots=1), kind="lookup", results=1988))
+    text = render(run.write(tmp_path / "run"), tmp_path / "out").read_text()
+    section = text.split("### 5.7 `lookup_resources_view_regular`")[1].split("####")[0]
+    few = next(ln for ln in section.splitlines() if ln.startswith("| postgres |"))
+    enough = next(ln for ln in section.splitlines() if ln.startswith("| scylla |"))
+    cells = [c.strip() for c in few.strip("|").split("|")]
+    assert cells[2] == "12" and cells[5].startswith("⚠") and cells[6].startswith("⚠")  # p95 and p99 of 12 ops
+    cells = [c.strip() for c in enough.strip("|").split("|")]
+    assert not cells[5].startswith("⚠") and cells[6].startswith("⚠")  # 50 ops: p95 fine, p99 not
+    line = next(ln for ln in text.splitlines() if "Lookup p95 (regular user)" in ln)
+    assert "⚠ **postgres**" in line and "n=12, too few for a p95" in line
+
+
+def test_dagger_backends_are_ranked_apart_never_with_networked_servers():
+    run = (Run().server("postgres", NET).server("scylla", CASS).server("clickhouse", CHDB, model="thread")
+           .phase("postgres", "check_negative", steady(2.0)).phase("scylla", "check_negative", steady(4.0))
+           .phase("clickhouse", "check_negative", steady(0.5)))
+    rd = run.data()
+    d = _dim(rd, "Check p95, check_negative")
+    net, apart = findings.split(d, rd)
+    assert {f.backend for f in net} == {"postgres", "scylla"} and [f.backend for f in apart] == ["clickhouse"]
+    line = next(ln for ln in findings.render_section(rd, str).splitlines() if "Check p95, check_negative" in ln)
+    ranked, dagger = line.split("† apart:")
+    assert "clickhouse" not in ranked and "1. **postgres**" in ranked and "1. **clickhouse**" in dagger
+    m = findings.summary_matrix(rd, findings.compute(rd))
+    # postgres is the best of the networked servers even though the embedded engine is faster
+    assert m.loc["check p95", "postgres"] == pytest.approx(1.0) and m.loc["check p95", "clickhouse"] == 1.0
+
+
+def test_one_more_dimension_is_one_more_function():
+    def stale_allows(rd):
+        figs = [findings.Figure("postgres", 0.0), findings.Figure("scylla", 3.0)]
+        return [findings.Dimension("Writes", "Stale allows after a revoke", "allows", False, figs,
+                                   findings.anchor("revoke_then_check"))]
+
+    rd = two_backends(1.0, 2.0).data()
+    dims = findings.compute(rd, [*findings.DIMENSIONS, stale_allows])
+    text = findings.render_section(rd, str, dims=dims)
+    assert "**Stale allows after a revoke** ([table](#t-revoke-then-check)" in text
+    assert "1. **postgres** 0 allows; 2. **scylla** 3 allows\n" in text
+
+
+def _full_run() -> Run:
+    run = (Run().server("postgres", NET).server("scylla", CASS).server("elasticsearch", ES)
+           .server("clickhouse", CHDB, model="thread")
+           .ingest("postgres", 2.0).ingest("scylla", 20.0, footprint=50_000_000).ingest("clickhouse", 1.0))
+    for b, ms in (("postgres", 0.1), ("scylla", 0.8), ("elasticsearch", 1.0), ("clickhouse", 2.0)):
+        run.phase(b, "roundtrip", steady(ms * 0.5))
+        run.phase(b, "check_manage_direct_user", steady(ms))
+        run.phase(b, "lookup_resources_manage_super", steady(ms * 30, n=40, slots=2), kind="lookup", results=9600)
+    return run
+
+
+def test_the_sections_exist_and_link_to_their_tables(tmp_path):
+    text = render(_full_run().write(tmp_path / "run"), tmp_path / "out").read_text()
+    for heading in ("## Findings", "### Checks", "### Lookups", "## 11. Validity and limitations",
+                    "## 12. Against the reference report"):
+        assert heading in text
+    assert text.index("## Findings") < text.index("## 1. Test environment")
+    for target in ("t-ingest", "t-check-manage-direct-user", "t-lookup-resources-manage-super", "t-resources"):
+        assert f"(#{target})" in text and f'<a id="{target}"></a>' in text
+    assert (tmp_path / "out" / "fixture-charts" / "findings.png").is_file()
+    assert "## 12." not in render(tmp_path / "run", tmp_path / "out2", against_reference=False).read_text()
+
+
+def test_validity_names_the_stand_ins_and_the_clients_cpu_share(tmp_path):
+    text = render(_full_run().write(tmp_path / "run"), tmp_path / "out").read_text()
+    v = text.split("## 11. Validity and limitations")[1].split("## 12.")[0]
+    row = next(ln for ln in v.splitlines() if ln.startswith("| scylla |"))
+    assert "ScyllaDB 2025.3" in row and "stand-in" in row
+    row = next(ln for ln in v.splitlines() if ln.startswith("| postgres |"))
+    assert "PostgreSQL 17.2" in row and "same product, other version" in row
+    assert "38% (30 / 50)" in v  # client share 30 / (30 + 50), then client % / server %
+    assert "Warm-up ops" in v and "120 in all" in v  # 12 phases x 10
+
+
+def test_the_reference_side_by_side_states_its_defects_next_to_the_cells(tmp_path):
+    text = render(_full_run().write(tmp_path / "run"), tmp_path / "out").read_text()
+    ref = text.split("## 12. Against the reference report")[1]
+    lookups = ref.split("### `lookup_resources_manage_super`")[1].split("###")[0]
+    pg = next(ln for ln in lookups.splitlines() if ln.startswith("| postgres |"))
+    assert "| 821 | 9,600 | 0 | count 821: its backends disagree" in pg
+    assert "returned 62 / 221 / 821 / 9,821 resources on different backends" in lookups
+    checks = ref.split("### `check_manage_direct_user`")[1].split("###")[0]
+    es = next(ln for ln in checks.splitlines() if ln.startswith("| elasticsearch |"))
+    assert "0.000065 ms: no round trip" in es and "~30 samples" in es
+    assert "below any network round trip (ours here: 0.050 ms at p50)" in checks  # postgres's round trip
+
+
+def test_the_mixed_verdict_ranks_throughput_at_the_most_workers_that_met_the_slo():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for c, pg_ms, sc_ms in ((1, 1.0, 2.0), (8, 5.0, 40.0)):  # scylla's checks break the 25 ms SLO at 8 workers
+        run.phase("postgres", "mixed", steady(pg_ms, n=100 * c), concurrency=c, writes=[2.0] * 30)
+        run.phase("scylla", "mixed", steady(sc_ms, n=100 * c), concurrency=c, writes=[2.0] * 30)
+    rd = run.data()
+    d = _dim(rd, "Mixed workload (closed loop)")
+    assert _order(rd, "Mixed workload (closed loop)") == [["postgres"], ["scylla"]]
+    detail = {f.backend: f.detail for f in d.figures}
+    assert detail["postgres"].startswith("up to 8 workers") and detail["scylla"].startswith("up to 1 worker ")
+
+
+def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_dataset_rule():
+    from authzbench.cli import build_parser
+
+    p = build_parser()
+    assert p.parse_args(["report", "r"]).against_reference is None  # None: on for the rebac baseline
+    assert p.parse_args(["report", "r", "--no-against-reference"]).against_reference is False
+    assert p.parse_args(["bench", "--against-reference"]).against_reference is True
+
+
+def test_a_figure_from_one_op_has_an_unknown_spread_not_a_negative_one():
+    from authzbench.report.noise import percentile_spread
+
+    rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
+    assert math.isnan(percentile_spread(rd.phases, 95))
+
+
+def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monkeypatch):
+    import sys
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    fake = types.ModuleType("authzbench.report.scaling")  # the size sweep's module lives on another branch
+    fake.MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+                     "bytes_per_rel": "bytes per relationship"}
+    fake.sweep_runs = lambda rd: [rd, rd]
+    rows = [{"backend": b, "relationships": n, "check_p95_ms": n ** k, "lookup_p95_ms": 1.0, "bytes_per_rel": 1.0}
+            for b, k in (("postgres", 0.1), ("scylla", 0.9)) for n in (1e5, 1e6)]
+    fake.size_table = lambda runs: pd.DataFrame(rows)
+    fake.slope = lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0])
+    monkeypatch.setitem(sys.modules, "authzbench.report.scaling", fake)
+    rd = two_backends(1.0, 2.0).data()
+    assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
+    text = findings.render_section(rd, str)
+    assert "### Growth with size" in text and "(#how-cost-grows-with-size)" in text
