@@ -26,6 +26,7 @@ search with PIT, count, settings, stats), and the test suite runs this module ag
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -48,6 +49,7 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.js
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 
+LOCK_WAIT_S, LOCK_EXPIRE_S = 30.0, 60.0  # group write lock: give up waiting / take over a dead writer's
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
 
 
@@ -319,8 +321,40 @@ class ElasticsearchBackend(Backend):
         changed, and every earlier write was refreshed before it returned."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
+        rc = reach(rel.relation, int(rel.object), int(rel.subject))
+        with self._group_lock() if rc.closure_changes else contextlib.nullcontext():
+            self._apply_edge(rel, rc, insert=insert)
+
+    @contextlib.contextmanager
+    def _group_lock(self) -> Iterator[None]:
+        """Group edges rewrite many users' closures and pairs from what they read; optimistic concurrency
+        guards one document, not the set, so two at once can each write a state missing the other's edge.
+        A lock document (create fails while it exists); one left by a writer that died is taken over after
+        LOCK_EXPIRE_S."""
+        from elasticsearch import ConflictError, NotFoundError
+
+        lock, deadline = {"index": self.ix["meta"], "id": "group_write_lock"}, time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                self.es.create(**lock, document={"at": time.time()})
+                break
+            except ConflictError:
+                try:
+                    held = self.es.get(**lock)
+                    if time.time() - float(held["_source"].get("at", time.time())) > LOCK_EXPIRE_S:
+                        self.es.delete(**lock, if_seq_no=held["_seq_no"], if_primary_term=held["_primary_term"])
+                except (NotFoundError, ConflictError):
+                    pass  # released or taken over meanwhile: try again
+                if time.monotonic() > deadline:
+                    raise BackendUnavailable(f"elasticsearch: group write lock busy for {LOCK_WAIT_S:.0f} s") from None
+                time.sleep(0.002)
+        try:
+            yield
+        finally:
+            self.es.options(ignore_status=404).delete(**lock)
+
+    def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        rc = reach(rel.relation, o, s)
         touched: set[str] = set()
         if not insert:
             res_ids = self._resources(rc)

@@ -18,6 +18,7 @@ affect (model_rules.reach) from the documents, and write only the pairs whose st
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -38,6 +39,7 @@ from authzbench.model_rules import Reach, group_closure, holds, pair_state, reac
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
 COLLECTIONS = ("resources", "users", "groups", "orgs", "meta")
+LOCK_WAIT_S, LOCK_EXPIRE_S = 30.0, 60.0  # group write lock: give up waiting / take over a dead writer's
 
 
 def _check_perm(perm: str) -> None:
@@ -246,8 +248,37 @@ class MongoBackend(Backend):
         insert, before a delete), so they cover the state before and after."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
+        rc = reach(rel.relation, int(rel.object), int(rel.subject))
+        with self._group_lock() if rc.closure_changes else contextlib.nullcontext():
+            self._apply_edge(rel, rc, insert=insert)
+
+    @contextlib.contextmanager
+    def _group_lock(self) -> Iterator[None]:
+        """Group edges rewrite many users' closures and pairs from what they read: two at once can each write
+        a state missing the other's edge (seen with 2 workers attaching groups that share members). MongoDB
+        has no advisory lock, so a lock document: one insert wins; a lock left by a writer that died is
+        taken over after LOCK_EXPIRE_S."""
+        from pymongo.errors import DuplicateKeyError
+
+        meta, deadline = self.db["meta"], time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                meta.insert_one({"_id": "group_write_lock", "at": time.time()})
+                break
+            except DuplicateKeyError:
+                held = meta.find_one({"_id": "group_write_lock"}) or {}
+                if time.time() - float(held.get("at", time.time())) > LOCK_EXPIRE_S:
+                    meta.delete_one({"_id": "group_write_lock", "at": held["at"]})
+                elif time.monotonic() > deadline:
+                    raise BackendUnavailable(f"mongo: group write lock busy for {LOCK_WAIT_S:.0f} s") from None
+                time.sleep(0.002)
+        try:
+            yield
+        finally:
+            meta.delete_one({"_id": "group_write_lock"})
+
+    def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        rc = reach(rel.relation, o, s)
         if not insert:
             res_filters = self._resource_filters(rc)
         op = "$addToSet" if insert else "$pull"

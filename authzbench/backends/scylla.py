@@ -9,11 +9,13 @@ deletes keep the permission tables consistent by recomputing, from the source ta
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +31,7 @@ from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, w
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # Source relations by object type: each lands in rel_<type> (one partition per object).
+LOCK_WAIT_S, LOCK_TTL_S = 30.0, 60  # group write lock: give up waiting / expiry of a dead writer's
 SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
 # Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
 REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
@@ -303,8 +306,30 @@ class ScyllaBackend(Backend):
         d = REBAC_RELATIONS.get(rel.relation)
         if d is None:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
+        with self._group_lock() if reach(rel.relation, 0, 0).closure_changes else contextlib.nullcontext():
+            self._apply_edge(rel, d.object_type, insert=insert)
+
+    @contextlib.contextmanager
+    def _group_lock(self) -> Iterator[None]:
+        """Group edges recompute many users' pairs from what they read: two at once can each write a state
+        missing the other's edge. A lightweight transaction (Paxos) on a lock row that expires by TTL if
+        its writer died."""
+        token, deadline = uuid.uuid4().hex, time.monotonic() + LOCK_WAIT_S
+        take = self.prep(f"INSERT INTO {{ks}}.meta (key, value) VALUES ('group_write_lock', ?) IF NOT EXISTS "
+                         f"USING TTL {LOCK_TTL_S}")
+        while not self.session.execute(take, (token,)).one()[0]:
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(f"scylla: group write lock busy for {LOCK_WAIT_S:.0f} s")
+            time.sleep(0.002)
+        try:
+            yield
+        finally:
+            self.session.execute(self.prep("DELETE FROM {ks}.meta WHERE key = 'group_write_lock' IF value = ?"),
+                                 (token,))
+
+    def _apply_edge(self, rel: Relationship, object_type: str, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        table = SOURCE_TABLE[d.object_type]
+        table = SOURCE_TABLE[object_type]
         stmts: list[tuple[str, tuple]] = [(
             f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, ?, ?)" if insert else
             f"DELETE FROM {{ks}}.{table} WHERE object = ? AND relation = ? AND subject = ?",
