@@ -126,7 +126,6 @@ class SpiceDBBackend(Backend):
         super().__init__(endpoint, options)
         # Same code for both registry names: the datastore decides which one this is.
         self.name = DATASTORES.get(endpoint.get("datastore", "postgres"), ("spicedb-pg",))[0]  # type: ignore[misc]
-        self.duplicates_seen = 0  # lookup results SpiceDB sent more than once (removed before returning)
         self.token: ZedToken | None = None
         self.server_version: str | None = None
         self._channel: grpc.Channel | None = None
@@ -355,17 +354,14 @@ class SpiceDBBackend(Backend):
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        """Streamed to the end; SpiceDB may send a resource once per path to it: each is returned
-        once and the extra copies are counted in duplicates_seen."""
+        """Streamed to the end and returned as streamed: SpiceDB may send a resource once per path to
+        it, and the runner counts those copies (the report's Duplicates column), so none are removed here."""
         obj_type, permission = self._target(perm)
         stream = self.client.LookupResources(LookupResourcesRequest(
             resource_object_type=obj_type, permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
             consistency=_consistency(self.mode, self.token)), timeout=self.timeout, metadata=self._md)
-        ids = [int(r.resource_object_id) for r in stream]
-        unique = list(dict.fromkeys(ids))
-        self.duplicates_seen += len(ids) - len(unique)
-        return unique
+        return [int(r.resource_object_id) for r in stream]
 
     def _update(self, rel: Rel, op: int) -> None:
         d = relation_defs(self.model)[rel.relation]

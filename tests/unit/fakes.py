@@ -54,3 +54,12 @@ class FailingBackend(_Counting):
             self.n += 1
             raise ConnectionResetError("server went away")
         return super().check(user, perm, resource)
+
+
+class DuplicatingBackend(ReferenceBackend):
+    """Streams every lookup result twice, as SpiceDB may (once per path to a resource)."""
+
+    name = "duplicating"
+
+    def lookup_resources(self, user: int, perm: str):
+        return [r for r in super().lookup_resources(user, perm) for _ in range(2)]
