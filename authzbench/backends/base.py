@@ -1,7 +1,19 @@
 """The backend interface (YCSB-sized): every system implements these few methods and nothing else.
 
 Backends receive plain ints and return plain values. They never time themselves (the runner times
-every call), never retry, and never see the oracle.
+every call), never retry, and never see the oracle. Two exceptions are allowed, each bounded and named
+where it happens:
+
+- optimistic-concurrency retries inside one write: Elasticsearch's read-modify-write of a document
+  re-reads and re-applies its edit when another writer changed the document in between (a 409 on
+  if_seq_no; `elasticsearch.CONFLICT_RETRIES` attempts, then an error). The runner times the whole
+  write, retries included: that is the cost of the write under contention.
+- readiness polling in `build`: a backend may wait until what `load` wrote is visible to reads
+  (ClickHouse probes the expanded table for `PROBE_WAIT_S`, SpiceDB waits until minimize_latency reads
+  see the import), so measured phases never read a half-built state. `build` is timed by the caller.
+
+`load` and `build` report raw counts and durations (`LoadStats.notes`, `BuildStats.notes`: seconds and
+rows of each step, never rates); the report derives every rate (`report.data.ingest_rates`).
 """
 
 from __future__ import annotations

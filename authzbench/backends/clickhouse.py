@@ -30,10 +30,10 @@ CLOSURE_INPUTS = ("org_admin", "org_member", "group_member", "group_manager", "g
 EXPANDED = ("resource_org", *ACL_RELATIONS)  # each has a materialized view into perm
 RELATIONS = (*CLOSURE_INPUTS, *EXPANDED)
 PERMS = ("manage", "view")
-PROBE_WAIT_S = 60.0
+PROBE_WAIT_S = 60.0  # build(): give up on the expanded table after this long
 # A check reads one granule: a single reading thread halves its latency (measured 4.7 -> 2.2 ms in
 # chdb on 2 cores), where the default spins up a reader per core for nothing.
-POINT = {"max_threads": 1}  # build(): give up on the expanded table after this long
+POINT = {"max_threads": 1}
 
 
 class ClickHouseBackend(Backend):

@@ -15,10 +15,6 @@ Elasticsearch 9.2.1 with TLS and basic auth.
   touched indices are refreshed, so the change is visible to the next search when write() returns
   (refresh=wait_for would wait up to refresh_interval, 1 s, per write).
 
-Measured on baseline (native 7.17.29 node, 1 GiB heap, shared 2-core machine, `authzbench bench`): ingest
-34.1k relationships/s incl. the 1.5 s refresh (37.9k ingest only; 2.5k documents/s); at concurrency 1 checks
-p50 0.9-2.4 ms, p95 1.2-8.1 ms; the 9,600-resource manage lookup p50 33 ms, p95 95 ms; 0 mismatches.
-
 Client: elasticsearch 9.5.1 (pyproject) talks to both servers. It sends `compatible-with=9` media types;
 7.17 accepts them for every call used here (checked against the native node: info, bulk, mget, index,
 search with PIT, count, settings, stats), and the test suite runs this module against 7.17.
