@@ -147,18 +147,17 @@ class ClickHouseBackend(Backend):
         t3 = self._inserted_at = time.perf_counter()
         self._probes = self._probes_for(last)
         perm_rows, reach, members = (self._count(t) for t in ("perm", "group_reach", "group_membership"))
-        acl_rows = sum(ds.counts.get(r, 0) for r in ACL_RELATIONS)
         return LoadStats(
             rows=source_rows + expanded_rows + reach + members + perm_rows, batch_rows=self.batch_rows,
             batch_seconds=batch_seconds,
             notes={"method": "insert_arrow blocks; resource_org and ACL blocks expanded into perm by materialized "
                              "views inside the INSERT",
-                   "source_rows": source_rows + expanded_rows, "group_inputs_seconds": round(t1 - t0, 3),
-                   "group_closure_seconds": round(t2 - t1, 3), "group_reach_pairs": reach,
-                   "group_membership_pairs": members, "expanded_insert_seconds": round(t3 - t2, 3),
+                   "source_rows": source_rows + expanded_rows, "group_inputs_seconds": t1 - t0,
+                   "group_closure_seconds": t2 - t1, "group_reach_pairs": reach,
+                   "group_membership_pairs": members, "expanded_insert_seconds": t3 - t2,
                    "perm_rows": perm_rows,
-                   "acl_relationships_per_s": round(acl_rows / (t3 - t2)) if t3 > t2 else None,
-                   "perm_rows_per_s": round(perm_rows / (t3 - t2)) if t3 > t2 else None})
+                   "rates": {"acl_relationships_per_s": ["acl_relationships", "expanded_insert_seconds"],
+                             "perm_rows_per_s": ["perm_rows", "expanded_insert_seconds"]}})
 
     def _close_groups(self) -> None:
         """group_reach as a fixpoint over the hierarchy: stops when a step adds no pair (cycles too)."""

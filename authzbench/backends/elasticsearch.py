@@ -221,10 +221,10 @@ class ElasticsearchBackend(Backend):
                 reported -= int(reported)
         progress(int(reported))
         ingest_s = time.perf_counter() - t1
-        self._load_notes = {"closure_seconds": round(closure_s, 3), "ingest_seconds": round(ingest_s, 3),
-                            "documents_per_s": round(written / ingest_s) if ingest_s else None,
-                            "relationships_per_s": round(ds.total_relationships / ingest_s) if ingest_s else None,
-                            "acl_relationships_per_s": round(ds.acl_relationships / ingest_s) if ingest_s else None,
+        self._load_notes = {"closure_seconds": closure_s, "ingest_seconds": ingest_s,
+                            "rates": {"documents_per_s": ["documents", "ingest_seconds"],
+                                      "relationships_per_s": ["relationships", "ingest_seconds"],
+                                      "acl_relationships_per_s": ["acl_relationships", "ingest_seconds"]},
                             "expanded_entries": int(len(keys["view"]) + len(keys["manage"])),
                             "group_membership_pairs": len(members),
                             "method": f"closure in numpy ({closure_s:.2f} s), then parallel_bulk: {self.bulk_threads} "
@@ -245,7 +245,7 @@ class ElasticsearchBackend(Backend):
         refresh_s = time.perf_counter() - t1
         return BuildStats(what="refresh after a load with refresh_interval -1 (settings restored)",
                           seconds=time.perf_counter() - t0,
-                          notes={"refresh_seconds": round(refresh_s, 3), "settings_seconds": round(settings_s, 3),
+                          notes={"refresh_seconds": refresh_s, "settings_seconds": settings_s,
                                  **(getattr(self, "_load_notes", None) or {})})
 
     def loaded_hash(self) -> str | None:

@@ -130,9 +130,9 @@ class MongoBackend(Backend):
         insert_s = time.perf_counter() - t1
         expanded = len(keys["view"]) + len(keys["manage"])
         return LoadStats(rows=written, batch_rows=self.batch_docs, batch_seconds=batch_seconds, documents=written,
-                         notes={"closure_seconds": round(closure_s, 3), "insert_seconds": round(insert_s, 3),
-                                "documents_per_s": round(written / insert_s) if insert_s else None,
-                                "relationships_per_s": round(ds.total_relationships / insert_s) if insert_s else None,
+                         notes={"closure_seconds": closure_s, "insert_seconds": insert_s,
+                                "rates": {"documents_per_s": ["documents", "insert_seconds"],
+                                          "relationships_per_s": ["relationships", "insert_seconds"]},
                                 "expanded_entries": expanded, "group_membership_pairs": len(members),
                                 "method": f"closure in numpy ({closure_s:.2f} s), then unordered insert_many of "
                                           f"{self.batch_docs} documents; indexes built after the load"})

@@ -147,7 +147,7 @@ class PostgresBackend(Backend):
         if self.model == "social":  # no closure: every social permission has a fixed depth
             self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in SOCIAL_RELATIONS))
             return BuildStats("primary keys + VACUUM ANALYZE", time.perf_counter() - t0,
-                              notes={"index_seconds": round(t_idx, 3)})
+                              notes={"index_seconds": t_idx})
         with self.conn.transaction():
             for stmt in self.sql["build_membership"]:
                 self.conn.execute(stmt)
@@ -159,7 +159,7 @@ class PostgresBackend(Backend):
         members = int(self._one("SELECT count(*) FROM authzbench.group_membership"))
         return BuildStats("indexes + group_membership closure (recursive CTE) + VACUUM ANALYZE",
                           time.perf_counter() - t0, rows=members,
-                          notes={"index_seconds": round(t_idx, 3), "closure_seconds": round(t_closure, 3)})
+                          notes={"index_seconds": t_idx, "closure_seconds": t_closure})
 
     def loaded_hash(self) -> str | None:
         try:

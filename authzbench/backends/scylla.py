@@ -193,11 +193,11 @@ class ScyllaBackend(Backend):
         perm_s = time.perf_counter() - t2
         tick.flush()
         return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"closure_seconds": round(closure_s, 3), "group_membership_pairs": len(members),
-                                "source_rows": source_rows, "source_seconds": round(raw_s, 3),
-                                "source_rows_per_s": round(source_rows / raw_s) if raw_s else None,
-                                "permission_rows": perm_rows, "permission_seconds": round(perm_s, 3),
-                                "permission_rows_per_s": round(perm_rows / perm_s) if perm_s else None,
+                         notes={"closure_seconds": closure_s, "group_membership_pairs": len(members),
+                                "source_rows": source_rows, "source_seconds": raw_s,
+                                "permission_rows": perm_rows, "permission_seconds": perm_s,
+                                "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
+                                          "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
                                 "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
                                           f"batches of <= {self.batch_rows} rows of one partition, "
                                           f"{self.in_flight} batches in flight"})
