@@ -11,13 +11,22 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -36,7 +45,15 @@ PROBE_WAIT_S = 60.0  # build(): give up on the expanded table after this long
 POINT = {"max_threads": 1}
 
 
+@dataclass(frozen=True)
+class ClickHouseOptions(BackendOptions):
+    optimize: bool = True  # build(): merge perm into one part (OPTIMIZE ... FINAL)
+    data_dir: str | None = None  # native provisioner: keep chdb's database here across runs
+    chdb_data_dir: str | None = None  # the same, under its older name
+
+
 class ClickHouseBackend(Backend):
+    Options = ClickHouseOptions
     name: ClassVar[str] = "clickhouse"
     # chdb is an in-process engine: workers are threads sharing it (one engine per process).
     concurrency: ClassVar[str] = "thread"
@@ -52,6 +69,10 @@ class ClickHouseBackend(Backend):
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         return {"dsn": url}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"dsn": f"http://default:@127.0.0.1:{c.port('clickhouse', 8123)}"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -212,7 +233,7 @@ class ClickHouseBackend(Backend):
             time.sleep(0.05)
         lag = time.perf_counter() - self._inserted_at
         t0 = time.perf_counter()
-        if self.options.get("optimize", True):
+        if self.options.optimize:
             self.client.command(f"OPTIMIZE TABLE {self.db}.perm FINAL")
         merge_s = time.perf_counter() - t0
         return BuildStats("OPTIMIZE TABLE perm FINAL (one part per table for point reads)", merge_s,

@@ -26,12 +26,21 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.closure import csr, group_membership, permission_keys
 from authzbench.dataset import Dataset
@@ -71,7 +80,16 @@ class _TimedBulk:
             self._seconds.append(time.perf_counter() - t0)  # list.append is atomic across the pool's threads
 
 
+@dataclass(frozen=True)
+class ElasticsearchOptions(BackendOptions):
+    bulk_docs: int | None = None  # documents per bulk request (None: ElasticsearchBackend.bulk_docs)
+    bulk_threads: int | None = None  # parallel_bulk threads (None: ElasticsearchBackend.bulk_threads)
+    lookup_page: int | None = None  # ids per page of a lookup stream (None: ElasticsearchBackend.lookup_page)
+    elasticsearch_heap: str | None = None  # native provisioner: the node's JVM heap, default 1g
+
+
 class ElasticsearchBackend(Backend):
+    Options = ElasticsearchOptions
     name: ClassVar[str] = "elasticsearch"
     # parallel_bulk: 3 threads x 250 documents (~170 KB per request on baseline). Baseline on a freshly
     # started node (cold JIT), load + build, on the shared 2-core machine: 3x250 31-44k rels/s, 2x250
@@ -109,6 +127,13 @@ class ElasticsearchBackend(Backend):
         if q.get("index_prefix"):
             ep["index_prefix"] = q["index_prefix"]
         return ep
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        """TLS + basic auth: the CA exists only inside the node's certs volume, copied out once it is up."""
+        return {"url": f"https://127.0.0.1:{c.port('elasticsearch', 9200)}", "username": "elastic",
+                "password": c.environment("elasticsearch")["ELASTIC_PASSWORD"],
+                "ca_certs": c.copy_from("elasticsearch", "/usr/share/elasticsearch/config/certs/ca/ca.crt")}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:

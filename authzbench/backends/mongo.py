@@ -21,12 +21,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.closure import csr, group_membership, permission_keys
 from authzbench.dataset import Dataset
@@ -43,7 +52,18 @@ def _check_perm(perm: str) -> None:
         raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
 
 
+@dataclass(frozen=True)
+class MongoOptions(BackendOptions):
+    query: str = "expanded"  # "expanded": the precomputed user sets; "acl": the ACL arrays (module docstring)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.query not in ("expanded", "acl"):
+            raise UserError(f"mongo: unknown query mode {self.query!r}; valid: expanded, acl")
+
+
 class MongoBackend(Backend):
+    Options = MongoOptions
     name: ClassVar[str] = "mongo"
     batch_docs: ClassVar[int] = 2000  # documents per unordered insert_many (pymongo splits at 48 MB anyway)
     lookup_batch: ClassVar[int] = 10000  # ids per cursor batch: the heaviest baseline user's lookup in 1-2 batches
@@ -51,6 +71,10 @@ class MongoBackend(Backend):
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         return {"url": url, "engine": "mongodb"}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"url": f"mongodb://127.0.0.1:{c.port('mongo', 27017)}/", "engine": "mongodb"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:

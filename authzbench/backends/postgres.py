@@ -71,13 +71,17 @@ def copy_block(obj: np.ndarray, sub: np.ndarray) -> bytes:
 
 class PostgresBackend(Backend):
     name: ClassVar[str] = "postgres"
-    models = frozenset({"rebac", "social"})
     batch_rows: ClassVar[int] = 65536  # rows per COPY statement (one timed batch)
     lookup_chunk: ClassVar[int] = 1024  # rows per streamed chunk of a lookup
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         return {"dsn": url}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"dsn": f"postgresql://postgres@127.0.0.1:{c.port('postgres', 5432)}/postgres",
+                "password": c.environment("postgres")["POSTGRES_PASSWORD"], "server_settings": c.pg_settings("postgres")}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:

@@ -14,12 +14,13 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
@@ -44,7 +45,17 @@ def _ser_int(a: np.ndarray) -> list[bytes]:
     return np.ascontiguousarray(a, dtype=">i4").view("V4").tolist()
 
 
+@dataclass(frozen=True)
+class ScyllaOptions(BackendOptions):
+    replication_factor: int | None = None  # of the keyspace (None: the endpoint's, else 1)
+    batch_rows: int | None = None  # rows per unlogged batch (None: ScyllaBackend.batch_rows)
+    in_flight: int | None = None  # batches in flight during a load (None: ScyllaBackend.in_flight)
+    recreate: bool = False  # drop and recreate the keyspace even when it is loaded
+    cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 768M
+
+
 class ScyllaBackend(Backend):
+    Options = ScyllaOptions
     name: ClassVar[str] = "scylla"
     # Unlogged batches of <= 100 rows, all in one partition: one mutation per batch on the replica
     # (~2-3 KiB, under the default 5 KiB batch-size warning). Baseline, 11.0M permission rows, 48 in
@@ -62,6 +73,10 @@ class ScyllaBackend(Backend):
         u = urlparse(url)
         hosts = (u.netloc.rsplit(":", 1)[0] if ":" in u.netloc else u.netloc).split(",")
         return {"hosts": hosts, "port": u.port or 9042, "keyspace": (u.path.strip("/") or "authzbench")}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -130,7 +145,7 @@ class ScyllaBackend(Backend):
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:
-        if self.options.get("recreate"):
+        if self.options.recreate:
             self.drop()
         for stmt in self.sql["tables"]:
             self.session.execute(stmt, timeout=120)
@@ -261,7 +276,7 @@ class ScyllaBackend(Backend):
         return n
 
     def loaded_hash(self) -> str | None:
-        if self.options.get("recreate"):
+        if self.options.recreate:
             return None  # recreate on request: never report the existing keyspace as reusable
         try:
             row = self.session.execute(f"SELECT value FROM {self.ks}.meta WHERE key = 'dataset_hash'").one()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
@@ -39,7 +40,15 @@ from authzed.api.v1 import (
 )
 from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsResponse
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -109,9 +118,15 @@ def encode_relationships(d: RelationDef, objects: Iterable[int], subjects: Itera
     return b"".join(parts)
 
 
+@dataclass(frozen=True)
+class SpiceDBOptions(BackendOptions):
+    import_batch: int | None = None  # relationships per ImportBulkRelationships message (None: import_batch)
+    import_stream_rows: int | None = None  # relationships per import stream (None: import_stream_rows)
+
+
 class SpiceDBBackend(Backend):
     name: ClassVar[str] = "spicedb-pg"
-    models = frozenset({"rebac", "social"})
+    Options = SpiceDBOptions
     # Relationships per ImportBulkRelationships message (options["import_batch"] overrides).
     # Measured on baseline, see the commit that set it.
     # The reference suite loaded with WriteRelationships: measured too, so the report shows both paths.
@@ -146,6 +161,24 @@ class SpiceDBBackend(Backend):
         return {"addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username, "datastore": datastore,
                 "tls": tls, "ca_certs": q.get("ca"), "datastore_dsn": q.get("datastore_dsn"),
                 "datastore_version": q.get("datastore_version", "")}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        """One service per datastore (spicedb-pg, spicedb-crdb), named like the backend."""
+        ep: dict[str, Any] = {"addr": f"127.0.0.1:{c.port(c.name, 50051)}",
+                              "preshared_key": c.flag(c.name, "--grpc-preshared-key"),
+                              "datastore": c.flag(c.name, "--datastore-engine"),
+                              "spicedb_version": c.env["SPICEDB_VERSION"]}
+        if ep["datastore"] == "postgres":
+            db = c.environment(f"{c.name}-db")
+            ep["datastore_version"] = c.env["POSTGRES_VERSION"]
+            # footprint() sums pg_total_relation_size over this database.
+            ep["datastore_dsn"] = (f"postgresql://postgres:{db['POSTGRES_PASSWORD']}@127.0.0.1:"
+                                   f"{c.port(f'{c.name}-db', 5432)}/{db['POSTGRES_DB']}")
+        else:
+            # No datastore_dsn: footprint()'s pg_total_relation_size query is PostgreSQL-only.
+            ep["datastore_version"] = c.env["COCKROACH_VERSION"]
+        return ep
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -237,7 +270,7 @@ class SpiceDBBackend(Backend):
         first = ds.table(rel).iloc[0]
         perm = "view_user" if ds.model == "social" else "manage"
         self._probe = (int(first["subject"]), perm, int(first["object"]), rel)
-        if self.options.get("ingest") == "write":
+        if self.options.ingest == "write":
             return self._load_with_writes(ds, progress)
         batch_seconds: list[float] = []
         commits: list[float] = []

@@ -4,8 +4,14 @@ they test the harness, not a database)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from authzbench.backends.reference import ReferenceBackend
+from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
+
+
+@dataclass(frozen=True)
+class SleepyOptions(ReferenceOptions):
+    sleep_s: float = 0.3  # how long every 10th check sleeps
 
 
 class FlippingBackend(ReferenceBackend):
@@ -37,10 +43,11 @@ class SleepyBackend(_Counting):
     """Sleeps past the timeout on every 10th check."""
 
     name = "sleepy"
+    Options = SleepyOptions
 
     def check(self, user: int, perm: str, resource: int) -> bool:
         if (self.n + 1) % 10 == 0:
-            time.sleep(float(self.options.get("sleep_s", 0.3)))
+            time.sleep(self.options.sleep_s)
         return super().check(user, perm, resource)
 
 

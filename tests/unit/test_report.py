@@ -99,9 +99,11 @@ def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
 
 
 def test_a_model_the_backend_lacks_is_a_recorded_skip_not_a_crash(tmp_path, monkeypatch):
-    from authzbench.backends.reference import ReferenceBackend
+    from dataclasses import replace
 
-    monkeypatch.setattr(ReferenceBackend, "models", frozenset({"rebac"}))
+    from authzbench.backends.registry import BACKENDS
+
+    monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
                       concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
