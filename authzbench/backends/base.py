@@ -84,7 +84,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         except (TypeError, ValueError):
             continue
     names = "/".join(getattr(t, "__name__", str(t)) for t in kinds)
-    raise UserError(f"option {key}={value!r} is not a {names}")
+    raise UserError(f"option {key}={value!r}: expected {names}")
 
 
 def parse_options(options_cls: type[BackendOptions], given: Mapping[str, Any] | BackendOptions | None,
