@@ -86,7 +86,7 @@ class ClickHouseBackend(Backend):
             import clickhouse_connect
         except ImportError:
             raise BackendUnavailable("clickhouse: clickhouse-connect is not installed: pip install "
-                                     "'authzbench[chdb]'") from None
+                                     "'authzbench[clickhouse]'") from None
         # max_execution_time is enforced by the engine itself, embedded or not; the socket timeouts
         # mean something only over HTTP (chdb would warn and ignore them).
         timeout = self.options.get("timeout_s")
@@ -98,7 +98,7 @@ class ClickHouseBackend(Backend):
             self.version = str(self.client.query("SELECT version()").result_rows[0][0])
         except ImportError as e:  # chdb:// without the chdb package
             raise BackendUnavailable(f"clickhouse: {e.name or e} is not installed: pip install "
-                                     f"'authzbench[chdb]'") from None
+                                     f"'authzbench[clickhouse]'") from None
         except Exception as e:  # noqa: BLE001 - any driver/transport failure is one line
             why = ("the data dir is in use by another process (chdb opens a data dir in one process at a time)"
                    if self.embedded and _locked(dsn) else _first_line(e))
