@@ -166,6 +166,24 @@ class ScyllaBackend(Backend):
         tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
 
         t1 = time.perf_counter()
+        source_rows = self._load_source(source, tick, batch_seconds)
+        raw_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        perm_rows = self._load_permissions(view, manage, n_res, tick, batch_seconds)
+        perm_s = time.perf_counter() - t2
+        tick.flush()
+        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
+                         notes={"closure_seconds": closure_s, "group_membership_pairs": len(members),
+                                "source_rows": source_rows, "source_seconds": raw_s,
+                                "permission_rows": perm_rows, "permission_seconds": perm_s,
+                                "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
+                                          "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
+                                "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
+                                          f"batches of <= {self.batch_rows} rows of one partition, "
+                                          f"{self.in_flight} batches in flight"})
+
+    def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
+        """The relationships as stored: by object (one table per object type) and by subject."""
         source_rows = 0
         # All relations of one object type together, sorted by object: a resource's whole ACL (~14 rows
         # at baseline) is one batch, where one batch per (relation, resource) averaged ~3 rows and made
@@ -185,12 +203,13 @@ class ScyllaBackend(Backend):
         key = code * (1 << 32) + sub  # partition (relation, subject)
         order = np.argsort(key, kind="stable")
         rb, sb = rel_b[order].tolist(), _ser_int(sub[order])
-        source_rows += self._ingest(
+        return source_rows + self._ingest(
             "INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)",
             key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick, batch_seconds)
-        raw_s = time.perf_counter() - t1
 
-        t2 = time.perf_counter()
+    def _load_permissions(self, view: np.ndarray, manage: np.ndarray, n_res: int, tick: _Ticker,
+                          batch_seconds: list[float]) -> int:
+        """The precomputed permissions (keys user * n_res + resource), by resource and by user."""
         v_user, v_res = view // n_res, view % n_res
         is_manage = np.isin(view, manage, assume_unique=True)
         by_res = np.lexsort((v_user, v_res))
@@ -205,17 +224,7 @@ class ScyllaBackend(Backend):
             perm_rows += self._ingest(
                 f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
                 k // n_res, [ub, _ser_int(k % n_res)], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
-        perm_s = time.perf_counter() - t2
-        tick.flush()
-        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"closure_seconds": closure_s, "group_membership_pairs": len(members),
-                                "source_rows": source_rows, "source_seconds": raw_s,
-                                "permission_rows": perm_rows, "permission_seconds": perm_s,
-                                "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
-                                          "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
-                                "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
-                                          f"batches of <= {self.batch_rows} rows of one partition, "
-                                          f"{self.in_flight} batches in flight"})
+        return perm_rows
 
     def _ingest(self, cql: str, key: np.ndarray, cols: list[list[bytes]], routing: Callable[[int], bytes],
                 tick: _Ticker, batch_seconds: list[float]) -> int:
