@@ -60,6 +60,9 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                    help="SpiceDB read consistency for the measured phases (default minimize_latency)")
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a backend option (repeatable), e.g. --option bulk_docs=500; each backend's Options "
+                        "dataclass lists its keys, an unknown key is an error")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,7 +187,12 @@ def _config(args: argparse.Namespace):
     overrides = parse_sets(args.sets)
     if args.seed is not None:
         overrides["seed"] = str(args.seed)
-    options = {}
+    options: dict[str, str] = {}
+    for kv in args.option:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--option {kv!r}: expected KEY=VALUE")
+        options[key.strip()] = value.strip()
     if getattr(args, "consistency", None):
         options["consistency"] = args.consistency
     cfg = BenchConfig(backends=_backends(args.backend) or default_backends(),

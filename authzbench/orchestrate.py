@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from authzbench.backends.base import Backend
-from authzbench.backends.registry import BACKENDS, backend_class, entry, implementation
+from authzbench.backends.base import Backend, BackendOptions, option_names, parse_options
+from authzbench.backends.registry import BACKENDS, backend_class, entry, implementation, missing_driver
 from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.errors import UserError
 from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
 from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
@@ -94,6 +94,27 @@ class BenchConfig:
         if self.iterations_scale <= 0 or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
         resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
+        self._check_options()
+
+    def unsupported(self) -> dict[str, str]:
+        """Chosen backends that do not implement the chosen model (from the registry: no import, no
+        server): recorded as skipped with the reason, never started."""
+        return {b: f"does not implement the {self.model!r} model" for b in self.backends
+                if self.model not in entry(b).models}
+
+    def _check_options(self) -> None:
+        """Every option must be one of a chosen backend's (each backend then gets only its own, see
+        Session): a typo is one line, before any server starts. Values are type-checked per backend."""
+        known = set(option_names(BackendOptions))
+        for b in self.backends:
+            cls = options_class(b)
+            if cls is not None:
+                known |= option_names(cls)
+                parse_options(cls, own_options(cls, self.options), b)
+        unknown = sorted(set(self.options) - known)
+        if unknown:
+            raise UserError(f"unknown backend option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+                            f"(backends {', '.join(self.backends)}); valid: {', '.join(sorted(known))}")
 
     def dataset(self) -> Dataset:
         params = resolve(self.profile, self.overrides, self.model)
@@ -103,6 +124,21 @@ class BenchConfig:
             return ds
         say(f"generating dataset {self.model}/{self.profile} -> {path}")
         return generate(self.profile, path, overrides=self.overrides, model=self.model)
+
+
+def options_class(name: str) -> type[BackendOptions] | None:
+    """The backend's Options dataclass; None when it has no adapter or lacks its driver (it fails later,
+    alone, with that one line)."""
+    e = entry(name)
+    if not e.impl or missing_driver(name):
+        return None
+    return backend_class(name).Options
+
+
+def own_options(cls: type[BackendOptions], options: dict[str, Any]) -> dict[str, Any]:
+    """The options `cls` declares: the others belong to another chosen backend."""
+    names = option_names(cls)
+    return {k: v for k, v in options.items() if k in names}
 
 
 # server state between commands ----------------------------------------------------------------
@@ -166,18 +202,20 @@ class Session:
             self.dep = provision(name, cfg.provision, run_dir.resolve(), dict(cfg.options))
             self.start_seconds = time.perf_counter() - t0
             self.started_here = True
-            if name != "reference":
+            if not entry(name).in_process:
                 _save_state(name, self.dep, run_dir)
         self.options = {**cfg.options, "backend_name": name, "model": cfg.model}
 
     def backend(self, **extra: Any) -> Backend:
-        return backend_class(self.name)(self.dep.endpoint, {**self.options, **extra})
+        cls = backend_class(self.name)
+        return cls(self.dep.endpoint, own_options(cls.Options, {**self.options, **extra}))
 
     def factory(self, **extra: Any) -> BackendFactory:
-        return BackendFactory(implementation(self.name), self.dep.endpoint, {**self.options, **extra})
+        opts = own_options(backend_class(self.name).Options, {**self.options, **extra})
+        return BackendFactory(implementation(self.name), self.dep.endpoint, opts)
 
     def stop(self) -> None:
-        if self.name == "reference":
+        if entry(self.name).in_process:
             self.dep.stop()
             return
         if self.dep._stoppers:
@@ -216,7 +254,7 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
     for label, options in variants.items():
         _load_once(sess, ds, store, label, options)
     rec = _load_once(sess, ds, store, None, {})
-    if name != "reference":
+    if not entry(name).in_process:
         _state_file(name).with_suffix(".load.json").write_text(json.dumps(rec))
     return rec
 
@@ -260,12 +298,25 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
     return rec
 
 
+def _skip_unsupported(cfg: BenchConfig, store: RunStore | None, stage: str) -> list[str]:
+    """Record the backends that lack the chosen model as failed, one line each, without starting them."""
+    failures = []
+    for name, why in cfg.unsupported().items():
+        failures.append(f"{name}: {why}")
+        say(f"[red]{name}: {why}[/red]")
+        if store:
+            store.append({"type": "backend_error", "backend": name, "stage": stage, "message": why})
+    return failures
+
+
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     """Start and load every selected backend; leaves servers running. Returns failures (one line each)."""
     cfg.validate()
     ds = cfg.dataset()
-    failures = []
+    failures = _skip_unsupported(cfg, store, "prepare")
     for name in cfg.backends:
+        if name in cfg.unsupported():
+            continue
         try:
             sess = Session(name, cfg)
             load_backend(sess, ds, store, cfg.reload)
@@ -342,15 +393,15 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     store.append({"type": "distribution", "rows": distribution(ds, oracle),
                   "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
     inputs_cache: dict[str, list] = {}
-    failures = []
+    failures = _skip_unsupported(cfg, store, "bench")
     for name in cfg.backends:
+        if name in cfg.unsupported():
+            continue
         sess = None
         try:
             sess = Session(name, cfg)
             load_backend(sess, ds, store, cfg.reload)
             cls = backend_class(name)
-            if cfg.model not in cls.models:
-                raise BackendUnavailable(f"does not implement the {cfg.model!r} model")
             with sess.backend(dataset_path=str(ds.path)) as b:
                 info = b.server_info()
             store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),

@@ -19,13 +19,16 @@ from typing import Any
 
 import psutil
 
+from authzbench.backends.registry import BACKENDS
 from authzbench.errors import UserError
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
 
-DRIVERS = ["psycopg", "authzed", "grpcio", "cassandra-driver", "clickhouse-connect", "chdb", "elasticsearch",
-           "pymongo", "numpy", "pandas", "pyarrow", "hdrhistogram"]
+# Client stack recorded with every run: each backend's drivers (from the registry), then the libraries
+# every measurement goes through.
+DRIVERS = [*dict.fromkeys(d for e in BACKENDS.values() for d in e.drivers),
+           "numpy", "pandas", "pyarrow", "hdrhistogram"]
 
 
 def default_results_dir() -> Path:

@@ -42,10 +42,10 @@ def _native_ok(name: str) -> tuple[bool, str]:
     e = BACKENDS[name]
     if e.native is None:
         return False, e.why_not_native
-    from authzbench.backends.registry import load_symbol
+    from authzbench.backends.registry import implementation, load_symbol
 
     try:
-        load_symbol(e.impl)
+        load_symbol(implementation(name))  # no adapter or a missing driver: one line naming the extra
         load_symbol(e.native)
     except (UserError, AttributeError) as ex:
         return False, str(ex)
@@ -58,7 +58,7 @@ def selected_backends(config: pytest.Config) -> list[str]:
         for name in (x.strip() for x in v.split(",") if x.strip()):
             if name == "all":
                 mode = config.getoption("provision") or default_mode()
-                out += [n for n in BACKENDS if n != "reference" and (mode != "native" or _native_ok(n)[0])]
+                out += [n for n, e in BACKENDS.items() if not e.in_process and (mode != "native" or _native_ok(n)[0])]
             else:
                 out.append(name)
     return list(dict.fromkeys(out))
@@ -160,9 +160,7 @@ class _Deployments:
 
             cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
                               profile=dataset.profile, model=dataset.model)
-            from authzbench.backends.registry import backend_class
-
-            if dataset.model not in backend_class(name).models:
+            if dataset.model not in entry(name).models:
                 pytest.skip(f"{name} does not implement the {dataset.model!r} model")
             try:
                 os.environ.setdefault("AUTHZBENCH_STATE", str(self.root / "state"))

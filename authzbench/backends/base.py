@@ -1,17 +1,32 @@
 """The backend interface (YCSB-sized): every system implements these few methods and nothing else.
 
 Backends receive plain ints and return plain values. They never time themselves (the runner times
-every call), never retry, and never see the oracle.
+every call), never retry, and never see the oracle. Two exceptions are allowed, each bounded and named
+where it happens:
+
+- optimistic-concurrency retries inside one write: Elasticsearch's read-modify-write of a document
+  re-reads and re-applies its edit when another writer changed the document in between (a 409 on
+  if_seq_no; `elasticsearch.CONFLICT_RETRIES` attempts, then an error). The runner times the whole
+  write, retries included: that is the cost of the write under contention.
+- readiness polling in `build`: a backend may wait until what `load` wrote is visible to reads
+  (ClickHouse probes the expanded table for `PROBE_WAIT_S`, SpiceDB waits until minimize_latency reads
+  see the import), so measured phases never read a half-built state. `build` is timed by the caller.
+
+`load` and `build` report raw counts and durations (`LoadStats.notes`, `BuildStats.notes`: seconds and
+rows of each step, never rates); the report derives every rate (`report.data.ingest_rates`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from authzbench.dataset import Dataset
+from authzbench.errors import UserError
 from authzbench.model import Relationship
 
 Progress = Callable[[int], None]  # called with the number of rows just written
@@ -19,6 +34,73 @@ Progress = Callable[[int], None]  # called with the number of rows just written
 
 def no_progress(_rows: int) -> None:
     return None
+
+
+CONSISTENCY = ("minimize_latency", "fully_consistent", "at_least_as_fresh")
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Tuning knobs every backend accepts. A backend with knobs of its own subclasses this (a dataclass
+    with defaults) and names it in `Backend.Options`; `parse_options` rejects any other key."""
+
+    backend_name: str = ""  # the registry name this instance serves (set by the harness)
+    model: str = "rebac"  # the authorization model of the loaded dataset
+    dataset_path: str | None = None  # the dataset directory (the in-process reference loads it)
+    timeout_s: float | None = None  # per-op limit the driver enforces; None: the backend's default
+    # What reads must see. SpiceDB chooses per request; the other backends always read their latest
+    # committed state, so every value means "fully consistent" for them (correctness tests pass
+    # fully_consistent to every backend).
+    consistency: str | None = None
+    ingest: str | None = None  # which load path `load` takes: None = the default, else an ingest variant's
+    url: str | None = None  # --provision external: the server's DSN/URL (else AUTHZBENCH_<NAME>_URL)
+
+    def __post_init__(self) -> None:
+        if self.consistency is not None and self.consistency not in CONSISTENCY:
+            raise UserError(f"option consistency={self.consistency!r}; valid: {', '.join(CONSISTENCY)}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """dict-style read, for code written against the old options dict: an undeclared key is an
+        error (a typo in the code), a declared key left at None gives `default`."""
+        value = getattr(self, key)
+        return default if value is None else value
+
+
+def option_names(options_cls: type[BackendOptions]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(options_cls))
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Values from the command line arrive as strings: turn them into the declared type."""
+    kinds = [t for t in typing.get_args(hint) or (hint,) if t is not type(None)]
+    if value is None or any(isinstance(value, t) and not (t is int and isinstance(value, bool)) for t in kinds):
+        return value
+    for t in kinds:
+        try:
+            if t is bool and isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+                return value.lower() in ("1", "true", "yes")
+            if t in (int, float) and not isinstance(value, bool):
+                return t(value)
+        except (TypeError, ValueError):
+            continue
+    names = "/".join(getattr(t, "__name__", str(t)) for t in kinds)
+    raise UserError(f"option {key}={value!r}: expected {names}")
+
+
+def parse_options(options_cls: type[BackendOptions], given: Mapping[str, Any] | BackendOptions | None,
+                  owner: str = "") -> BackendOptions:
+    """The one place an options dict becomes a backend's typed options: unknown keys and values of the
+    wrong type are one-line UserErrors naming the valid keys."""
+    if isinstance(given, options_cls):
+        return given
+    given = dict(given or {}) if not isinstance(given, BackendOptions) else dataclasses.asdict(given)
+    valid = option_names(options_cls)
+    unknown = sorted(set(given) - valid)
+    if unknown:
+        raise UserError(f"{owner or options_cls.__name__}: unknown option{'s' * (len(unknown) > 1)} "
+                        f"{', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
+    hints = typing.get_type_hints(options_cls)
+    return options_cls(**{k: _coerce(k, v, hints[k]) for k, v in given.items()})
 
 
 @dataclass
@@ -53,7 +135,9 @@ class ServerInfo:
 
 class Backend(ABC):
     name: ClassVar[str]
-    models: ClassVar[frozenset[str]] = frozenset({"rebac"})
+    # The backend's typed options (a BackendOptions subclass when it has knobs of its own). The models a
+    # backend implements are declared in its registry entry, readable before its driver is imported.
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
     # "process": each worker opens its own connection in its own process (the default, no GIL cap);
     # "thread": the engine lives in-process (chdb) or cannot be opened twice.
     concurrency: ClassVar[str] = "process"
@@ -70,16 +154,23 @@ class Backend(ABC):
     consistency_modes: ClassVar[tuple[str, ...]] = ()
     rows_touched: int = 0
 
-    def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:
+    def __init__(self, endpoint: dict[str, Any], options: Mapping[str, Any] | BackendOptions | None = None) -> None:
         # endpoint: connection settings from the provisioner (dsn, url, host, port, credentials...)
-        # options: tuning knobs (batch sizes, consistency, timeouts: options["timeout_s"])
+        # options: tuning knobs as a plain dict (pickled to worker processes as is), parsed here into the
+        # backend's Options dataclass; an unknown key is a UserError.
         self.endpoint = endpoint
-        self.options = options or {}
+        self.options = parse_options(type(self).Options, options, getattr(type(self), "name", type(self).__name__))
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         """Endpoint for `--provision external` from AUTHZBENCH_<NAME>_URL (a DSN or URL)."""
         return {"url": url}
+
+    @classmethod
+    def endpoint_from_compose(cls, compose: Any) -> dict[str, Any]:
+        """Endpoint for `--provision compose`, read from the interpolated compose file
+        (`provision.compose.ComposeFile`: ports, environment, command flags of this backend's services)."""
+        raise UserError(f"{cls.name}: no compose endpoint (define endpoint_from_compose)")
 
     # lifecycle ---------------------------------------------------------------------------------
     @abstractmethod

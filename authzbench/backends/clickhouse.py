@@ -13,13 +13,22 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -36,13 +45,21 @@ PERMS = ("manage", "view")
 # Group edges rebuild group_reach (TRUNCATE + fixpoint) and users' rows: two at once would interleave. The
 # workers are threads of one process (concurrency "thread"), so a process-wide lock serializes them.
 GROUP_LOCK = threading.Lock()
-PROBE_WAIT_S = 60.0
+PROBE_WAIT_S = 60.0  # build(): give up on the expanded table after this long
 # A check reads one granule: a single reading thread halves its latency (measured 4.7 -> 2.2 ms in
 # chdb on 2 cores), where the default spins up a reader per core for nothing.
-POINT = {"max_threads": 1}  # build(): give up on the expanded table after this long
+POINT = {"max_threads": 1}
+
+
+@dataclass(frozen=True)
+class ClickHouseOptions(BackendOptions):
+    optimize: bool = True  # build(): merge perm into one part (OPTIMIZE ... FINAL)
+    data_dir: str | None = None  # native provisioner: keep chdb's database here across runs
+    chdb_data_dir: str | None = None  # the same, under its older name
 
 
 class ClickHouseBackend(Backend):
+    Options = ClickHouseOptions
     name: ClassVar[str] = "clickhouse"
     # chdb is an in-process engine: workers are threads sharing it (one engine per process).
     concurrency: ClassVar[str] = "thread"
@@ -59,6 +76,10 @@ class ClickHouseBackend(Backend):
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         return {"dsn": url}
 
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"dsn": f"http://default:@127.0.0.1:{c.port('clickhouse', 8123)}"}
+
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
         dsn = str(self.endpoint.get("dsn") or "")
@@ -71,7 +92,7 @@ class ClickHouseBackend(Backend):
             import clickhouse_connect
         except ImportError:
             raise BackendUnavailable("clickhouse: clickhouse-connect is not installed: pip install "
-                                     "'authzbench[chdb]'") from None
+                                     "'authzbench[clickhouse]'") from None
         # max_execution_time is enforced by the engine itself, embedded or not; the socket timeouts
         # mean something only over HTTP (chdb would warn and ignore them).
         timeout = self.options.get("timeout_s")
@@ -83,7 +104,7 @@ class ClickHouseBackend(Backend):
             self.version = str(self.client.query("SELECT version()").result_rows[0][0])
         except ImportError as e:  # chdb:// without the chdb package
             raise BackendUnavailable(f"clickhouse: {e.name or e} is not installed: pip install "
-                                     f"'authzbench[chdb]'") from None
+                                     f"'authzbench[clickhouse]'") from None
         except Exception as e:  # noqa: BLE001 - any driver/transport failure is one line
             why = ("the data dir is in use by another process (chdb opens a data dir in one process at a time)"
                    if self.embedded and _locked(dsn) else _first_line(e))
@@ -153,18 +174,17 @@ class ClickHouseBackend(Backend):
         t3 = self._inserted_at = time.perf_counter()
         self._probes = self._probes_for(last)
         perm_rows, reach, members = (self._count(t) for t in ("perm", "group_reach", "group_membership"))
-        acl_rows = sum(ds.counts.get(r, 0) for r in ACL_RELATIONS)
         return LoadStats(
             rows=source_rows + expanded_rows + reach + members + perm_rows, batch_rows=self.batch_rows,
             batch_seconds=batch_seconds,
             notes={"method": "insert_arrow blocks; resource_org and ACL blocks expanded into perm by materialized "
                              "views inside the INSERT",
-                   "source_rows": source_rows + expanded_rows, "group_inputs_seconds": round(t1 - t0, 3),
-                   "group_closure_seconds": round(t2 - t1, 3), "group_reach_pairs": reach,
-                   "group_membership_pairs": members, "expanded_insert_seconds": round(t3 - t2, 3),
+                   "source_rows": source_rows + expanded_rows, "group_inputs_seconds": t1 - t0,
+                   "group_closure_seconds": t2 - t1, "group_reach_pairs": reach,
+                   "group_membership_pairs": members, "expanded_insert_seconds": t3 - t2,
                    "perm_rows": perm_rows,
-                   "acl_relationships_per_s": round(acl_rows / (t3 - t2)) if t3 > t2 else None,
-                   "perm_rows_per_s": round(perm_rows / (t3 - t2)) if t3 > t2 else None})
+                   "rates": {"acl_relationships_per_s": ["acl_relationships", "expanded_insert_seconds"],
+                             "perm_rows_per_s": ["perm_rows", "expanded_insert_seconds"]}})
 
     def _close_groups(self) -> None:
         """group_reach as a fixpoint over the hierarchy: stops when a step adds no pair (cycles too)."""
@@ -219,7 +239,7 @@ class ClickHouseBackend(Backend):
             time.sleep(0.05)
         lag = time.perf_counter() - self._inserted_at
         t0 = time.perf_counter()
-        if self.options.get("optimize", True):
+        if self.options.optimize:
             self.client.command(f"OPTIMIZE TABLE {self.db}.perm FINAL")
         merge_s = time.perf_counter() - t0
         return BuildStats("OPTIMIZE TABLE perm FINAL (one part per table for point reads)", merge_s,

@@ -71,21 +71,23 @@ def copy_block(obj: np.ndarray, sub: np.ndarray) -> bytes:
 
 class PostgresBackend(Backend):
     name: ClassVar[str] = "postgres"
-    models = frozenset({"rebac", "social"})
-    engine: ClassVar[str] = "PostgreSQL"
     counts_rows = True
     batch_rows: ClassVar[int] = 65536  # rows per COPY statement (one timed batch)
     lookup_chunk: ClassVar[int] = 1024  # rows per streamed chunk of a lookup
-    schema_file: ClassVar[Path] = SCHEMA_FILE  # a dialect subclass (CockroachDB) points at its own DDL
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
         return {"dsn": url}
 
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"dsn": f"postgresql://postgres@127.0.0.1:{c.port('postgres', 5432)}/postgres",
+                "password": c.environment("postgres")["POSTGRES_PASSWORD"], "server_settings": c.pg_settings("postgres")}
+
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
         self.model = self.options.get("model", "rebac")
-        self.sql = schema_sections(SOCIAL_SCHEMA_FILE if self.model == "social" else self.schema_file)
+        self.sql = schema_sections(SOCIAL_SCHEMA_FILE if self.model == "social" else SCHEMA_FILE)
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
         if self.endpoint.get("password"):
             kwargs["password"] = self.endpoint["password"]
@@ -112,7 +114,7 @@ class PostgresBackend(Backend):
         notes = ["tuned for benchmarking: " + ", ".join(f"{k}={v}" for k, v in settings.items()
                                                          if not k.startswith("log_"))] if settings else []
         where = "Debian, native" if "Debian" in version and settings else "external"
-        return ServerInfo(self.engine, version, f"{self.engine} {version.split()[0]} ({where})", notes=notes)
+        return ServerInfo("PostgreSQL", version, f"PostgreSQL {version.split()[0]} ({where})", notes=notes)
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:
@@ -150,7 +152,7 @@ class PostgresBackend(Backend):
         if self.model == "social":  # no closure: every social permission has a fixed depth
             self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in SOCIAL_RELATIONS))
             return BuildStats("primary keys + VACUUM ANALYZE", time.perf_counter() - t0,
-                              notes={"index_seconds": round(t_idx, 3)})
+                              notes={"index_seconds": t_idx})
         with self.conn.transaction():
             for stmt in self.sql["build_membership"]:
                 self.conn.execute(stmt)
@@ -162,7 +164,7 @@ class PostgresBackend(Backend):
         members = int(self._one("SELECT count(*) FROM authzbench.group_membership"))
         return BuildStats("indexes + group_membership closure (recursive CTE) + VACUUM ANALYZE",
                           time.perf_counter() - t0, rows=members,
-                          notes={"index_seconds": round(t_idx, 3), "closure_seconds": round(t_closure, 3)})
+                          notes={"index_seconds": t_idx, "closure_seconds": t_closure})
 
     def loaded_hash(self) -> str | None:
         try:
@@ -249,8 +251,10 @@ def _perm(perm: str) -> str:
 
 
 def _first_line(e: BaseException) -> str:
+    """The error's first line: libpq puts the reason there ("... failed: Connection refused") and a
+    generic hint ("Is the server running ...?") on the lines after it."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[-1] if lines else type(e).__name__
+    return lines[0] if lines else type(e).__name__
 
 
 def _public(dsn: str) -> str:

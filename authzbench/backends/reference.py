@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.evaluator import SimpleEvaluator
@@ -20,19 +21,24 @@ from authzbench.social_oracle import oracle_for
 PERM_OF = {"resource_viewer_user": "view", "resource_manager_user": "manage"}
 
 
+@dataclass(frozen=True)
+class ReferenceOptions(BackendOptions):
+    delay_s: float = 0.0  # added to every op: a slow backend for the harness's own tests
+
+
 class ReferenceBackend(Backend):
     name = "reference"
-    models = frozenset({"rebac", "social"})
+    Options = ReferenceOptions
 
     def connect(self) -> None:
-        path = self.options.get("dataset_path") or self.endpoint.get("dataset_path")
+        path = self.options.dataset_path or self.endpoint.get("dataset_path")
         if not path:
             raise UserError("the reference backend needs options['dataset_path']")
         self.oracle = oracle_for(Dataset.open(path))
         self.added: set[tuple[int, str, int]] = set()
         self.dataset_path = path
         self.ev: SimpleEvaluator | None = None  # built on the first structural write
-        self.delay_s = float(self.options.get("delay_s", 0.0))
+        self.delay_s = self.options.delay_s
 
     def server_info(self) -> ServerInfo:
         return ServerInfo("oracle", "in-process", "Reference oracle (in-process, numpy)", comparable=False,

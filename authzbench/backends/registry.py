@@ -1,11 +1,21 @@
-"""Backend name -> implementation, imported lazily so a missing driver disables only its backend."""
+"""Backend name -> implementation, imported lazily so a missing driver disables only its backend.
+
+Each entry is everything the harness needs to know about a backend without importing it: its adapter,
+its native recipe, its compose services, the models it implements, its driver distributions and the
+pip extra that installs them (pyproject.toml's optional-dependencies; a unit test keeps the two, the
+compose file and results.DRIVERS in agreement). docs/ADDING-A-BACKEND.md walks through a new one.
+"""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from importlib import metadata
 
-from authzbench.errors import UserError
+from authzbench.errors import BackendUnavailable, UserError
+
+REBAC = frozenset({"rebac"})
+BOTH = frozenset({"rebac", "social"})
 
 
 @dataclass(frozen=True)
@@ -16,33 +26,47 @@ class BackendEntry:
     compose_services: tuple[str, ...]  # services in compose/docker-compose.yaml
     why_not_native: str = ""  # shown by `--backend=list` when native is None
     default: bool = True  # part of the default backend set of `nox -s bench`
+    models: frozenset[str] = REBAC  # authorization models the adapter implements
+    drivers: tuple[str, ...] = ()  # pip distributions the adapter needs (pinned in pyproject's extra)
+    extra: str = ""  # the pyproject extra installing the drivers: pip install 'authzbench[EXTRA]'
+    # "module:function(ComposeFile) -> endpoint" for `--provision compose`; "" = the adapter's
+    # endpoint_from_compose classmethod (only a backend without an adapter needs this).
+    compose_endpoint: str = ""
+    in_process: bool = False  # runs inside the harness: no servers, no saved server state (the oracle)
 
 
 BACKENDS: dict[str, BackendEntry] = {
     e.name: e
     for e in [
         BackendEntry("reference", "authzbench.backends.reference:ReferenceBackend",
-                     "authzbench.provision.native.inprocess:start", (), default=False),
+                     "authzbench.provision.native.inprocess:start", (), default=False, models=BOTH, in_process=True),
         BackendEntry("postgres", "authzbench.backends.postgres:PostgresBackend",
-                     "authzbench.provision.native.postgres:start", ("postgres",)),
+                     "authzbench.provision.native.postgres:start", ("postgres",), models=BOTH,
+                     drivers=("psycopg",), extra="postgres"),
         BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend",
-                     "authzbench.provision.native.spicedb:start", ("spicedb-pg",)),
+                     "authzbench.provision.native.spicedb:start", ("spicedb-pg",), models=BOTH,
+                     drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
         BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
-                     default=False),
+                     default=False, models=BOTH, drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
         # The hand-built CockroachDB model has no adapter: no CockroachDB server can be obtained on these
         # machines to test one against, and an adapter is only trusted once tested against the real server.
         BackendEntry("cockroach", "", None, ("cockroach",),
                      why_not_native="no adapter yet: no CockroachDB server is obtainable here to test one against "
-                                    "(SpiceDB on CockroachDB is spicedb-crdb)", default=False),
+                                    "(SpiceDB on CockroachDB is spicedb-crdb)", default=False,
+                     compose_endpoint="authzbench.provision.compose:cockroach_endpoint"),
         BackendEntry("scylla", "authzbench.backends.scylla:ScyllaBackend",
-                     "authzbench.provision.native.cassandra:start", ("scylla",)),
+                     "authzbench.provision.native.cassandra:start", ("scylla",),
+                     drivers=("cassandra-driver",), extra="scylla"),
         BackendEntry("clickhouse", "authzbench.backends.clickhouse:ClickHouseBackend",
-                     "authzbench.provision.native.chdb:start", ("clickhouse",)),
+                     "authzbench.provision.native.chdb:start", ("clickhouse",),
+                     drivers=("clickhouse-connect", "chdb"), extra="clickhouse"),
         BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
-                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",)),
+                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",),
+                     drivers=("elasticsearch",), extra="elasticsearch"),
         BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
-                     "authzbench.provision.native.ferretdb:start", ("mongo",)),
+                     "authzbench.provision.native.ferretdb:start", ("mongo",),
+                     drivers=("pymongo", "psycopg"), extra="mongo"),
     ]
 }
 
@@ -63,13 +87,35 @@ def load_symbol(path: str):
     return getattr(mod, attr)
 
 
+def missing_driver(name: str) -> str | None:
+    """One line naming the extra to install when a driver of `name` is not installed, else None."""
+    e = entry(name)
+    for dist in e.drivers:
+        try:
+            metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return f"driver {dist} is not installed: pip install 'authzbench[{e.extra or name}]'"
+    return None
+
+
 def implementation(name: str) -> str:
-    """The adapter's "module:Class", or one clear line when the backend has none yet."""
+    """The adapter's "module:Class", or one clear line when the backend has none yet or lacks its driver."""
     e = entry(name)
     if not e.impl:
         raise UserError(f"{name}: {e.why_not_native}")
+    if (why := missing_driver(name)) is not None:
+        raise BackendUnavailable(why)
     return e.impl
 
 
 def backend_class(name: str):
     return load_symbol(implementation(name))
+
+
+def extras() -> dict[str, set[str]]:
+    """pip extra -> the driver distributions it must install (what pyproject.toml declares)."""
+    out: dict[str, set[str]] = {}
+    for e in BACKENDS.values():
+        if e.extra:
+            out.setdefault(e.extra, set()).update(e.drivers)
+    return out

@@ -16,12 +16,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from authzbench.backends.base import Backend, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
@@ -48,7 +49,17 @@ def _ser_int(a: np.ndarray) -> list[bytes]:
     return np.ascontiguousarray(a, dtype=">i4").view("V4").tolist()
 
 
+@dataclass(frozen=True)
+class ScyllaOptions(BackendOptions):
+    replication_factor: int | None = None  # of the keyspace (None: the endpoint's, else 1)
+    batch_rows: int | None = None  # rows per unlogged batch (None: ScyllaBackend.batch_rows)
+    in_flight: int | None = None  # batches in flight during a load (None: ScyllaBackend.in_flight)
+    recreate: bool = False  # drop and recreate the keyspace even when it is loaded
+    cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 768M
+
+
 class ScyllaBackend(Backend):
+    Options = ScyllaOptions
     name: ClassVar[str] = "scylla"
     counts_rows = True
     # Unlogged batches of <= 100 rows, all in one partition: one mutation per batch on the replica
@@ -67,6 +78,10 @@ class ScyllaBackend(Backend):
         u = urlparse(url)
         hosts = (u.netloc.rsplit(":", 1)[0] if ":" in u.netloc else u.netloc).split(",")
         return {"hosts": hosts, "port": u.port or 9042, "keyspace": (u.path.strip("/") or "authzbench")}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -135,7 +150,7 @@ class ScyllaBackend(Backend):
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:
-        if self.options.get("recreate"):
+        if self.options.recreate:
             self.drop()
         for stmt in self.sql["tables"]:
             self.session.execute(stmt, timeout=120)
@@ -156,6 +171,24 @@ class ScyllaBackend(Backend):
         tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
 
         t1 = time.perf_counter()
+        source_rows = self._load_source(source, tick, batch_seconds)
+        raw_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        perm_rows = self._load_permissions(view, manage, n_res, tick, batch_seconds)
+        perm_s = time.perf_counter() - t2
+        tick.flush()
+        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
+                         notes={"closure_seconds": closure_s, "group_membership_pairs": len(members),
+                                "source_rows": source_rows, "source_seconds": raw_s,
+                                "permission_rows": perm_rows, "permission_seconds": perm_s,
+                                "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
+                                          "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
+                                "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
+                                          f"batches of <= {self.batch_rows} rows of one partition, "
+                                          f"{self.in_flight} batches in flight"})
+
+    def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
+        """The relationships as stored: by object (one table per object type) and by subject."""
         source_rows = 0
         # All relations of one object type together, sorted by object: a resource's whole ACL (~14 rows
         # at baseline) is one batch, where one batch per (relation, resource) averaged ~3 rows and made
@@ -175,12 +208,13 @@ class ScyllaBackend(Backend):
         key = code * (1 << 32) + sub  # partition (relation, subject)
         order = np.argsort(key, kind="stable")
         rb, sb = rel_b[order].tolist(), _ser_int(sub[order])
-        source_rows += self._ingest(
+        return source_rows + self._ingest(
             "INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)",
             key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick, batch_seconds)
-        raw_s = time.perf_counter() - t1
 
-        t2 = time.perf_counter()
+    def _load_permissions(self, view: np.ndarray, manage: np.ndarray, n_res: int, tick: _Ticker,
+                          batch_seconds: list[float]) -> int:
+        """The precomputed permissions (keys user * n_res + resource), by resource and by user."""
         v_user, v_res = view // n_res, view % n_res
         is_manage = np.isin(view, manage, assume_unique=True)
         by_res = np.lexsort((v_user, v_res))
@@ -195,17 +229,7 @@ class ScyllaBackend(Backend):
             perm_rows += self._ingest(
                 f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
                 k // n_res, [ub, _ser_int(k % n_res)], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
-        perm_s = time.perf_counter() - t2
-        tick.flush()
-        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"closure_seconds": round(closure_s, 3), "group_membership_pairs": len(members),
-                                "source_rows": source_rows, "source_seconds": round(raw_s, 3),
-                                "source_rows_per_s": round(source_rows / raw_s) if raw_s else None,
-                                "permission_rows": perm_rows, "permission_seconds": round(perm_s, 3),
-                                "permission_rows_per_s": round(perm_rows / perm_s) if perm_s else None,
-                                "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
-                                          f"batches of <= {self.batch_rows} rows of one partition, "
-                                          f"{self.in_flight} batches in flight"})
+        return perm_rows
 
     def _ingest(self, cql: str, key: np.ndarray, cols: list[list[bytes]], routing: Callable[[int], bytes],
                 tick: _Ticker, batch_seconds: list[float]) -> int:
@@ -266,7 +290,7 @@ class ScyllaBackend(Backend):
         return n
 
     def loaded_hash(self) -> str | None:
-        if self.options.get("recreate"):
+        if self.options.recreate:
             return None  # recreate on request: never report the existing keyspace as reusable
         try:
             row = self.session.execute(f"SELECT value FROM {self.ks}.meta WHERE key = 'dataset_hash'").one()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
@@ -39,7 +40,15 @@ from authzed.api.v1 import (
 )
 from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsResponse
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    BuildStats,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    no_progress,
+)
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -109,9 +118,15 @@ def encode_relationships(d: RelationDef, objects: Iterable[int], subjects: Itera
     return b"".join(parts)
 
 
+@dataclass(frozen=True)
+class SpiceDBOptions(BackendOptions):
+    import_batch: int | None = None  # relationships per ImportBulkRelationships message (None: import_batch)
+    import_stream_rows: int | None = None  # relationships per import stream (None: import_stream_rows)
+
+
 class SpiceDBBackend(Backend):
     name: ClassVar[str] = "spicedb-pg"
-    models = frozenset({"rebac", "social"})
+    Options = SpiceDBOptions
     counts_rows = True
     consistency_modes = ("minimize_latency", "at_least_as_fresh", "fully_consistent")
     # Relationships per ImportBulkRelationships message (options["import_batch"] overrides).
@@ -128,7 +143,6 @@ class SpiceDBBackend(Backend):
         super().__init__(endpoint, options)
         # Same code for both registry names: the datastore decides which one this is.
         self.name = DATASTORES.get(endpoint.get("datastore", "postgres"), ("spicedb-pg",))[0]  # type: ignore[misc]
-        self.duplicates_seen = 0  # lookup results SpiceDB sent more than once (removed before returning)
         self.token: ZedToken | None = None
         self.server_version: str | None = None
         self._channel: grpc.Channel | None = None
@@ -149,6 +163,24 @@ class SpiceDBBackend(Backend):
         return {"addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username, "datastore": datastore,
                 "tls": tls, "ca_certs": q.get("ca"), "datastore_dsn": q.get("datastore_dsn"),
                 "datastore_version": q.get("datastore_version", "")}
+
+    @classmethod
+    def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
+        """One service per datastore (spicedb-pg, spicedb-crdb), named like the backend."""
+        ep: dict[str, Any] = {"addr": f"127.0.0.1:{c.port(c.name, 50051)}",
+                              "preshared_key": c.flag(c.name, "--grpc-preshared-key"),
+                              "datastore": c.flag(c.name, "--datastore-engine"),
+                              "spicedb_version": c.env["SPICEDB_VERSION"]}
+        if ep["datastore"] == "postgres":
+            db = c.environment(f"{c.name}-db")
+            ep["datastore_version"] = c.env["POSTGRES_VERSION"]
+            # footprint() sums pg_total_relation_size over this database.
+            ep["datastore_dsn"] = (f"postgresql://postgres:{db['POSTGRES_PASSWORD']}@127.0.0.1:"
+                                   f"{c.port(f'{c.name}-db', 5432)}/{db['POSTGRES_DB']}")
+        else:
+            # No datastore_dsn: footprint()'s pg_total_relation_size query is PostgreSQL-only.
+            ep["datastore_version"] = c.env["COCKROACH_VERSION"]
+        return ep
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -240,7 +272,7 @@ class SpiceDBBackend(Backend):
         first = ds.table(rel).iloc[0]
         perm = "view_user" if ds.model == "social" else "manage"
         self._probe = (int(first["subject"]), perm, int(first["object"]), rel)
-        if self.options.get("ingest") == "write":
+        if self.options.ingest == "write":
             return self._load_with_writes(ds, progress)
         batch_seconds: list[float] = []
         commits: list[float] = []
@@ -280,7 +312,7 @@ class SpiceDBBackend(Backend):
                          notes={"method": f"ImportBulkRelationships: client streams of ~{self.import_stream_rows:,} "
                                           "relationships, one transaction each",
                                 "batch": self.import_batch, "streams": len(commits),
-                                "commit_seconds": round(sum(commits), 3)})
+                                "commit_seconds": sum(commits)})
 
     def _stream_chunks(self, ds: Dataset) -> Iterator[list[tuple[RelationDef, list[int], list[int]]]]:
         """Batches grouped into streams of ~import_stream_rows. SpiceDB cancels a stream that sends
@@ -357,17 +389,14 @@ class SpiceDBBackend(Backend):
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
-        """Streamed to the end; SpiceDB may send a resource once per path to it: each is returned
-        once and the extra copies are counted in duplicates_seen."""
+        """Streamed to the end and returned as streamed: SpiceDB may send a resource once per path to
+        it, and the runner counts those copies (the report's Duplicates column), so none are removed here."""
         obj_type, permission = self._target(perm)
         stream = self.client.LookupResources(LookupResourcesRequest(
             resource_object_type=obj_type, permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
             consistency=_consistency(self.mode, self.token)), timeout=self.timeout, metadata=self._md)
-        ids = [int(r.resource_object_id) for r in stream]
-        unique = list(dict.fromkeys(ids))
-        self.duplicates_seen += len(ids) - len(unique)
-        return unique
+        return [int(r.resource_object_id) for r in stream]
 
     def _update(self, rel: Rel, op: int) -> None:
         d = relation_defs(self.model)[rel.relation]

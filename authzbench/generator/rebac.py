@@ -69,6 +69,9 @@ def generate(p: RebacParams, emit: Emit) -> None:
     """Generate every relation, calling emit(relation, objects, subjects) chunk by chunk.
 
     Each relation's chunks arrive in increasing object order, each sorted by (object, subject).
+    Longer than ~60 lines on purpose: the steps run in the order that fixes the dataset's bytes for a
+    seed, and each reads the arrays of the steps before it (memberships, weights, group ids); kept as one
+    top-to-bottom sequence rather than helpers passing ten arrays around.
     """
     U, G, n_orgs = n_users(p), p.orgs * p.groups_per_org, p.orgs
     user_w = _pareto(_rng(p, _USERS), p.pareto_alpha, U)

@@ -20,12 +20,13 @@ import tarfile
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from authzbench.backends.registry import BACKENDS, entry
+from authzbench.backends.registry import BACKENDS, backend_class, entry, load_symbol
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, cache_dir, say
 
@@ -121,50 +122,57 @@ def _pg_settings(cmd: list[str]) -> dict[str, str]:
     return dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "-c")
 
 
-def es_ca_path() -> Path:
-    """Where compose_up copies the CA that the elasticsearch-setup service generated."""
-    return cache_dir() / "compose" / "elasticsearch-ca.crt"
+@dataclass(frozen=True)
+class ComposeFile:
+    """The interpolated compose file as one backend reads its endpoint from it (its
+    `endpoint_from_compose`): published ports, services' environment and command flags, pinned versions."""
+
+    name: str  # the backend
+    spec: dict
+    env: dict[str, str]
+    copies: list[tuple[str, str, Path]] = field(default_factory=list)  # (service, path inside, local copy)
+
+    def port(self, service: str, target: int) -> int:
+        return published_port(self.spec, service, target)
+
+    def environment(self, service: str) -> dict[str, str]:
+        return self.spec["services"][service].get("environment") or {}
+
+    def command(self, service: str) -> list[str]:
+        return self.spec["services"][service].get("command") or []
+
+    def flag(self, service: str, flag: str) -> str:
+        return _flag(self.command(service), flag)
+
+    def pg_settings(self, service: str) -> dict[str, str]:
+        return _pg_settings(self.command(service))
+
+    def copy_from(self, service: str, path: str) -> str:
+        """A file that exists only inside `service`'s container (a generated CA): compose_up copies it
+        out once the service is up; returns where the copy will be."""
+        dest = cache_dir() / "compose" / f"{service}-{Path(path).name}"
+        self.copies.append((service, path, dest))
+        return str(dest)
 
 
 def endpoint(name: str, spec: dict | None = None) -> dict[str, Any]:
-    """What each backend adapter expects, read from the interpolated file (no engine needed)."""
-    spec = spec or load_compose()
-    svcs = spec["services"]
-    env = environment()
-    if name == "postgres":
-        pw = svcs["postgres"]["environment"]["POSTGRES_PASSWORD"]
-        return {"dsn": f"postgresql://postgres@127.0.0.1:{published_port(spec, 'postgres', 5432)}/postgres",
-                "password": pw, "server_settings": _pg_settings(svcs["postgres"]["command"])}
-    if name == "cockroach":
-        return {"dsn": f"postgresql://root@127.0.0.1:{published_port(spec, 'cockroach', 26257)}/defaultdb"
-                       "?sslmode=disable"}
-    if name in ("spicedb-pg", "spicedb-crdb"):
-        cmd = svcs[name]["command"]
-        ep: dict[str, Any] = {"addr": f"127.0.0.1:{published_port(spec, name, 50051)}",
-                              "preshared_key": _flag(cmd, "--grpc-preshared-key"),
-                              "datastore": _flag(cmd, "--datastore-engine"),
-                              "spicedb_version": env["SPICEDB_VERSION"]}
-        if name == "spicedb-pg":
-            db = svcs["spicedb-pg-db"]["environment"]
-            ep["datastore_version"] = env["POSTGRES_VERSION"]
-            # footprint() sums pg_total_relation_size over this database.
-            ep["datastore_dsn"] = (f"postgresql://postgres:{db['POSTGRES_PASSWORD']}@127.0.0.1:"
-                                   f"{published_port(spec, 'spicedb-pg-db', 5432)}/{db['POSTGRES_DB']}")
-        else:
-            # No datastore_dsn: footprint()'s pg_total_relation_size query is PostgreSQL-only.
-            ep["datastore_version"] = env["COCKROACH_VERSION"]
-        return ep
-    if name == "clickhouse":
-        return {"dsn": f"http://default:@127.0.0.1:{published_port(spec, 'clickhouse', 8123)}"}
-    if name == "scylla":
-        return {"hosts": ["127.0.0.1"], "port": published_port(spec, "scylla", 9042), "keyspace": "authzbench"}
-    if name == "elasticsearch":
-        return {"url": f"https://127.0.0.1:{published_port(spec, 'elasticsearch', 9200)}",
-                "username": "elastic", "password": svcs["elasticsearch"]["environment"]["ELASTIC_PASSWORD"],
-                "ca_certs": str(es_ca_path())}
-    if name == "mongo":
-        return {"url": f"mongodb://127.0.0.1:{published_port(spec, 'mongo', 27017)}/", "engine": "mongodb"}
-    raise UserError(f"compose: no endpoint for backend {name!r}")
+    """What the backend's adapter expects, read from the interpolated file (no engine needed)."""
+    return _endpoint(ComposeFile(name, spec or load_compose(), environment()))
+
+
+def _endpoint(view: ComposeFile) -> dict[str, Any]:
+    """Each backend declares its own: its `endpoint_from_compose`, or its registry entry's compose_endpoint."""
+    e = entry(view.name)
+    if not e.compose_services:
+        raise UserError(f"compose: no endpoint for backend {view.name!r} (it has no compose services)")
+    if e.compose_endpoint:
+        return load_symbol(e.compose_endpoint)(view)
+    return backend_class(view.name).endpoint_from_compose(view)
+
+
+def cockroach_endpoint(c: ComposeFile) -> dict[str, Any]:
+    """The planned cockroach backend's endpoint (it has no adapter module yet to hold this)."""
+    return {"dsn": f"postgresql://root@127.0.0.1:{c.port('cockroach', 26257)}/defaultdb?sslmode=disable"}
 
 
 # the engine -------------------------------------------------------------------------------------
@@ -259,14 +267,15 @@ def compose_up(name: str, options: dict | None = None) -> Deployment:
     missing = [s for s in long_running if s not in found]
     if missing:
         raise BackendUnavailable(f"compose: no container for {', '.join(missing)} after `up`")
-    if name == "elasticsearch":
-        # The CA exists only inside the certs volume; the client needs it to verify the node.
-        _copy_out(found["elasticsearch"], "/usr/share/elasticsearch/config/certs/ca/ca.crt", es_ca_path())
+    view = ComposeFile(name, spec, environment())
+    ep = _endpoint(view)
+    for svc, path, dest in view.copies:  # files the endpoint needs from inside a container (a CA)
+        _copy_out(found[svc], path, dest)
     v = environment()
     images = sorted({spec["services"][s]["image"] for s in long_running})
     notes = [f"docker compose services {', '.join(long_running)} ({', '.join(images)}); limits per container: "
              f"{v.get('AUTHZBENCH_CPUS') or 2} CPUs, {v.get('AUTHZBENCH_MEM') or '4g'} memory"]
-    return Deployment(name, "compose", endpoint(name, spec), containers=[found[s].id for s in long_running],
+    return Deployment(name, "compose", ep, containers=[found[s].id for s in long_running],
                       notes=notes)
 
 

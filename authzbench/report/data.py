@@ -100,6 +100,23 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ingest_rates(rec: dict) -> dict:
+    """A load's notes as shown: each rate a backend names (`notes["rates"]`: name -> [count, seconds],
+    each a key of the notes or of the ingest record, e.g. ["documents", "insert_seconds"]) computed here,
+    in its place, as whole units per second; other durations to the millisecond. Backends report only raw
+    counts and durations, so every rate of the report is computed in this one place."""
+    notes = rec.get("notes") or {}
+    out: dict = {}
+    for k, v in notes.items():
+        if k != "rates":
+            out[k] = round(v, 3) if isinstance(v, float) else v
+            continue
+        for name, (count_key, seconds_key) in v.items():
+            count, secs = notes.get(count_key, rec.get(count_key)), notes.get(seconds_key, rec.get(seconds_key))
+            out[name] = round(count / secs) if count is not None and secs else None
+    return out
+
+
 def ingest_table(recs: list[dict]) -> pd.DataFrame:
     rows = []
     for r in recs:
@@ -119,7 +136,7 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
             "load_rels_per_s": r["relationships"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
             "batch_rows": r.get("batch_rows"), "batches": len(r.get("batch_seconds") or []),
             "batch_mean_s": float(np.nanmean(b)), "batch_p95_s": float(np.nanpercentile(b, 95)),
-            "footprint_bytes": r.get("footprint_bytes"), "notes": r.get("notes") or {},
+            "footprint_bytes": r.get("footprint_bytes"), "notes": ingest_rates(r),
             "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare")),
         })
     df = pd.DataFrame(rows)

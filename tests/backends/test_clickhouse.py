@@ -29,33 +29,9 @@ from tests.backends.edits import (
 )
 
 pytestmark = pytest.mark.backend("clickhouse")
-SCRATCH = "authzbench_scratch"
-
-
-@pytest.fixture(scope="module")
-def session(deployments, dataset, run_store):
-    if dataset.model != "rebac":
-        pytest.skip("rebac model only")
-    return deployments.get("clickhouse", dataset, run_store)
-
-
-@pytest.fixture(scope="module")
-def backend(session):
-    with session.backend(timeout_s=10) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def scratch(session, dataset):
-    """A private database with its own copy of the dataset: the write tests leave the shared one intact."""
-    with ClickHouseBackend({**session.dep.endpoint, "database": SCRATCH}, {"timeout_s": 10}) as b:
-        b.drop()
-        b.create_schema()
-        b.load(dataset)
-        b.first_build = b.build()
-        b.mark_loaded(dataset.hash)
-        yield b
-        b.drop()
+# `scratch` (tests/backends/conftest.py): a private database with its own copy of the dataset
+# (scratch.first_build is its build()'s stats). Non-rebac runs skip: the registry says rebac only.
+SCRATCH_ENDPOINT = {"database": "authzbench_scratch"}
 
 
 def _table_state(b: ClickHouseBackend, table: str = "perm") -> dict[str, set[tuple[int, int]]]:

@@ -39,15 +39,9 @@ from tests.backends.faults import bench_with_server_killed_mid_phase
 pytestmark = pytest.mark.backend("elasticsearch")
 
 
-@pytest.fixture(scope="module")
-def session(deployments, dataset, run_store):
-    return deployments.get("elasticsearch", dataset, run_store)
-
-
-@pytest.fixture(scope="module")
-def backend(session):
-    with session.backend(timeout_s=10) as b:
-        yield b
+# `scratch` (tests/backends/conftest.py): private indices with their own copy of the dataset.
+SCRATCH_ENDPOINT = {"index_prefix": "authzbench_scratch"}
+SCRATCH_OPTIONS = {"timeout_s": 30}
 
 
 def _private(session, prefix: str, ds: Dataset, **options) -> ElasticsearchBackend:
@@ -59,15 +53,6 @@ def _private(session, prefix: str, ds: Dataset, **options) -> ElasticsearchBacke
     b.build()
     b.mark_loaded(ds.hash)
     return b
-
-
-@pytest.fixture(scope="module")
-def scratch(session, dataset):
-    """Private indices with their own copy of the dataset: the write tests leave the shared ones intact."""
-    b = _private(session, "authzbench_scratch", dataset)
-    yield b
-    b.drop()
-    b.close()
 
 
 def _state(b: ElasticsearchBackend) -> dict[str, set[tuple[int, int]]]:

@@ -29,28 +29,10 @@ from tests.backends.edits import (
 pytestmark = pytest.mark.backend("mongo")
 
 
-@pytest.fixture(scope="module")
-def session(deployments, dataset, run_store):
-    return deployments.get("mongo", dataset, run_store)
-
-
-@pytest.fixture(scope="module", params=["expanded", "acl"])
-def backend(request, session):
-    with session.backend(timeout_s=10, query=request.param) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def scratch(session, dataset):
-    """A private database with its own copy of the dataset: the write tests leave the shared one intact."""
-    with MongoBackend({**session.dep.endpoint, "database": "authzbench_scratch"}, {"timeout_s": 10}) as b:
-        b.drop()
-        b.create_schema()
-        b.load(dataset)
-        b.build()
-        b.mark_loaded(dataset.hash)
-        yield b
-        b.drop()
+# Every `backend` test runs on both read paths; `scratch` (tests/backends/conftest.py) is a private
+# database with its own copy of the dataset.
+BACKEND_VARIANTS = [{"query": "expanded"}, {"query": "acl"}]
+SCRATCH_ENDPOINT = {"database": "authzbench_scratch"}
 
 
 def _state(b: MongoBackend) -> dict[str, set[tuple[int, int]]]:

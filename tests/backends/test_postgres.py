@@ -31,17 +31,6 @@ from authzbench.provision.base import StartContext, free_port
 pytestmark = pytest.mark.backend("postgres")
 
 
-@pytest.fixture(scope="module")
-def session(deployments, dataset, run_store):
-    return deployments.get("postgres", dataset, run_store)
-
-
-@pytest.fixture(scope="module")
-def backend(session, dataset):
-    with session.backend(timeout_s=10) as b:
-        yield b
-
-
 def _db_endpoint(endpoint: dict, dbname: str) -> dict:
     """The same server, another database: tests that write get a private copy of the data."""
     admin = psycopg.connect(endpoint["dsn"], password=endpoint.get("password"), autocommit=True)

@@ -39,14 +39,17 @@ def _options(request, correctness: bool) -> dict:
 
 
 def _record(store, backend: str, scenario: str, kind: str, hist, checked: int, mismatches: int, wall: float,
-            examples: list) -> None:
-    """Write the same records as the runner, so `--report` renders this pytest run."""
+            examples: list, answer: list | None = None) -> None:
+    """Write the same records as the runner, so `--report` renders this pytest run (a lookup's `answer`
+    as streamed: its repeated resources are the report's Duplicates)."""
+    answer = answer or []
     phase = f"{backend}/{scenario}/c1/r0"
     store.append({"type": "phase_start", "phase": phase, "backend": backend, "scenario": scenario,
                   "mode": "closed", "concurrency": 1, "repeat": 0, "stages": []})
     store.append({"type": "interval", "phase": phase, "backend": backend, "scenario": scenario, "worker": 0,
                   "kind": kind, "hist": encode(hist), "ops": hist.get_total_count(), "errors": {}, "timeouts": 0,
-                  "mismatches": mismatches, "examples": examples[:5], "results": 0, "duplicates": 0,
+                  "mismatches": mismatches, "examples": examples[:5], "results": len(answer),
+                  "duplicates": len(answer) - len(set(answer)),
                   "checked": checked, "late": 0})
     store.append({"type": "phase_end", "phase": phase, "backend": backend, "scenario": scenario,
                   "status": "complete", "reason": "", "wall_s": wall, "warmup_ops": 0})
@@ -97,7 +100,7 @@ def test_lookup_answers_equal_the_oracle(request, benchmark, live, backend_name,
         hist = _bench(benchmark, request, lambda u, p: list(b.lookup_resources(u, p)), [args], 20, 2)
     ok = sorted(set(got)) == list(expected)
     _record(run_store, backend_name, scenario, "lookup", hist, 1, 0 if ok else 1, time.perf_counter() - t0,
-            [] if ok else [{"args": list(args), "expected": len(expected), "got": len(set(got))}])
+            [] if ok else [{"args": list(args), "expected": len(expected), "got": len(set(got))}], got)
     assert ok, (f"lookup{args}: {len(set(got))} resources, oracle {len(expected)}; missing "
                 f"{sorted(set(expected) - set(got))[:5]}, extra {sorted(set(got) - set(expected))[:5]}")
 

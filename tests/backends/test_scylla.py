@@ -29,27 +29,8 @@ from tests.backends.edits import (
 pytestmark = pytest.mark.backend("scylla")
 
 
-@pytest.fixture(scope="module")
-def session(deployments, dataset, run_store):
-    return deployments.get("scylla", dataset, run_store)
-
-
-@pytest.fixture(scope="module")
-def backend(session):
-    with session.backend(timeout_s=10) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def scratch(session, dataset):
-    """A private keyspace with its own copy of the dataset: the write tests leave the shared one intact."""
-    with ScyllaBackend({**session.dep.endpoint, "keyspace": "authzbench_scratch"}, {"timeout_s": 10}) as b:
-        b.drop()
-        b.create_schema()
-        b.load(dataset)
-        b.mark_loaded(dataset.hash)
-        yield b
-        b.drop()
+# `scratch` (tests/backends/conftest.py): a private keyspace with its own copy of the dataset.
+SCRATCH_ENDPOINT = {"keyspace": "authzbench_scratch"}
 
 
 def _table_state(b: ScyllaBackend) -> dict[str, set[tuple[int, int]]]:

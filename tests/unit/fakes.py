@@ -4,8 +4,14 @@ they test the harness, not a database)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from authzbench.backends.reference import ReferenceBackend
+from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
+
+
+@dataclass(frozen=True)
+class SleepyOptions(ReferenceOptions):
+    sleep_s: float = 0.3  # how long every 10th check sleeps
 
 
 class FlippingBackend(ReferenceBackend):
@@ -37,10 +43,11 @@ class SleepyBackend(_Counting):
     """Sleeps past the timeout on every 10th check."""
 
     name = "sleepy"
+    Options = SleepyOptions
 
     def check(self, user: int, perm: str, resource: int) -> bool:
         if (self.n + 1) % 10 == 0:
-            time.sleep(float(self.options.get("sleep_s", 0.3)))
+            time.sleep(self.options.sleep_s)
         return super().check(user, perm, resource)
 
 
@@ -56,14 +63,29 @@ class FailingBackend(_Counting):
         return super().check(user, perm, resource)
 
 
+class DuplicatingBackend(ReferenceBackend):
+    """Streams every lookup result twice, as SpiceDB may (once per path to a resource)."""
+
+    name = "duplicating"
+
+    def lookup_resources(self, user: int, perm: str):
+        return [r for r in super().lookup_resources(user, perm) for _ in range(2)]
+
+
+@dataclass(frozen=True)
+class LaggyOptions(ReferenceOptions):
+    lag_s: float = 0.05  # how long after it returned a write is applied
+
+
 class LaggyBackend(ReferenceBackend):
     """Applies every write and delete `lag_s` after it returned, as an asynchronous engine would."""
 
     name = "laggy"
+    Options = LaggyOptions
 
     def connect(self) -> None:
         super().connect()
-        self.lag_s = float(self.options.get("lag_s", 0.05))
+        self.lag_s = self.options.lag_s
         self.queue: list[tuple[float, str, object]] = []
 
     def _due(self) -> None:

@@ -25,6 +25,11 @@ def authzbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
      "cannot run natively"),
     (["report", "--results-dir", "/nonexistent-dir"], "no runs under"),
     (["prepare", "--backend", "cockroach", "--provision", "external", "--profile", "tiny"], "no adapter yet"),
+    (["bench", "--backend", "reference", "--profile", "tiny", "--option", "bulk_doc=5"],
+     "unknown backend option bulk_doc"),
+    (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s=slow"],
+     "option delay_s='slow': expected float"),
+    (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s"], "expected KEY=VALUE"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     r = authzbench(*args, cwd=tmp_path)

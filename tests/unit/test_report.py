@@ -99,9 +99,11 @@ def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
 
 
 def test_a_model_the_backend_lacks_is_a_recorded_skip_not_a_crash(tmp_path, monkeypatch):
-    from authzbench.backends.reference import ReferenceBackend
+    from dataclasses import replace
 
-    monkeypatch.setattr(ReferenceBackend, "models", frozenset({"rebac"}))
+    from authzbench.backends.registry import BACKENDS
+
+    monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
                       concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
@@ -148,3 +150,20 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
     assert len(p50s) == 3 and "| 3 |" in row
     want = statistics.stdev(p50s) / statistics.mean(p50s)
     assert f"{want:.3f}" in row
+
+
+def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
+    """Backends name a rate as (count, seconds); the report divides, in the rate's place among the notes."""
+    from authzbench.report.data import ingest_rates
+
+    rec = {"relationships": 1000, "documents": 50,
+           "notes": {"closure_seconds": 0.12345, "insert_seconds": 2.0,
+                     "rates": {"documents_per_s": ["documents", "insert_seconds"],
+                               "relationships_per_s": ["relationships", "insert_seconds"],
+                               "rows_per_s": ["rows_written", "idle_seconds"]},
+                     "rows_written": 7, "idle_seconds": 0.0, "method": "m"}}
+    shown = ingest_rates(rec)
+    assert shown == {"closure_seconds": 0.123, "insert_seconds": 2.0, "documents_per_s": 25,
+                     "relationships_per_s": 500, "rows_per_s": None, "rows_written": 7, "idle_seconds": 0.0,
+                     "method": "m"}
+    assert list(shown)[2:5] == ["documents_per_s", "relationships_per_s", "rows_per_s"]

@@ -59,6 +59,18 @@ def test_lookup_missing_resources_is_a_mismatch(tiny):
     assert t.iloc[0]["mismatches"] == 5
 
 
+def test_lookup_results_streamed_twice_are_counted_as_duplicates_not_mismatches(tiny):
+    """A backend's lookup answer reaches the runner as streamed: copies show in the Duplicates column."""
+    ds, o = tiny
+    inputs = SCENARIOS["lookup_resources_manage_super"].sampler(ds, o, 1)
+    expected = len(inputs[0][2])
+    assert expected > 0
+    _, t = _run(PhaseSpec("duplicating", "s", concurrency=1, iterations=3),
+                _factory(ds, "tests.unit.fakes:DuplicatingBackend"), inputs)
+    row = t.iloc[0]
+    assert row["mismatches"] == 0 and row["duplicates"] == 3 * expected and row["results"] == 6 * expected
+
+
 def test_ops_slower_than_the_timeout_are_counted_as_timeouts_not_latency(tiny):
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)

@@ -17,7 +17,7 @@ def start(ctx: StartContext) -> Deployment:
     try:
         import chdb  # noqa: F401 - only to fail early with the install hint
     except ImportError:
-        raise BackendUnavailable("clickhouse: the chdb engine is not installed: pip install 'authzbench[chdb]'") \
+        raise BackendUnavailable("clickhouse: the chdb engine is not installed: pip install 'authzbench[clickhouse]'") \
             from None
     # options["data_dir"] keeps a loaded database across runs; by default it lives in the run dir.
     given = ctx.options.get("data_dir") or ctx.options.get("chdb_data_dir")

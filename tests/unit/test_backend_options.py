@@ -1,0 +1,75 @@
+"""Backend options are typed: one dataclass per backend, parsed in one place, checked before any server
+starts; the registry says which models a backend implements without importing it."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import fields
+
+import pytest
+
+from authzbench import orchestrate
+from authzbench.backends.base import BackendOptions, option_names, parse_options
+from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
+from authzbench.backends.registry import BACKENDS, backend_class
+from authzbench.errors import UserError
+from authzbench.orchestrate import BenchConfig, own_options
+from authzbench.scenarios.runner import BackendFactory
+
+
+def test_an_unknown_option_is_one_line_naming_the_valid_keys():
+    with pytest.raises(UserError) as e:
+        parse_options(ReferenceOptions, {"dealy_s": 1}, "reference")
+    msg = str(e.value)
+    assert msg.startswith("reference: unknown option dealy_s; valid: ") and "delay_s" in msg and "\n" not in msg
+    with pytest.raises(UserError, match="unknown option dealy_s"):
+        ReferenceBackend({}, {"dealy_s": 1})
+
+
+def test_values_from_the_command_line_get_their_declared_types():
+    from authzbench.backends.scylla import ScyllaOptions
+
+    o = parse_options(ScyllaOptions, {"batch_rows": "50", "recreate": "true", "timeout_s": "2.5"})
+    assert (o.batch_rows, o.recreate, o.timeout_s) == (50, True, 2.5)
+    with pytest.raises(UserError, match="option in_flight='many': expected int"):
+        parse_options(ScyllaOptions, {"in_flight": "many"})
+    with pytest.raises(UserError, match="consistency='eventual'"):
+        parse_options(BackendOptions, {"consistency": "eventual"})
+
+
+def test_the_constructor_still_takes_a_plain_dict_that_pickles_to_workers():
+    factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"delay_s": 0.5})
+    b = pickle.loads(pickle.dumps(factory)).__call__()
+    assert isinstance(b.options, ReferenceOptions) and b.options.delay_s == 0.5
+    assert b.options.get("timeout_s", 7.0) == 7.0  # dict-style reads of declared keys still work
+    with pytest.raises(AttributeError):
+        b.options.get("no_such_key")
+
+
+@pytest.mark.parametrize("name", [n for n, e in BACKENDS.items() if e.impl])
+def test_every_backend_declares_typed_options_with_defaults_and_timeout_s(name):
+    cls = backend_class(name).Options
+    assert issubclass(cls, BackendOptions) and "timeout_s" in option_names(cls)
+    cls()  # every field has a default
+    assert all(f.type for f in fields(cls))
+
+
+def test_an_option_of_another_chosen_backend_is_accepted_and_given_only_to_it():
+    cfg = BenchConfig(backends=["reference", "elasticsearch"], profile="tiny", options={"bulk_docs": "500"})
+    cfg.validate()
+    assert own_options(ReferenceOptions, cfg.options) == {}
+    with pytest.raises(UserError, match="unknown backend option bulk_docs"):
+        BenchConfig(backends=["reference"], profile="tiny", options={"bulk_docs": "500"}).validate()
+
+
+def test_a_backend_lacking_the_model_is_skipped_before_any_server_starts(tmp_path, monkeypatch):
+    def no_server(*a, **k):
+        raise AssertionError("a server was started for a backend that cannot run the model")
+
+    monkeypatch.setattr(orchestrate, "Session", no_server)
+    cfg = BenchConfig(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path)
+    cfg.validate()
+    assert set(cfg.unsupported()) == {"scylla", "clickhouse"}
+    failures = orchestrate.prepare(cfg)
+    assert failures == ["scylla: does not implement the 'social' model",
+                        "clickhouse: does not implement the 'social' model"]
