@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import threading
 from pathlib import Path
 from typing import NoReturn
 
@@ -173,15 +174,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from authzbench import stopping
+
     args = build_parser().parse_args(argv)
+    restore = None
+    if args.cmd in ("prepare", "bench") and threading.current_thread() is threading.main_thread():
+        from authzbench.provision.base import say
+
+        restore = stopping.install(stopping.kill_children, say)
     try:
         return _dispatch(args) or 0
     except UserError as e:
         err.print(f"authzbench: error: {e}", markup=False)
         return 2
-    except KeyboardInterrupt:
-        err.print("authzbench: interrupted; everything recorded so far is on disk")
-        return 130
+    except (KeyboardInterrupt, stopping.Interrupted) as e:
+        stopping.stop_children()  # servers whose start the signal cut short (no Deployment to stop them)
+        name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
+        err.print(f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
+        return 130 if isinstance(e, KeyboardInterrupt) else e.exit_code
+    finally:
+        if restore:
+            restore()
 
 
 # Output directories of each command, checked before anything is generated or started.
@@ -313,8 +326,10 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
         finally:
             if not args.no_report:
                 from authzbench.report import render
+                from authzbench.stopping import polled
 
-                path = render(store.path, args.report_dir)
+                with polled():  # a signal now must not cut the report short: it is the run's last step
+                    path = render(store.path, args.report_dir)
                 console.print(f"report: {path}")
     for f in failures:
         err.print(f"authzbench: error: {f}", markup=False)

@@ -32,6 +32,8 @@ from authzbench.results import RunStore
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, SCRATCH_WRITES, scenario
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.social_oracle import oracle_for
+from authzbench.stopping import Interrupted, polled, signal_name
+from authzbench.stopping import check as check_stop
 
 # A closed-loop worker is a process: measured 67 MiB unique memory each with the drivers imported
 # (postgres + SpiceDB, forkserver child), so 70 MiB is what one more worker costs.
@@ -336,6 +338,7 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     ds = cfg.dataset()
     failures = []
     for name in cfg.backends:
+        sess = None
         try:
             sess = Session(name, cfg)
             load_backend(sess, ds, store, cfg.reload)
@@ -344,6 +347,11 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
             say(f"[red]{name}: {e}[/red]")
             if store:
                 store.append({"type": "backend_error", "backend": name, "stage": "prepare", "message": str(e)})
+        except Interrupted:
+            # A half-loaded server is no use later: stop what this prepare started (earlier ones stay).
+            if sess is not None and sess.started_here:
+                sess.stop()
+            raise
     return failures
 
 
@@ -421,9 +429,10 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 say(f"{name}: {spec.phase_id}")
                 mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
-                with mon:  # samples only while ops are measured, not while workers start
+                with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
                     res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
                                     store.append, cls.concurrency, on_window=mon.window)
+                check_stop()
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":
@@ -432,6 +441,10 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
             failures.append(f"{name}: {e}")
             say(f"[red]{name}: {e}[/red]")
             store.append({"type": "backend_error", "backend": name, "stage": "bench", "message": str(e)})
+        except Interrupted:
+            store.append({"type": "backend_error", "backend": name, "stage": "bench",
+                          "message": f"run interrupted by {signal_name()}"})
+            raise
         finally:
             if sess is not None and sess.started_here and not cfg.keep_running:
                 sess.stop()
