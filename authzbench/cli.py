@@ -328,9 +328,13 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
                 from authzbench.report import render
                 from authzbench.stopping import polled
 
-                with polled():  # a signal now must not cut the report short: it is the run's last step
-                    path = render(store.path, args.report_dir)
-                console.print(f"report: {path}")
+                try:
+                    with polled():  # a signal now must not cut the report short: it is the run's last step
+                        path = render(store.path, args.report_dir)
+                    console.print(f"report: {path}")
+                except OSError as e:  # the disk that filled up may hold the reports too
+                    err.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
+                              f"`authzbench report {store.path}` renders it later", markup=False)
     for f in failures:
         err.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0

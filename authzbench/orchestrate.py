@@ -28,11 +28,11 @@ from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
 from authzbench.provision.manager import MODES, default_mode, external_url_var, provision
-from authzbench.results import RunStore
+from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, SCRATCH_WRITES, scenario
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.social_oracle import oracle_for
-from authzbench.stopping import Interrupted, polled, signal_name
+from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
 from authzbench.stopping import check as check_stop
 
 # A closed-loop worker is a process: measured 67 MiB unique memory each with the drivers imported
@@ -388,8 +388,23 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str) -> l
     return specs
 
 
+def _phase_sink(store: RunStore):
+    """store.append for a phase's records (also called from the monitor's thread): when the results dir
+    stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
+    then ends with that one error."""
+
+    def append(rec: dict) -> None:
+        try:
+            store.append(rec)
+        except ResultsUnwritable as e:
+            request_stop("an unwritable results directory", e)
+
+    return append
+
+
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
+    clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
     ds = cfg.dataset()
@@ -427,16 +442,20 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                     extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
                 say(f"{name}: {spec.phase_id}")
-                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
+                sink = _phase_sink(store)
+                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name, sink=sink: sink(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
                 with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-                    res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
-                                    store.append, cls.concurrency, on_window=mon.window)
+                    factory = sess.factory(dataset_path=str(ds.path))
+                    res = run_phase(spec, factory, inputs_cache[sname],
+                                    sink, cls.concurrency, on_window=mon.window)
                 check_stop()
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":
                     say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+        except ResultsUnwritable:
+            raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
         except UserError as e:
             failures.append(f"{name}: {e}")
             say(f"[red]{name}: {e}[/red]")

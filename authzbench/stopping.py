@@ -20,7 +20,7 @@ STOP = threading.Event()  # set by the first signal; the runner polls it between
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 5.0  # after the first signal, the phase in flight gets this long to drain its workers
 
-_state: dict = {"signum": None, "at": 0.0, "polled": 0}
+_state: dict = {"signum": None, "at": 0.0, "polled": 0, "reason": None}
 
 
 class Interrupted(BaseException):
@@ -36,7 +36,25 @@ class Interrupted(BaseException):
 
 
 def signal_name() -> str:
-    return signal.Signals(_state["signum"]).name if _state["signum"] else "a signal"
+    """What stopped the run: SIGTERM, ..., or the reason given to request_stop()."""
+    if _state["signum"]:
+        return signal.Signals(_state["signum"]).name
+    return _state["reason"] or "a signal"
+
+
+def clear_internal_stop() -> None:
+    """A new run in the same process starts unstopped, unless a signal came (that one still counts)."""
+    if not _state["signum"]:
+        STOP.clear()
+        _state.update(reason=None, error=None)
+
+
+def request_stop(reason: str, error: BaseException | None = None) -> None:
+    """Stop the run from inside (e.g. the results dir stopped taking writes): like a first signal, but
+    check() then raises `error`."""
+    if not STOP.is_set():
+        _state.update(reason=reason, error=error, at=time.perf_counter())
+        STOP.set()
 
 
 def signum() -> int | None:
@@ -52,6 +70,8 @@ def check() -> None:
     """Raise Interrupted if a signal came while it was only polled (e.g. between two phases)."""
     if STOP.is_set() and _state["signum"]:
         raise Interrupted(_state["signum"])
+    if STOP.is_set() and _state.get("error") is not None:
+        raise _state["error"]
 
 
 @contextlib.contextmanager
@@ -67,7 +87,7 @@ def polled() -> Iterator[None]:
 def install(kill_now: Callable[[], None], say: Callable[[str], None]) -> Callable[[], None]:
     """Handle SIGINT/SIGTERM/SIGHUP in this (main) thread; returns a function restoring the old handlers."""
     STOP.clear()
-    _state.update(signum=None, at=0.0, polled=0)
+    _state.update(signum=None, at=0.0, polled=0, reason=None, error=None)
 
     def handler(signum: int, frame) -> None:
         if STOP.is_set():  # the second signal: at once
