@@ -126,6 +126,15 @@ class BenchConfig:
         if max(self.concurrency) > (limit := max_workers()):
             raise UserError(f"--concurrency {max(self.concurrency)}: at most {limit:,} workers can run here "
                             f"({worker_limit_reason()})")
+        if "postgres" in self.backends and self.provision == "native":
+            from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
+            slots = int(BENCH_SETTINGS["max_connections"]) - 1
+            if max(self.concurrency) > slots:
+                raise UserError(f"--concurrency {max(self.concurrency)}: at most {slots} workers for postgres: "
+                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
+                                f"connection per worker and one for the run")
         if not 0 <= self.write_share <= 1:
             raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
         if not (0 < self.iterations_scale < math.inf) or self.repeat < 1:

@@ -182,3 +182,13 @@ def test_generate_honours_data_dir(tmp_path, monkeypatch):
     made = list((tmp_path / "mine").iterdir())
     assert [p.name for p in made] == ["rebac-tiny-s42"] or len(made) == 1
     assert not (tmp_path / "data").exists()
+
+
+def test_concurrency_beyond_the_native_postgres_connection_limit_is_refused(sandbox, capsys):
+    from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+    too_many = int(BENCH_SETTINGS["max_connections"])
+    code = run_main(["bench", "--backend=postgres", "--provision=native", "--profile=tiny",
+                     f"--concurrency={too_many}"])
+    line = capsys.readouterr().err.strip()
+    assert code == 2 and f"max_connections={too_many}" in line and "\n" not in line, line
