@@ -6,8 +6,11 @@ Bad input is one line on stderr and exit code 2; results already written stay on
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import threading
 from pathlib import Path
+from typing import NoReturn
 
 from rich.console import Console
 from rich.table import Table
@@ -17,42 +20,90 @@ from authzbench.errors import UserError
 console = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# --repeat multiplies every phase: 100 repeats of `make bench` (~40 min each here) is ~3 days already.
+MAX_REPEAT = 100
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line on stderr (no usage block) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _number(kind: type, low: float | None = None, *, above: bool = False, high: float | None = None):
+    """An argparse type: an int/float that is finite and within [low, high] (or > low when `above`)."""
+
+    def parse(s: str):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {s!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
+        if low is not None and (v <= low if above else v < low):
+            raise argparse.ArgumentTypeError(f"must be {'>' if above else '>='} {low:g}, got {s}")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {s}")
+        return v
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _csv(item):
+    """An argparse type: comma-separated values, each parsed by `item`; empty items are refused."""
+
+    def parse(s: str) -> list:
+        parts = [x.strip() for x in s.split(",")]
+        if not all(parts):  # "" or "a,,b": an item was left out
+            raise argparse.ArgumentTypeError(f"expected comma-separated values, got {s!r}")
+        return [item(x) for x in parts]
+
+    return parse
+
 
 def _csv_ints(s: str) -> list[int]:
-    try:
-        return [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+    return _csv(_number(int, 1))(s)
 
 
 def _stage(s: str) -> tuple[float, float]:
-    try:
-        rate, secs = s.split(":")
-        return float(rate), float(secs)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--stage expects RATE:SECONDS, got {s!r}") from None
+    rate, sep, secs = s.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expects RATE:SECONDS, got {s!r}")
+    # A stage may ramp down to 0 ops/s (k6 allows it), but it must last some time.
+    return _number(float, 0)(rate), _number(float, 0, above=True)(secs)
 
 
-def _backends(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    out: list[str] = []
-    for v in values:
-        out += [x.strip() for x in v.split(",") if x.strip()]
-    return out
+def _name(s: str) -> str:
+    if not s.strip():
+        raise argparse.ArgumentTypeError("expected a name, got an empty string")
+    return s
+
+
+def _path(s: str) -> Path:
+    if not s.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(s)
+
+
+def _backends(values: list[list[str]] | None) -> list[str] | None:
+    """--backend a,b --backend c -> [a, b, c] (each value already split by its argparse type)."""
+    return [x for v in values for x in v] if values else None
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="baseline", help="tiny | baseline | large | xl (default: baseline)")
+    p.add_argument("--profile", default="baseline", type=_name, help="tiny | baseline | large | xl (default: baseline)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a generator parameter, e.g. --set resources_per_org=5000 (repeatable)")
-    p.add_argument("--seed", type=int, help="random seed (default: the profile's)")
+    p.add_argument("--seed", type=_number(int, 0), help="random seed (default: the profile's)")
     p.add_argument("--model", default="rebac", choices=["rebac", "social"], help="authorization model")
-    p.add_argument("--data-dir", type=Path, help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
+    p.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", action="append", metavar="NAME",
+    p.add_argument("--backend", action="append", metavar="NAME", type=_csv(_name),
                    help="backend(s) to use, repeatable or comma-separated (default: the default set; "
                         "`authzbench backends` lists them)")
     p.add_argument("--provision", choices=["native", "compose", "external"],
@@ -66,16 +117,16 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="authzbench", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="authzbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     g = sub.add_parser("generate", help="generate a dataset (Parquet + manifest)")
     _dataset_args(g)
-    g.add_argument("--out", type=Path, help="output dir (default: DATA_DIR/<model>-<profile>-s<seed>)")
+    g.add_argument("--out", type=_path, help="output dir (default: DATA_DIR/<model>-<profile>-s<seed>)")
 
     s = sub.add_parser("stats", help="distribution table, scenario anchors and sampled inputs of a dataset")
     _dataset_args(s)
-    s.add_argument("--path", type=Path, help="an existing dataset dir instead of a profile")
+    s.add_argument("--path", type=_path, help="an existing dataset dir instead of a profile")
 
     for name, hlp in (("prepare", "generate, start and load the backends (servers keep running)"),
                       ("bench", "run the scenarios (prepares what is missing) and write the report")):
@@ -83,48 +134,48 @@ def build_parser() -> argparse.ArgumentParser:
         _dataset_args(p)
         _backend_args(p)
         if name == "bench":
-            p.add_argument("--scenario", action="append", help="scenario(s) to run (default: all read "
+            p.add_argument("--scenario", action="append", type=_name, help="scenario(s) to run (default: all read "
                            "scenarios, roundtrip and mixed)")
             p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
-            p.add_argument("--iterations-scale", type=float, default=1.0,
+            p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
                            help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
-            p.add_argument("--repeat", type=int, default=1, help="repeat every phase N times (stability/CV)")
-            p.add_argument("--write-share", type=float, default=0.01, help="mixed: share of writes (0.01)")
+            p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1, help="repeat every phase N times (stability/CV)")
+            p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
             p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
                                                                     "realistic"],
                            help="mixed: the edge the writes change (realistic = 70%% acl, 25%% membership, "
                                 "4%% hierarchy, 1%% org admin; default acl)")
-            p.add_argument("--rate", type=float, help="mixed: open loop at this many ops/s")
+            p.add_argument("--rate", type=_number(float, 0, above=True), help="mixed: open loop at this many ops/s")
             p.add_argument("--stage", type=_stage, action="append", metavar="RATE:SECONDS",
                            help="mixed: open-loop ramp stage (repeatable), like k6 ramping-arrival-rate")
-            p.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+            p.add_argument("--rates", type=_csv(_number(float, 0, above=True)),
                            help="mixed: one open-loop step per rate, e.g. 100,500,1000; the report names the "
                                 "highest rate that met the SLO")
-            p.add_argument("--duration", type=float, default=10.0, help="mixed open loop duration per step (s)")
-            p.add_argument("--dau", type=float, default=0.05,
+            p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0, help="mixed open loop duration per step (s)")
+            p.add_argument("--dau", type=_number(float, 0, above=True, high=1), default=0.05,
                            help="social: daily-active-user sampling factor (share of users issuing requests)")
-            p.add_argument("--slo-check-p95", type=float, default=25.0, help="SLO: check p95 (ms)")
-            p.add_argument("--slo-write-p95", type=float, default=100.0, help="SLO: write p95 (ms)")
-            p.add_argument("--slo-success", type=float, default=0.999, help="SLO: success ratio")
+            p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0, help="SLO: check p95 (ms)")
+            p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
+            p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
             p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
-            p.add_argument("--results-dir", type=Path, help="default ./results or $AUTHZBENCH_RESULTS")
-            p.add_argument("--report-dir", type=Path, default=Path("reports"))
+            p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
+            p.add_argument("--report-dir", type=_path, default=Path("reports"))
             p.add_argument("--no-report", action="store_true")
             p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
                            help="the reference report's figures beside ours (default: on for the rebac baseline)")
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
-    r.add_argument("run", nargs="?", type=Path, help="results/<run-id> (default: latest)")
-    r.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"), help="ratio of every figure")
-    r.add_argument("--results-dir", type=Path)
-    r.add_argument("--out", type=Path, default=Path("reports"))
+    r.add_argument("run", nargs="?", type=_path, help="results/<run-id> (default: latest)")
+    r.add_argument("--compare", nargs=2, type=_path, metavar=("RUN_A", "RUN_B"), help="ratio of every figure")
+    r.add_argument("--results-dir", type=_path)
+    r.add_argument("--out", type=_path, default=Path("reports"))
     r.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
                    help="the reference report's figures beside ours (default: on for the rebac baseline)")
 
     for name, hlp in (("up", "start a backend's servers and leave them running"),
                       ("down", "stop servers started by prepare/up (default: all)")):
         p = sub.add_parser(name, help=hlp)
-        p.add_argument("backend", nargs="*")
+        p.add_argument("backend", nargs="*", type=_name)
         p.add_argument("--provision", choices=["native", "compose", "external"])
 
     sub.add_parser("backends", help="list backends and whether each can run here")
@@ -134,24 +185,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from authzbench import stopping
+
     args = build_parser().parse_args(argv)
+    restore = None
+    if args.cmd in ("prepare", "bench") and threading.current_thread() is threading.main_thread():
+        from authzbench.provision.base import say
+
+        restore = stopping.install(stopping.kill_children, say)
     try:
         return _dispatch(args) or 0
     except UserError as e:
-        err.print(f"authzbench: error: {e}")
+        err.print(f"authzbench: error: {e}", markup=False)
         return 2
-    except KeyboardInterrupt:
-        err.print("authzbench: interrupted; everything recorded so far is on disk")
-        return 130
+    except (KeyboardInterrupt, stopping.Interrupted) as e:
+        stopping.stop_children()  # servers whose start the signal cut short (no Deployment to stop them)
+        name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
+        err.print(f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
+        return 130 if isinstance(e, KeyboardInterrupt) else e.exit_code
+    finally:
+        if restore:
+            restore()
+
+
+# Output directories of each command, checked before anything is generated or started.
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
+               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",)}
+
+
+def _check_output_dirs(args: argparse.Namespace) -> None:
+    """A directory we will write: its first existing ancestor must be a writable directory."""
+    import os
+
+    for dest in OUTPUT_DIRS.get(args.cmd, ()):
+        path = getattr(args, dest, None)
+        if path is None:
+            continue
+        opt = "--" + dest.replace("_", "-")
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise UserError(f"{opt}: cannot write {path}: {probe} is not a directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
 
 
 def _dispatch(args: argparse.Namespace) -> int | None:
     from authzbench.generator.profiles import parse_sets
 
+    _check_output_dirs(args)
+    if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
+        _dataset_params(args)  # an unknown profile or a bad --set is refused before anything is written
     if args.cmd == "generate":
         from authzbench.generator import generate
 
-        ds = generate(args.profile, args.out, seed=args.seed, overrides=parse_sets(args.sets), model=args.model)
+        ds = generate(args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
+                      model=args.model)
         console.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
                       f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
         return 0
@@ -177,6 +267,26 @@ def _dispatch(args: argparse.Namespace) -> int | None:
 
         return run_perf(quick=args.quick)
     return None
+
+
+def _dataset_params(args: argparse.Namespace):
+    from authzbench.generator.profiles import parse_sets, resolve
+
+    overrides = parse_sets(args.sets)
+    if args.seed is not None:
+        overrides["seed"] = str(args.seed)
+    return resolve(args.profile, overrides, args.model), overrides
+
+
+def _default_out(args: argparse.Namespace) -> Path | None:
+    """Where `generate` / `stats` put a dataset when no --out is given: under --data-dir when given."""
+    if args.data_dir is None:
+        return None
+    from authzbench.generator import dataset_dir
+
+    params, overrides = _dataset_params(args)
+    return dataset_dir(args.data_dir, args.model, args.profile, params.seed,
+                       {k: v for k, v in overrides.items() if k != "seed"})
 
 
 def _config(args: argparse.Namespace):
@@ -233,11 +343,17 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
         finally:
             if not args.no_report:
                 from authzbench.report import render
+                from authzbench.stopping import polled
 
-                path = render(store.path, args.report_dir, args.against_reference)
-                console.print(f"report: {path}")
+                try:
+                    with polled():  # a signal now must not cut the report short: it is the run's last step
+                        path = render(store.path, args.report_dir, args.against_reference)
+                    console.print(f"report: {path}")
+                except OSError as e:  # the disk that filled up may hold the reports too
+                    err.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
+                              f"`authzbench report {store.path}` renders it later", markup=False)
     for f in failures:
-        err.print(f"authzbench: error: {f}")
+        err.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0
 
 
@@ -266,7 +382,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.path:
         ds = Dataset.open(args.path)
     else:
-        ds = generate(args.profile, None, seed=args.seed, overrides=parse_sets(args.sets), model=args.model,
+        ds = generate(args.profile, _default_out(args), seed=args.seed, overrides=parse_sets(args.sets), model=args.model,
                       force=False)
     oracle = oracle_for(ds)
     t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")

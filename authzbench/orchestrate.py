@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import time
@@ -16,16 +17,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from authzbench.backends.base import Backend, BackendOptions, option_names, parse_options
 from authzbench.backends.registry import BACKENDS, backend_class, entry, implementation, missing_driver
 from authzbench.dataset import Dataset
-from authzbench.errors import UserError
+from authzbench.errors import BackendUnavailable, UserError
 from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
 from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
-from authzbench.provision.manager import MODES, default_mode, provision
-from authzbench.results import RunStore
+from authzbench.provision.manager import MODES, default_mode, external_url_var, provision
+from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import (
     DEFAULT_DAU,
     DEFAULT_SCENARIOS_BY_MODEL,
@@ -36,6 +39,46 @@ from authzbench.scenarios.catalog import (
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.writes import MIXED_KINDS, mixed_targets
 from authzbench.social_oracle import oracle_for
+from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
+from authzbench.stopping import check as check_stop
+
+# A closed-loop worker is a process: measured 67 MiB unique memory each with the drivers imported
+# (postgres + SpiceDB, forkserver child), so 70 MiB is what one more worker costs.
+WORKER_BYTES = 70 * 2**20
+
+
+def max_workers() -> int:
+    """How many worker processes this machine can hold: free memory and the per-user process limit."""
+    import resource
+
+    by_memory = psutil.virtual_memory().available // WORKER_BYTES
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    by_procs = soft - len(psutil.pids()) if soft != resource.RLIM_INFINITY else by_memory
+    return max(1, min(by_memory, by_procs))
+
+
+def worker_limit_reason() -> str:
+    avail = psutil.virtual_memory().available
+    return (f"each worker is a process of ~{WORKER_BYTES // 2**20} MiB and {avail // 2**20:,} MiB of memory is "
+            f"available; the process limit is ulimit -u")
+
+
+def max_scheduled_ops(workers: int) -> int:
+    """Open loop: each worker computes the whole schedule (8-byte floats); keep it within a quarter of
+    the free memory."""
+    return int(psutil.virtual_memory().available // 4 // (8 * max(1, workers)))
+
+
+def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
+    """Refuse, before anything starts, a backend that cannot run in `mode` here."""
+    e = entry(name)
+    if not e.impl:  # a backend without an adapter (cockroach)
+        raise BackendUnavailable(f"--backend {name}: {e.why_not_native}")
+    if mode == "native" and e.native is None:
+        raise BackendUnavailable(f"--backend {name} cannot run natively: {e.why_not_native}")
+    if mode == "external" and not e.in_process and not (options.get("url") or os.environ.get(
+            external_url_var(name))):
+        raise UserError(f"--provision external needs {external_url_var(name)} (a DSN or URL of the running server)")
 
 
 def state_dir() -> Path:
@@ -71,10 +114,13 @@ class BenchConfig:
     data_dir: Path | None = None
 
     def validate(self) -> None:
-        for b in self.backends:
-            entry(b)
+        """Every bad value is one UserError naming the option, before any dataset or server is touched."""
+        if not self.backends:
+            raise UserError("--backend: name at least one backend")
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
+        for b in self.backends:
+            _check_runnable(b, self.provision, self.options)
         if self.scenarios is None:
             self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
                 else []
@@ -89,10 +135,26 @@ class BenchConfig:
             raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
         if self.write_kind != "acl" and self.model != "rebac":
             raise UserError(f"--write-kind {self.write_kind} needs --model rebac (the social model writes followers)")
+        if max(self.concurrency) > (limit := max_workers()):
+            raise UserError(f"--concurrency {max(self.concurrency)}: at most {limit:,} workers can run here "
+                            f"({worker_limit_reason()})")
+        if "postgres" in self.backends and self.provision == "native":
+            from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
+            slots = int(BENCH_SETTINGS["max_connections"]) - 1
+            if max(self.concurrency) > slots:
+                raise UserError(f"--concurrency {max(self.concurrency)}: at most {slots} workers for postgres: "
+                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
+                                f"connection per worker and one for the run")
         if not 0 <= self.write_share <= 1:
             raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
-        if self.iterations_scale <= 0 or self.repeat < 1:
+        if not (0 < self.iterations_scale < math.inf) or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
+        self._validate_open_loop()
+        self._validate_slo()
+        if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
+            raise UserError(f"--data-dir {self.data_dir} is not a directory")
         resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
         self._check_options()
 
@@ -115,6 +177,37 @@ class BenchConfig:
         if unknown:
             raise UserError(f"unknown backend option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
                             f"(backends {', '.join(self.backends)}); valid: {', '.join(sorted(known))}")
+
+    def _validate_open_loop(self) -> None:
+        if self.rate is not None and not 0 < self.rate < math.inf:
+            raise UserError(f"--rate must be > 0 ops/s, got {self.rate:g}")
+        if not 0 < self.duration_s < math.inf:
+            raise UserError(f"--duration must be > 0 s, got {self.duration_s:g}")
+        for r in self.rates:
+            if not 0 < r < math.inf:
+                raise UserError(f"--rates: every rate must be > 0 ops/s, got {r:g}")
+        for r, secs in self.stages:
+            if not (0 <= r < math.inf and 0 < secs < math.inf):
+                raise UserError(f"--stage {r:g}:{secs:g}: the rate must be >= 0 and the seconds > 0")
+        steps = [("--rates", [(r, self.duration_s)]) for r in self.rates]
+        if not steps and self.stages:
+            steps = [("--stage", self.stages)]
+        elif not steps and self.rate:
+            steps = [("--rate", [(self.rate, self.duration_s)])]
+        for opt, stages in steps:
+            ops = sum(max(r, self.rate or 0) * secs for r, secs in stages)  # an upper bound of the ramps' ops
+            if ops > (limit := max_scheduled_ops(max(self.concurrency))):
+                raise UserError(f"{opt}: {ops:,.0f} ops scheduled in one phase, at most {limit:,} fit here "
+                                f"(every worker holds the phase's schedule, 8 bytes per op, in memory)")
+
+    def _validate_slo(self) -> None:
+        for key, opt in (("check_p95_ms", "--slo-check-p95"), ("write_p95_ms", "--slo-write-p95")):
+            v = self.slo.get(key)
+            if v is not None and not 0 < v < math.inf:
+                raise UserError(f"{opt} must be > 0 ms, got {v:g}")
+        v = self.slo.get("success")
+        if v is not None and not 0 < v <= 1:
+            raise UserError(f"--slo-success is a ratio in (0, 1], got {v:g}")
 
     def dataset(self) -> Dataset:
         params = resolve(self.profile, self.overrides, self.model)
@@ -317,6 +410,7 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     for name in cfg.backends:
         if name in cfg.unsupported():
             continue
+        sess = None
         try:
             sess = Session(name, cfg)
             load_backend(sess, ds, store, cfg.reload)
@@ -325,6 +419,11 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
             say(f"[red]{name}: {e}[/red]")
             if store:
                 store.append({"type": "backend_error", "backend": name, "stage": "prepare", "message": str(e)})
+        except Interrupted:
+            # A half-loaded server is no use later: stop what this prepare started (earlier ones stay).
+            if sess is not None and sess.started_here:
+                sess.stop()
+            raise
     return failures
 
 
@@ -376,8 +475,23 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
     return specs
 
 
+def _phase_sink(store: RunStore):
+    """store.append for a phase's records (also called from the monitor's thread): when the results dir
+    stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
+    then ends with that one error."""
+
+    def append(rec: dict) -> None:
+        try:
+            store.append(rec)
+        except ResultsUnwritable as e:
+            request_stop("an unwritable results directory", e)
+
+    return append
+
+
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
+    clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
     ds = cfg.dataset()
@@ -415,22 +529,31 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                     extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
                 say(f"{name}: {spec.phase_id}")
-                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
+                sink = _phase_sink(store)
+                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name, sink=sink: sink(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
-                with mon:  # samples only while ops are measured, not while workers start
+                with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
                     mode = {"consistency": spec.consistency} if spec.consistency else {}
-                    res = run_phase(spec, sess.factory(dataset_path=str(ds.path), **mode), inputs_cache[sname],
-                                    store.append, cls.concurrency, on_window=mon.window)
+                    factory = sess.factory(dataset_path=str(ds.path), **mode)
+                    res = run_phase(spec, factory, inputs_cache[sname],
+                                    sink, cls.concurrency, on_window=mon.window)
                 if sc.op in ("write", "mixed"):
                     verify_restored(sess, ds, oracle, store, spec.phase_id)
+                check_stop()
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":
                     say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+        except ResultsUnwritable:
+            raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
         except UserError as e:
             failures.append(f"{name}: {e}")
             say(f"[red]{name}: {e}[/red]")
             store.append({"type": "backend_error", "backend": name, "stage": "bench", "message": str(e)})
+        except Interrupted:
+            store.append({"type": "backend_error", "backend": name, "stage": "bench",
+                          "message": f"run interrupted by {signal_name()}"})
+            raise
         finally:
             if sess is not None and sess.started_here and not cfg.keep_running:
                 sess.stop()

@@ -78,6 +78,11 @@ def environment() -> dict[str, Any]:
     }
 
 
+class ResultsUnwritable(UserError):
+    """The results directory stopped taking writes (disk full, file size limit, removed): the run stops;
+    every line written before stays readable."""
+
+
 class RunStore:
     def __init__(self, path: Path):
         self.path = path
@@ -112,8 +117,12 @@ class RunStore:
 
     def write_manifest(self, manifest: dict) -> None:
         tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
-        tmp.replace(self.path / MANIFEST)
+        try:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+            tmp.replace(self.path / MANIFEST)
+        except OSError as e:  # the previous manifest stays: replace() is atomic
+            raise ResultsUnwritable(f"cannot write {tmp}: {e.strerror or e}; the run stopped, what was "
+                                    f"recorded before is kept") from None
 
     def manifest(self) -> dict:
         return json.loads((self.path / MANIFEST).read_text())
@@ -127,9 +136,14 @@ class RunStore:
     def append(self, record: dict) -> None:
         record.setdefault("ts", time.time())
         line = json.dumps(record, default=str, separators=(",", ":"))
-        with self._lock, open(self.path / RECORDS, "a") as fh:
-            fh.write(line + "\n")
-            fh.flush()
+        with self._lock:
+            try:
+                with open(self.path / RECORDS, "a") as fh:
+                    fh.write(line + "\n")
+                    fh.flush()
+            except OSError as e:  # a partial last line is skipped by records(): everything before counts
+                raise ResultsUnwritable(f"cannot write {self.path / RECORDS}: {e.strerror or e}; the run "
+                                        f"stopped, what was recorded before is kept") from None
 
     def records(self) -> Iterator[dict]:
         p = self.path / RECORDS

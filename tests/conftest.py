@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,37 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"unknown --profile {config.getoption('profile')!r}; valid: {', '.join(PROFILES)}")
     if config.getoption("model") not in ("rebac", "social"):
         raise pytest.UsageError(f"unknown --model {config.getoption('model')!r}; valid: rebac, social")
+
+
+_SIGNAL: dict[str, int] = {}
+
+
+def _on_signal(signum, frame) -> None:
+    """SIGINT / SIGTERM / SIGHUP end the session like Ctrl-C (pytest then tears the session down: the
+    servers it started are stopped); a second signal kills what this process started and exits at once."""
+    from authzbench.stopping import kill_children
+
+    if _SIGNAL:
+        kill_children()
+        os._exit(128 + signum)
+    _SIGNAL["signum"] = signum
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if selected_backends(session.config) and threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, _on_signal)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    if _SIGNAL:
+        from authzbench.stopping import stop_children
+
+        stop_children()  # a server whose start the signal cut short has no Session to stop it
+        session.exitstatus = 128 + _SIGNAL["signum"]  # 130 / 143 / 129, like `authzbench bench`
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -188,18 +220,8 @@ class _Deployments:
 def deployments(request, tmp_path_factory):
     deps = _Deployments(request.config, tmp_path_factory.mktemp("servers"))
     atexit.register(deps.stop_all)  # also on Ctrl-C / internal errors
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum, frame):
-        deps.stop_all()
-        if callable(previous):
-            previous(signum, frame)
-        raise SystemExit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
     yield deps
     deps.stop_all()
-    signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")

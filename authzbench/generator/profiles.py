@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from authzbench.errors import UserError
@@ -127,10 +128,15 @@ def resolve(profile: str, overrides: dict[str, str] | None = None, model: str = 
             raise UserError(f"unknown --set key {key!r}; valid: {', '.join(kinds)}")
         try:
             changes[key] = _scaled_int(raw) if kinds[key] == "int" else float(raw)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise UserError(f"--set {key}={raw}: expected a {kinds[key]}") from None
+        if not math.isfinite(changes[key]):
+            raise UserError(f"--set {key}={raw}: expected a finite number")
     params = replace(params, **changes)
-    params.validate()
+    try:
+        params.validate()
+    except UserError as e:
+        raise UserError(f"--set {e}" if changes else str(e)) from None
     return params
 
 

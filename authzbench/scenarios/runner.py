@@ -17,6 +17,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from authzbench.backends.registry import load_symbol
 from authzbench.metrics import encode, new_histogram
 from authzbench.model import Relationship
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_write, run_write_op
+from authzbench.stopping import STOP, grace_deadline, signal_name
 
 FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
 
@@ -213,6 +215,8 @@ def _is_timeout(e: BaseException) -> bool:
 def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
                 stop: Any, t0_shared: Any, release: Any) -> None:
     """One worker: connect, warm up, then run its share of the measured ops."""
+    if mp.parent_process() is not None:  # a worker process: Ctrl-C hits the whole group; the parent decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         backend = factory()
         backend.connect()
@@ -399,6 +403,10 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
 
     def pump(until: Callable[[], bool], deadline: float) -> bool:
         while not until():
+            if STOP.is_set():  # a signal: workers stop now, what they measured is still drained
+                for ev in (stop, go, start, release):
+                    ev.set()
+                deadline = min(deadline, grace_deadline())
             if time.perf_counter() > deadline:
                 return False
             try:
@@ -486,12 +494,14 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
         if isinstance(w, threading.Thread):
             w.join(timeout=0.5)
         else:
-            w.join(timeout=2)
+            w.join(timeout=0.2 if STOP.is_set() else 2)
             if w.is_alive():
                 w.kill()
                 w.join(timeout=2)
     if status == "failed":
         wall = time.perf_counter() - wall0
+    if STOP.is_set():
+        status, reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
     scheduled = spec.scheduled_ops() if spec.mode == "open" and status != "failed" else None
     result = PhaseResult(spec.phase_id, status, wall, reason, scheduled,
                          max(0, (scheduled or 0) - state["issued"]) if scheduled is not None else 0, state["ops"])

@@ -1,0 +1,198 @@
+"""Every option of every subcommand, walked from the argparse parser itself, refuses its bad values the same
+way: exit code 2, exactly one line on stderr naming the option, no traceback, and nothing started or
+written (no dataset generated, no server, no results directory, no report).
+
+A new option without a row in BAD or EXEMPT fails `test_every_option_has_a_row`, so it cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+import pytest
+
+from authzbench import cli, orchestrate
+
+# Values are given as `--opt=value`. "{file}" is a regular file in the test's directory (so "{file}/x" is a
+# path below a file), "{missing}" a path that does not exist.
+DATASET = {
+    "--profile": ["huge", ""],
+    "--set": ["orgs=0", "orgs=-1", "orgs", "=3", "colour=blue", "orgs=abc", "pareto_alpha=nan", ""],
+    "--seed": ["-1", "abc", "1.5", ""],
+    "--model": ["graph", ""],
+    "--data-dir": ["", "{file}", "{file}/x"],
+}
+BACKEND = {
+    "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo"],
+    "--provision": ["kubernetes", ""],
+    "--consistency": ["eventual", ""],
+    "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],
+}
+BENCH = {
+    "--scenario": ["nope", "", "social_view_content"],
+    "--concurrency": ["0", "-1", "abc", "", "1,,8", "1.5", "100000"],
+    "--iterations-scale": ["0", "-1", "abc", "nan", "inf", ""],
+    "--repeat": ["0", "-1", "abc", "1000000", ""],
+    "--write-share": ["-0.1", "2", "abc", "nan", ""],
+    "--write-kind": ["everything", "", "ACL"],
+    "--rate": ["0", "-5", "abc", "nan", "inf", "1e15", ""],
+    "--stage": ["100:-5", "100:0", "-1:5", "100", "abc:5", "100:nan", "1e15:10", ""],
+    "--rates": ["0", "-1", "100,,500", "abc", "1e15", ""],
+    "--duration": ["-1", "0", "abc", "nan", "inf", ""],
+    "--dau": ["0", "-1", "2", "nan", ""],
+    "--slo-check-p95": ["-1", "0", "abc", "nan", ""],
+    "--slo-write-p95": ["-1", "0", "abc", "inf", ""],
+    "--slo-success": ["5", "-1", "0", "abc", "nan", ""],
+    "--results-dir": ["", "{file}", "{file}/x"],
+    "--report-dir": ["", "{file}", "{file}/x"],
+}
+BAD: dict[str, dict[str, list[str]]] = {
+    "generate": {**DATASET, "--out": ["", "{file}", "{file}/x"]},
+    "stats": {**DATASET, "--path": ["", "{missing}", "{file}"]},
+    "prepare": {**DATASET, **BACKEND},
+    "bench": {**DATASET, **BACKEND, **BENCH},
+    "report": {"run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
+               "--out": ["", "{file}/x"]},
+    "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
+    "down": {"backend": [""], "--provision": ["kubernetes"]},
+}
+EXEMPT = {
+    ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
+    ("bench", "--reload"): "a flag",
+    ("bench", "--keep-running"): "a flag",
+    ("bench", "--no-report"): "a flag",
+    ("perf", "--quick"): "a flag",
+    ("report", "--no-against-reference"): "a flag (and its --against-reference twin)",
+    ("bench", "--no-against-reference"): "a flag (and its --against-reference twin)",
+}
+# The options a valid command line needs, so that only the value under test is wrong.
+BASE = {"prepare": ["--backend=reference", "--profile=tiny"],
+        "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
+        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"]}
+
+
+def parser_options() -> set[tuple[str, str]]:
+    """(subcommand, option) for every option and positional of every subcommand, help excluded."""
+    out = set()
+    for action in cli.build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for cmd, sub in action.choices.items():
+                for a in sub._actions:
+                    if not isinstance(a, argparse._HelpAction):
+                        out.add((cmd, a.option_strings[-1] if a.option_strings else a.dest))
+    return out
+
+
+def test_every_option_has_a_row():
+    rows = {(cmd, opt) for cmd, opts in BAD.items() for opt in opts} | set(EXEMPT)
+    assert parser_options() - rows == set(), "options without bad values or an exemption"
+    assert rows - parser_options() == set(), "rows for options the parser no longer has"
+
+
+CASES = [pytest.param(cmd, opt, value, id=f"{cmd} {opt}={value!r}")
+         for cmd, opts in BAD.items() for opt, values in opts.items() for value in values]
+
+
+class Started(BaseException):
+    """Raised by whatever would generate, start or record: the bad value got through."""
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """cwd and every default directory inside tmp_path; generating, starting or recording raises Started."""
+    monkeypatch.chdir(tmp_path)
+    for var, sub in (("AUTHZBENCH_STATE", "state"), ("AUTHZBENCH_DATA", "data"), ("AUTHZBENCH_RESULTS", "results")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.delenv("AUTHZBENCH_POSTGRES_URL", raising=False)
+
+    def started(what):
+        def fail(*a, **k):
+            raise Started(what)
+        return fail
+
+    import authzbench.generator
+    import authzbench.results
+
+    monkeypatch.setattr(authzbench.generator, "_write_atomically", started("a dataset was generated"))
+    monkeypatch.setattr(orchestrate, "Session", started("a server was started"))
+    monkeypatch.setattr(orchestrate, "provision", started("a server was started"))
+    monkeypatch.setattr(authzbench.results.RunStore, "create", started("a results directory was created"))
+    (tmp_path / "afile").write_text("not a directory")
+    return tmp_path
+
+
+def _argv(cmd: str, opt: str, value: str, root) -> list[str]:
+    value = value.replace("{file}", str(root / "afile")).replace("{missing}", str(root / "missing"))
+    base = [a for a in BASE.get(cmd, []) if not a.startswith(opt + "=")]
+    if not opt.startswith("-"):
+        return [cmd, *base, value]
+    if opt == "--compare":
+        return [cmd, opt, value, value]
+    return [cmd, *base, f"{opt}={value}"]
+
+
+def run_main(argv: list[str]) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as e:  # argparse's own refusals
+        return int(e.code or 0)
+
+
+@pytest.mark.parametrize("cmd,opt,value", CASES)
+def test_bad_value_is_refused_in_one_line_before_anything_starts(sandbox, capsys, cmd, opt, value):
+    argv = _argv(cmd, opt, value, sandbox)
+    code = run_main(argv)
+    out, errtext = capsys.readouterr()
+    lines = [ln for ln in errtext.splitlines() if ln.strip()]
+    assert code == 2, (argv, errtext)
+    assert len(lines) == 1, (argv, lines)
+    assert "error" in lines[0] and "Traceback" not in errtext
+    name = opt.lstrip("-")
+    shown = value.replace("{file}", str(sandbox / "afile")).replace("{missing}", str(sandbox / "missing"))
+    assert name in lines[0] or (len(shown) > 3 and shown.split("/x")[0] in lines[0]), (argv, lines[0])
+    assert sorted(p.name for p in sandbox.iterdir()) == ["afile"], "something was written"
+
+
+def test_the_issue_s_command_lines_are_refused_by_the_real_cli(tmp_path):
+    """The exact command lines of the issue, through a real process: exit 2, one line, nothing written."""
+    env_dirs = {"AUTHZBENCH_STATE": "state", "AUTHZBENCH_DATA": "data", "AUTHZBENCH_RESULTS": "results"}
+    import os
+
+    env = {**os.environ, **{k: str(tmp_path / v) for k, v in env_dirs.items()}}
+    for args in (["--rate", "-5"], ["--rate", "0"], ["--duration", "-1"], ["--stage", "100:-5"], ["--rates", "0"],
+                 ["--slo-check-p95", "-1"], ["--slo-success", "5"], ["--concurrency", "100000"],
+                 ["--backend", "cockroach"], ["--backend", "spicedb-crdb"]):
+        r = subprocess.run([sys.executable, "-m", "authzbench.cli", "bench", *args], capture_output=True,
+                           text=True, cwd=tmp_path, env=env, timeout=120)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and args[0] in lines[0], (args, r.stderr)
+        assert list(tmp_path.iterdir()) == [], (args, list(tmp_path.iterdir()))
+
+
+def test_concurrency_beyond_the_machine_says_the_limit_and_why(sandbox, capsys):
+    asked = orchestrate.max_workers() * 2 + 10  # free memory moves a little between two readings
+    assert run_main(["bench", *BASE["bench"], f"--concurrency=1,{asked}"]) == 2
+    line = capsys.readouterr().err.strip()
+    limit = int(re.search(r"at most ([\d,]+) workers can run here", line).group(1).replace(",", ""))
+    assert 1 <= limit < asked and "MiB of memory is available" in line, line
+
+
+def test_generate_honours_data_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(["generate", "--profile=tiny", "--data-dir", str(tmp_path / "mine")]) == 0
+    made = list((tmp_path / "mine").iterdir())
+    assert [p.name for p in made] == ["rebac-tiny-s42"] or len(made) == 1
+    assert not (tmp_path / "data").exists()
+
+
+def test_concurrency_beyond_the_native_postgres_connection_limit_is_refused(sandbox, capsys):
+    from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+    too_many = int(BENCH_SETTINGS["max_connections"])
+    code = run_main(["bench", "--backend=postgres", "--provision=native", "--profile=tiny",
+                     f"--concurrency={too_many}"])
+    line = capsys.readouterr().err.strip()
+    assert code == 2 and f"max_connections={too_many}" in line and "\n" not in line, line

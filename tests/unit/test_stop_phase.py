@@ -1,0 +1,45 @@
+"""A stop request (what the first SIGINT/SIGTERM/SIGHUP makes) ends the phase in flight within seconds:
+workers stop, what they measured is recorded, the phase is marked interrupted."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from authzbench import stopping
+from authzbench.generator import generate
+from authzbench.oracle import Oracle
+from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    ds = generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+    return ds, Oracle(ds)
+
+
+@pytest.mark.parametrize("model", ["thread", "process"])
+def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 100)
+    # every 10th op sleeps 50 ms: 100,000 ops would take ~4 minutes
+    factory = BackendFactory("tests.unit.fakes:SleepyBackend", {}, {"dataset_path": str(ds.path), "sleep_s": 0.05})
+    spec = PhaseSpec("sleepy", "s", concurrency=2, iterations=100_000, timeout_s=1.0, max_seconds=300)
+    recs: list[dict] = []
+    timer = threading.Timer(3.0, stopping.request_stop, args=("a test's stop request",))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        res = run_phase(spec, factory, inputs, recs.append, model)
+    finally:
+        timer.cancel()
+        stopping.clear_internal_stop()
+    seconds = time.monotonic() - t0
+    assert res.status == "interrupted" and "a test's stop request" in res.reason
+    assert seconds < 3.0 + stopping.GRACE_S + 3  # ended by the request, not by the 300 s cap
+    end = recs[-1]
+    assert end["type"] == "phase_end" and end["status"] == "interrupted"
+    assert 0 < end["ops"] < 100_000 and sum(r["ops"] for r in recs if r["type"] == "interval") == end["ops"]
