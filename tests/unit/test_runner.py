@@ -111,3 +111,11 @@ def test_open_loop_measures_from_the_intended_start_and_counts_drops(tiny):
     assert res.scheduled == 200
     assert res.dropped > 100  # only ~50 fit in the second
     assert row["p95_ms"] > 200  # queueing delay is in the latency, not hidden
+
+
+def test_a_workers_schedule_slice_equals_its_stride_of_the_whole_schedule():
+    stages = [(300.0, 1.5), (50.0, 0.7), (1000.0, 0.3)]  # ramp up, down, up: slices cross stage ends
+    whole = schedule_times(10.0, stages)
+    for n in (1, 3, 7):
+        for w in range(n):
+            assert np.array_equal(schedule_times(10.0, stages, w, n), whole[w::n])
