@@ -1,4 +1,4 @@
-"""`authzbench` command line: generate, stats, prepare, bench, report, up, down, backends, perf.
+"""`authzbench` command line: generate, stats, prepare, bench, report, up, down, backends, perf, load-host.
 
 Bad input is one line on stderr and exit code 2; results already written stay on disk.
 """
@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--results-dir", type=Path, help="default ./results or $AUTHZBENCH_RESULTS")
             p.add_argument("--report-dir", type=Path, default=Path("reports"))
             p.add_argument("--no-report", action="store_true")
+            p.add_argument("--workers-on", metavar="tcp://SCHEDULER:8786",
+                           help="spread every phase's workers over the load hosts of this Dask scheduler "
+                                "(`authzbench load-host` on each; --provision external; extra [distributed])")
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
     r.add_argument("run", nargs="?", type=Path, help="results/<run-id> (default: latest)")
@@ -115,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=hlp)
         p.add_argument("backend", nargs="*")
         p.add_argument("--provision", choices=["native", "compose", "external"])
+
+    lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
+    lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786")
+    lh.add_argument("--host", help="address to listen on (default: the one that reaches the scheduler)")
+    lh.add_argument("--name", help="worker name shown by the scheduler")
 
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
@@ -161,6 +169,10 @@ def _dispatch(args: argparse.Namespace) -> int | None:
         stopped = orchestrate.down(names)
         console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return 0
+    if args.cmd == "load-host":
+        from authzbench.scenarios.distributed import load_host
+
+        return load_host(args.scheduler, args.host, args.name)
     if args.cmd == "perf":
         from authzbench.perf import run_perf
 
@@ -197,6 +209,7 @@ def _config(args: argparse.Namespace):
         cfg.slo = {"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
                    "success": args.slo_success}
         cfg.keep_running = args.keep_running
+        cfg.workers_on = args.workers_on
     cfg.validate()
     return cfg
 

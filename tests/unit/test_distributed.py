@@ -1,0 +1,161 @@
+"""The many-host runner on a loopback Dask cluster (2 Dask workers = 2 load hosts), against fake backends.
+
+Skipped without the optional extra `authzbench[distributed]`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import dask  # noqa: E402
+import psutil  # noqa: E402
+
+from authzbench.generator import generate  # noqa: E402
+from authzbench.metrics import merge  # noqa: E402
+from authzbench.oracle import Oracle  # noqa: E402
+from authzbench.report.data import phase_table  # noqa: E402
+from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
+from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    ds = generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+    return ds, Oracle(ds)
+
+
+@pytest.fixture(scope="module")
+def client():
+    # The arguments DISTRIBUTED.md found necessary: every listener on 127.0.0.1 (an empty dashboard host
+    # binds 0.0.0.0), and daemon off so a Dask worker may start the load processes.
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.worker.profile.enabled": False}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as c, \
+            distributed.Client(c) as cl:
+        yield cl
+
+
+def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
+    return BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
+
+
+def _run(client, spec, factory, inputs, **kw):
+    recs: list[dict] = []
+    res = run_phase_distributed(spec, factory, inputs, recs.append, client, **kw)
+    return res, recs
+
+
+def _open(concurrency=4, rate=400.0, seconds=2.0):
+    return PhaseSpec("flipping", "s", mode="open", concurrency=concurrency, stages=[(rate, seconds)],
+                     start_rate=rate, warmup=8)
+
+
+def test_open_loop_over_two_hosts_runs_every_scheduled_op_once_per_worker_id(client, tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_manage_direct_user"].sampler(ds, o, 200)
+    spec = _open()
+    res, recs = _run(client, spec, _factory(ds, "tests.unit.fakes:FlippingBackend"), inputs)
+    row = phase_table(recs).iloc[0]
+    assert res.status == "complete", res.reason
+    assert res.scheduled == 800 and res.ops == 800 and res.dropped == 0
+    assert row["ops"] == 800 and row["checked"] == 800
+    assert merge(row["hists"]).get_total_count() == 800
+    ivs = [r for r in recs if r["type"] == "interval"]
+    host_of = {}
+    for r in ivs:
+        assert host_of.setdefault(r["worker"], r["host"]) == r["host"]  # a worker id lives on one host
+    assert sorted(host_of) == [0, 1, 2, 3] and len(set(host_of.values())) == 2
+    clock = next(r for r in recs if r["type"] == "clock")
+    assert sorted(w for h in clock["hosts"] for w in h["workers"]) == [0, 1, 2, 3]  # each id handed out once
+    # the planted wrong answers (resource id divisible by 7) of exactly the ops that ran are counted
+    planted = sum(1 for k in range(800) if inputs[k % len(inputs)][1][2] % 7 == 0)
+    assert planted > 0 and row["mismatches"] == planted
+
+
+def test_closed_loop_over_two_hosts_counts_every_planted_mismatch(client, tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_manage_direct_user"].sampler(ds, o, 200)
+    flipped = sum(1 for _, (u, p, r), _e in inputs if r % 7 == 0)
+    spec = PhaseSpec("flipping", "s", concurrency=3, iterations=200)
+    res, recs = _run(client, spec, _factory(ds, "tests.unit.fakes:FlippingBackend"), inputs)
+    row = phase_table(recs).iloc[0]
+    assert res.status == "complete", res.reason
+    assert row["ops"] == 200 and row["mismatches"] == flipped > 0
+    assert row["examples"][0]["args"][2] % 7 == 0
+
+
+def test_a_host_clock_off_by_5_s_is_measured_and_its_start_corrected(client, tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    spec = _open(concurrency=2, rate=200.0, seconds=1.5)
+    res, recs = _run(client, spec, _factory(ds), inputs, clock_skews={1: 5.0})
+    hosts = next(r for r in recs if r["type"] == "clock")["hosts"]
+    skewed, plain = hosts[1], hosts[0]
+    assert abs(skewed["offset_ms"] - 5000) <= skewed["uncertainty_ms"] + 1
+    assert abs(plain["offset_ms"]) <= plain["uncertainty_ms"] + 1
+    assert skewed["start_margin_ms"] > 0  # it heard of the start before it came, on its own clock
+    row = phase_table(recs).iloc[0]
+    # Uncorrected, host 2 would start 4.5 s "late": every one of its ops would show ~4.5 s of latency.
+    assert res.status == "complete" and res.ops == res.scheduled == 300
+    assert row["max_ms"] < 1000
+
+
+def test_the_load_host_command_makes_a_loopback_worker_that_may_start_processes(client):
+    sched = client.scheduler.address
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "authzbench.cli", "load-host", sched], env=env, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client.wait_for_workers(3, timeout=30)
+        new = [a for a, w in client.scheduler_info()["workers"].items() if w.get("nthreads") == 1
+               and _pid(client, a) == p.pid]
+        assert len(new) == 1
+        conf = client.run(lambda: (dask.config.get("distributed.worker.daemon"),
+                                   dask.config.get("distributed.worker.profile.enabled")), workers=new)
+        assert conf[new[0]] == (False, False)
+        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        listening = {(c.laddr.ip, c.laddr.port) for pr in procs for c in pr.net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN}
+        assert len(listening) >= 6  # scheduler + dashboard, and each of 3 workers' comm + HTTP ports
+        assert {ip for ip, _ in listening} == {"127.0.0.1"}
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=20)
+    client.wait_for_workers(2, timeout=10)
+
+
+def _pid(client, addr):
+    return client.run(os.getpid, workers=[addr])[addr]
+
+
+def test_a_killed_load_host_marks_the_phase_incomplete(client, tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    spec = _open(concurrency=2, rate=200.0, seconds=3.0)
+    victim = sorted(client.scheduler_info()["workers"])[1]
+    pid = _pid(client, victim)
+
+    def on_window(opened: bool) -> None:
+        if opened:  # one second into the measured window, the second host's Dask worker dies
+            threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
+
+    t0 = time.perf_counter()
+    res, recs = _run(client, spec, _factory(ds), inputs, on_window=on_window)
+    assert res.status == "incomplete"
+    assert "lost" in res.reason
+    assert any(r["type"] == "host_lost" for r in recs)
+    assert 0 < res.ops < res.scheduled  # the first host's ops still count
+    assert time.perf_counter() - t0 < 30
+    client.wait_for_workers(2, timeout=30)  # the nanny restarts it for whatever runs next
