@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args) or 0
     except UserError as e:
-        err.print(f"authzbench: error: {e}")
+        err.print(f"authzbench: error: {e}", markup=False)  # messages may hold [brackets] (pip extras)
         return 2
     except KeyboardInterrupt:
         err.print("authzbench: interrupted; everything recorded so far is on disk")

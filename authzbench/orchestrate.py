@@ -24,7 +24,7 @@ from authzbench.generator import dataset_dir, default_data_dir, generate, reusab
 from authzbench.generator.profiles import resolve
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
-from authzbench.provision.manager import MODES, default_mode, provision
+from authzbench.provision.manager import MODES, default_mode, external_url_var, provision
 from authzbench.results import RunStore
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, SCRATCH_WRITES, scenario
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
@@ -61,8 +61,10 @@ class BenchConfig:
     reload: bool = False
     keep_running: bool = False
     data_dir: Path | None = None
+    workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
 
     def validate(self) -> None:
+        self._validate_workers_on()
         for b in self.backends:
             entry(b)
         if self.provision not in MODES:
@@ -82,6 +84,20 @@ class BenchConfig:
         if self.iterations_scale <= 0 or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
         resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
+
+    def _validate_workers_on(self) -> None:
+        if not self.workers_on:
+            return
+        if self.provision != "external":
+            raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
+                            "(AUTHZBENCH_<BACKEND>_URL)")
+        from authzbench.scenarios.distributed import require
+
+        require()
+        for b in self.backends:
+            if backend_class(b).concurrency == "thread":
+                raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
+                                "process) and cannot be spread over hosts")
 
     def dataset(self) -> Dataset:
         params = resolve(self.profile, self.overrides, self.model)
@@ -316,10 +332,15 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                   "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
     inputs_cache: dict[str, list] = {}
     failures = []
+    client = _load_hosts(cfg, store)
     for name in cfg.backends:
         sess = None
         try:
             sess = Session(name, cfg)
+            if client is not None:
+                from authzbench.scenarios.distributed import check_endpoint
+
+                check_endpoint(client, name, cfg.options.get("url") or os.environ.get(external_url_var(name), ""))
             load_backend(sess, ds, store, cfg.reload)
             cls = backend_class(name)
             if cfg.model not in cls.models:
@@ -340,8 +361,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name: store.append(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
                 with mon:  # samples only while ops are measured, not while workers start
-                    res = run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
-                                    store.append, cls.concurrency, on_window=mon.window)
+                    res = _run_phase(spec, sess.factory(dataset_path=str(ds.path)), inputs_cache[sname],
+                                     store, cls.concurrency, mon.window, client)
                 if res.status == "failed":
                     say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
                 elif res.status == "incomplete":
@@ -353,7 +374,33 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
         finally:
             if sess is not None and sess.started_here and not cfg.keep_running:
                 sess.stop()
+    if client is not None:
+        client.close()
     return failures
+
+
+def _load_hosts(cfg: BenchConfig, store: RunStore):
+    """With --workers-on: a client of the Dask scheduler, the load hosts' versions recorded; else None."""
+    if not cfg.workers_on:
+        return None
+    from authzbench.scenarios.distributed import connect, host_versions
+
+    client = connect(cfg.workers_on)
+    hv = host_versions(client)
+    store.append({"type": "load_hosts", "scheduler": cfg.workers_on, **hv})
+    say(f"load hosts: {', '.join(sorted(hv['hosts']))}")
+    for m in hv["driver_mismatches"]:
+        say(f"[yellow]load host driver differs: {m}[/yellow]")
+    return client
+
+
+def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, store: RunStore, conc_model: str,
+               on_window, client):
+    if client is None:
+        return run_phase(spec, factory, inputs, store.append, conc_model, on_window=on_window)
+    from authzbench.scenarios.distributed import run_phase_distributed
+
+    return run_phase_distributed(spec, factory, inputs, store.append, client, on_window=on_window)
 
 
 def down(names: list[str]) -> list[str]:

@@ -159,3 +159,35 @@ def test_a_killed_load_host_marks_the_phase_incomplete(client, tiny):
     assert 0 < res.ops < res.scheduled  # the first host's ops still count
     assert time.perf_counter() - t0 < 30
     client.wait_for_workers(2, timeout=30)  # the nanny restarts it for whatever runs next
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--backend", "postgres"], "--workers-on needs --provision external"),
+    (["--backend", "clickhouse", "--provision", "external"], "in-process engine"),
+])
+def test_workers_on_refuses_what_cannot_be_spread_in_one_line(tmp_path, args, message):
+    r = subprocess.run([sys.executable, "-m", "authzbench.cli", "bench", "--profile", "tiny", *args,
+                        "--workers-on", "tcp://127.0.0.1:8786"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert message in r.stderr.strip().splitlines()[-1]
+
+
+def test_a_loopback_server_is_refused_when_a_load_host_is_another_machine():
+    from authzbench.errors import UserError
+    from authzbench.scenarios.distributed import check_endpoint, endpoint_hosts
+
+    class _Client:
+        def __init__(self, *workers):
+            self.workers = workers
+
+        def scheduler_info(self):
+            return {"workers": {w: {} for w in self.workers}}
+
+    assert endpoint_hosts("postgresql://u:pw@db1:5432,db2:5433/authz") == ["db1", "db2"]
+    assert endpoint_hosts("host=localhost dbname=authz") == ["localhost"]
+    remote = _Client("tcp://127.0.0.1:4000", "tcp://198.51.100.7:4001")  # a documentation-range address
+    with pytest.raises(UserError, match="loopback"):
+        check_endpoint(remote, "postgres", "postgresql://u@127.0.0.1:5432/authz")
+    check_endpoint(remote, "postgres", "postgresql://u@198.51.100.9:5432/authz")  # a network address: fine
+    check_endpoint(_Client("tcp://127.0.0.1:4000"), "postgres", "postgresql://u@localhost/authz")  # all local
