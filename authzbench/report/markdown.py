@@ -9,6 +9,7 @@ import pandas as pd
 
 from authzbench.report.charts import render_charts
 from authzbench.report.data import RunData, cv, load_run, merged_summary
+from authzbench.report.hosts import load_hosts_section
 from authzbench.scenarios.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -60,6 +61,7 @@ def render(run_path: Path, out_dir: Path) -> Path:
     md.append(_monitor(rd, "ingest", "Monitor summary during ingest"))
     md.append(_reads(rd, charts))
     md.append(_mixed(rd))
+    md.append(load_hosts_section(rd))
     md.append(_comparison(rd))
     md.append(_correctness(rd))
     md.append(_stability(rd))

@@ -22,7 +22,9 @@ import psutil  # noqa: E402
 from authzbench.generator import generate  # noqa: E402
 from authzbench.metrics import merge  # noqa: E402
 from authzbench.oracle import Oracle  # noqa: E402
+from authzbench.report import render  # noqa: E402
 from authzbench.report.data import phase_table  # noqa: E402
+from authzbench.results import RunStore  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec  # noqa: E402
@@ -110,6 +112,20 @@ def test_a_host_clock_off_by_5_s_is_measured_and_its_start_corrected(client, tin
     # Uncorrected, host 2 would start 4.5 s "late": every one of its ops would show ~4.5 s of latency.
     assert res.status == "complete" and res.ops == res.scheduled == 300
     assert row["max_ms"] < 1000
+
+
+def test_the_report_shows_ops_latency_and_clock_offset_per_host(client, tiny, tmp_path):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    store = RunStore.create(tmp_path / "results")
+    run_phase_distributed(_open(concurrency=2, rate=100.0, seconds=1.0), _factory(ds), inputs, store.append, client,
+                          clock_skews={0: -2.0})
+    md = render(store.path, tmp_path / "reports").read_text()
+    section = md[md.index("## Load hosts"):]
+    hosts = next(r for r in store.records() if r["type"] == "clock")["hosts"]
+    for h in hosts:
+        assert f"| {h['host']} | check | 1 | 50 |" in section  # 100 ops/s for 1 s, half on each host
+    assert f"| {hosts[0]['offset_ms']:,.0f} |" in section and round(hosts[0]["offset_ms"]) in range(-2002, -1997)
 
 
 def test_the_load_host_command_makes_a_loopback_worker_that_may_start_processes(client):
