@@ -128,8 +128,10 @@ class Agent:
             e.set()
 
     def join(self) -> None:
+        deadline = time.monotonic() + 5  # released workers exit at once; one still here after 5 s is hung
         for p in self.procs:
-            p.join(timeout=2)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
             if p.is_alive():
                 p.kill()
                 p.join(timeout=2)
@@ -280,7 +282,7 @@ class DaskPool:
         self._each("abort")
 
     def join(self) -> None:
-        self._each("join")
+        self._each("join", timeout=30)
         self.agents, self.futures = [], []  # drop the actors: their workers forget them
 
 
