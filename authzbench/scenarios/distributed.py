@@ -300,7 +300,8 @@ def connect(address: str) -> Any:
     if not re.match(r"^(tcp|tls)://[^/]+:\d+$", address):
         raise UserError(f"--workers-on expects tcp://HOST:PORT (or tls://), got {address!r}")
     try:
-        client = distributed.Client(address, timeout=10, set_as_default=False)
+        # The default client of this process: an actor handle finds its client (and event loop) that way.
+        client = distributed.Client(address, timeout=10)
     except (OSError, TimeoutError) as e:
         raise UserError(f"--workers-on {address}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
     try:

@@ -128,6 +128,25 @@ def test_the_report_shows_ops_latency_and_clock_offset_per_host(client, tiny, tm
     assert f"| {hosts[0]['offset_ms']:,.0f} |" in section and round(hosts[0]["offset_ms"]) in range(-2002, -1997)
 
 
+def test_bench_drives_the_agents_through_its_own_client(client, tiny):
+    ds, _ = tiny
+    # A fresh process, as `bench --workers-on` is: no other client that the actor handles could fall back on.
+    code = f"""
+from authzbench.scenarios.distributed import connect, host_versions, run_phase_distributed
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec
+c = connect({client.scheduler.address!r})
+hosts = sorted(host_versions(c)["hosts"])
+inputs = [("check", (0, "view", r), False) for r in range(20)]
+f = BackendFactory("authzbench.backends.reference:ReferenceBackend", {{}}, {{"dataset_path": {str(ds.path)!r}}})
+res = run_phase_distributed(PhaseSpec("reference", "s", concurrency=2, iterations=40), f, inputs, lambda r: None, c)
+print(len(hosts), res.status, res.ops, res.reason)
+c.close()
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.stdout.split()[:3] == ["2", "complete", "40"], r.stdout + r.stderr[-2000:]
+
+
 def test_the_load_host_command_makes_a_loopback_worker_that_may_start_processes(client):
     sched = client.scheduler.address
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
