@@ -36,7 +36,7 @@ PROBES = 5  # clock probes per host; the lowest round trip wins (its midpoint er
 START_LEAD_S = 0.5  # the start instant is this far ahead: every host must hear of it before it passes
 OFFSET_WARN_MS = 5.0  # offset uncertainty (rtt/2) above this is flagged: 0.5% of a 1 s interval
 CALL_TIMEOUT_S = 10.0  # an agent that does not answer a short call in this time is a lost host
-POLL_S = 0.1  # how often the agents' buffered messages are fetched
+POLL_S = 0.1  # how often the agents' buffered messages are fetched, at most
 MAX_BATCH = 20_000  # messages per drain call, to keep each reply small
 
 
@@ -165,6 +165,7 @@ class DaskPool:
         self.alive_n = [len(w) for w in self.wids]
         self.finished: set[int] = set()
         self.pending: list[tuple[str, int, Any]] = []
+        self.next_poll = 0.0
         self.infos: list[dict | None] = [None] * len(self.addrs)
 
     def _call(self, i: int, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
@@ -221,21 +222,25 @@ class DaskPool:
         return {wid: self.labels[i] for i, ws in enumerate(self.wids) for wid in ws}
 
     def messages(self, timeout: float) -> list[tuple[str, int, Any]]:
+        """What the hosts buffered, fetched at most every POLL_S (workers report once a second; polling
+        faster only spends the CPU the load processes share)."""
         end = time.perf_counter() + timeout
         while True:
+            wait = min(self.next_poll, end) - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
             out, self.pending = self.pending, []
-            for i, got in enumerate(self._each("drain")):
-                if got is None:
-                    continue
-                msgs, self.alive_n[i] = got
-                for m in msgs:
-                    if m[0] == "done":
-                        self.finished.add(m[1])
-                out += msgs
-            out, self.pending = out + self.pending, []
+            if time.perf_counter() >= self.next_poll:
+                self.next_poll = time.perf_counter() + POLL_S
+                for i, got in enumerate(self._each("drain")):
+                    if got is None:
+                        continue
+                    msgs, self.alive_n[i] = got
+                    self.finished.update(m[1] for m in msgs if m[0] == "done")
+                    out += msgs
+                out, self.pending = out + self.pending, []
             if out or time.perf_counter() >= end:
                 return out
-            time.sleep(min(POLL_S, max(0.0, end - time.perf_counter())))
 
     def alive(self) -> bool:
         return bool(self.pending) or any(self.alive_n[i] > 0 for i in range(len(self.agents)) if i not in self.lost)
