@@ -15,7 +15,6 @@ The scheduler runs pickled code from whoever reaches it: keep it on a private ne
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import multiprocessing as mp
 import os
@@ -91,17 +90,40 @@ class Agent:
         self.procs = [ctx.Process(target=hosted_worker, daemon=True,
                                   args=(os.getpid(), w, spec, factory, inputs, self.out, go, start, stop, self.t0,
                                         release)) for w in wids]
+        self.buf: list = []
+        self.lock = threading.Lock()
+        self.n_measured, self.measured_at = 0, 0.0
         for p in self.procs:
             p.start()
+        self.relay = threading.Thread(target=self._relay, daemon=True)
+        self.relay.start()
         return {"hostname": socket.gethostname(), "pid": os.getpid(), "pids": [p.pid for p in self.procs]}
 
-    def drain(self) -> tuple[list, int]:
-        """Messages buffered since the last call, and how many workers still run."""
-        msgs: list = []
-        with contextlib.suppress(queue.Empty):
-            while len(msgs) < MAX_BATCH:
-                msgs.append(self.out.get_nowait())
-        return msgs, sum(p.is_alive() for p in self.procs)
+    def _relay(self) -> None:
+        """Buffer the workers' messages as they come, noting when the last one finished measuring (on this
+        host's clock: the coordinator only hears of it at its next poll)."""
+        done = 0
+        while done < len(self.procs):
+            try:
+                msg = self.out.get(timeout=0.5)
+            except queue.Empty:
+                if not any(p.is_alive() for p in self.procs):
+                    return
+                continue
+            with self.lock:
+                self.buf.append(msg)
+                if msg[0] == "measured":
+                    self.n_measured += 1
+                    self.measured_at = time.perf_counter()
+            done += msg[0] == "done"
+
+    def drain(self) -> tuple[list, int, float | None]:
+        """Messages buffered since the last call, how many workers still run, and the measured window (s,
+        from the start instant to the last worker's end) once every worker here finished measuring."""
+        with self.lock:
+            msgs, self.buf = self.buf[:MAX_BATCH], self.buf[MAX_BATCH:]
+            window = self.measured_at - self.t0.value if self.n_measured == len(self.procs) else None
+        return msgs, sum(p.is_alive() for p in self.procs), window
 
     def clock(self) -> float:
         return self._wall()
@@ -166,6 +188,7 @@ class DaskPool:
         self.finished: set[int] = set()
         self.pending: list[tuple[str, int, Any]] = []
         self.next_poll = 0.0
+        self.windows: list[float | None] = [None] * len(self.addrs)
         self.infos: list[dict | None] = [None] * len(self.addrs)
 
     def _call(self, i: int, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
@@ -235,7 +258,7 @@ class DaskPool:
                 for i, got in enumerate(self._each("drain")):
                     if got is None:
                         continue
-                    msgs, self.alive_n[i] = got
+                    msgs, self.alive_n[i], self.windows[i] = got
                     self.finished.update(m[1] for m in msgs if m[0] == "done")
                     out += msgs
                 out, self.pending = out + self.pending, []
@@ -273,6 +296,12 @@ class DaskPool:
         self.sink({"type": "clock", "phase": self.spec.phase_id, "t0_wall": t0_wall, "warn_ms": OFFSET_WARN_MS,
                    "hosts": hosts})
         return origin
+
+    def window(self, observed_s: float) -> float:
+        """The longest host's window on its own clock, when every live host measured to the end: the
+        coordinator observes the end only at its next poll (up to POLL_S later, 1% of a 10 s phase)."""
+        known = [w for w in self.windows if w is not None]
+        return max(known) if not self.lost and known and len(known) == len(self.windows) else observed_s
 
     def go(self) -> None:
         self._each("set_go")

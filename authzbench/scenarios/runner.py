@@ -314,6 +314,7 @@ class WorkerPool(Protocol):
     def alive(self) -> bool: ...
     def go(self) -> None: ...  # connected: warm up
     def begin(self) -> float: ...  # start measuring at one instant; returns it on this host's perf_counter
+    def window(self, observed_s: float) -> float: ...  # the measured window's length, best known
     def stop(self) -> None: ...
     def release(self) -> None: ...  # the measured window is closed: clean up and disconnect
     def abort(self) -> None: ...  # never measure: let every worker run to its end at once
@@ -409,6 +410,9 @@ class _LocalPool:
         self.ev[1].set()
         return self.t0.value
 
+    def window(self, observed_s: float) -> float:
+        return observed_s
+
     def stop(self) -> None:
         self.ev[2].set()
 
@@ -502,7 +506,7 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
             state.flag("incomplete", f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} "
                                      "ops ran")
         finished = _pump(state, pool, measured, time.perf_counter() + spec.timeout_s + 10)
-    state.wall = time.perf_counter() - measured0
+    state.wall = pool.window(time.perf_counter() - measured0)
     if on_window:
         on_window(False)
     pool.release()
