@@ -27,7 +27,7 @@ nox.options.sessions = ["tests"]
 ROOT = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("AUTHZBENCH_CACHE", "~/.cache/authzbench")).expanduser()
 VENV = CACHE / "venv"
-EXTRAS = "test,lint,all"  # all: every default backend's drivers (pyproject.toml)
+EXTRAS = "test,lint,all,distributed"  # all: every default backend's drivers (pyproject.toml)
 
 
 def _venv(session: nox.Session) -> Path:

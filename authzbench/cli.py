@@ -1,4 +1,4 @@
-"""`authzbench` command line: generate, stats, prepare, bench, report, up, down, backends, perf.
+"""`authzbench` command line: generate, stats, prepare, bench, report, up, down, backends, perf, load-host.
 
 Bad input is one line on stderr and exit code 2; results already written stay on disk.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import threading
 from pathlib import Path
@@ -116,6 +117,19 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
                         "dataclass lists its keys, an unknown key is an error")
 
 
+def _scheduler(s: str) -> str:
+    """A Dask scheduler address: tcp:// or tls://, a host and a port."""
+    if not re.fullmatch(r"(tcp|tls)://[^\s/:]+(:\d{1,5})", s.strip()):
+        raise argparse.ArgumentTypeError(f"expected a scheduler address like tcp://10.0.0.1:8786, got {s!r}")
+    return s.strip()
+
+
+def _word(s: str) -> str:
+    if not s.strip() or any(c.isspace() for c in s.strip()):
+        raise argparse.ArgumentTypeError(f"expected a name or address without spaces, got {s!r}")
+    return s.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="authzbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -163,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--no-report", action="store_true")
             p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
                            help="the reference report's figures beside ours (default: on for the rebac baseline)")
+            p.add_argument("--workers-on", metavar="tcp://SCHEDULER:8786", type=_scheduler,
+                           help="spread every phase's workers over the load hosts of this Dask scheduler "
+                                "(`authzbench load-host` on each; --provision external; extra [distributed])")
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
     r.add_argument("run", nargs="?", type=_path, help="results/<run-id> (default: latest)")
@@ -177,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=hlp)
         p.add_argument("backend", nargs="*", type=_name)
         p.add_argument("--provision", choices=["native", "compose", "external"])
+
+    lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
+    lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786", type=_scheduler)
+    lh.add_argument("--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
+    lh.add_argument("--name", type=_word, help="worker name shown by the scheduler")
 
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
@@ -196,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args) or 0
     except UserError as e:
-        err.print(f"authzbench: error: {e}", markup=False)
+        err.print(f"authzbench: error: {e}", markup=False)  # messages may hold [brackets] (pip extras)
         return 2
     except (KeyboardInterrupt, stopping.Interrupted) as e:
         stopping.stop_children()  # servers whose start the signal cut short (no Deployment to stop them)
@@ -262,6 +284,13 @@ def _dispatch(args: argparse.Namespace) -> int | None:
         stopped = orchestrate.down(names)
         console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return 0
+    if args.cmd == "load-host":
+        from authzbench.scenarios.distributed import load_host
+
+        try:
+            return load_host(args.scheduler, args.host, args.name)
+        except (RuntimeError, OSError) as e:  # the worker could not start or reach the scheduler
+            raise UserError(f"load-host: cannot join {args.scheduler}: {str(e).splitlines()[0][:200]}") from None
     if args.cmd == "perf":
         from authzbench.perf import run_perf
 
@@ -324,6 +353,7 @@ def _config(args: argparse.Namespace):
         cfg.slo = {"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
                    "success": args.slo_success}
         cfg.keep_running = args.keep_running
+        cfg.workers_on = args.workers_on
     cfg.validate()
     return cfg
 

@@ -112,11 +112,13 @@ class BenchConfig:
     reload: bool = False
     keep_running: bool = False
     data_dir: Path | None = None
+    workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
 
     def validate(self) -> None:
         """Every bad value is one UserError naming the option, before any dataset or server is touched."""
         if not self.backends:
             raise UserError("--backend: name at least one backend")
+        self._validate_workers_on()
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
         for b in self.backends:
@@ -208,6 +210,20 @@ class BenchConfig:
         v = self.slo.get("success")
         if v is not None and not 0 < v <= 1:
             raise UserError(f"--slo-success is a ratio in (0, 1], got {v:g}")
+
+    def _validate_workers_on(self) -> None:
+        if not self.workers_on:
+            return
+        if self.provision != "external":
+            raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
+                            "(AUTHZBENCH_<BACKEND>_URL)")
+        from authzbench.scenarios.distributed import require
+
+        require()
+        for b in self.backends:
+            if backend_class(b).concurrency == "thread":
+                raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
+                                "process) and cannot be spread over hosts")
 
     def dataset(self) -> Dataset:
         params = resolve(self.profile, self.overrides, self.model)
@@ -508,12 +524,17 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                   "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
     inputs_cache: dict[str, list] = {}
     failures = _skip_unsupported(cfg, store, "bench")
+    client = _load_hosts(cfg, store)
     for name in cfg.backends:
         if name in cfg.unsupported():
             continue
         sess = None
         try:
             sess = Session(name, cfg)
+            if client is not None:
+                from authzbench.scenarios.distributed import check_endpoint
+
+                check_endpoint(client, name, cfg.options.get("url") or os.environ.get(external_url_var(name), ""))
             load_backend(sess, ds, store, cfg.reload)
             cls = backend_class(name)
             with sess.backend(dataset_path=str(ds.path)) as b:
@@ -535,8 +556,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
                     mode = {"consistency": spec.consistency} if spec.consistency else {}
                     factory = sess.factory(dataset_path=str(ds.path), **mode)
-                    res = run_phase(spec, factory, inputs_cache[sname],
-                                    sink, cls.concurrency, on_window=mon.window)
+                    res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window,
+                                     client)
                 if sc.op in ("write", "mixed"):
                     verify_restored(sess, ds, oracle, store, spec.phase_id)
                 check_stop()
@@ -557,6 +578,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
         finally:
             if sess is not None and sess.started_here and not cfg.keep_running:
                 sess.stop()
+    if client is not None:
+        client.close()
     return failures
 
 
@@ -587,6 +610,30 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     if rec["mismatches"] or rec.get("error"):
         say(f"[red]{sess.name}: after {phase_id} the dataset is not as loaded: {rec}[/red]")
     return rec
+
+
+def _load_hosts(cfg: BenchConfig, store: RunStore):
+    """With --workers-on: a client of the Dask scheduler, the load hosts' versions recorded; else None."""
+    if not cfg.workers_on:
+        return None
+    from authzbench.scenarios.distributed import connect, host_versions
+
+    client = connect(cfg.workers_on)
+    hv = host_versions(client)
+    store.append({"type": "load_hosts", "scheduler": cfg.workers_on, **hv})
+    say(f"load hosts: {', '.join(sorted(hv['hosts']))}")
+    for m in hv["driver_mismatches"]:
+        say(f"[yellow]load host driver differs: {m}[/yellow]")
+    return client
+
+
+def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, conc_model: str,
+               on_window, client):
+    if client is None:
+        return run_phase(spec, factory, inputs, sink, conc_model, on_window=on_window)
+    from authzbench.scenarios.distributed import run_phase_distributed
+
+    return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)
 
 
 def down(names: list[str]) -> list[str]:

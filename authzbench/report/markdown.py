@@ -11,6 +11,7 @@ from authzbench.report import findings, reference, validity, writes
 from authzbench.report.charts import render_charts, render_summary_chart
 from authzbench.report.data import RunData, cv, load_run, merged_summary
 from authzbench.report.findings import anchor
+from authzbench.report.hosts import load_hosts_section
 from authzbench.report.noise import rate_spread
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -79,6 +80,7 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     md.append(_reads(rd, charts))
     md.append(_mixed(rd, charts))
     md.append(writes.section(rd, out_dir, run_id, table, _label))
+    md.append(load_hosts_section(rd))
     md.append(_comparison(rd))
     md.append(_correctness(rd))
     md.append(_stability(rd))

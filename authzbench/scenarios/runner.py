@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -112,12 +112,17 @@ def cumulative_ops(start_rate: float, stages: list[tuple[float, float]], t: floa
     return total
 
 
-def schedule_times(start_rate: float, stages: list[tuple[float, float]]) -> np.ndarray:
-    """Intended start time (s from phase start) of every op: the inverse of cumulative_ops."""
+def schedule_times(start_rate: float, stages: list[tuple[float, float]], first: int = 0,
+                   step: int = 1) -> np.ndarray:
+    """Intended start time (s from phase start) of ops first, first + step, ...: the inverse of
+    cumulative_ops. A worker asks for its own slice only (the whole schedule at 1M ops/s for 60 s is
+    ~480 MB, in every worker process); `schedule_times(r, s, w, n)` equals `schedule_times(r, s)[w::n]`."""
     times, r0, t0, done = [], start_rate, 0.0, 0.0
     for target, dur in stages:
         n_total = done + r0 * dur + (target - r0) * dur / 2
-        ks = np.arange(math.ceil(done) if done > 0 else 0, math.floor(n_total - 1e-9) + 1, dtype=np.float64)
+        lo = math.ceil(done) if done > 0 else 0
+        lo += (first - lo) % step  # the first op of this stage that belongs to the slice
+        ks = np.arange(lo, math.floor(n_total - 1e-9) + 1, step, dtype=np.float64)
         ks = ks[ks >= done]
         x = ks - done  # ops into this stage
         a = (target - r0) / (2 * dur) if dur > 0 else 0.0
@@ -243,7 +248,7 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
         t0 = t0_shared.value
         if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
             time.sleep(t0 - time.perf_counter())
-        due = schedule_times(spec.start_rate, spec.stages)[wid::n] if spec.mode == "open" else None
+        due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
         i = 0
         for k in range(wid, spec.iterations if due is None else len(due) * n, n):
             if stop.is_set():
@@ -369,145 +374,242 @@ def _compare(kd: _Kind, inp, answer, kind: str, spec: PhaseSpec) -> None:
 
 
 # parent ----------------------------------------------------------------------------------------
+#
+# One state machine (PhaseState) drives every phase through its stages: spawn -> ready -> warm ->
+# measured -> done -> verdict. Where the workers run is a pool: _LocalPool (this host's processes or
+# threads) here, the Dask pool of scenarios/distributed.py for many hosts. Both feed the same messages.
+
+
+class WorkerPool(Protocol):
+    def start(self) -> dict[int, str]: ...  # spawn the workers; worker id -> host label ({} when local)
+    def messages(self, timeout: float) -> list[tuple[str, int, Any]]: ...  # [] when none came in time
+    def alive(self) -> bool: ...
+    def go(self) -> None: ...  # connected: warm up
+    def begin(self) -> float: ...  # start measuring at one instant; returns it on this host's perf_counter
+    def window(self, observed_s: float) -> float: ...  # the measured window's length, best known
+    def stop(self) -> None: ...
+    def release(self) -> None: ...  # the measured window is closed: clean up and disconnect
+    def abort(self) -> None: ...  # never measure: let every worker run to its end at once
+    def join(self) -> None: ...
+
+
+@dataclass
+class PhaseState:
+    """Counts what the workers report, hands every interval to the sink, and holds the verdict."""
+
+    spec: PhaseSpec
+    sink: Callable[[dict], None]
+    hosts: dict[int, str] = field(default_factory=dict)  # worker id -> load host, when spread over hosts
+    ready: int = 0
+    warm: int = 0
+    measured: int = 0
+    done: int = 0
+    fatal: list[str] = field(default_factory=list)
+    ops: int = 0
+    issued: int = 0
+    warmup_ops: int = 0
+    failed_ops: int = 0
+    status: str = "complete"
+    reason: str = ""
+    wall: float = 0.0
+
+    def handle(self, msg: str, wid: int, payload: Any) -> None:
+        if msg == "interval":
+            spec = self.spec
+            host = {"host": self.hosts[wid]} if wid in self.hosts else {}
+            for kind, p in payload.items():
+                self.ops += p["ops"]
+                self.issued += p["ops"] + p["timeouts"] + sum(p["errors"].values())
+                self.failed_ops += p["timeouts"] + sum(p["errors"].values())
+                self.sink({"type": "interval", "phase": spec.phase_id, "backend": spec.backend,
+                           "scenario": spec.scenario, "worker": wid, **host, "kind": kind, **p})
+        elif msg in ("ready", "done", "measured"):
+            setattr(self, msg, getattr(self, msg) + 1)
+        elif msg == "warm":
+            self.warm += 1
+            self.warmup_ops += payload
+        elif msg == "fatal":
+            self.fatal.append(payload)
+
+    def flag(self, status: str, why: str) -> None:
+        self.status = status
+        self.reason = (self.reason + "; " if self.reason else "") + why
+
+
+class _LocalPool:
+    """This host's workers: forkserver processes (no inherited driver threads), or threads for in-process
+    engines."""
+
+    def __init__(self, spec: PhaseSpec, factory: Callable, inputs: list, concurrency_model: str):
+        if concurrency_model == "thread":
+            self.out: Any = queue.Queue()
+            self.ev = [threading.Event() for _ in range(4)]  # go, start, stop, release
+
+            class _V:
+                value = 0.0
+
+            self.t0: Any = _V()
+            make: Callable[..., Any] = lambda **kw: threading.Thread(daemon=True, **kw)  # noqa: E731
+        else:
+            ctx = mp.get_context("forkserver")
+            self.out = ctx.Queue()
+            self.ev = [ctx.Event() for _ in range(4)]
+            self.t0 = ctx.Value("d", 0.0)
+            make = lambda **kw: ctx.Process(daemon=True, **kw)  # noqa: E731
+        go, start, stop, release = self.ev
+        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, go, start, stop,
+                                                        self.t0, release)) for w in range(spec.concurrency)]
+
+    def start(self) -> dict[int, str]:
+        for w in self.workers:
+            w.start()
+        return {}
+
+    def messages(self, timeout: float) -> list[tuple[str, int, Any]]:
+        try:
+            return [self.out.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+
+    def alive(self) -> bool:
+        return any(_alive(w) for w in self.workers)
+
+    def go(self) -> None:
+        self.ev[0].set()
+
+    def begin(self) -> float:
+        self.t0.value = time.perf_counter() + 0.05  # every worker shares one schedule origin
+        self.ev[1].set()
+        return self.t0.value
+
+    def window(self, observed_s: float) -> float:
+        return observed_s
+
+    def stop(self) -> None:
+        self.ev[2].set()
+
+    def release(self) -> None:
+        self.ev[3].set()
+
+    def abort(self) -> None:
+        for e in (self.ev[2], self.ev[0], self.ev[1], self.ev[3]):  # stop first: nobody measures
+            e.set()
+
+    def join(self) -> None:
+        for w in self.workers:
+            if isinstance(w, threading.Thread):
+                w.join(timeout=0.5)
+            else:
+                w.join(timeout=0.2 if STOP.is_set() else 2)
+                if w.is_alive():
+                    w.kill()
+                    w.join(timeout=2)
+
 
 def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
               concurrency_model: str = "process", on_window: Callable[[bool], None] | None = None) -> PhaseResult:
     """Run one phase; every interval is handed to `sink` as it arrives. Never raises on backend trouble."""
-    if concurrency_model == "thread":
-        out: Any = queue.Queue()
-        go, start, stop, release = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    return drive_phase(spec, _LocalPool(spec, factory, inputs, concurrency_model), sink, on_window)
 
-        class _V:
-            value = 0.0
 
-        t0 = _V()
-        workers = [threading.Thread(target=worker_main, daemon=True,
-                                    args=(w, spec, factory, inputs, out, go, start, stop, t0, release))
-                   for w in range(spec.concurrency)]
-    else:
-        ctx = mp.get_context("forkserver")
-        out = ctx.Queue()
-        go, start, stop, release = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event()
-        t0 = ctx.Value("d", 0.0)
-        workers = [ctx.Process(target=worker_main, daemon=True,
-                               args=(w, spec, factory, inputs, out, go, start, stop, t0, release))
-                   for w in range(spec.concurrency)]
-    base = {"phase": spec.phase_id, **{k: v for k, v in asdict(spec).items() if k not in ("stages",)},
-            "stages": spec.stages}
-    sink({"type": "phase_start", **base})
+def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[dict], None],
+                on_window: Callable[[bool], None] | None = None) -> PhaseResult:
+    """The stages of a phase over any pool of workers: spawn, ready/warm, measure, verdict."""
+    state = PhaseState(spec, sink)
+    sink({"type": "phase_start", "phase": spec.phase_id,
+          **{k: v for k, v in asdict(spec).items() if k not in ("stages",)}, "stages": spec.stages})
     wall0 = time.perf_counter()
-    for w in workers:
-        w.start()
+    state.hosts = pool.start()
+    if _ready_and_warm(state, pool):
+        _measure(state, pool, on_window)
+    pool.join()
+    if state.status == "failed":
+        state.wall = time.perf_counter() - wall0
+    return _verdict(state)
 
-    state = {"ready": 0, "warm": 0, "done": 0, "measured": 0, "fatal": [], "ops": 0, "issued": 0, "warmup_ops": 0, "failed_ops": 0}
 
-    def pump(until: Callable[[], bool], deadline: float) -> bool:
-        while not until():
-            if STOP.is_set():  # a signal: workers stop now, what they measured is still drained
-                for ev in (stop, go, start, release):
-                    ev.set()
-                deadline = min(deadline, grace_deadline())
-            if time.perf_counter() > deadline:
-                return False
-            try:
-                msg, wid, payload = out.get(timeout=0.2)
-            except queue.Empty:
-                if not any(_alive(w) for w in workers) and not until():
-                    # Workers are gone: drain what they sent, then give up waiting.
-                    with contextlib.suppress(queue.Empty):
-                        while True:
-                            _handle(*out.get(timeout=0.5))
-                    return until()
-                continue
-            _handle(msg, wid, payload)
-        return True
+def _pump(state: PhaseState, pool: WorkerPool, until: Callable[[], bool], deadline: float) -> bool:
+    """Feed worker messages to the state until `until()` holds (True) or the deadline passes (False)."""
+    while not until():
+        if STOP.is_set():  # a signal: workers stop now, what they measured is still drained
+            pool.abort()
+            deadline = min(deadline, grace_deadline())
+        if time.perf_counter() > deadline:
+            return False
+        msgs = pool.messages(0.2)
+        if not msgs and not pool.alive() and not until():
+            # Workers are gone: drain what they sent, then give up waiting.
+            while msgs := pool.messages(0.5):
+                for m in msgs:
+                    state.handle(*m)
+            return until()
+        for m in msgs:
+            state.handle(*m)
+    return True
 
-    def _handle(msg: str, wid: int, payload: Any) -> None:
-        if msg == "interval":
-            for kind, p in payload.items():
-                state["ops"] += p["ops"]
-                state["issued"] += p["ops"] + p["timeouts"] + sum(p["errors"].values())
-                state["failed_ops"] += p["timeouts"] + sum(p["errors"].values())
-                sink({"type": "interval", "phase": spec.phase_id, "backend": spec.backend,
-                      "scenario": spec.scenario, "worker": wid, "kind": kind, **p})
-        elif msg in ("ready", "done", "measured"):
-            state[msg] += 1
-        elif msg == "warm":
-            state["warm"] += 1
-            state["warmup_ops"] += payload
-        elif msg == "fatal":
-            state["fatal"].append(payload)
 
-    n = spec.concurrency
-    status, reason = "complete", ""
-    connect_ok = pump(lambda: state["ready"] + len(state["fatal"]) >= n, time.perf_counter() + 60)
-    if state["fatal"] or not connect_ok:
-        stop.set()
-        go.set()
-        start.set()
-        release.set()
-        reason = state["fatal"][0] if state["fatal"] else "workers did not connect within 60 s"
-        status = "failed"
+def _ready_and_warm(state: PhaseState, pool: WorkerPool) -> bool:
+    """Every worker connected (else the phase failed), then every worker warmed up."""
+    spec, n = state.spec, state.spec.concurrency
+    connect_ok = _pump(state, pool, lambda: state.ready + len(state.fatal) >= n, time.perf_counter() + 60)
+    if state.fatal or not connect_ok:
+        pool.abort()
+        state.flag("failed", state.fatal[0] if state.fatal else "workers did not connect within 60 s")
+        return False
+    pool.go()
+    _pump(state, pool, lambda: state.warm + len(state.fatal) >= n,
+          time.perf_counter() + spec.max_seconds + spec.timeout_s + 30)
+    return True
+
+
+def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], None] | None) -> None:
+    """The measured window, from one shared origin until every worker measured its share (or the cap)."""
+    spec, n = state.spec, state.spec.concurrency
+    if on_window:
+        on_window(True)
+    measured0 = pool.begin()
+    # Open loop: ops due before the end may start a moment late; 0.25 s grace, then the rest is dropped.
+    limit = min(spec.budget_s or spec.max_seconds, spec.max_seconds) if spec.mode == "closed" \
+        else spec.duration_s + 0.25
+
+    def measured() -> bool:
+        return state.measured + len(state.fatal) >= n
+
+    finished = _pump(state, pool, measured, measured0 + limit)
+    if not finished:
+        pool.stop()
+        if spec.mode == "closed" and spec.budget_s and spec.budget_s < spec.max_seconds:
+            state.reason = f"time budget: stopped as intended after {spec.budget_s:g} s"  # status stays complete
+        elif spec.mode == "closed":
+            state.flag("incomplete", f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} "
+                                     "ops ran")
+        finished = _pump(state, pool, measured, time.perf_counter() + spec.timeout_s + 10)
+    state.wall = pool.window(time.perf_counter() - measured0)
+    if on_window:
+        on_window(False)
+    pool.release()
+    if finished:
+        _pump(state, pool, lambda: state.done >= n, time.perf_counter() + 30)
     else:
-        go.set()
-        pump(lambda: state["warm"] + len(state["fatal"]) >= n,
-             time.perf_counter() + spec.max_seconds + spec.timeout_s + 30)
-        t0.value = time.perf_counter() + 0.05  # every worker shares one schedule origin
-        if on_window:
-            on_window(True)
-        start.set()
-        measured0 = t0.value
-        # Open loop: ops due before the end may start a moment late; 0.25 s grace, then the rest is dropped.
-        limit = min(spec.budget_s or spec.max_seconds, spec.max_seconds) if spec.mode == "closed" \
-            else spec.duration_s + 0.25
-        def measured() -> bool:
-            return state["measured"] + len(state["fatal"]) >= n
+        state.flag("incomplete", f"{n - state.done} worker(s) hung past the {spec.timeout_s:g} s op timeout "
+                                 "and were stopped")
+    if state.fatal:
+        state.flag("incomplete", state.fatal[0])
+    if state.issued and state.failed_ops / state.issued >= FAILED_SHARE_INCOMPLETE:
+        # The figures no longer describe a working server (it died, or the network did).
+        state.flag("incomplete", f"{state.failed_ops:,} of {state.issued:,} ops failed or timed out")
 
-        finished = pump(measured, measured0 + limit)
-        if not finished:
-            stop.set()
-            if spec.mode == "closed" and spec.budget_s and spec.budget_s < spec.max_seconds:
-                reason = f"time budget: stopped as intended after {spec.budget_s:g} s"  # status stays complete
-            elif spec.mode == "closed":
-                reason = f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} ops ran"
-                status = "incomplete"
-            finished = pump(measured, time.perf_counter() + spec.timeout_s + 10)
-        wall = time.perf_counter() - measured0
-        if on_window:
-            on_window(False)
-        release.set()
-        if finished:
-            pump(lambda: state["done"] >= n, time.perf_counter() + 30)
-        if not finished:
-            status = "incomplete"
-            reason = (reason + "; " if reason else "") + \
-                f"{n - state['done']} worker(s) hung past the {spec.timeout_s:g} s op timeout and were stopped"
-        if state["fatal"]:
-            status = "incomplete"
-            reason = (reason + "; " if reason else "") + state["fatal"][0]
-        if state["issued"] and state["failed_ops"] / state["issued"] >= FAILED_SHARE_INCOMPLETE:
-            # The figures no longer describe a working server (it died, or the network did).
-            status = "incomplete"
-            reason = (reason + "; " if reason else "") + \
-                f"{state['failed_ops']:,} of {state['issued']:,} ops failed or timed out"
-    for w in workers:
-        if isinstance(w, threading.Thread):
-            w.join(timeout=0.5)
-        else:
-            w.join(timeout=0.2 if STOP.is_set() else 2)
-            if w.is_alive():
-                w.kill()
-                w.join(timeout=2)
-    if status == "failed":
-        wall = time.perf_counter() - wall0
+
+def _verdict(state: PhaseState) -> PhaseResult:
+    spec = state.spec
     if STOP.is_set():
-        status, reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
-    scheduled = spec.scheduled_ops() if spec.mode == "open" and status != "failed" else None
-    result = PhaseResult(spec.phase_id, status, wall, reason, scheduled,
-                         max(0, (scheduled or 0) - state["issued"]) if scheduled is not None else 0, state["ops"])
-    sink({"type": "phase_end", "phase": spec.phase_id, "backend": spec.backend, "scenario": spec.scenario,
-          "status": status, "reason": reason, "wall_s": wall, "scheduled": scheduled, "dropped": result.dropped,
-          "warmup_ops": state["warmup_ops"], "ops": state["ops"]})
+        state.status, state.reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
+    scheduled = spec.scheduled_ops() if spec.mode == "open" and state.status != "failed" else None
+    dropped = max(0, scheduled - state.issued) if scheduled is not None else 0
+    result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops)
+    state.sink({"type": "phase_end", "phase": spec.phase_id, "backend": spec.backend, "scenario": spec.scenario,
+                "status": state.status, "reason": state.reason, "wall_s": state.wall, "scheduled": scheduled,
+                "dropped": dropped, "warmup_ops": state.warmup_ops, "ops": state.ops})
     return result
 
 

@@ -38,6 +38,7 @@ BENCH = {
     "--repeat": ["0", "-1", "abc", "1000000", ""],
     "--write-share": ["-0.1", "2", "abc", "nan", ""],
     "--write-kind": ["everything", "", "ACL"],
+    "--workers-on": ["", "localhost:8786", "http://10.0.0.1:8786", "tcp://10.0.0.1", "tcp://a b:1"],
     "--rate": ["0", "-5", "abc", "nan", "inf", "1e15", ""],
     "--stage": ["100:-5", "100:0", "-1:5", "100", "abc:5", "100:nan", "1e15:10", ""],
     "--rates": ["0", "-1", "100,,500", "abc", "1e15", ""],
@@ -58,6 +59,7 @@ BAD: dict[str, dict[str, list[str]]] = {
                "--out": ["", "{file}/x"]},
     "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
     "down": {"backend": [""], "--provision": ["kubernetes"]},
+    "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",

@@ -88,3 +88,12 @@ def test_pytest_interface_skips_backend_tests_without_the_flag_and_reports_p95_w
     assert benches and all(b["extra_info"]["p95_ms"] >= b["extra_info"]["p50_ms"] > 0 for b in benches)
     reports = list((tmp_path / "reports").glob("pytest-*.md"))
     assert len(reports) == 1 and "check_manage_direct_user" in reports[0].read_text()
+
+
+def test_workers_on_without_the_distributed_extra_is_one_line_naming_it(tmp_path):
+    code = ("import sys; sys.modules['distributed'] = None; from authzbench.cli import main; "
+            "sys.exit(main(['bench', '--backend', 'postgres', '--provision', 'external', '--profile', 'tiny', "
+            "'--workers-on', 'tcp://127.0.0.1:8786']))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "authzbench[distributed]" in r.stderr.strip().splitlines()[-1]

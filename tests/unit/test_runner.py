@@ -134,3 +134,11 @@ def test_a_phase_stopped_by_its_time_budget_is_complete_and_one_stopped_by_the_c
     assert 0 < t.iloc[0]["ops"] < 100_000
     cap, _ = _run(PhaseSpec("sleepy", "s", iterations=100_000, max_seconds=0.5), factory, inputs)
     assert cap.status == "incomplete" and "cap" in cap.reason
+
+
+def test_a_workers_schedule_slice_equals_its_stride_of_the_whole_schedule():
+    stages = [(300.0, 1.5), (50.0, 0.7), (1000.0, 0.3)]  # ramp up, down, up: slices cross stage ends
+    whole = schedule_times(10.0, stages)
+    for n in (1, 3, 7):
+        for w in range(n):
+            assert np.array_equal(schedule_times(10.0, stages, w, n), whole[w::n])
