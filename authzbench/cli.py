@@ -60,6 +60,12 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                    help="SpiceDB read consistency for the measured phases (default minimize_latency)")
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
+    p.add_argument("--ingest-variants", default="none", metavar="none|all|LABEL",
+                   help="also measure a backend's other load paths (e.g. WriteRelationships), each by a full "
+                        "reload before the default path (default: none)")
+    p.add_argument("--max-load-minutes", type=float, default=30.0,
+                   help="stop a load that cannot finish within this bound, reporting its rate and projected "
+                        "time (default: 30)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +187,8 @@ def _config(args: argparse.Namespace):
         options["consistency"] = args.consistency
     cfg = BenchConfig(backends=_backends(args.backend) or default_backends(),
                       provision=args.provision or default_mode(), profile=args.profile, model=args.model,
-                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir)
+                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
+                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes)
     if args.cmd == "bench":
         if args.scenario:
             cfg.scenarios = args.scenario
