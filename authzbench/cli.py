@@ -43,7 +43,8 @@ def _backends(values: list[str] | None) -> list[str] | None:
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="baseline", help="tiny | baseline | large | xl (default: baseline)")
+    p.add_argument("--profile", default="baseline", help="tiny | baseline | large | xl (the reference's dataset x1, x10, x100) or "
+                   "baseline-v1 | large-v1 | xl-v1 (the earlier shape) (default: baseline)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a generator parameter, e.g. --set resources_per_org=5000 (repeatable)")
     p.add_argument("--seed", type=int, help="random seed (default: the profile's)")
@@ -250,7 +251,7 @@ def _stats(args: argparse.Namespace) -> int:
     from authzbench.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.generator.stats import anchors, distribution, sampled_inputs
+    from authzbench.generator.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.social_oracle import oracle_for
 
     if args.path:
@@ -267,6 +268,7 @@ def _stats(args: argparse.Namespace) -> int:
     console.print(t)
     if ds.model != "rebac":
         return 0
+    console.print(totals_table(ds))
     for k, v in anchors(oracle).items():
         console.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():
