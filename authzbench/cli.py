@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--slo-write-p95", type=float, default=100.0, help="SLO: write p95 (ms)")
             p.add_argument("--slo-success", type=float, default=0.999, help="SLO: success ratio")
             p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
+            p.add_argument("--profiles", help="size sweep: the same scenarios at each profile, e.g. "
+                           "tiny,baseline,large; the last report shows how cost grows with size")
+            p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
+                           "(= baseline,large,xl)")
             p.add_argument("--results-dir", type=Path, help="default ./results or $AUTHZBENCH_RESULTS")
             p.add_argument("--report-dir", type=Path, default=Path("reports"))
             p.add_argument("--no-report", action="store_true")
@@ -216,6 +220,11 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
+    elif args.profiles or args.scale:
+        from authzbench.sweep import parse_sizes, run_sweep
+
+        sizes = parse_sizes(args.profiles, args.scale, cfg.model)
+        failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
     else:
         store = RunStore.create(args.results_dir)
         err.print(f"results: {store.path}")
@@ -230,6 +239,12 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     for f in failures:
         err.print(f"authzbench: error: {f}")
     return 2 if failures else 0
+
+
+def _renderer(report_dir: Path):
+    from authzbench.report import render
+
+    return lambda run: render(run, report_dir)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from authzbench.report.charts import render_charts
 from authzbench.report.data import RunData, cv, load_run, merged_summary
+from authzbench.report.scaling import section as scaling_section
 from authzbench.scenarios.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -61,6 +62,7 @@ def render(run_path: Path, out_dir: Path) -> Path:
     md.append(_reads(rd, charts))
     md.append(_mixed(rd))
     md.append(_comparison(rd))
+    md.append(scaling_section(rd, out_dir))  # "" unless the run is part of a `--profiles` size sweep
     md.append(_correctness(rd))
     md.append(_stability(rd))
     md.append(_problems(rd))
