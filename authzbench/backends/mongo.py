@@ -5,7 +5,10 @@ server obtainable here), which is labeled as such and never compared as MongoDB.
 Reads (the default, options["query"] = "expanded"): each resource also embeds the expanded user sets
 `managers` / `viewers`, so
 - check  = ONE query: find_one({_id: r, viewers: u}) (both filters indexed);
-- lookup = ONE query: find({viewers: u}, {_id: 1}) streamed through a cursor of `lookup_batch` ids.
+- lookup = ONE read by _id: the user's `grants` document of that permission (every resource id in one
+  array). find({viewers: u}) is a multikey index scan on MongoDB, but FerretDB 1.24 evaluates it over
+  the whole collection (15 s per heavy lookup at baseline-v1, every lookup phase cut at 60 s);
+  options["lookup"] = "documents" restores it.
 options["query"] = "acl" answers from the ACL arrays instead (the textbook document model): read the
 user's closure first, then find_one({_id: r, $or: [...]}) / find({$or: [...]}): two queries per op, and
 on FerretDB the $or lookup is a full collection scan (it pushes down only top-level equality).
@@ -35,7 +38,25 @@ from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
-COLLECTIONS = ("resources", "users", "groups", "orgs", "meta")
+COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
+
+
+def grant_id(user: int, perm: str) -> int:
+    """_id of a user's grants document for one permission (an int: FerretDB pushes _id equality down)."""
+    return user * 2 + (perm == "manage")
+
+
+def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """What the write path must apply to `grants` for changed (user, perm, resource, granted) pairs:
+    exactly the pairs it adds to (granted=True) or removes from (False) `managers` / `viewers`.
+    One update per (user, perm): $addToSet with $each (upsert: a user's first grant creates the
+    document) or $pullAll. For `self._bulk(self.grants, grant_updates(...))` in _recompute_pairs."""
+    adds: dict[int, list[int]] = {}
+    rms: dict[int, list[int]] = {}
+    for user, perm, resource, granted in changes:
+        (adds if granted else rms).setdefault(grant_id(user, perm), []).append(resource)
+    ops = [({"_id": g}, {"$addToSet": {"resources": {"$each": rs}}}) for g, rs in adds.items()]
+    return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
 
 
 def _check_perm(perm: str) -> None:
@@ -79,6 +100,10 @@ class MongoBackend(Backend):
         self.ferretdb = "ferretdbVersion" in self.build_info or self.endpoint.get("engine") == "ferretdb"
         self.db = self.client[self.endpoint.get("database", "authzbench")]
         self.res, self.users, self.groups, self.orgs = (self.db[c] for c in COLLECTIONS[:4])
+        self.grants = self.db["grants"]
+        self.lookup_mode = self.options.get("lookup", "grants")
+        if self.lookup_mode not in ("grants", "documents"):
+            raise UserError(f"mongo: unknown lookup mode {self.lookup_mode!r}; valid: grants, documents")
 
     def close(self) -> None:
         if getattr(self, "client", None) is not None:
@@ -110,14 +135,15 @@ class MongoBackend(Backend):
         keys = permission_keys(ds, members)
         closure_s = time.perf_counter() - t0
         n = ds.entities
-        docs_total = n["resource"] + n["user"] + n["group"] + n["organization"]
+        docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
         per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
         batch_seconds: list[float] = []
         reported = 0.0
         written = 0
         t1 = time.perf_counter()
         for coll, docs in (("orgs", _org_docs(ds)), ("groups", _group_docs(ds)),
-                           ("users", _user_docs(ds, members)), ("resources", _resource_docs(ds, keys))):
+                           ("users", _user_docs(ds, members)), ("resources", _resource_docs(ds, keys)),
+                           ("grants", _grant_docs(ds, keys))):
             for batch in _chunks(docs, self.batch_docs):
                 tb = time.perf_counter()
                 self.db[coll].insert_many(batch, ordered=False)
@@ -135,7 +161,8 @@ class MongoBackend(Backend):
                                 "relationships_per_s": round(ds.total_relationships / insert_s) if insert_s else None,
                                 "expanded_entries": expanded, "group_membership_pairs": len(members),
                                 "method": f"closure in numpy ({closure_s:.2f} s), then unordered insert_many of "
-                                          f"{self.batch_docs} documents; indexes built after the load"})
+                                          f"{self.batch_docs} documents (resources, users, per-user grants); "
+                                          "indexes built after the load"})
 
     def build(self) -> BuildStats:
         """Indexes after the load (one sort per index instead of per-insert maintenance). On FerretDB:
@@ -209,6 +236,9 @@ class MongoBackend(Backend):
             if not ors:
                 return []
             flt: dict[str, Any] = {"$or": ors}
+        elif self.lookup_mode == "grants":
+            doc = self.grants.find_one({"_id": grant_id(user, perm)}, {"resources": 1})
+            return doc["resources"] if doc else []
         else:
             flt = {"managers" if perm == "manage" else "viewers": user}
         return [d["_id"] for d in self.res.find(flt, {"_id": 1}, batch_size=self.lookup_batch)]
@@ -457,3 +487,14 @@ def _resource_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[dict[st
     viewers = _grouped(keys["view"] % n, keys["view"] // n, n)
     for r in range(n):
         yield {"_id": r, **{f: get(r) for f, get in acl.items()}, "managers": managers(r), "viewers": viewers(r)}
+
+
+def _grant_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
+    """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}.
+    The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under the 16 MB document limit."""
+    n_res, n_users = ds.entities["resource"], ds.entities["user"]
+    for perm in PERMISSIONS:
+        k = keys[perm]
+        by_user = _grouped(k // n_res, k % n_res, n_users)
+        for u in np.unique(k // n_res).tolist():
+            yield {"_id": grant_id(u, perm), "resources": by_user(u)}
