@@ -95,7 +95,8 @@ def _backends(values: list[list[str]] | None) -> list[str] | None:
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="baseline", type=_name, help="tiny | baseline | large | xl (default: baseline)")
+    p.add_argument("--profile", default="baseline", type=_name, help="tiny | baseline | large | xl (the reference's dataset x1, x10, x100) or "
+                   "baseline-v1 | large-v1 | xl-v1 (the earlier shape) (default: baseline)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a generator parameter, e.g. --set resources_per_org=5000 (repeatable)")
     p.add_argument("--seed", type=_number(int, 0), help="random seed (default: the profile's)")
@@ -112,6 +113,12 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                    help="SpiceDB read consistency for the measured phases (default minimize_latency)")
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
+    p.add_argument("--ingest-variants", default="none", metavar="none|all|LABEL",
+                   help="also measure a backend's other load paths (e.g. WriteRelationships), each by a full "
+                        "reload before the default path (default: none)")
+    p.add_argument("--max-load-minutes", type=float, default=30.0,
+                   help="stop a load that cannot finish within this bound, reporting its rate and projected "
+                        "time (default: 30)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a backend option (repeatable), e.g. --option bulk_docs=500; each backend's Options "
                         "dataclass lists its keys, an unknown key is an error")
@@ -172,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
             p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
             p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
+            p.add_argument("--profiles", help="size sweep: the same scenarios at each profile, e.g. "
+                           "tiny,baseline,large; the last report shows how cost grows with size")
+            p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
+                           "(= baseline,large,xl)")
             p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
             p.add_argument("--report-dir", type=_path, default=Path("reports"))
             p.add_argument("--no-report", action="store_true")
@@ -336,7 +347,8 @@ def _config(args: argparse.Namespace):
         options["consistency"] = args.consistency
     cfg = BenchConfig(backends=_backends(args.backend) or default_backends(),
                       provision=args.provision or default_mode(), profile=args.profile, model=args.model,
-                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir)
+                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
+                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes)
     if args.cmd == "bench":
         if args.scenario:
             cfg.scenarios = args.scenario
@@ -365,6 +377,11 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
+    elif args.profiles is not None or args.scale is not None:
+        from authzbench.sweep import parse_sizes, run_sweep
+
+        sizes = parse_sizes(args.profiles, args.scale, cfg.model)
+        failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
     else:
         store = RunStore.create(args.results_dir)
         err.print(f"results: {store.path}")
@@ -387,6 +404,12 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     return 2 if failures else 0
 
 
+def _renderer(report_dir: Path):
+    from authzbench.report import render
+
+    return lambda run: render(run, report_dir)
+
+
 def _report(args: argparse.Namespace) -> int:
     from authzbench.results import latest_run
 
@@ -406,7 +429,7 @@ def _stats(args: argparse.Namespace) -> int:
     from authzbench.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.generator.stats import anchors, distribution, sampled_inputs
+    from authzbench.generator.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.social_oracle import oracle_for
 
     if args.path:
@@ -423,6 +446,7 @@ def _stats(args: argparse.Namespace) -> int:
     console.print(t)
     if ds.model != "rebac":
         return 0
+    console.print(totals_table(ds))
     for k, v in anchors(oracle).items():
         console.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():

@@ -113,6 +113,8 @@ class BenchConfig:
     keep_running: bool = False
     data_dir: Path | None = None
     workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
+    ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
+    max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
 
     def validate(self) -> None:
         """Every bad value is one UserError naming the option, before any dataset or server is touched."""
@@ -158,6 +160,9 @@ class BenchConfig:
         if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
             raise UserError(f"--data-dir {self.data_dir} is not a directory")
         resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
+        if not self.max_load_minutes > 0:
+            raise UserError(f"--max-load-minutes must be > 0, got {self.max_load_minutes}")
+        self._check_variants()
         self._check_options()
 
     def unsupported(self) -> dict[str, str]:
@@ -224,6 +229,30 @@ class BenchConfig:
             if backend_class(b).concurrency == "thread":
                 raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
                                 "process) and cannot be spread over hosts")
+
+    def _check_variants(self) -> None:
+        if self.ingest_variants in ("none", "all"):
+            return
+        known: set[str] = set()
+        for b in self.backends:
+            try:
+                known |= set(backend_class(b).ingest_variants)
+            except (UserError, ImportError, AttributeError):
+                continue  # a backend that cannot load here says so when it runs
+        wanted = [v.strip() for v in self.ingest_variants.split(",") if v.strip()]
+        bad = [v for v in wanted if v not in known] or ([] if wanted else [self.ingest_variants])
+        if bad:
+            raise UserError(f"--ingest-variants: unknown ingest variant {bad[0]!r} for {', '.join(self.backends)}; "
+                            "valid: none, all"
+                            + "".join(f", {k}" for k in sorted(known)))
+
+    def selected_variants(self, offered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if self.ingest_variants == "none":
+            return {}
+        if self.ingest_variants == "all":
+            return dict(offered)
+        wanted = {v.strip() for v in self.ingest_variants.split(",")}
+        return {k: v for k, v in offered.items() if k in wanted}
 
     def dataset(self) -> Dataset:
         params = resolve(self.profile, self.overrides, self.model)
@@ -359,9 +388,15 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
             if store:
                 store.append(rec)
             return rec
-        variants = dict(type(b).ingest_variants)
+        variants = sess.cfg.selected_variants(type(b).ingest_variants)
     for label, options in variants.items():
-        _load_once(sess, ds, store, label, options)
+        try:
+            _load_once(sess, ds, store, label, options)
+        except LoadTooSlow as e:  # a slow alternative path must not cost the default one its run
+            say(f"[yellow]{e}[/yellow]")
+            if store:
+                store.append({"type": "backend_error", "backend": name, "stage": f"ingest via {label}",
+                              "message": str(e)})
     rec = _load_once(sess, ds, store, None, {})
     if not entry(name).in_process:
         _state_file(name).with_suffix(".load.json").write_text(json.dumps(rec))
@@ -385,9 +420,16 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
             task = prog.add_task("load", total=total)
             t0 = time.perf_counter()
             phase = f"{name}/ingest" + (f" via {variant}" if variant else "")
+            bound = LoadBound(what, total, sess.cfg.max_load_minutes * 60)
             with monitor_for(sess, lambda s: store and store.append(
                     {"type": "monitor", "backend": name, "phase": phase, **s})):
-                stats = b.load(ds, lambda n: prog.advance(task, n))
+                try:
+                    stats = b.load(ds, lambda n: (prog.advance(task, n), bound(n)))
+                except LoadTooSlow as e:
+                    if store:
+                        store.append({"type": "ingest_bounded", "backend": name, "variant": variant,
+                                      "dataset_hash": ds.hash, **e.figures})
+                    raise
                 load_s = time.perf_counter() - t0
                 t1 = time.perf_counter()
                 build = b.build()
@@ -416,6 +458,39 @@ def _skip_unsupported(cfg: BenchConfig, store: RunStore | None, stage: str) -> l
         if store:
             store.append({"type": "backend_error", "backend": name, "stage": stage, "message": why})
     return failures
+
+
+class LoadTooSlow(UserError):
+    """A load stopped at --max-load-minutes (or projected past it): its figures go to the results."""
+
+    def __init__(self, message: str, figures: dict[str, float]):
+        super().__init__(message)
+        self.figures = figures
+
+
+class LoadBound:
+    """Called with each progress step of a load: stops it (raises LoadTooSlow from the loading thread)
+    when the elapsed time passes the bound, or, once 30 s or a tenth of the bound have passed, when the
+    rate so far projects the whole load past 1.1x the bound (Cassandra loaded baseline at 2.5k/s: at
+    `large` that is ~35 min, known after the first 30 s)."""
+
+    def __init__(self, what: str, total: int, bound_s: float):
+        self.what, self.total, self.bound_s = what, total, bound_s
+        self.done, self.t0 = 0, time.perf_counter()
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        elapsed = time.perf_counter() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        projected = self.total / rate if rate > 0 else float("inf")
+        early = elapsed >= min(30.0, self.bound_s / 10) and projected > 1.1 * self.bound_s
+        if elapsed > self.bound_s or early:
+            figures = {"loaded": self.done, "relationships": self.total, "seconds": elapsed,
+                       "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}
+            raise LoadTooSlow(
+                f"{self.what}: load stopped after {elapsed:.0f} s at {self.done:,} of {self.total:,} relationships "
+                f"({rate:,.0f}/s); the whole load projects to {projected / 60:,.1f} min, over --max-load-minutes "
+                f"{self.bound_s / 60:g}", figures)
 
 
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:

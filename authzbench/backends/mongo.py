@@ -5,7 +5,10 @@ server obtainable here), which is labeled as such and never compared as MongoDB.
 Reads (the default, options["query"] = "expanded"): each resource also embeds the expanded user sets
 `managers` / `viewers`, so
 - check  = ONE query: find_one({_id: r, viewers: u}) (both filters indexed);
-- lookup = ONE query: find({viewers: u}, {_id: 1}) streamed through a cursor of `lookup_batch` ids.
+- lookup = ONE read by _id: the user's `grants` document of that permission (every resource id in one
+  array). find({viewers: u}) is a multikey index scan on MongoDB, but FerretDB 1.24 evaluates it over
+  the whole collection (15 s per heavy lookup at baseline-v1, every lookup phase cut at 60 s);
+  options["lookup"] = "documents" restores it.
 options["query"] = "acl" answers from the ACL arrays instead (the textbook document model): read the
 user's closure first, then find_one({_id: r, $or: [...]}) / find({$or: [...]}): two queries per op, and
 on FerretDB the $or lookup is a full collection scan (it pushes down only top-level equality).
@@ -47,7 +50,25 @@ from authzbench.model_rules import Reach, group_closure, holds, pair_state, reac
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
-COLLECTIONS = ("resources", "users", "groups", "orgs", "meta")
+COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
+
+
+def grant_id(user: int, perm: str) -> int:
+    """_id of a user's grants document for one permission (an int: FerretDB pushes _id equality down)."""
+    return user * 2 + (perm == "manage")
+
+
+def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """What the write path must apply to `grants` for changed (user, perm, resource, granted) pairs:
+    exactly the pairs it adds to (granted=True) or removes from (False) `managers` / `viewers`.
+    One update per (user, perm): $addToSet with $each (upsert: a user's first grant creates the
+    document) or $pullAll. For `self._bulk(self.grants, grant_updates(...))` in _recompute_pairs."""
+    adds: dict[int, list[int]] = {}
+    rms: dict[int, list[int]] = {}
+    for user, perm, resource, granted in changes:
+        (adds if granted else rms).setdefault(grant_id(user, perm), []).append(resource)
+    ops = [({"_id": g}, {"$addToSet": {"resources": {"$each": rs}}}) for g, rs in adds.items()]
+    return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
 LOCK_WAIT_S, LOCK_EXPIRE_S = 30.0, 60.0  # group write lock: give up waiting / take over a dead writer's
 
 
@@ -59,6 +80,7 @@ def _check_perm(perm: str) -> None:
 @dataclass(frozen=True)
 class MongoOptions(BackendOptions):
     query: str = "expanded"  # "expanded": the precomputed user sets; "acl": the ACL arrays (module docstring)
+    lookup: str = "grants"  # "grants": one read of the user's grants document; "documents": find({viewers: u})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,6 +130,10 @@ class MongoBackend(Backend):
         self.ferretdb = "ferretdbVersion" in self.build_info or self.endpoint.get("engine") == "ferretdb"
         self.db = self.client[self.endpoint.get("database", "authzbench")]
         self.res, self.users, self.groups, self.orgs = (self.db[c] for c in COLLECTIONS[:4])
+        self.grants = self.db["grants"]
+        self.lookup_mode = self.options.get("lookup", "grants")
+        if self.lookup_mode not in ("grants", "documents"):
+            raise UserError(f"mongo: unknown lookup mode {self.lookup_mode!r}; valid: grants, documents")
 
     def close(self) -> None:
         if getattr(self, "client", None) is not None:
@@ -139,7 +165,7 @@ class MongoBackend(Backend):
         keys = permission_keys(ds, members)
         closure_s = time.perf_counter() - t0
         n = ds.entities
-        docs_total = n["resource"] + n["user"] + n["group"] + n["organization"]
+        docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
         per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
         batch_seconds: list[float] = []
         reported = 0.0
@@ -163,7 +189,8 @@ class MongoBackend(Backend):
                                           "relationships_per_s": ["relationships", "insert_seconds"]},
                                 "expanded_entries": expanded, "group_membership_pairs": len(members),
                                 "method": f"closure in numpy ({closure_s:.2f} s), then unordered insert_many of "
-                                          f"{self.batch_docs} documents; indexes built after the load"})
+                                          f"{self.batch_docs} documents (resources, users, per-user grants); "
+                                          "indexes built after the load"})
 
     def build(self) -> BuildStats:
         """Indexes after the load (one sort per index instead of per-insert maintenance). On FerretDB:
@@ -237,6 +264,9 @@ class MongoBackend(Backend):
             if not ors:
                 return []
             flt: dict[str, Any] = {"$or": ors}
+        elif self.lookup_mode == "grants":
+            doc = self.grants.find_one({"_id": grant_id(user, perm)}, {"resources": 1})
+            return doc["resources"] if doc else []
         else:
             flt = {"managers" if perm == "manage" else "viewers": user}
         return [d["_id"] for d in self.res.find(flt, {"_id": 1}, batch_size=self.lookup_batch)]
@@ -367,6 +397,7 @@ class MongoBackend(Backend):
             for d in self.res.find(f, proj):
                 resources[d["_id"]] = d
         ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        changes: list[tuple[int, str, int, bool]] = []  # (user, perm, resource, granted): the grants documents
         for r, d in resources.items():
             acl = {f: set(d.get(f, ())) for f in ACL_FIELDS}
             have = {"manage": set(d.get("managers", ())), "view": set(d.get("viewers", ()))}
@@ -377,6 +408,8 @@ class MongoBackend(Backend):
                 for perm in ("manage", "view"):
                     if holds(state, perm) != (u in have[perm]):
                         (add if holds(state, perm) else rm)[perm].append(u)
+            changes += [(u, p, r, True) for p, us in add.items() for u in us]
+            changes += [(u, p, r, False) for p, us in rm.items() for u in us]
             fields = {"manage": "managers", "view": "viewers"}
             adds = {fields[p]: {"$each": v} for p, v in add.items() if v}
             rms = {fields[p]: v for p, v in rm.items() if v}
@@ -385,8 +418,9 @@ class MongoBackend(Backend):
             if rms:  # a second update: one update cannot both add to and pull from the same array
                 ops.append(({"_id": r}, {"$pullAll": rms}))
         self._bulk(self.res, ops)
+        self._bulk(self.grants, grant_updates(changes), upsert=True)  # a user's first grant makes the document
 
-    def _bulk(self, coll, ops: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    def _bulk(self, coll, ops: list[tuple[dict[str, Any], dict[str, Any]]], upsert: bool = False) -> None:
         """One unordered bulk_write on MongoDB. FerretDB 1.24 stalls on multi-statement update commands (20
         statements took 0.18 s, 60 never returned, and the server stayed stuck after), so there each
         update is its own command (~2 ms each)."""
@@ -396,10 +430,10 @@ class MongoBackend(Backend):
         if not self.ferretdb:
             from pymongo import UpdateOne
 
-            coll.bulk_write([UpdateOne(f, u) for f, u in ops], ordered=False)
+            coll.bulk_write([UpdateOne(f, u, upsert=upsert) for f, u in ops], ordered=False)
             return
         for flt, update in ops:
-            coll.update_one(flt, update)
+            coll.update_one(flt, update, upsert=upsert)
 
     # footprint and drop ----------------------------------------------------------------------------
     def footprint(self) -> int:
@@ -454,4 +488,15 @@ def _all_docs(ds: Dataset, membership, keys: dict[str, np.ndarray]) -> list[tupl
     resources = {"managers": _grouped(keys["manage"] % n_res, keys["manage"] // n_res, n_res),
                  "viewers": _grouped(keys["view"] % n_res, keys["view"] // n_res, n_res)}
     return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
-            ("resources", _docs(ds, "resources", resources))]
+            ("resources", _docs(ds, "resources", resources)), ("grants", _grant_docs(ds, keys))]
+
+
+def _grant_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
+    """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}.
+    The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under the 16 MB document limit."""
+    n_res, n_users = ds.entities["resource"], ds.entities["user"]
+    for perm in PERMISSIONS:
+        k = keys[perm]
+        by_user = _grouped(k // n_res, k % n_res, n_users)
+        for u in np.unique(k // n_res).tolist():
+            yield {"_id": grant_id(u, perm), "resources": by_user(u)}

@@ -10,6 +10,7 @@ deletes keep the permission tables consistent by recomputing, from the source ta
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import struct
 import threading
@@ -56,6 +57,7 @@ class ScyllaOptions(BackendOptions):
     in_flight: int | None = None  # batches in flight during a load (None: ScyllaBackend.in_flight)
     recreate: bool = False  # drop and recreate the keyspace even when it is loaded
     cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 768M
+    fixed_batch_rows: int | None = None  # permission rows per numpy-encoded batch (None: fixed_batch_rows)
 
 
 class ScyllaBackend(Backend):
@@ -68,6 +70,10 @@ class ScyllaBackend(Backend):
     # 45.8k rows/s. Single-row inserts: ~2k rows/s (PROVISIONING.md). options: batch_rows, in_flight.
     batch_rows: ClassVar[int] = 100
     in_flight: ClassVar[int] = 48  # concurrent batches: keeps a node busy, bounds client memory
+    # Numpy-encoded permission rows: the client is no longer the bottleneck, the node is (144% CPU of 2
+    # cores at 118k rows/s), so fewer, larger single-partition batches (~12 KiB at 500 rows, under the
+    # native node's 64 KiB warning threshold). options: fixed_batch_rows.
+    fixed_batch_rows: ClassVar[int] = 500
     lookup_page: ClassVar[int] = 5000  # rows per page of a lookup's partition scan (the driver pages)
 
     @classmethod
@@ -120,6 +126,7 @@ class ScyllaBackend(Backend):
         self._prepared: dict[str, Any] = {}
         self.batch_rows = int(self.options.get("batch_rows") or type(self).batch_rows)
         self.in_flight = int(self.options.get("in_flight") or type(self).in_flight)
+        self.fixed_batch_rows = int(self.options.get("fixed_batch_rows") or type(self).fixed_batch_rows)
 
     def close(self) -> None:
         if getattr(self, "cluster", None) is not None:
@@ -157,6 +164,7 @@ class ScyllaBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         batch_seconds: list[float] = []
+        cpu0 = time.process_time()
         # The closure first (vectorized, the oracle's code path): it sizes the progress bar too.
         t0 = time.perf_counter()
         members = group_membership(ds)
@@ -179,13 +187,17 @@ class ScyllaBackend(Backend):
         tick.flush()
         return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
                          notes={"closure_seconds": closure_s, "group_membership_pairs": len(members),
+                                # where the time goes: this process's CPU (the node's is in the ingest monitor)
+                                "client_cpu_seconds": round(time.process_time() - cpu0, 3),
                                 "source_rows": source_rows, "source_seconds": raw_s,
                                 "permission_rows": perm_rows, "permission_seconds": perm_s,
                                 "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
                                           "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
                                 "method": f"closure in numpy ({closure_s:.2f} s), then prepared INSERTs in unlogged "
                                           f"batches of <= {self.batch_rows} rows of one partition, "
-                                          f"{self.in_flight} batches in flight"})
+                                          f"{self.in_flight} batches in flight; permission rows serialized "
+                                          f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} "
+                                          "per batch"})
 
     def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
         """The relationships as stored: by object (one table per object type) and by subject."""
@@ -219,35 +231,64 @@ class ScyllaBackend(Backend):
         is_manage = np.isin(view, manage, assume_unique=True)
         by_res = np.lexsort((v_user, v_res))
         rb = _ser_int(v_res[by_res])
-        flags = np.where(is_manage[by_res], b"\x01", b"\x00").tolist()
-        perm_rows = self._ingest(
+        perm_rows = self._ingest_fixed(
             "INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
-            v_res[by_res], [rb, _ser_int(v_user[by_res]), flags], lambda i: rb[i], tick, batch_seconds)
+            v_res[by_res], [v_res[by_res], v_user[by_res], is_manage[by_res]], lambda i: rb[i], tick, batch_seconds)
         for perm, k in (("view", view), ("manage", manage)):  # keys are sorted by (user, resource)
             ub = _ser_int(k // n_res)
             rk = _composite_after(perm.encode())
-            perm_rows += self._ingest(
+            perm_rows += self._ingest_fixed(
                 f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
-                k // n_res, [ub, _ser_int(k % n_res)], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
+                k // n_res, [k // n_res, k % n_res], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
         return perm_rows
 
     def _ingest(self, cql: str, key: np.ndarray, cols: list[list[bytes]], routing: Callable[[int], bytes],
                 tick: _Ticker, batch_seconds: list[float]) -> int:
-        """Write rows sorted by partition `key` in unlogged batches of <= batch_rows rows of one partition,
-        at most in_flight at a time. Values come pre-serialized (numpy), so the per-row Python work is
-        one list append; the batch still carries the prepared statement's id and a routing key, exactly
-        what BatchStatement.add(prepared, values) would produce (cassandra-driver 3.30)."""
+        """Write rows sorted by partition `key` in unlogged batches of <= batch_rows rows of one partition.
+        Values come pre-serialized (numpy), so the per-row Python work is one list append; the batch still
+        carries the prepared statement's id and a routing key, exactly what BatchStatement.add(prepared,
+        values) would produce (cassandra-driver 3.30)."""
+        qid, width = self.prep(cql).query_id, len(cols)
+
+        def fill(batch: Any, s: int, e: int) -> None:
+            add = batch._add_statement_and_params  # noqa: SLF001 - skips re-serializing each value
+            if width == 2:
+                c0, c1 = cols
+                for i in range(s, e):
+                    add(True, qid, [c0[i], c1[i]])
+            else:
+                for i in range(s, e):
+                    add(True, qid, [c[i] for c in cols])
+
+        return self._batches(key, fill, routing, tick, batch_seconds)
+
+    def _ingest_fixed(self, cql: str, key: np.ndarray, cols: list[np.ndarray], routing: Callable[[int], bytes],
+                      tick: _Ticker, batch_seconds: list[float]) -> int:
+        """As _ingest, for statements whose values are all int or boolean: every row's BATCH entry is
+        built by numpy in one pass and each batch body is one slice of it, no Python per row (the 13M
+        permission rows of baseline-v1 were ~10 client CPU-µs each through BatchStatement.add)."""
+        _encoded_batches()
+        rec = _fixed_rows(self.prep(cql).query_id, cols)
+
+        def fill(batch: Any, s: int, e: int) -> None:
+            batch._statements_and_parameters = _Encoded(rec[s:e].tobytes(), e - s)  # noqa: SLF001
+
+        return self._batches(key, fill, routing, tick, batch_seconds, self.fixed_batch_rows)
+
+    def _batches(self, key: np.ndarray, fill: Callable[[Any, int, int], None], routing: Callable[[int], bytes],
+                 tick: _Ticker, batch_seconds: list[float], batch_rows: int | None = None) -> int:
+        """Rows sorted by partition `key`, cut into unlogged batches of <= batch_rows rows of one partition,
+        at most in_flight at a time; fill(batch, start, end) puts rows start..end-1 in a batch."""
         from cassandra.query import BatchStatement, BatchType
 
         n = len(key)
         if n == 0:
             return 0
-        stmt = self.prep(cql)
         idx = np.arange(n)
         first = np.ones(n, dtype=bool)
         first[1:] = key[1:] != key[:-1]
         pos = idx - np.maximum.accumulate(np.where(first, idx, 0))  # row's position within its partition
-        starts = np.flatnonzero(pos % self.batch_rows == 0).tolist()
+        starts = np.flatnonzero(pos % (batch_rows or self.batch_rows) == 0).tolist()
         ends = [*starts[1:], n]
         sem = threading.Semaphore(self.in_flight)
         errors: list[BaseException] = []
@@ -263,17 +304,10 @@ class ScyllaBackend(Backend):
             errors.append(exc)
             sem.release()
 
-        qid, ks, width = stmt.query_id, self.ks, len(cols)
+        ks = self.ks
         for s, e in zip(starts, ends, strict=True):
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            add = batch._add_statement_and_params  # noqa: SLF001 - skips re-serializing each value
-            if width == 2:
-                c0, c1 = cols
-                for i in range(s, e):
-                    add(True, qid, [c0[i], c1[i]])
-            else:
-                for i in range(s, e):
-                    add(True, qid, [c[i] for c in cols])
+            fill(batch, s, e)
             batch.keyspace, batch.routing_key = ks, routing(s)  # token-aware: straight to a replica
             sem.acquire()
             if errors:
@@ -551,3 +585,58 @@ def _composite_after(second: bytes) -> Callable[[bytes], bytes]:
     tail = b"\x00" + struct.pack(">H", len(second)) + second + b"\x00"
     head = struct.pack(">H", 4)
     return lambda first: head + first + tail
+
+
+class _Encoded(list):
+    """The statements of a BATCH already serialized: `body` holds `count` entries in the protocol's
+    layout. An empty list to everything but the patched BatchMessage.send_body."""
+
+    def __init__(self, body: bytes, count: int):
+        super().__init__()
+        self.body, self.count = body, count
+
+
+def _fixed_rows(query_id: bytes, cols: list[np.ndarray]) -> np.ndarray:
+    """One packed record per row, the BATCH entry of a prepared statement (protocol v3-v5):
+    [byte 1][short id length][id][short value count] then per value [int length][bytes]; int columns
+    as 4-byte big-endian ints, bool columns as one byte."""
+    fields: list[tuple] = [("kind", "u1"), ("id_len", ">u2"), ("id", "u1", (len(query_id),)), ("n", ">u2")]
+    for i, c in enumerate(cols):
+        fields += [(f"len{i}", ">i4"), (f"v{i}", "u1" if c.dtype == np.bool_ else ">i4")]
+    rec = np.empty(len(cols[0]), dtype=np.dtype(fields))
+    rec["kind"], rec["id_len"], rec["n"] = 1, len(query_id), len(cols)
+    rec["id"] = np.frombuffer(query_id, dtype=np.uint8)
+    for i, c in enumerate(cols):
+        rec[f"len{i}"] = 1 if c.dtype == np.bool_ else 4
+        rec[f"v{i}"] = c
+    return rec
+
+
+_PATCH_LOCK = threading.Lock()
+
+
+def _encoded_batches() -> None:
+    """Teach the driver's BatchMessage to write an _Encoded body: the header and tail (consistency,
+    flags, keyspace...) still come from the driver's own send_body, called with no statements."""
+    from cassandra import protocol
+
+    with _PATCH_LOCK:
+        original = protocol.BatchMessage.send_body
+        if getattr(original, "authzbench_encoded", False):
+            return
+
+        def send_body(self: Any, f: Any, protocol_version: int) -> None:
+            q = self.queries
+            if not isinstance(q, _Encoded):
+                return original(self, f, protocol_version)
+            buf = io.BytesIO()
+            self.queries = []
+            try:
+                original(self, buf, protocol_version)
+            finally:
+                self.queries = q
+            head = buf.getvalue()  # [byte batch type][short 0][consistency, flags, ...]
+            f.write(head[:1] + struct.pack(">H", q.count) + q.body + head[3:])
+
+        send_body.authzbench_encoded = True  # type: ignore[attr-defined]
+        protocol.BatchMessage.send_body = send_body

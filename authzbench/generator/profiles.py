@@ -32,6 +32,10 @@ class RebacParams:
     # mean), the top 20% of users still holding 62% of the entries. The rest of the gap is users in
     # several small orgs, which the reference's table also has.
     acl_weight_cap: float = 8.0
+    # Group popularity weights capped at this multiple of the least popular group's (0: uncapped). With
+    # few groups per org, an uncapped Pareto top group takes in nearly all of its org's members.
+    group_weight_cap: float = 0.0
+    org_weight_cap: float = 0.0  # the same for organizations' popularity (org sizes)
     seed: int = 42
     chunk_orgs: int = 64  # orgs generated per chunk: bounds memory for large/xl
 
@@ -58,15 +62,27 @@ class RebacParams:
         return asdict(self)
 
 
+REFERENCE = RebacParams(users_per_org=257, orgs_per_user=2.11, groups_per_org=11, groups_per_user=4.1,
+                        child_group_share=0.075, resources_per_org=1380, viewer_users_per_res=11,
+                        acl_weight_cap=1.5, group_weight_cap=2.0)
+
 PROFILES: dict[str, RebacParams] = {
     # A few thousand relationships, with a 3-deep hierarchy and managers: for tests.
     "tiny": RebacParams(orgs=3, users_per_org=30, groups_per_org=6, groups_per_user=2.0,
                         group_manager_share=0.5, child_group_share=0.5, resources_per_org=80,
                         admins_per_org=2, viewer_users_per_res=4, viewer_groups_per_res=2, chunk_orgs=2),
-    # The reference report's configuration.
-    "baseline": RebacParams(),
-    "large": RebacParams(orgs=160),
-    "xl": RebacParams(orgs=1600),
+    # The reference report's dataset: every total within 4% of what it generated and measured (16 orgs,
+    # 1,950 users, 4,117 org memberships, 170 groups, 13,441 group memberships, 14 hierarchy edges,
+    # 22,084 resources, 364,983 ACL entries), with its skew: heaviest user 865 direct ACL entries
+    # (reference 875), largest group 315 direct members (reference 306). large and xl are 10x and 100x.
+    "baseline": REFERENCE,
+    "large": replace(REFERENCE, orgs=160),
+    "xl": replace(REFERENCE, orgs=1600),
+    # The shape used before the calibration (1,600 users, 320 groups, 32,000 resources, 481,005 ACL
+    # entries; 524,637 relationships at baseline, 5.2M at large, 51.1M at xl): earlier reports used it.
+    "baseline-v1": RebacParams(),
+    "large-v1": RebacParams(orgs=160),
+    "xl-v1": RebacParams(orgs=1600),
 }
 
 

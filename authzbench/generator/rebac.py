@@ -76,6 +76,8 @@ def generate(p: RebacParams, emit: Emit) -> None:
     U, G, n_orgs = n_users(p), p.orgs * p.groups_per_org, p.orgs
     user_w = _pareto(_rng(p, _USERS), p.pareto_alpha, U)
     org_w = _pareto(_rng(p, _USERS, 1), p.pareto_alpha, n_orgs)
+    if p.org_weight_cap > 0:
+        org_w = np.minimum(org_w, p.org_weight_cap)
 
     # Org memberships: each user joins k orgs (geometric, mean orgs_per_user), popular orgs favoured.
     org_of, user_of = _org_memberships(p, U, n_orgs, org_w)
@@ -107,6 +109,8 @@ def generate(p: RebacParams, emit: Emit) -> None:
     group_org = np.repeat(np.arange(n_orgs, dtype=np.int32), gpo)
     emit("group_org", np.arange(G, dtype=np.int32), group_org)
     group_w = _pareto(_rng(p, _GROUPS), p.pareto_alpha, G)
+    if p.group_weight_cap > 0:
+        group_w = np.minimum(group_w, p.group_weight_cap)
     group_cum = np.concatenate([[0.0], np.cumsum(group_w)])
 
     # Group members: per org membership, 1 + Poisson(groups_per_user - 1) groups, more for active users.

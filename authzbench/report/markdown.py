@@ -13,6 +13,7 @@ from authzbench.report.data import RunData, cv, load_run, merged_summary
 from authzbench.report.findings import anchor
 from authzbench.report.hosts import load_hosts_section
 from authzbench.report.noise import rate_spread
+from authzbench.report.scaling import section as scaling_section
 from authzbench.scenarios.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -82,6 +83,7 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     md.append(writes.section(rd, out_dir, run_id, table, _label))
     md.append(load_hosts_section(rd))
     md.append(_comparison(rd))
+    md.append(scaling_section(rd, out_dir))  # "" unless the run is part of a `--profiles` size sweep
     md.append(_correctness(rd))
     md.append(_stability(rd))
     md.append(_problems(rd))

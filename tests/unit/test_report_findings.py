@@ -281,7 +281,7 @@ def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monk
     import numpy as np
     import pandas as pd
 
-    fake = types.ModuleType("authzbench.report.scaling")  # the size sweep's module lives on another branch
+    fake = types.ModuleType("authzbench.report.scaling")  # a sweep's figures, without running one
     fake.MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
                      "bytes_per_rel": "bytes per relationship"}
     fake.sweep_runs = lambda rd: [rd, rd]
@@ -290,6 +290,9 @@ def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monk
     fake.size_table = lambda runs: pd.DataFrame(rows)
     fake.slope = lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0])
     monkeypatch.setitem(sys.modules, "authzbench.report.scaling", fake)
+    import authzbench.report
+
+    monkeypatch.setattr(authzbench.report, "scaling", fake, raising=False)  # the package attribute, once imported
     rd = two_backends(1.0, 2.0).data()
     assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
     text = findings.render_section(rd, str)

@@ -1,0 +1,162 @@
+"""The size sweep's section: "How cost grows with size", from the runs of one `bench --profiles` sweep.
+
+Each size is its own run (its own results dir and report); the manifest of every run of a sweep lists
+the runs before it, so the last report covers every size. Per backend and size: ingest time,
+relationships/s, rows written, footprint, bytes per relationship (the reference load test's import
+table), check p50/p95 and heavy lookup p50/p95 at the lowest concurrency, a log-log chart per measure,
+and the slope of a least-squares fit of log(measure) on log(relationships).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from authzbench.metrics import merge, summarize
+from authzbench.report.data import RunData, load_run
+from authzbench.scenarios.catalog import SCENARIOS
+
+HEAVY_LOOKUP = "lookup_resources_manage_super"
+# measure -> its title in the table, the charts and the slope sentences
+MEASURES = {
+    "ingest_s": "ingest time (s)", "rels_per_s": "relationships/s", "rows": "rows written",
+    "footprint_mib": "footprint (MiB)", "bytes_per_rel": "bytes per relationship",
+    "check_p50_ms": "check p50 (ms)", "check_p95_ms": "check p95 (ms)",
+    "lookup_p50_ms": "heavy lookup p50 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+}
+
+
+def sweep_runs(rd: RunData) -> list[RunData]:
+    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
+    names = (rd.manifest.get("sweep") or {}).get("runs") or []
+    runs = [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
+            if n == rd.path.name or (rd.path.parent / n).is_dir()]
+    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
+
+
+def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str) -> tuple[float, float]:
+    sub = ph[(ph["backend"] == backend) & ph["scenario"].isin(scenarios) & (ph["kind"] == kind)
+             & (ph["mode"] == "closed")]
+    if sub.empty:
+        return math.nan, math.nan
+    sub = sub[sub["concurrency"] == sub["concurrency"].min()]
+    s = summarize(merge(h for hs in sub["hists"] for h in hs))
+    return s.p50_ms, s.p95_ms
+
+
+def size_table(runs: list[RunData]) -> pd.DataFrame:
+    """One row per (backend, size) with every measure; NaN where a run has no figure."""
+    checks = [n for n, s in SCENARIOS.items() if s.op == "check" and s.model == "rebac"]
+    rows = []
+    for rd in runs:
+        ds = rd.manifest.get("dataset") or {}
+        rels = ds.get("relationships") or 0
+        bounded = {r["backend"]: r for r in rd.records if r["type"] == "ingest_bounded" and not r.get("variant")}
+        ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
+        backends = list(dict.fromkeys([*ing.get("backend", []), *bounded,
+                                       *(rd.phases["backend"] if not rd.phases.empty else [])]))
+        for b in backends:
+            row = {"backend": b, "profile": ds.get("profile"), "relationships": rels}
+            one = ing[ing["backend"] == b] if not ing.empty else ing
+            if not one.empty:
+                r = one.iloc[-1]
+                fp = r["footprint_bytes"]
+                row.update(ingest_s=r["total_s"], rels_per_s=r["rels_per_s"], rows=r["rows"],
+                           footprint_mib=fp / 2**20 if fp else math.nan,
+                           bytes_per_rel=fp / rels if fp and rels else math.nan)
+            if b in bounded:
+                x = bounded[b]
+                row["note"] = (f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): "
+                               f"{x['rels_per_s']:,.0f}/s, projected {x['projected_seconds'] / 60:,.1f} min")
+            if not rd.phases.empty:
+                row["check_p50_ms"], row["check_p95_ms"] = _latency(rd.phases, b, checks, "check")
+                row["lookup_p50_ms"], row["lookup_p95_ms"] = _latency(rd.phases, b, [HEAVY_LOOKUP], "lookup")
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    for m in MEASURES:
+        if m not in df:
+            df[m] = math.nan
+    return df
+
+
+def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:
+    """Least-squares slope of log(value) on log(size): value ~ size^slope. None under two usable points."""
+    ok = (sizes > 0) & (values > 0) & np.isfinite(values)
+    if ok.sum() < 2 or len(set(sizes[ok])) < 2:
+        return None
+    return float(np.polyfit(np.log(sizes[ok]), np.log(values[ok]), 1)[0])
+
+
+def _fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
+
+
+def _charts(df: pd.DataFrame, out_dir: Path, run_id: str) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chart_dir = out_dir / f"{run_id}-charts"
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for m, title in MEASURES.items():
+        if not (df[m] > 0).any():
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for b, g in df.groupby("backend", sort=False):
+            g = g[g[m] > 0].sort_values("relationships")
+            if not g.empty:
+                ax.plot(g["relationships"], g[m], marker="o", label=b)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("relationships")
+        ax.set_ylabel(title)
+        ax.set_title(f"{title} vs size (log-log)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = chart_dir / f"scaling-{m}.png"
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        out[m] = f"{chart_dir.name}/{p.name}"
+    return out
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    """The markdown section, or "" when this run is not part of a sweep of at least two sizes."""
+    runs = sweep_runs(rd)
+    if len(runs) < 2:
+        return ""
+    df = size_table(runs)
+    if df.empty:
+        return ""
+    sizes = ", ".join(f"`{r.manifest['dataset']['profile']}` ({r.manifest['dataset']['relationships']:,} "
+                      f"relationships, run `{r.path.name}`)" for r in runs)
+    lines = ["## How cost grows with size", "",
+             f"The same scenarios at each size of the sweep: {sizes}. Latencies at the lowest concurrency; "
+             "check = every check scenario's ops merged; heavy lookup = `lookup_resources_manage_super`. "
+             "Slopes are least-squares fits of log(measure) on log(relationships): 1.0 is linear growth, "
+             "0 is flat.", "",
+             "| backend | size | relationships | " + " | ".join(MEASURES.values()) + " | note |",
+             "|---|---|---:|" + "---:|" * len(MEASURES) + "---|"]
+    for _, r in df.sort_values(["backend", "relationships"]).iterrows():
+        lines.append(f"| {r['backend']} | {r['profile']} | {r['relationships']:,} | "
+                     + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {r.get('note') or ''} |")
+    lines += ["", "Growth with size (exponent of a power-law fit over the sizes measured):", ""]
+    for b, g in df.groupby("backend", sort=False):
+        parts = []
+        for m, title in MEASURES.items():
+            k = slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
+            if k is not None:
+                parts.append(f"{title} grows as size^{k:.2f}")
+        if parts:
+            lines.append(f"- **{b}**: " + "; ".join(parts) + f" ({g['relationships'].nunique()} sizes)")
+    charts = _charts(df, out_dir, rd.manifest["run_id"])
+    if charts:
+        lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in charts.items())]
+    return "\n".join(lines) + "\n"

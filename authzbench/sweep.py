@@ -1,0 +1,69 @@
+"""`bench --profiles tiny,baseline,large` (or `--scale 1,10,100`): the same scenarios at each size.
+
+Each size is an ordinary run (results dir, report); every run's manifest lists the sweep's runs so far,
+so the last report's "How cost grows with size" covers every size. Servers stay up between sizes (a
+restart would be measured as nothing but lost time) and those the sweep started are stopped at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from authzbench import orchestrate
+from authzbench.errors import UserError
+from authzbench.generator.profiles import resolve
+from authzbench.orchestrate import BenchConfig
+from authzbench.provision.base import say
+from authzbench.results import RunStore
+
+# --scale: multiples of the reference report's dataset, i.e. of the calibrated `baseline`.
+SCALES = {"1": "baseline", "10": "large", "100": "xl"}
+
+
+def parse_sizes(profiles: str | None, scale: str | None, model: str) -> list[str]:
+    """Profile names of a sweep, validated before anything starts (bad -> UserError)."""
+    if profiles is not None and scale is not None:
+        raise UserError("give --profiles or --scale, not both")
+    opt, given = ("--scale", scale) if scale is not None else ("--profiles", profiles or "")
+    if any(not x.strip() for x in given.split(",")):
+        raise UserError(f"{opt}: a comma-separated list without empty items, got {given!r}")
+    if scale:
+        bad = [s for s in scale.split(",") if s.strip() not in SCALES]
+        if bad:
+            raise UserError(f"--scale {bad[0]!r} is not a known multiple; valid: {', '.join(SCALES)}")
+        names = [SCALES[s.strip()] for s in scale.split(",")]
+    else:
+        names = [p.strip() for p in (profiles or "").split(",") if p.strip()]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise UserError(f"{opt}: a size sweep needs two or more distinct profiles, got {','.join(names) or 'none'}")
+    for n in names:
+        resolve(n, {}, model)
+    return names
+
+
+def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
+              render: Callable[[Path], Path] | None) -> list[str]:
+    """bench at every size in order; returns the failures of all sizes (one line each)."""
+    for p in sizes:
+        replace(cfg, profile=p).validate()
+    running_before = set(orchestrate.running())
+    failures: list[str] = []
+    runs: list[str] = []
+    try:
+        for p in sizes:
+            store = RunStore.create(results_dir)
+            runs.append(store.run_id)
+            store.update_manifest(sweep={"profiles": sizes, "runs": list(runs)})
+            say(f"size sweep: {p} -> {store.path}")
+            sized = replace(cfg, profile=p, keep_running=True)
+            try:
+                failures += [f"{p}: {f}" for f in orchestrate.bench(sized, store)]
+            finally:
+                if render:
+                    say(f"report: {render(store.path)}")
+    finally:
+        if not cfg.keep_running:
+            orchestrate.down([b for b in cfg.backends if b not in running_before])
+    return failures

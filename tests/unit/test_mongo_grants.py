@@ -1,0 +1,26 @@
+"""The mongo backend's per-user grants documents (no server: the documents and updates it would send)."""
+
+from __future__ import annotations
+
+from authzbench.backends.mongo import _grant_docs, grant_id, grant_updates
+from authzbench.closure import permission_keys
+from authzbench.generator import generate
+from authzbench.model import PERMISSIONS
+from authzbench.oracle import Oracle
+
+
+def test_grants_documents_hold_exactly_each_users_lookup(tmp_path):
+    ds = generate("tiny", tmp_path / "ds")
+    docs = {d["_id"]: d["resources"] for d in _grant_docs(ds, permission_keys(ds))}
+    o = Oracle(ds)
+    for u in range(ds.entities["user"]):
+        for perm in PERMISSIONS:
+            assert docs.get(grant_id(u, perm), []) == o.lookup_resources(u, perm)
+    assert len(set(docs)) == len(docs)  # one document per (user, permission)
+
+
+def test_grant_updates_add_and_remove_per_user_and_permission():
+    ops = grant_updates([(3, "view", 10, True), (3, "view", 11, True), (3, "manage", 10, False)])
+    assert ({"_id": grant_id(3, "view")}, {"$addToSet": {"resources": {"$each": [10, 11]}}}) in ops
+    assert ({"_id": grant_id(3, "manage")}, {"$pullAll": {"resources": [10]}}) in ops
+    assert len(ops) == 2 and grant_id(3, "view") != grant_id(3, "manage")
