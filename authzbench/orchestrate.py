@@ -470,20 +470,24 @@ class LoadTooSlow(UserError):
 
 class LoadBound:
     """Called with each progress step of a load: stops it (raises LoadTooSlow from the loading thread)
-    when the elapsed time passes the bound, or, once 30 s or a tenth of the bound have passed, when the
-    rate so far projects the whole load past 1.1x the bound (Cassandra loaded baseline at 2.5k/s: at
+    when the elapsed time passes the bound, or, once progress has been reported for 30 s or a tenth of
+    the bound, when the rate since the first report projects the whole load past 1.1x the bound (Cassandra loaded baseline at 2.5k/s: at
     `large` that is ~35 min, known after the first 30 s)."""
 
     def __init__(self, what: str, total: int, bound_s: float):
         self.what, self.total, self.bound_s = what, total, bound_s
         self.done, self.t0 = 0, time.perf_counter()
+        self.first: tuple[float, int] | None = None
 
     def __call__(self, n: int) -> None:
+        now = time.perf_counter()
+        if self.first is None:  # the rate is measured from the first progress: a backend's set-up before
+            self.first = (now, self.done)  # it (Cassandra's closure: ~15 s at large) is not a rate
         self.done += n
-        elapsed = time.perf_counter() - self.t0
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        projected = self.total / rate if rate > 0 else float("inf")
-        early = elapsed >= min(30.0, self.bound_s / 10) and projected > 1.1 * self.bound_s
+        elapsed, (t1, d1) = now - self.t0, self.first
+        rate = (self.done - d1) / (now - t1) if now > t1 else 0.0
+        projected = (now - self.t0) + (self.total - self.done) / rate if rate > 0 else float("inf")
+        early = now - t1 >= min(30.0, self.bound_s / 10) and projected > 1.1 * self.bound_s
         if elapsed > self.bound_s or early:
             figures = {"loaded": self.done, "relationships": self.total, "seconds": elapsed,
                        "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}
