@@ -54,7 +54,8 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.js
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 
-LOCK_WAIT_S, LOCK_EXPIRE_S = 30.0, 60.0  # group write lock: give up waiting / take over a dead writer's
+LOCK_WAIT_S, LOCK_EXPIRE_S = 120.0, 180.0  # group write lock: give up waiting / take over a dead writer's (a write
+# scenario's op timeout: at baseline one hierarchy write can hold it for seconds, 8 workers queue behind it)
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
 
 

@@ -69,7 +69,8 @@ def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[d
         (adds if granted else rms).setdefault(grant_id(user, perm), []).append(resource)
     ops = [({"_id": g}, {"$addToSet": {"resources": {"$each": rs}}}) for g, rs in adds.items()]
     return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
-LOCK_WAIT_S, LOCK_EXPIRE_S = 30.0, 60.0  # group write lock: give up waiting / take over a dead writer's
+LOCK_WAIT_S, LOCK_EXPIRE_S = 120.0, 180.0  # group write lock: give up waiting / take over a dead writer's (a write
+# scenario's op timeout: at baseline one hierarchy write can hold it for seconds, 8 workers queue behind it)
 
 
 def _check_perm(perm: str) -> None:

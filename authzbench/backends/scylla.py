@@ -33,7 +33,7 @@ from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, w
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # Source relations by object type: each lands in rel_<type> (one partition per object).
-LOCK_WAIT_S, LOCK_TTL_S = 30.0, 60  # group write lock: give up waiting / expiry of a dead writer's
+LOCK_WAIT_S, LOCK_TTL_S = 120.0, 180  # group write lock: give up waiting / expiry of a dead writer's (the write op timeout)
 SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
 # Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
 REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
