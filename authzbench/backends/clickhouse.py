@@ -8,7 +8,6 @@ perm(user, resource, perm). Writes and deletes recompute exactly the affected sl
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import time
@@ -29,6 +28,7 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
+from authzbench.backends.locks import serialized
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -276,9 +276,8 @@ class ClickHouseBackend(Backend):
 
     def write(self, rel: Relationship) -> None:
         _relation(rel)
-        rc = reach(rel.relation, int(rel.object), int(rel.subject))
-        with GROUP_LOCK if rc.closure_changes else contextlib.nullcontext():
-            self._write(rel, rc)
+        with serialized(rel.relation, lambda: GROUP_LOCK):
+            self._write(rel, reach(rel.relation, int(rel.object), int(rel.subject)))
 
     def _write(self, rel: Relationship, rc: Reach) -> None:
         # membership(child) is unchanged by an edge into child: read it before the insert
@@ -290,9 +289,8 @@ class ClickHouseBackend(Backend):
 
     def delete(self, rel: Relationship) -> None:
         _relation(rel)
-        rc = reach(rel.relation, int(rel.object), int(rel.subject))
-        with GROUP_LOCK if rc.closure_changes else contextlib.nullcontext():
-            self._delete(rel, rc)
+        with serialized(rel.relation, lambda: GROUP_LOCK):
+            self._delete(rel, reach(rel.relation, int(rel.object), int(rel.subject)))
 
     def _delete(self, rel: Relationship, rc: Reach) -> None:
         users = self._users(rc)  # while the edge is present

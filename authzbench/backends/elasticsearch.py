@@ -44,6 +44,7 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -54,8 +55,6 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.js
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 
-LOCK_WAIT_S, LOCK_EXPIRE_S = 120.0, 180.0  # group write lock: give up waiting / take over a dead writer's (a write
-# scenario's op timeout: at baseline one hierarchy write can hold it for seconds, 8 workers queue behind it)
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
 
 
@@ -343,37 +342,28 @@ class ElasticsearchBackend(Backend):
         changed, and every earlier write was refreshed before it returned."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        rc = reach(rel.relation, int(rel.object), int(rel.subject))
-        with self._group_lock() if rc.closure_changes else contextlib.nullcontext():
-            self._apply_edge(rel, rc, insert=insert)
+        with serialized(rel.relation, self._group_lock):
+            self._apply_edge(rel, reach(rel.relation, int(rel.object), int(rel.subject)), insert=insert)
 
-    @contextlib.contextmanager
-    def _group_lock(self) -> Iterator[None]:
-        """Group edges rewrite many users' closures and pairs from what they read; optimistic concurrency
-        guards one document, not the set, so two at once can each write a state missing the other's edge.
-        A lock document (create fails while it exists); one left by a writer that died is taken over after
-        LOCK_EXPIRE_S."""
+    def _group_lock(self) -> contextlib.AbstractContextManager:
+        """A lock document (locks.py): create fails while it exists; one left by a writer that died is
+        taken over. Optimistic concurrency guards one document, not the set a group write rewrites."""
         from elasticsearch import ConflictError, NotFoundError
 
-        lock, deadline = {"index": self.ix["meta"], "id": "group_write_lock"}, time.monotonic() + LOCK_WAIT_S
-        while True:
+        lock = {"index": self.ix["meta"], "id": "group_write_lock"}
+
+        def take() -> bool:
             try:
                 self.es.create(**lock, document={"at": time.time()})
-                break
+                return True
             except ConflictError:
-                try:
+                with contextlib.suppress(NotFoundError, ConflictError):  # released or taken over meanwhile
                     held = self.es.get(**lock)
-                    if time.time() - float(held["_source"].get("at", time.time())) > LOCK_EXPIRE_S:
+                    if time.time() - float(held["_source"].get("at", time.time())) > EXPIRE_S:
                         self.es.delete(**lock, if_seq_no=held["_seq_no"], if_primary_term=held["_primary_term"])
-                except (NotFoundError, ConflictError):
-                    pass  # released or taken over meanwhile: try again
-                if time.monotonic() > deadline:
-                    raise BackendUnavailable(f"elasticsearch: group write lock busy for {LOCK_WAIT_S:.0f} s") from None
-                time.sleep(0.002)
-        try:
-            yield
-        finally:
-            self.es.options(ignore_status=404).delete(**lock)
+                return False
+
+        return spin_lock(take, lambda: self.es.options(ignore_status=404).delete(**lock), "elasticsearch")
 
     def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)

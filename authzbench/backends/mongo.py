@@ -42,6 +42,7 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -69,8 +70,6 @@ def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[d
         (adds if granted else rms).setdefault(grant_id(user, perm), []).append(resource)
     ops = [({"_id": g}, {"$addToSet": {"resources": {"$each": rs}}}) for g, rs in adds.items()]
     return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
-LOCK_WAIT_S, LOCK_EXPIRE_S = 120.0, 180.0  # group write lock: give up waiting / take over a dead writer's (a write
-# scenario's op timeout: at baseline one hierarchy write can hold it for seconds, 8 workers queue behind it)
 
 
 def _check_perm(perm: str) -> None:
@@ -303,34 +302,26 @@ class MongoBackend(Backend):
         insert, before a delete), so they cover the state before and after."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        rc = reach(rel.relation, int(rel.object), int(rel.subject))
-        with self._group_lock() if rc.closure_changes else contextlib.nullcontext():
-            self._apply_edge(rel, rc, insert=insert)
+        with serialized(rel.relation, self._group_lock):
+            self._apply_edge(rel, reach(rel.relation, int(rel.object), int(rel.subject)), insert=insert)
 
-    @contextlib.contextmanager
-    def _group_lock(self) -> Iterator[None]:
-        """Group edges rewrite many users' closures and pairs from what they read: two at once can each write
-        a state missing the other's edge (seen with 2 workers attaching groups that share members). MongoDB
-        has no advisory lock, so a lock document: one insert wins; a lock left by a writer that died is
-        taken over after LOCK_EXPIRE_S."""
+    def _group_lock(self) -> contextlib.AbstractContextManager:
+        """A lock document (locks.py): one insert wins; one left by a writer that died is taken over."""
         from pymongo.errors import DuplicateKeyError
 
-        meta, deadline = self.db["meta"], time.monotonic() + LOCK_WAIT_S
-        while True:
+        meta, lock = self.db["meta"], {"_id": "group_write_lock"}
+
+        def take() -> bool:
             try:
-                meta.insert_one({"_id": "group_write_lock", "at": time.time()})
-                break
+                meta.insert_one({**lock, "at": time.time()})
+                return True
             except DuplicateKeyError:
-                held = meta.find_one({"_id": "group_write_lock"}) or {}
-                if time.time() - float(held.get("at", time.time())) > LOCK_EXPIRE_S:
-                    meta.delete_one({"_id": "group_write_lock", "at": held["at"]})
-                elif time.monotonic() > deadline:
-                    raise BackendUnavailable(f"mongo: group write lock busy for {LOCK_WAIT_S:.0f} s") from None
-                time.sleep(0.002)
-        try:
-            yield
-        finally:
-            meta.delete_one({"_id": "group_write_lock"})
+                held = meta.find_one(lock) or {}
+                if time.time() - float(held.get("at", time.time())) > EXPIRE_S:
+                    meta.delete_one({**lock, "at": held["at"]})
+                return False
+
+        return spin_lock(take, lambda: meta.delete_one(lock), "mongo")
 
     def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)

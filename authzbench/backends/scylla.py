@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
@@ -33,7 +34,6 @@ from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, w
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # Source relations by object type: each lands in rel_<type> (one partition per object).
-LOCK_WAIT_S, LOCK_TTL_S = 120.0, 180  # group write lock: give up waiting / expiry of a dead writer's (the write op timeout)
 SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
 # Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
 REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
@@ -364,26 +364,17 @@ class ScyllaBackend(Backend):
         d = REBAC_RELATIONS.get(rel.relation)
         if d is None:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        with self._group_lock() if reach(rel.relation, 0, 0).closure_changes else contextlib.nullcontext():
+        with serialized(rel.relation, self._group_lock):
             self._apply_edge(rel, d.object_type, insert=insert)
 
-    @contextlib.contextmanager
-    def _group_lock(self) -> Iterator[None]:
-        """Group edges recompute many users' pairs from what they read: two at once can each write a state
-        missing the other's edge. A lightweight transaction (Paxos) on a lock row that expires by TTL if
-        its writer died."""
-        token, deadline = uuid.uuid4().hex, time.monotonic() + LOCK_WAIT_S
+    def _group_lock(self) -> contextlib.AbstractContextManager:
+        """A lightweight transaction (Paxos) on a lock row (locks.py) that expires by TTL if its writer died."""
+        token = uuid.uuid4().hex
         take = self.prep(f"INSERT INTO {{ks}}.meta (key, value) VALUES ('group_write_lock', ?) IF NOT EXISTS "
-                         f"USING TTL {LOCK_TTL_S}")
-        while not self.session.execute(take, (token,)).one()[0]:
-            if time.monotonic() > deadline:
-                raise BackendUnavailable(f"scylla: group write lock busy for {LOCK_WAIT_S:.0f} s")
-            time.sleep(0.002)
-        try:
-            yield
-        finally:
-            self.session.execute(self.prep("DELETE FROM {ks}.meta WHERE key = 'group_write_lock' IF value = ?"),
-                                 (token,))
+                         f"USING TTL {int(EXPIRE_S)}")
+        give = self.prep("DELETE FROM {ks}.meta WHERE key = 'group_write_lock' IF value = ?")
+        return spin_lock(lambda: bool(self.session.execute(take, (token,)).one()[0]),
+                         lambda: self.session.execute(give, (token,)), "scylla")
 
     def _apply_edge(self, rel: Relationship, object_type: str, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)

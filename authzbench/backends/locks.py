@@ -1,0 +1,42 @@
+"""One writer at a time for the edges whose maintenance reads many rows and rewrites many (group edges on
+the backends that keep closures and permission pairs), on stores without an advisory lock.
+
+Two such writes at once can each rewrite a state missing the other's edge: two workers attaching groups
+that share members lost an update on FerretDB (1 of 24 ops never visible). PostgreSQL serializes them with
+pg_advisory_xact_lock; the others take a lock row/document through `spin_lock` with their own primitive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+from authzbench.errors import BackendUnavailable
+from authzbench.model_rules import reach
+
+# Give up waiting after a write scenario's op timeout: at baseline one hierarchy write can hold the lock
+# for seconds and 8 workers queue behind it (2 of 26 Elasticsearch ops gave up at 30 s). A holder that
+# died is taken over (or its row expires) after EXPIRE_S.
+WAIT_S, EXPIRE_S = 120.0, 180.0
+POLL_S = 0.002
+
+
+def serialized(relation: str, lock: Callable[[], contextlib.AbstractContextManager]) -> contextlib.AbstractContextManager:
+    """`lock()` for an edge whose write changes users' group closures (model_rules.reach), else nothing."""
+    return lock() if reach(relation, 0, 0).closure_changes else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def spin_lock(take: Callable[[], bool], release: Callable[[], None], what: str) -> Iterator[None]:
+    """Hold a lock while the body runs: `take()` returns True once this writer holds it (it may take over a
+    dead holder's), polled every POLL_S up to WAIT_S; `release()` always runs after."""
+    deadline = time.monotonic() + WAIT_S
+    while not take():
+        if time.monotonic() > deadline:
+            raise BackendUnavailable(f"{what}: group write lock busy for {WAIT_S:.0f} s")
+        time.sleep(POLL_S)
+    try:
+        yield
+    finally:
+        release()
