@@ -27,6 +27,8 @@ BACKENDS: dict[str, BackendEntry] = {
                      "authzbench.provision.native.postgres:start", ("postgres",)),
         BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend",
                      "authzbench.provision.native.spicedb:start", ("spicedb-pg",)),
+        BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend",
+                     "authzbench.provision.native.openfga:start", ("openfga",), default=False),
         BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False),

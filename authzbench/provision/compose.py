@@ -154,6 +154,16 @@ def endpoint(name: str, spec: dict | None = None) -> dict[str, Any]:
             # No datastore_dsn: footprint()'s pg_total_relation_size query is PostgreSQL-only.
             ep["datastore_version"] = env["COCKROACH_VERSION"]
         return ep
+    if name == "openfga":
+        fga, db = svcs["openfga"]["environment"], svcs["openfga-db"]["environment"]
+        return {"url": f"http://127.0.0.1:{published_port(spec, 'openfga', 8080)}",
+                "preshared_key": fga["OPENFGA_AUTHN_PRESHARED_KEYS"],
+                "max_results": int(fga["OPENFGA_LIST_OBJECTS_MAX_RESULTS"]),
+                "deadline_s": 0 if fga["OPENFGA_LIST_OBJECTS_DEADLINE"] in ("0", "0s") else 3.0,
+                "max_tuples_per_write": int(fga["OPENFGA_MAX_TUPLES_PER_WRITE"]),
+                "openfga_version": env["OPENFGA_VERSION"], "datastore_version": env["POSTGRES_VERSION"],
+                "datastore_dsn": f"postgresql://postgres:{db['POSTGRES_PASSWORD']}@127.0.0.1:"
+                                 f"{published_port(spec, 'openfga-db', 5432)}/{db['POSTGRES_DB']}"}
     if name == "clickhouse":
         return {"dsn": f"http://default:@127.0.0.1:{published_port(spec, 'clickhouse', 8123)}"}
     if name == "scylla":

@@ -26,13 +26,14 @@ from authzbench.provision.base import cache_dir, go_env
 
 PINNED = {"SPICEDB_VERSION": "v1.46.2", "COCKROACH_VERSION": "v25.3.2", "POSTGRES_VERSION": "17.2",
           "CLICKHOUSE_VERSION": "25.10", "SCYLLA_VERSION": "2025.3", "ELASTICSEARCH_VERSION": "9.2.1",
-          "MONGO_VERSION": "8.2.1"}
+          "MONGO_VERSION": "8.2.1", "OPENFGA_VERSION": "v1.22.1"}
 IMAGES = {"postgres": "postgres:17.2", "spicedb-pg-db": "postgres:17.2", "spicedb-pg": "authzed/spicedb:v1.46.2",
           "spicedb-pg-migrate": "authzed/spicedb:v1.46.2", "spicedb-crdb": "authzed/spicedb:v1.46.2",
           "spicedb-crdb-migrate": "authzed/spicedb:v1.46.2", "cockroach": "cockroachdb/cockroach:v25.3.2",
           "clickhouse": "clickhouse/clickhouse-server:25.10", "scylla": "scylladb/scylla:2025.3",
           "elasticsearch": "elasticsearch:9.2.1", "elasticsearch-setup": "elasticsearch:9.2.1",
-          "mongo": "mongo:8.2.1"}
+          "mongo": "mongo:8.2.1", "openfga-db": "postgres:17.2", "openfga-migrate": "openfga/openfga:v1.22.1",
+          "openfga": "openfga/openfga:v1.22.1"}
 CHECKER = Path(__file__).parent / "composecheck"  # main.go + go.mod + go.sum (compose-go, pinned)
 # The variables a user may set; cleared so the machine's environment cannot change what is tested.
 USER_VARS = [v for v in os.environ if v.startswith("AUTHZBENCH_") and v not in ("AUTHZBENCH_CACHE",)]
@@ -159,7 +160,7 @@ def test_one_shots_are_adopted_so_up_wait_returns(spec):
     """`docker compose up --wait` fails on an exited container unless a service of the same `up`
     waits for it with service_completed_successfully."""
     shots = compose.one_shots(spec)
-    assert shots == {"spicedb-pg-migrate", "spicedb-crdb-migrate", "elasticsearch-setup"}
+    assert shots == {"spicedb-pg-migrate", "spicedb-crdb-migrate", "elasticsearch-setup", "openfga-migrate"}
     for name in shots:
         svc = spec["services"][name]
         assert svc.get("restart") == "no" and not svc.get("ports") and not svc.get("healthcheck"), name
@@ -174,7 +175,7 @@ def test_references_exist_and_volumes_are_named(spec):
                 assert v["type"] == "volume", f"{name}: {v} is not a named volume"
         for src in _volume_sources(svc):
             assert src in spec["volumes"], f"{name} uses undeclared volume {src}"
-    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb"}  # SpiceDB keeps nothing itself
+    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb", "openfga"}  # they keep nothing
     for name in stateful:
         assert _volume_sources(spec["services"][name]), f"{name} keeps its data in the container"
 
