@@ -27,6 +27,7 @@ External servers (`--provision external`, AUTHZBENCH_OPENFGA_URL):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -267,21 +268,20 @@ class OpenFGABackend(Backend):
         self.model_id = self.client.write_authorization_model(model_json(self.model)).authorization_model_id
         self.client.set_authorization_model_id(self.model_id)
 
-    def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[int, bytes]]:
-        """(tuples, Write request body), the JSON written directly: the SDK's model objects cost more
-        client CPU per tuple than the server spends writing it."""
+    def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(tuples, Write request body) as plain dicts: the SDK's typed models cost more client CPU per
+        tuple than the server spends writing it."""
         defs = relation_defs(ds.model)
-        tail = f'],"on_duplicate":"error"}},"authorization_model_id":"{self.model_id}"}}'
         for name in ds.authz_relations():  # metadata relations (group_org) are not tuples
-            d = defs[name]
-            key = tuple_key(d, "{o}", "{s}")
-            fmt = (f'{{{{"user":"{key["user"]}","relation":"{key["relation"]}","object":"{key["object"]}"}}}}')
+            key = tuple_key(defs[name], "{o}", "{s}")
+            user, rel, obj = key["user"], key["relation"], key["object"]
             for df in ds.iter_batches(name, n):
-                body = ",".join(fmt.format(o=o, s=s) for o, s in zip(df["object"].tolist(), df["subject"].tolist(),
-                                                                      strict=True))
-                yield len(df), ('{"writes":{"tuple_keys":[' + body + tail).encode()
+                keys = [{"user": user.format(s=s), "relation": rel, "object": obj.format(o=o)}
+                        for o, s in zip(df["object"].tolist(), df["subject"].tolist(), strict=True)]
+                yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
+                                  "authorization_model_id": self.model_id}
 
-    def _post_write(self, body: bytes) -> float:
+    def _post_write(self, body: dict[str, Any]) -> float:
         t0 = time.perf_counter()
         self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
                                         path_params={"store_id": self.store_id}, body=body)
@@ -347,6 +347,18 @@ class OpenFGABackend(Backend):
         self.client.set_authorization_model_id(None)
 
     # operations ----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _transport_errors(self) -> Iterator[None]:
+        """A dead or unreachable server: one line naming it, not urllib3's nested reprs."""
+        import urllib3
+
+        try:
+            yield
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            cause = e.__context__ or e
+            raise BackendUnavailable(f"openfga: lost the connection to OpenFGA at {self.endpoint['url']}: "
+                                     f"{type(e).__name__} ({type(cause).__name__})") from None
+
     def _target(self, perm: str) -> tuple[str, str]:
         try:
             return (SOCIAL_PERMS if self.model == "social" else REBAC_PERMS)[perm]
@@ -360,8 +372,9 @@ class OpenFGABackend(Backend):
         from openfga_sdk.client.models.check_request import ClientCheckRequest
 
         obj_type, relation = self._target(perm)
-        resp = self.client.check(ClientCheckRequest(user=f"user:{user}", relation=relation,
-                                                    object=f"{obj_type}:{resource}"), self._options(mode))
+        with self._transport_errors():
+            resp = self.client.check(ClientCheckRequest(user=f"user:{user}", relation=relation,
+                                                        object=f"{obj_type}:{resource}"), self._options(mode))
         return bool(resp.allowed)
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
@@ -371,8 +384,9 @@ class OpenFGABackend(Backend):
 
         obj_type, relation = self._target(perm)
         t0 = time.perf_counter()
-        objects = self.client.list_objects(ClientListObjectsRequest(user=f"user:{user}", relation=relation,
-                                                                    type=obj_type), self._options()).objects or []
+        with self._transport_errors():
+            objects = self.client.list_objects(ClientListObjectsRequest(user=f"user:{user}", relation=relation,
+                                                                        type=obj_type), self._options()).objects or []
         cap, deadline = int(self.endpoint.get("max_results") or 0), float(self.endpoint.get("deadline_s") or 0)
         if cap and len(objects) >= cap:
             raise BackendUnavailable(f"openfga: ListObjects returned {len(objects)} objects, the server's cap "
@@ -399,10 +413,11 @@ class OpenFGABackend(Backend):
         # TOUCH / delete-if-present semantics, as the other backends' write and delete.
         conflict = ConflictOptions(on_duplicate_writes=ClientWriteRequestOnDuplicateWrites.IGNORE,
                                    on_missing_deletes=ClientWriteRequestOnMissingDeletes.IGNORE)
-        if write:
-            self.client.write_tuples([t], {"conflict": conflict})
-        else:
-            self.client.delete_tuples([t], {"conflict": conflict})
+        with self._transport_errors():
+            if write:
+                self.client.write_tuples([t], {"conflict": conflict})
+            else:
+                self.client.delete_tuples([t], {"conflict": conflict})
 
     def write(self, rel: Rel) -> None:
         self._update(rel, True)
