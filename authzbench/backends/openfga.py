@@ -161,8 +161,8 @@ class OpenFGABackend(Backend):
     name: ClassVar[str] = "openfga"
     models = frozenset({"rebac", "social"})
     # Tuples per Write request and requests in flight while loading (options["write_batch"] /
-    # options["write_workers"] override). NOT yet tuned on baseline: tiny (4,466 tuples) loads in < 1 s
-    # with these; a batch/concurrency sweep on baseline is still to run.
+    # options["write_workers"] override). NOT yet tuned on baseline (tiny loads in a few seconds
+    # with them); a batch/concurrency sweep on baseline is still to run.
     write_batch: ClassVar[int] = 1_000
     write_workers: ClassVar[int] = 4
 
