@@ -170,7 +170,7 @@ def test_one_shots_are_adopted_so_up_wait_returns(spec):
     """`docker compose up --wait` fails on an exited container unless a service of the same `up`
     waits for it with service_completed_successfully."""
     shots = compose.one_shots(spec)
-    assert shots == {"spicedb-pg-migrate", "spicedb-crdb-migrate", "elasticsearch-setup"}
+    assert shots == {"spicedb-pg-migrate", "spicedb-crdb-migrate", "elasticsearch-setup", "openfga-migrate"}
     for name in shots:
         svc = spec["services"][name]
         assert svc.get("restart") == "no" and not svc.get("ports") and not svc.get("healthcheck"), name
@@ -185,7 +185,7 @@ def test_references_exist_and_volumes_are_named(spec):
                 assert v["type"] == "volume", f"{name}: {v} is not a named volume"
         for src in _volume_sources(svc):
             assert src in spec["volumes"], f"{name} uses undeclared volume {src}"
-    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb"}  # SpiceDB keeps nothing itself
+    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb", "openfga"}  # they keep nothing
     for name in stateful:
         assert _volume_sources(spec["services"][name]), f"{name} keeps its data in the container"
 
