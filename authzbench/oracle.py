@@ -20,7 +20,7 @@ import numpy as np
 
 from authzbench.closure import expand, group_reach, permission_keys, sorted_unique
 from authzbench.dataset import Dataset
-from authzbench.model import PERMISSIONS
+from authzbench.model import PERMISSIONS, REBAC_RELATIONS
 
 # Pairs expanded per chunk of users before dedup: 8M int64 keys = 64 MB, a few copies while sorting.
 CHUNK_PAIRS = 8_000_000
@@ -83,11 +83,23 @@ class _Index:
         return self.indptr.nbytes + self.values.nbytes
 
 
+def _seen_entities(ds: Dataset) -> dict[str, int]:
+    """The dataset's entity counts, widened to every id its relations use: an edited copy (the write tests')
+    may name a user or group past the generated ones."""
+    out = dict(ds.entities)
+    for name, d in REBAC_RELATIONS.items():
+        t = ds.table(name)
+        for typ, col in ((d.object_type, "object"), (d.subject_type, "subject")):
+            if len(t) and typ in out:
+                out[typ] = max(out[typ], int(t[col].max()) + 1)
+    return out
+
+
 class Oracle:
     def __init__(self, ds: Dataset, chunk_pairs: int = CHUNK_PAIRS, bitmap_cells: int = BITMAP_CELLS):
         self.ds = ds
         self.chunk_pairs, self.bitmap_cells = chunk_pairs, bitmap_cells
-        e = ds.entities
+        e = _seen_entities(ds)
         self.n_resources, self.n_users = e["resource"], e["user"]
         self.n_groups, self.n_orgs = e["group"], e["organization"]
         R, U, G, n_orgs = self.n_resources, self.n_users, self.n_groups, self.n_orgs
