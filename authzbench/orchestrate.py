@@ -455,7 +455,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                 mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name, sink=sink: sink(
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
                 with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-                    factory = sess.factory(dataset_path=str(ds.path))
+                    # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
+                    factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s)
                     res = run_phase(spec, factory, inputs_cache[sname],
                                     sink, cls.concurrency, on_window=mon.window)
                 check_stop()
