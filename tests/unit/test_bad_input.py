@@ -55,7 +55,7 @@ BAD: dict[str, dict[str, list[str]]] = {
     "report": {"run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
                "--out": ["", "{file}/x"]},
     "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
-    "down": {"backend": [""], "--provision": ["kubernetes"]},
+    "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
