@@ -146,12 +146,17 @@ def test_a_second_signal_ends_bench_at_once(tmp_path):
                   tmp_path)
         procs = _run_processes(proc, tmp_path)
         os.kill(proc.pid, signal.SIGTERM)
+        # the second once the first was handled (two pending SIGTERMs would be delivered as one)
+        t0 = time.monotonic()
+        while "SIGTERM: stopping" not in (tmp_path / "run.log").read_text() and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert code == 143
+    assert not list((tmp_path / "reports").glob("*.md"))  # ended at once: no report (the first would render it)
     _assert_all_gone(procs, proc)
 
 
