@@ -290,7 +290,10 @@ def _dispatch(args: argparse.Namespace) -> int | None:
         return _up(args)
     if args.cmd == "down":
         from authzbench import orchestrate
+        from authzbench.backends.registry import entry
 
+        for name in args.backend:
+            entry(name)  # an unknown name is a typo, not "nothing was running"
         names = args.backend or orchestrate.running()
         stopped = orchestrate.down(names)
         console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")

@@ -634,7 +634,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
                     {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
                 with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
                     mode = {"consistency": spec.consistency} if spec.consistency else {}
-                    factory = sess.factory(dataset_path=str(ds.path), **mode)
+                    # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
+                    factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
                     res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window,
                                      client)
                 if sc.op in ("write", "mixed"):

@@ -7,6 +7,8 @@ the resource_grant view; a lookup streams its rows in chunks instead of bufferin
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.deadline import Watchdog, within_deadline
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -92,18 +95,57 @@ class PostgresBackend(Backend):
         if self.endpoint.get("password"):
             kwargs["password"] = self.endpoint["password"]
         timeout_s = self.options.get("timeout_s")
+        self._watchdog: Watchdog | None = None
         if timeout_s:
             # Server-side per-statement limit: a slow query is cancelled by the server, not abandoned.
             kwargs["options"] = f"-c statement_timeout={int(float(timeout_s) * 1000)}"
+            # libpq's own client-side limit for (re)connecting; it counts whole seconds, at least 2.
+            kwargs["connect_timeout"] = max(2, math.ceil(float(timeout_s)))
         dsn = self.endpoint.get("dsn") or self.endpoint.get("url")
         if not dsn:
             raise UserError(f"{self.name}: endpoint has no dsn")
+        self._dsn, self._kwargs = dsn, kwargs
         try:
             self.conn = psycopg.connect(dsn, **kwargs)
         except psycopg.Error as e:  # refused, bad password, unknown database, malformed DSN
             raise BackendUnavailable(f"{self.name}: cannot connect to {_public(dsn)}: {_first_line(e)}") from None
+        if timeout_s:
+            # A frozen server cannot enforce statement_timeout: the client-side deadline ends the op.
+            self._watchdog = Watchdog(float(timeout_s), lambda: self.conn.fileno())
+
+    @contextlib.contextmanager
+    def _op_deadline(self) -> Iterator[None]:
+        """Run one measured op within options["timeout_s"], client side: past it the op raises TimeoutError
+        (the connection is made again by the next op)."""
+        wd = getattr(self, "_watchdog", None)
+        if wd is None:
+            yield
+            return
+        if wd.tripped or self.conn.closed or self.conn.broken:
+            wd.tripped = False
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            try:
+                self.conn = psycopg.connect(self._dsn, **self._kwargs)
+            except psycopg.OperationalError as e:
+                if "timeout" in str(e):
+                    raise TimeoutError(f"reconnect: no answer within {self._kwargs['connect_timeout']} s") from None
+                raise
+        seq = wd.arm()
+        try:
+            yield
+        except psycopg.Error as e:
+            if wd.fired(seq):
+                raise TimeoutError(f"no answer within {wd.timeout_s:g} s (client-side deadline)") from None
+            if isinstance(e, psycopg.errors.QueryCanceled):  # the server's statement_timeout
+                raise TimeoutError(f"statement_timeout ({wd.timeout_s:g} s): {_first_line(e)}") from None
+            raise
+        finally:
+            wd.disarm()
 
     def close(self) -> None:
+        if getattr(self, "_watchdog", None) is not None:
+            self._watchdog.close()
         conn = getattr(self, "conn", None)
         if conn is not None:
             conn.close()
@@ -177,11 +219,13 @@ class PostgresBackend(Backend):
                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (dataset_hash,))
 
     # operations ----------------------------------------------------------------------------------
+    @within_deadline
     def check(self, user: int, perm: str, resource: int) -> bool:
         if perm in SOCIAL_PERMISSIONS:
             return bool(self._one(CHECK_SQL[perm], (user, resource)))
         return bool(self._one(CHECK_SQL[_perm(perm)], (resource, user)))
 
+    @within_deadline
     def lookup_resources(self, user: int, perm: str) -> Iterator[int]:
         # stream() fetches in chunks of lookup_chunk rows (libpq chunked-rows mode): bounded client
         # memory for lookups of 100k+ resources, in one round trip - a named (server-side) cursor
@@ -190,9 +234,11 @@ class PostgresBackend(Backend):
             for (rid,) in cur.stream(LOOKUP_SQL[_perm(perm)], (user,), size=self.lookup_chunk):
                 yield rid
 
+    @within_deadline
     def write(self, rel: Relationship) -> None:
         self._change(rel, insert=True)
 
+    @within_deadline
     def delete(self, rel: Relationship) -> None:
         self._change(rel, insert=False)
 
@@ -226,6 +272,7 @@ class PostgresBackend(Backend):
             for s in self.sql["refresh_membership"]:  # closure rows deleted and re-inserted
                 self.rows_touched += max(0, self.conn.execute(s, {"groups": groups}).rowcount)
 
+    @within_deadline
     def baseline_roundtrip(self) -> None:
         self.conn.execute("SELECT 1").fetchone()
 

@@ -213,7 +213,8 @@ class _WriteRecorder:
 
 
 def _is_timeout(e: BaseException) -> bool:
-    return isinstance(e, TimeoutError) or "timeout" in type(e).__name__.lower() or \
+    name = type(e).__name__.lower()  # ConnectionTimeout, ExecutionTimeout, OperationTimedOut (Cassandra)
+    return isinstance(e, TimeoutError) or "timeout" in name or "timedout" in name or \
         "deadline" in str(e).lower()[:200]
 
 

@@ -60,3 +60,63 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
     seconds = time.monotonic() - t0
     text = render(store.path, tmp_path / "reports").read_text()
     return text, text.split("## 10.")[1], seconds
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    server = psutil.Process(pid)
+    return [server, *server.children(recursive=True)]
+
+
+def _signal_tree(procs: list[psutil.Process], sig: int) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            os.kill(p.pid, sig)
+
+
+def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, freeze_s: float = 5.0,
+                                       server_index: int = 0) -> tuple[list[dict], str]:
+    """Run two check phases of BACKEND; SIGSTOP its server (and its children) the moment the first phase
+    starts measuring, SIGCONT it `freeze_s` later. Returns (the run's records, the report's text)."""
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
+    sessions: list = []
+    frozen: list[psutil.Process] = []
+    resumed = threading.Event()
+
+    def tracking_session(*a, **k):
+        sessions.append(real_session(*a, **k))
+        return sessions[-1]
+
+    def resume() -> None:
+        if not resumed.wait(freeze_s):
+            resumed.set()
+        _signal_tree(frozen, signal.SIGCONT)
+
+    def run_phase_then_freeze(spec, factory, inputs, sink, *a, on_window=None, **k):
+        if spec.backend != backend or frozen:
+            return real_run_phase(spec, factory, inputs, sink, *a, on_window=on_window, **k)
+
+        def window(measuring: bool) -> None:
+            if measuring and not frozen:
+                frozen.extend(_tree(sessions[0].dep.pids[server_index]))
+                _signal_tree(frozen, signal.SIGSTOP)
+                threading.Thread(target=resume, daemon=True).start()
+            if on_window:
+                on_window(measuring)
+
+        return real_run_phase(spec, factory, inputs, sink, *a, on_window=window, **k)
+
+    monkeypatch.setattr(orchestrate, "Session", tracking_session)
+    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_freeze)
+    cfg = BenchConfig(backends=[backend], provision="native", profile="tiny",
+                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
+                      # 200 ops per phase: the timeouts of a 5 s freeze are well over the 1% that makes
+                      # a phase incomplete
+                      concurrency=[2], iterations_scale=0.1, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    try:
+        orchestrate.bench(cfg, store)
+    finally:
+        resumed.set()
+        _signal_tree(frozen, signal.SIGCONT)  # never leave a stopped server behind
+    return list(store.records()), render(store.path, tmp_path / "reports").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -145,32 +146,48 @@ def test_a_second_signal_ends_bench_at_once(tmp_path):
                   tmp_path)
         procs = _run_processes(proc, tmp_path)
         os.kill(proc.pid, signal.SIGTERM)
+        # the second once the first was handled (two pending SIGTERMs would be delivered as one)
+        t0 = time.monotonic()
+        while "SIGTERM: stopping" not in (tmp_path / "run.log").read_text() and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert code == 143
+    assert not list((tmp_path / "reports").glob("*.md"))  # ended at once: no report (the first would render it)
     _assert_all_gone(procs, proc)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_during_prepare_stops_the_server_it_was_starting(tmp_path, sig):
+@pytest.mark.parametrize("sig,when", [(signal.SIGINT, "start"), (signal.SIGTERM, "load")],
+                         ids=["SIGINT-while-starting", "SIGTERM-while-loading"])
+def test_a_signal_during_prepare_stops_the_server_it_was_starting(tmp_path, sig, when):
+    # tiny with 100 times its orgs (~250,000 relationships): the load lasts seconds, not a blink
     proc = _start([sys.executable, "-m", "authzbench.cli", "prepare", "--backend", "postgres", "--provision",
-                   "native", "--profile", "tiny"], tmp_path)
+                   "native", "--profile", "tiny", "--set", "orgs=300"], tmp_path)
+    state = tmp_path / "state" / "servers" / "postgres.json"
     try:
-        _wait_for(lambda: "postgres: starting" in (tmp_path / "run.log").read_text(), "server start", proc,
-                  tmp_path)
-        time.sleep(1.0)  # inside initdb or the wait for the postmaster
+        if when == "start":
+            _wait_for(lambda: "postgres: starting" in (tmp_path / "run.log").read_text(), "server start", proc,
+                      tmp_path)
+        else:
+            _wait_for(state.is_file, "a started server", proc, tmp_path)
         procs = _run_processes(proc, tmp_path)
         os.kill(proc.pid, sig)
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert code == 128 + sig, (tmp_path / "run.log").read_text()[-2000:]
+    log = (tmp_path / "run.log").read_text()
+    assert code == 128 + sig, log[-2000:]
+    assert "loaded" not in log  # the signal came before the load finished
     _assert_all_gone(procs + _run_processes(proc, tmp_path), proc)
-    assert not list((tmp_path / "state" / "servers").glob("postgres.json"))
+    assert not state.exists()
+    # a postmaster spawned after the snapshot above is found by its data dir, named in the log
+    for data_dir in re.findall(r"initdb \(\d+\) in (\S+)", log):
+        running = [p.pid for p in psutil.process_iter(["cmdline"]) if data_dir in " ".join(p.info["cmdline"] or [])]
+        assert not running, f"a postgres on {data_dir} is still running: {running}"
 
 
 def test_prepared_servers_survive_an_interrupted_bench_and_down_stops_them(tmp_path):

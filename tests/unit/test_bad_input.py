@@ -62,7 +62,7 @@ BAD: dict[str, dict[str, list[str]]] = {
     "report": {"run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
                "--out": ["", "{file}/x"]},
     "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
-    "down": {"backend": [""], "--provision": ["kubernetes"]},
+    "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
 }
 EXEMPT = {
