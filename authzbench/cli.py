@@ -137,6 +137,46 @@ def _word(s: str) -> str:
     return s.strip()
 
 
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
+    p.add_argument("--scenario", action="append", type=_name, help="scenario(s) to run (default: all read "
+                   "scenarios, roundtrip and mixed)")
+    p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
+    p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
+                   help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
+    p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1, help="repeat every phase N times (stability/CV)")
+    p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
+    p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
+                                                            "realistic"],
+                   help="mixed: the edge the writes change (realistic = 70%% acl, 25%% membership, "
+                        "4%% hierarchy, 1%% org admin; default acl)")
+    p.add_argument("--rate", type=_number(float, 0, above=True), help="mixed: open loop at this many ops/s")
+    p.add_argument("--stage", type=_stage, action="append", metavar="RATE:SECONDS",
+                   help="mixed: open-loop ramp stage (repeatable), like k6 ramping-arrival-rate")
+    p.add_argument("--rates", type=_csv(_number(float, 0, above=True)),
+                   help="mixed: one open-loop step per rate, e.g. 100,500,1000; the report names the "
+                        "highest rate that met the SLO")
+    p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0, help="mixed open loop duration per step (s)")
+    p.add_argument("--dau", type=_number(float, 0, above=True, high=1), default=0.05,
+                   help="social: daily-active-user sampling factor (share of users issuing requests)")
+    p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0, help="SLO: check p95 (ms)")
+    p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
+    p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
+    p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
+    p.add_argument("--profiles", help="size sweep: the same scenarios at each profile, e.g. "
+                   "tiny,baseline,large; the last report shows how cost grows with size")
+    p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
+                   "(= baseline,large,xl)")
+    p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
+    p.add_argument("--report-dir", type=_path, default=Path("reports"))
+    p.add_argument("--no-report", action="store_true")
+    p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
+                   help="the reference report's figures beside ours (default: on for the rebac baseline)")
+    p.add_argument("--workers-on", metavar="tcp://SCHEDULER:8786", type=_scheduler,
+                   help="spread every phase's workers over the load hosts of this Dask scheduler "
+                        "(`authzbench load-host` on each; --provision external; extra [distributed])")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="authzbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -155,42 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         _dataset_args(p)
         _backend_args(p)
         if name == "bench":
-            p.add_argument("--scenario", action="append", type=_name, help="scenario(s) to run (default: all read "
-                           "scenarios, roundtrip and mixed)")
-            p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
-            p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
-                           help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
-            p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1, help="repeat every phase N times (stability/CV)")
-            p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
-            p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
-                                                                    "realistic"],
-                           help="mixed: the edge the writes change (realistic = 70%% acl, 25%% membership, "
-                                "4%% hierarchy, 1%% org admin; default acl)")
-            p.add_argument("--rate", type=_number(float, 0, above=True), help="mixed: open loop at this many ops/s")
-            p.add_argument("--stage", type=_stage, action="append", metavar="RATE:SECONDS",
-                           help="mixed: open-loop ramp stage (repeatable), like k6 ramping-arrival-rate")
-            p.add_argument("--rates", type=_csv(_number(float, 0, above=True)),
-                           help="mixed: one open-loop step per rate, e.g. 100,500,1000; the report names the "
-                                "highest rate that met the SLO")
-            p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0, help="mixed open loop duration per step (s)")
-            p.add_argument("--dau", type=_number(float, 0, above=True, high=1), default=0.05,
-                           help="social: daily-active-user sampling factor (share of users issuing requests)")
-            p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0, help="SLO: check p95 (ms)")
-            p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
-            p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
-            p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
-            p.add_argument("--profiles", help="size sweep: the same scenarios at each profile, e.g. "
-                           "tiny,baseline,large; the last report shows how cost grows with size")
-            p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
-                           "(= baseline,large,xl)")
-            p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
-            p.add_argument("--report-dir", type=_path, default=Path("reports"))
-            p.add_argument("--no-report", action="store_true")
-            p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
-                           help="the reference report's figures beside ours (default: on for the rebac baseline)")
-            p.add_argument("--workers-on", metavar="tcp://SCHEDULER:8786", type=_scheduler,
-                           help="spread every phase's workers over the load hosts of this Dask scheduler "
-                                "(`authzbench load-host` on each; --provision external; extra [distributed])")
+            _bench_args(p)
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
     r.add_argument("run", nargs="?", type=_path, help="results/<run-id> (default: latest)")

@@ -589,18 +589,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
-    ds = cfg.dataset()
-    say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
-    store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
-                                   "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
-                                   "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
-    t0 = time.perf_counter()
-    oracle = oracle_for(ds)
-    store.append({"type": "oracle", "seconds": time.perf_counter() - t0})
-    from authzbench.generator.stats import anchors, distribution
-
-    store.append({"type": "distribution", "rows": distribution(ds, oracle),
-                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
+    ds, oracle = _dataset_and_oracle(cfg, store)
     inputs_cache: dict[str, list] = {}
     failures = _skip_unsupported(cfg, store, "bench")
     client = _load_hosts(cfg, store)
@@ -615,36 +604,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
 
                 check_endpoint(client, name, cfg.options.get("url") or os.environ.get(external_url_var(name), ""))
             load_backend(sess, ds, store, cfg.reload)
-            cls = backend_class(name)
-            with sess.backend(dataset_path=str(ds.path)) as b:
-                info = b.server_info()
-            store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),
-                          "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
-                          "concurrency_model": cls.concurrency})
-            say(f"{name}: {info.label}")
-            for spec, sname in _phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
-                sc = scenario(sname)
-                if sname not in inputs_cache:
-                    n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
-                    extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
-                    inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-                say(f"{name}: {spec.phase_id}")
-                sink = _phase_sink(store)
-                mon = monitor_for(sess, lambda s, pid=spec.phase_id, n_=name, sink=sink: sink(
-                    {"type": "monitor", "backend": n_, "phase": pid, **s})).gated()
-                with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-                    mode = {"consistency": spec.consistency} if spec.consistency else {}
-                    # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
-                    factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
-                    res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window,
-                                     client)
-                if sc.op in ("write", "mixed"):
-                    verify_restored(sess, ds, oracle, store, spec.phase_id)
-                check_stop()
-                if res.status == "failed":
-                    say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
-                elif res.status == "incomplete":
-                    say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+            _bench_backend(cfg, sess, ds, oracle, store, inputs_cache, client)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
         except UserError as e:
@@ -661,6 +621,57 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     if client is not None:
         client.close()
     return failures
+
+
+def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
+    """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
+    ds = cfg.dataset()
+    say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
+    store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
+                                   "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
+                                   "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
+    t0 = time.perf_counter()
+    oracle = oracle_for(ds)
+    store.append({"type": "oracle", "seconds": time.perf_counter() - t0})
+    from authzbench.generator.stats import anchors, distribution
+
+    store.append({"type": "distribution", "rows": distribution(ds, oracle),
+                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
+    return ds, oracle
+
+
+def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
+                   inputs_cache: dict[str, list], client) -> None:
+    """Every phase of one loaded backend, in order; each phase's records go to the store as they come."""
+    name, cls = sess.name, backend_class(sess.name)
+    with sess.backend(dataset_path=str(ds.path)) as b:
+        info = b.server_info()
+    store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),
+                  "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
+                  "concurrency_model": cls.concurrency})
+    say(f"{name}: {info.label}")
+    for spec, sname in _phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
+        sc = scenario(sname)
+        if sname not in inputs_cache:
+            n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
+            extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+            inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
+        say(f"{name}: {spec.phase_id}")
+        sink = _phase_sink(store)
+        mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
+            {"type": "monitor", "backend": name, "phase": pid, **s})).gated()
+        with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
+            mode = {"consistency": spec.consistency} if spec.consistency else {}
+            # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
+            factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
+            res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window, client)
+        if sc.op in ("write", "mixed"):
+            verify_restored(sess, ds, oracle, store, spec.phase_id)
+        check_stop()
+        if res.status == "failed":
+            say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
+        elif res.status == "incomplete":
+            say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
 
 
 def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200) -> dict:

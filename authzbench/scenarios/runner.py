@@ -28,7 +28,6 @@ import numpy as np
 
 from authzbench.backends.registry import load_symbol
 from authzbench.metrics import encode, new_histogram
-from authzbench.model import Relationship
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_write, run_write_op
 from authzbench.stopping import STOP, grace_deadline, signal_name
 
@@ -232,85 +231,16 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
     try:
         out.put(("ready", wid, None))
         go.wait()
-        rng = np.random.default_rng([wid, spec.repeat, 7])
-        pending: list[Relationship] = []
-        state = {"rng": rng, "pending": pending, "scratch": spec.scratch_user + wid}
-        n = spec.concurrency
-        for k in range(wid, spec.warmup, n):  # warm-up ops: run, not recorded
-            if stop.is_set():
-                break
-            with contextlib.suppress(Exception):
-                _call(backend, inputs[k % len(inputs)], spec, state)
-        out.put(("warm", wid, spec.warmup // n + (1 if wid < spec.warmup % n else 0)))
+        state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid}
+        out.put(("warm", wid, _warm_up(backend, inputs, spec, state, wid, stop)))
         start.wait()
-        kinds: dict[str, _Kind] = {}
-        timeout_ns = int(spec.timeout_s * 1e9)
-        next_flush = time.perf_counter() + spec.interval_s
-        t0 = t0_shared.value
-        if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
-            time.sleep(t0 - time.perf_counter())
-        due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
-        i = 0
-        for k in range(wid, spec.iterations if due is None else len(due) * n, n):
-            if stop.is_set():
-                break
-            inp = inputs[k % len(inputs)]
-            if inp[0] == "structural":  # times its own steps: write, visibility, undo
-                try:
-                    run_write_op(backend, inp[1], _WriteRecorder(kinds, spec.max_examples), spec.visibility_bound_s)
-                except Exception as e:  # noqa: BLE001 - counted like any failed op
-                    errs = _WriteRecorder(kinds, spec.max_examples)._kind("write").errors
-                    errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
-                if time.perf_counter() >= next_flush:
-                    out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
-                    kinds = {}
-                    next_flush = time.perf_counter() + spec.interval_s
-                continue
-            if due is not None:
-                intended = t0 + float(due[i])
-                i += 1
-                delay = intended - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                if stop.is_set():
-                    break
-                begin_ns = int(intended * 1e9)
-                late = time.perf_counter() - intended > 0.001
-            else:
-                begin_ns = time.perf_counter_ns()
-                late = False
-            kind_name, answer, exc = _timed_call(backend, inp, spec, state)
-            end_ns = time.perf_counter_ns()
-            kd = kinds.get(kind_name)
-            if kd is None:
-                kd = kinds[kind_name] = _Kind()
-            kd.late += int(late)
-            lat_ns = end_ns - begin_ns
-            if exc is not None:
-                if _is_timeout(exc):
-                    kd.timeouts += 1
-                else:
-                    name = type(exc).__name__
-                    kd.errors[name] = kd.errors.get(name, 0) + 1
-                    if len(kd.examples) < spec.max_examples:
-                        kd.examples.append({"error": f"{name}: {str(exc)[:200]}"})
-            elif lat_ns > timeout_ns:
-                kd.timeouts += 1
-            else:
-                kd.ops += 1
-                kd.hist.record_value(max(1, lat_ns // 1000))
-                _compare(kd, inp, answer, kind_name, spec)
-            if time.perf_counter() >= next_flush:
-                out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
-                kinds = {}
-                next_flush = time.perf_counter() + spec.interval_s
-        out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+        _measure_share(backend, inputs, spec, state, wid, stop, t0_shared.value, out)
         # Stay connected until the parent closed the measured window: the monitor's last sample must
         # still see the server processes serving us (PostgreSQL forks one per connection).
         out.put(("measured", wid, None))
         release.wait(60)
         # Leave the dataset as we found it: delete the scratch relationships still written.
-        for rel in pending:
+        for rel in state["pending"]:
             with contextlib.suppress(Exception):
                 backend.delete(rel)
     except BaseException as e:  # noqa: BLE001
@@ -319,6 +249,89 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
         with contextlib.suppress(Exception):
             backend.close()
         out.put(("done", wid, None))
+
+
+def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any) -> int:
+    """This worker's share of the warm-up ops: run, not recorded. Returns how many it ran."""
+    n = spec.concurrency
+    for k in range(wid, spec.warmup, n):
+        if stop.is_set():
+            break
+        with contextlib.suppress(Exception):
+            inp = inputs[k % len(inputs)]
+            if inp[0] == "structural":
+                run_write_op(backend, inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
+            else:
+                _call(backend, inp, spec, state)
+    return spec.warmup // n + (1 if wid < spec.warmup % n else 0)
+
+
+def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any, t0: float,
+                   out: Any) -> None:
+    """This worker's measured ops (every n-th from wid), each timed and checked; intervals shipped as they
+    fill. Open loop: op k starts at its intended time and its latency runs from that time."""
+    n = spec.concurrency
+    kinds: dict[str, _Kind] = {}
+    timeout_ns = int(spec.timeout_s * 1e9)
+    next_flush = time.perf_counter() + spec.interval_s
+    if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
+        time.sleep(t0 - time.perf_counter())
+    due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
+    for i, k in enumerate(range(wid, spec.iterations if due is None else len(due) * n, n)):
+        if stop.is_set():
+            break
+        inp = inputs[k % len(inputs)]
+        if inp[0] == "structural":  # times its own steps: write, visibility, undo
+            _structural(backend, inp[1], spec, kinds)
+        else:
+            if due is not None:
+                intended = t0 + float(due[i])
+                if (delay := intended - time.perf_counter()) > 0:
+                    time.sleep(delay)
+                if stop.is_set():
+                    break
+                begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
+            else:
+                begin_ns, late = time.perf_counter_ns(), False
+            kind_name, answer, exc = _timed_call(backend, inp, spec, state)
+            _record(kinds, kind_name, inp, answer, exc, time.perf_counter_ns() - begin_ns, late, timeout_ns, spec)
+        if time.perf_counter() >= next_flush:
+            out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+            kinds = {}
+            next_flush = time.perf_counter() + spec.interval_s
+    out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+
+
+def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind]) -> None:
+    rec = _WriteRecorder(kinds, spec.max_examples)
+    try:
+        run_write_op(backend, op, rec, spec.visibility_bound_s)
+    except Exception as e:  # noqa: BLE001 - counted like any failed op
+        errs = rec._kind("write").errors
+        errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
+
+
+def _record(kinds: dict[str, _Kind], kind_name: str, inp, answer, exc: BaseException | None, lat_ns: int,
+            late: bool, timeout_ns: int, spec: PhaseSpec) -> None:
+    """One timed op into its kind's interval counters: a timeout, an error by type, or a latency + check."""
+    kd = kinds.get(kind_name)
+    if kd is None:
+        kd = kinds[kind_name] = _Kind()
+    kd.late += int(late)
+    if exc is not None:
+        if _is_timeout(exc):
+            kd.timeouts += 1
+        else:
+            name = type(exc).__name__
+            kd.errors[name] = kd.errors.get(name, 0) + 1
+            if len(kd.examples) < spec.max_examples:
+                kd.examples.append({"error": f"{name}: {str(exc)[:200]}"})
+    elif lat_ns > timeout_ns:
+        kd.timeouts += 1
+    else:
+        kd.ops += 1
+        kd.hist.record_value(max(1, lat_ns // 1000))
+        _compare(kd, inp, answer, kind_name, spec)
 
 
 def _call(backend, inp, spec: PhaseSpec, state: dict):
