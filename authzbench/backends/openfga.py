@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -454,18 +455,8 @@ class OpenFGABackend(Backend):
         self.client.get_store()
 
     def footprint(self) -> int:
-        """Bytes of OpenFGA's tables (with indexes and TOAST) in its PostgreSQL database; 0 when the
-        datastore is not reachable from here (server_info says so)."""
-        dsn = self.endpoint.get("datastore_dsn")
-        if not dsn:
-            return 0
-        import psycopg
-
-        with psycopg.connect(dsn, password=self.endpoint.get("datastore_password"), connect_timeout=5) as conn:
-            row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                               "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                               "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')").fetchone()
-        return int(row[0]) if row else 0
+        """Bytes of OpenFGA's tables in its PostgreSQL database (0 when that is not reachable from here)."""
+        return schema_bytes(self.endpoint.get("datastore_dsn"), self.endpoint.get("datastore_password"))
 
 
 def _why(e: Exception) -> str:

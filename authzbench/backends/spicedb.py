@@ -49,6 +49,7 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
+from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -416,18 +417,8 @@ class SpiceDBBackend(Backend):
         self.client.ReadSchema(ReadSchemaRequest(), timeout=self.timeout, metadata=self._md)
 
     def footprint(self) -> int:
-        """Bytes of SpiceDB's tables (with indexes and TOAST) in its PostgreSQL database; 0 when the
-        datastore is not reachable from here (server_info says so)."""
-        dsn = self.endpoint.get("datastore_dsn")
-        if not dsn:
-            return 0
-        import psycopg
-
-        with psycopg.connect(dsn, password=self.endpoint.get("datastore_password"), connect_timeout=5) as conn:
-            row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                               "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                               "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm')").fetchone()
-        return int(row[0]) if row else 0
+        """Bytes of SpiceDB's tables in its PostgreSQL database (0 when that is not reachable from here)."""
+        return schema_bytes(self.endpoint.get("datastore_dsn"), self.endpoint.get("datastore_password"))
 
     def drop(self) -> None:
         """Delete every relationship of the schema's definitions, then rewrite the schema without
