@@ -72,6 +72,24 @@ def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[d
     return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
 
 
+def _heartbeat_timeout_is_a_timeout(fn: Callable) -> Callable:
+    """pymongo cancels every op in flight (_OperationCancelled) when its monitor's heartbeat times out
+    (monitor.py resets the pool with interrupt_connections only on a NetworkTimeout): the server stopped
+    answering, so that op ended by a timeout, as its neighbours did by timeoutMS (seen 1 of ~10 ops
+    under SIGSTOP), not by an error of its own."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pymongo.errors import AutoReconnect
+
+        try:
+            return fn(*args, **kwargs)
+        except AutoReconnect as e:
+            if type(e).__name__ != "_OperationCancelled":
+                raise
+            raise TimeoutError("mongo: op cancelled by pymongo after the server's heartbeat timed out") from e
+    return wrapper
+
+
 def _check_perm(perm: str) -> None:
     if perm not in PERMISSIONS:
         raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
@@ -249,6 +267,7 @@ class MongoBackend(Backend):
         self.db["meta"].replace_one({"_id": "dataset"}, {"_id": "dataset", "hash": dataset_hash}, upsert=True)
 
     # operations ----------------------------------------------------------------------------------
+    @_heartbeat_timeout_is_a_timeout
     def check(self, user: int, perm: str, resource: int) -> bool:
         _check_perm(perm)
         if self.query_mode == "acl":
@@ -257,6 +276,7 @@ class MongoBackend(Backend):
         field = "managers" if perm == "manage" else "viewers"
         return self.res.find_one({"_id": resource, field: user}, {"_id": 1}) is not None
 
+    @_heartbeat_timeout_is_a_timeout
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         _check_perm(perm)
         if self.query_mode == "acl":
@@ -289,9 +309,11 @@ class MongoBackend(Backend):
         self.client.admin.command("ping")
 
     # writes --------------------------------------------------------------------------------------
+    @_heartbeat_timeout_is_a_timeout
     def write(self, rel: Relationship) -> None:
         self._apply(rel, insert=True)
 
+    @_heartbeat_timeout_is_a_timeout
     def delete(self, rel: Relationship) -> None:
         self._apply(rel, insert=False)
 

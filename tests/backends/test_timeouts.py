@@ -38,16 +38,11 @@ def assert_frozen_phase_timed_out_and_the_next_ran(records: list[dict]) -> None:
     assert sum(i["ops"] for i in nxt_intervals) > 0 and sum(i["mismatches"] for i in nxt_intervals) == 0
 
 
-FERRETDB_OPEN = pytest.mark.xfail(reason="open: after one op's timeoutMS, pymongo resets the pool and another op "
-                                         "in flight ends as _OperationCancelled, counted as an error, not a "
-                                         "timeout (seen 1 of ~10 ops)")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", [
     pytest.param("postgres", marks=pytest.mark.backend("postgres")),
     pytest.param("spicedb-pg", marks=pytest.mark.backend("spicedb-pg")),
-    pytest.param("mongo", marks=[pytest.mark.backend("mongo"), FERRETDB_OPEN]),
+    pytest.param("mongo", marks=pytest.mark.backend("mongo")),
     pytest.param("elasticsearch", marks=pytest.mark.backend("elasticsearch")),
     pytest.param("scylla", marks=pytest.mark.backend("scylla")),
 ])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from authzbench.backends.mongo import _grant_docs, grant_id, grant_updates
 from authzbench.closure import permission_keys
 from authzbench.generator import generate
@@ -24,3 +26,22 @@ def test_grant_updates_add_and_remove_per_user_and_permission():
     assert ({"_id": grant_id(3, "view")}, {"$addToSet": {"resources": {"$each": [10, 11]}}}) in ops
     assert ({"_id": grant_id(3, "manage")}, {"$pullAll": {"resources": [10]}}) in ops
     assert len(ops) == 2 and grant_id(3, "view") != grant_id(3, "manage")
+
+
+def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
+    from pymongo.errors import AutoReconnect, _OperationCancelled
+
+    from authzbench.backends.mongo import _heartbeat_timeout_is_a_timeout
+    from authzbench.scenarios.runner import _is_timeout
+
+    def raising(exc: Exception):
+        @_heartbeat_timeout_is_a_timeout
+        def op():
+            raise exc
+        with pytest.raises(Exception) as info:
+            op()
+        return info.value
+
+    assert _is_timeout(raising(_OperationCancelled("operation cancelled")))
+    other = raising(AutoReconnect("connection closed"))  # a lost connection stays an error of its own
+    assert type(other) is AutoReconnect and not _is_timeout(other)
