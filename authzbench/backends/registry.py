@@ -47,7 +47,7 @@ BACKENDS: dict[str, BackendEntry] = {
                      "authzbench.provision.native.spicedb:start", ("spicedb-pg",), models=BOTH,
                      drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
         BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend",
-                     "authzbench.provision.native.openfga:start", ("openfga",), default=False, models=BOTH,
+                     "authzbench.provision.native.openfga:start", ("openfga",), models=BOTH,
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
         BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
