@@ -584,12 +584,25 @@ def _phase_sink(store: RunStore):
     return append
 
 
+@contextlib.contextmanager
+def timed_step(store: RunStore | None, backend: str | None, step: str):
+    """One step of the run's timeline (report/timeline.py), recorded when it ends, however it ends."""
+    t0_wall, t0 = time.time(), time.perf_counter()
+    try:
+        yield
+    finally:
+        if store is not None:
+            store.append({"type": "step", "backend": backend, "step": step, "t0": t0_wall,
+                          "seconds": time.perf_counter() - t0})
+
+
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
     clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
-    ds, oracle = _dataset_and_oracle(cfg, store)
+    with timed_step(store, None, "dataset and oracle"):
+        ds, oracle = _dataset_and_oracle(cfg, store)
     inputs_cache: dict[str, list] = {}
     failures = _skip_unsupported(cfg, store, "bench")
     client = _load_hosts(cfg, store)
@@ -598,12 +611,14 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
             continue
         sess = None
         try:
-            sess = Session(name, cfg)
+            with timed_step(store, name, "start"):
+                sess = Session(name, cfg)
             if client is not None:
                 from authzbench.scenarios.distributed import check_endpoint
 
                 check_endpoint(client, name, cfg.options.get("url") or os.environ.get(external_url_var(name), ""))
-            load_backend(sess, ds, store, cfg.reload)
+            with timed_step(store, name, "load"):
+                load_backend(sess, ds, store, cfg.reload)
             _bench_backend(cfg, sess, ds, oracle, store, inputs_cache, client)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
@@ -617,7 +632,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
             raise
         finally:
             if sess is not None and sess.started_here and not cfg.keep_running:
-                sess.stop()
+                with timed_step(store, name, "stop"):
+                    sess.stop()
     if client is not None:
         client.close()
     return failures
@@ -655,7 +671,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
         if sname not in inputs_cache:
             n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
             extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
-            inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
+            with timed_step(store, None, f"inputs and expected answers of {sname}"):
+                inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
         say(f"{name}: {spec.phase_id}")
         sink = _phase_sink(store)
         mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
@@ -666,7 +683,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
             res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window, client)
         if sc.op in ("write", "mixed"):
-            verify_restored(sess, ds, oracle, store, spec.phase_id)
+            with timed_step(store, name, f"restore check after {spec.phase_id}"):
+                verify_restored(sess, ds, oracle, store, spec.phase_id)
         check_stop()
         if res.status == "failed":
             say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import findings, reference, validity, writes
+from authzbench.report import findings, reference, timeline, validity, writes
 from authzbench.report.charts import render_charts, render_summary_chart
 from authzbench.report.data import RunData, cv, load_run, merged_summary
 from authzbench.report.findings import anchor
@@ -87,6 +87,7 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     md.append(_correctness(rd))
     md.append(_stability(rd))
     md.append(_problems(rd))
+    md.append(timeline.section(rd.records, table, lambda b: _label(rd, b)))
     md.append(validity.render_section(rd, lambda b: _label(rd, b), table))
     if reference.default_on(rd) if against_reference is None else against_reference:
         md.append(reference.render_section(rd, lambda b: _label(rd, b), table, _fmt))

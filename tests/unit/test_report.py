@@ -168,3 +168,22 @@ def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
                      "relationships_per_s": 500, "rows_per_s": None, "rows_written": 7, "idle_seconds": 0.0,
                      "method": "m"}
     assert list(shown)[2:5] == ["documents_per_s", "relationships_per_s", "rows_per_s"]
+
+
+def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
+    from authzbench.report.timeline import per_backend, steps
+
+    store, path = run
+    recs = list(store.records())
+    df = steps(recs)
+    kinds = set(df[df["backend"] == "reference"]["step"])
+    assert {"start", "load", "stop"} <= kinds  # each recorded around the step as it ran
+    starts = {r["phase"]: r["ts"] for r in recs if r["type"] == "phase_start"}
+    phases = [r["ts"] - starts[r["phase"]] for r in recs if r["type"] == "phase_end"]
+    row = per_backend(df).set_index("backend").loc["reference"]
+    assert row["n_phases"] == len(phases)
+    assert row["phases"] == pytest.approx(sum(phases))  # workers' start and warm-up included
+    assert row["span_s"] >= row["start"] + row["load"] + row["phases"] + row["stop"] - 1e-6
+    text = path.read_text().split("## Run timeline")[1]
+    slowest = df.nlargest(1, "seconds").iloc[0]
+    assert f"1. {'reference † ' if slowest.backend else ''}{slowest.step} ({slowest.seconds:,.1f} s)" in text

@@ -1,0 +1,70 @@
+"""The report's run timeline: where the wall-clock time of a run went (each backend's start, load, phases,
+restore checks, stop; the dataset, oracle and expected answers), so the next slow step is named."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+SLOWEST = 5  # steps named under the table
+
+
+def steps(recs: list[dict]) -> pd.DataFrame:
+    """One row per step: the `step` records, and each phase from its phase_start record to its phase_end
+    record (workers started, warm-up and the measured part: more than the phase's measured wall_s)."""
+    rows = [{"backend": r["backend"] or "", "step": r["step"], "t0": r["t0"], "seconds": r["seconds"]}
+            for r in recs if r["type"] == "step"]
+    ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
+    for r in recs:
+        if r["type"] == "phase_start" and r["phase"] in ends:
+            rows.append({"backend": r["backend"], "step": f"phase {r['phase']}", "t0": r["ts"],
+                         "seconds": ends[r["phase"]]["ts"] - r["ts"]})
+    df = pd.DataFrame(rows, columns=["backend", "step", "t0", "seconds"])
+    return df.sort_values("t0", kind="stable").reset_index(drop=True)
+
+
+def _kind(step: str) -> str:
+    for k in ("start", "load", "stop"):
+        if step == k:
+            return k
+    return "phases" if step.startswith("phase ") else "restore checks" if step.startswith("restore") else "other"
+
+
+def per_backend(df: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per backend and kind of step, and the backend's span from its first step's start to its
+    last step's end (what it added to the run's wall clock)."""
+    rows = []
+    for backend, sub in df[df["backend"] != ""].groupby("backend", sort=False):
+        kinds = sub.assign(kind=sub["step"].map(_kind)).groupby("kind")["seconds"].sum()
+        n_phases = int(sub["step"].str.startswith("phase ").sum())
+        span = (sub["t0"] + sub["seconds"]).max() - sub["t0"].min()
+        rows.append({"backend": backend, **{k: float(kinds.get(k, 0.0)) for k in
+                                            ("start", "load", "phases", "restore checks", "stop")},
+                     "n_phases": n_phases, "span_s": span})
+    return pd.DataFrame(rows)
+
+
+def section(recs: list[dict], table, label) -> str:
+    df = steps(recs)
+    if df.empty:
+        return ""
+    wall = (df["t0"] + df["seconds"]).max() - df["t0"].min()
+    pb = per_backend(df)
+    out = ["## Run timeline\n",
+           f"Where this run's {wall / 60:.1f} minutes of wall clock went (from the first recorded step's "
+           "start to the last one's end; seconds measured around each step as it ran). A backend's span "
+           "runs from its start to its stop and includes the steps not itemized (e.g. reading the "
+           "server's version).\n"]
+    if not pb.empty:
+        pb["backend"] = pb["backend"].map(label)
+        out.append(table(pb, {"backend": "Backend", "start": "Start (s)", "load": "Load (s)",
+                              "n_phases": "Phases", "phases": "Phases (s)", "restore checks": "Restore checks (s)",
+                              "stop": "Stop (s)", "span_s": "Span (s)"}, digits=1))
+    shared = df[df["backend"] == ""]
+    if not shared.empty:
+        out.append(f"\nShared steps (before and between backends): {shared['seconds'].sum():.1f} s in all, of "
+                   f"which {', '.join(f'{r.step} {r.seconds:.1f} s' for r in shared.nlargest(3, 'seconds').itertuples())}.")
+    top = df.nlargest(SLOWEST, "seconds")
+    out.append(f"\nThe {len(top)} slowest steps: " + "; ".join(
+        f"{i}. {(label(r.backend) + ' ') if r.backend else ''}{r.step} ({r.seconds:,.1f} s)"
+        for i, r in enumerate(top.itertuples(), 1)) + ".\n")
+    return "\n".join(out)
