@@ -684,7 +684,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window, client)
         if sc.op in ("write", "mixed"):
             with timed_step(store, name, f"restore check after {spec.phase_id}"):
-                verify_restored(sess, ds, oracle, store, spec.phase_id)
+                verify_restored(sess, ds, oracle, store, spec.phase_id,
+                                write_ops=inputs_cache[sname] if sc.op == "write" else None)
         check_stop()
         if res.status == "failed":
             say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
@@ -692,9 +693,20 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
 
 
-def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200) -> dict:
+def _repair_scratch(b: Backend, ops: list, rec: dict) -> None:
+    from authzbench.scenarios.writes import clean_up, left_behind
+
+    left = left_behind(b, ops)
+    for op in left:
+        clean_up(b, op)
+    rec.update(scratch_checked=len(ops), scratch_left=len(left), scratch_still_left=len(left_behind(b, left)))
+
+
+def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200,
+                    write_ops: list | None = None) -> dict:
     """After a phase that wrote: every write was undone, so a sample of checks and the anchor lookups must
-    equal the pristine oracle again (recorded; a difference counts as mismatches of the phase)."""
+    equal the pristine oracle again (recorded; a difference counts as mismatches of the phase). The
+    write scenarios' own probes are checked too: an op stopped midway is cleaned up and counted."""
     rebac = ds.model == "rebac"
     inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks)
     if rebac:  # the anchor lookups: the heaviest manage user's and a median viewer's
@@ -703,6 +715,8 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     try:
         # fully consistent: a quantized snapshot (SpiceDB) could answer from before the undo
         with sess.backend(dataset_path=str(ds.path), consistency="fully_consistent") as b:
+            if write_ops:
+                _repair_scratch(b, write_ops, rec)
             for op, args, expected in inputs:
                 if op == "lookup":
                     ok = sorted(b.lookup_resources(*args)) == sorted(expected)
@@ -716,6 +730,9 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     except Exception as e:  # noqa: BLE001 - a server that died is recorded, not raised
         rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
     store.append(rec)
+    if rec.get("scratch_left"):
+        say(f"[yellow]{sess.name}: after {phase_id}, {rec['scratch_left']} op(s) stopped midway had left "
+            f"their grant in place; cleaned up ({rec['scratch_still_left']} still left)[/yellow]")
     if rec["mismatches"] or rec.get("error"):
         say(f"[red]{sess.name}: after {phase_id} the dataset is not as loaded: {rec}[/red]")
     return rec

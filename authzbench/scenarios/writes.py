@@ -202,6 +202,19 @@ def _await(backend, probe: tuple[int, str, int], want: bool, bound_s: float, t1:
         time.sleep(POLL_S)
 
 
+def left_behind(backend, ops: list[WriteOp]) -> list[WriteOp]:
+    """Ops whose probe or control still allows: both are False on the loaded dataset (their subject is
+    scratch), so a True means an op stopped midway (a worker stopped at the phase's time limit) left its
+    grant in place, and a later op reusing its scratch ids would see it."""
+    return [op for op in ops if backend.check(*op.probe) or backend.check(*op.control)]
+
+
+def clean_up(backend, op: WriteOp) -> None:
+    """Delete every edge an op writes (deleting an absent edge is a no-op on every backend)."""
+    for rel in (op.change, *reversed(op.setup)):
+        backend.delete(rel)
+
+
 # mixed --write-kind ---------------------------------------------------------------------------------
 # The edge a mixed workload's writes change. Subjects are scratch (a user past the dataset's, for
 # hierarchy an empty scratch group), so no read of the phase changes answer and every one stays checked;

@@ -92,3 +92,19 @@ def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
     assert time.perf_counter() - t0 < 10  # bound 0.3 s per write: 2 ops x 2 writes
     assert k["write"]["error_types"].get("NeverVisible") == 2  # the grants; each revocation is visible at once
     assert res.status == "incomplete"  # every op failed: the figures describe no working backend
+
+
+@pytest.mark.parametrize("kind", ["revoke", "hierarchy"])
+def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(tiny, kind):
+    from authzbench.backends.reference import ReferenceBackend
+    from authzbench.orchestrate import _repair_scratch
+
+    ops = sample_write_ops(tiny, kind, 6)
+    with ReferenceBackend({}, {"dataset_path": str(tiny.path)}) as b:
+        for rel in (*ops[2].setup, ops[2].change):  # a worker stopped after writing op 2's grant
+            b.write(rel)
+        assert b.check(*ops[2].probe)
+        rec: dict = {}
+        _repair_scratch(b, ops, rec)
+        assert rec == {"scratch_checked": 6, "scratch_left": 1, "scratch_still_left": 0}
+        assert not any(b.check(*op.probe) or b.check(*op.control) for op in ops)
