@@ -442,7 +442,29 @@ class ScyllaBackend(Backend):
                 if new != old:
                     stmts += _pair_statements(r, u, new)
         self.rows_touched += len(stmts)  # each statement writes (or deletes) one permission row
-        self._execute_all(stmts)
+        self._execute_batched(stmts)
+
+    def _execute_batched(self, stmts: list[tuple[str, tuple]]) -> None:
+        """Permission-row statements grouped by partition into unlogged batches of <= batch_rows (one
+        mutation per partition per batch, as the load writes them): a hierarchy change under a hot parent
+        sets ~10^5-10^6 rows (single-row inserts: ~2k rows/s, batched load: ~45k rows/s, see load())."""
+        from cassandra.query import BatchStatement, BatchType
+
+        parts: dict[tuple, list[tuple[str, tuple]]] = {}
+        for q, p in stmts:  # perm_by_resource: partition = resource; perm_by_user: (user, perm)
+            key = ("r", p[0]) if "perm_by_resource" in q else ("u", p[0], "'manage'" in q)
+            parts.setdefault(key, []).append((q, p))
+        batches = []
+        for rows in parts.values():
+            for i in range(0, len(rows), self.batch_rows):
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                for q, p in rows[i:i + self.batch_rows]:
+                    batch.add(self.prep(q), p)
+                batches.append((batch, None))
+        if batches:
+            from cassandra.concurrent import execute_concurrent
+
+            execute_concurrent(self.session, batches, concurrency=32, raise_on_first_error=True)
 
     def _execute_all(self, stmts: list[tuple[str, tuple]]) -> list[list[tuple]]:
         """Run statements concurrently (at most 32 in flight); rows of each, in order. Raises the first error."""
