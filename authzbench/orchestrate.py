@@ -685,7 +685,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
         if sc.op in ("write", "mixed"):
             with timed_step(store, name, f"restore check after {spec.phase_id}"):
                 verify_restored(sess, ds, oracle, store, spec.phase_id,
-                                write_ops=inputs_cache[sname] if sc.op == "write" else None)
+                                write_ops=[op for _, op, _ in inputs_cache[sname]] if sc.op == "write" else None)
         check_stop()
         if res.status == "failed":
             say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")

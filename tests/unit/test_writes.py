@@ -108,3 +108,17 @@ def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(ti
         _repair_scratch(b, ops, rec)
         assert rec == {"scratch_checked": 6, "scratch_left": 1, "scratch_still_left": 0}
         assert not any(b.check(*op.probe) or b.check(*op.control) for op in ops)
+
+
+def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
+    from authzbench import orchestrate
+    from authzbench.orchestrate import BenchConfig
+    from authzbench.results import RunStore
+
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["revoke_then_check"])
+    store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
+    assert orchestrate.bench(cfg, store) == []
+    restored = [r for r in store.records() if r["type"] == "restored"]
+    assert len(restored) == 1 and "error" not in restored[0], restored
+    assert restored[0]["scratch_checked"] > 0 and restored[0]["scratch_left"] == 0
