@@ -87,10 +87,10 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     md.append(_correctness(rd))
     md.append(_stability(rd))
     md.append(_problems(rd))
-    md.append(timeline.section(rd.records, table, lambda b: _label(rd, b)))
     md.append(validity.render_section(rd, lambda b: _label(rd, b), table))
     if reference.default_on(rd) if against_reference is None else against_reference:
         md.append(reference.render_section(rd, lambda b: _label(rd, b), table, _fmt))
+    md.append(timeline.section(rd.records, table, lambda b: _label(rd, b)))  # an appendix: where the time went
     path = out_dir / f"{run_id}.md"
     path.write_text("\n".join(x for x in md if x))
     return path
