@@ -22,6 +22,11 @@ WAIT_S, EXPIRE_S = 120.0, 180.0
 POLL_S = 0.002
 
 
+class LockBusy(BackendUnavailable):
+    """The group write lock stayed taken for WAIT_S (a live writer's long write, or a dead one's lock that
+    has not expired yet)."""
+
+
 def serialized(relation: str, lock: Callable[[], contextlib.AbstractContextManager]) -> contextlib.AbstractContextManager:
     """`lock()` for an edge whose write changes users' group closures (model_rules.reach), else nothing."""
     return lock() if reach(relation, 0, 0).closure_changes else contextlib.nullcontext()
@@ -34,7 +39,7 @@ def spin_lock(take: Callable[[], bool], release: Callable[[], None], what: str) 
     deadline = time.monotonic() + WAIT_S
     while not take():
         if time.monotonic() > deadline:
-            raise BackendUnavailable(f"{what}: group write lock busy for {WAIT_S:.0f} s")
+            raise LockBusy(f"{what}: group write lock busy for {WAIT_S:.0f} s")
         time.sleep(POLL_S)
     try:
         yield

@@ -48,11 +48,12 @@ def restored_table(rd: RunData) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
-    for col in ("scratch_left", "scratch_still_left"):  # absent after mixed phases and in older runs
+    for col in ("scratch_left", "scratch_cleaned", "scratch_still_left"):  # absent after mixed phases
         df[col] = df[col].fillna(0).astype(int) if col in df else 0
     return df.groupby("backend", sort=False).agg(phases=("phase", "size"), checked=("checked", "sum"),
                                                   mismatches=("mismatches", "sum"),
                                                   scratch_left=("scratch_left", "sum"),
+                                                  scratch_cleaned=("scratch_cleaned", "sum"),
                                                   scratch_still_left=("scratch_still_left", "sum")).reset_index()
 
 
@@ -118,9 +119,11 @@ def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
         lines += ["", "After every phase that wrote, a sample of checks and the anchor lookups were compared with "
                   "the pristine oracle (every write undone). Each write op's own probe and control were checked "
                   "too: an op stopped midway (a worker stopped at the phase's time limit) can leave its grant in "
-                  "place, where a later op reusing its scratch ids would see it; such ops were cleaned up and "
-                  "are counted here:", "",
+                  "place, where a later op reusing its scratch ids would see it. Those ops were cleaned up (every "
+                  "op of a phase whose workers were stopped mid-op, since a half-done write can leave other "
+                  "users' rows behind where no probe shows them) before the comparison:", "",
                   table(restored, {"backend_l": "Backend", "phases": "Phases verified", "checked": "Answers compared",
-                                   "mismatches": "Differences", "scratch_left": "Ops left midway",
+                                   "mismatches": "Differences", "scratch_left": "Ops found left midway",
+                                   "scratch_cleaned": "Ops cleaned up",
                                    "scratch_still_left": "Still left after clean-up"})]
     return "\n".join([*lines, ""])

@@ -95,6 +95,7 @@ class PhaseResult:
     scheduled: int | None = None
     dropped: int = 0
     ops: int = 0
+    stopped_workers: int = 0  # workers stopped mid-op (hung past the op timeout): their op may be half done
 
 
 # open-loop schedule --------------------------------------------------------------------------
@@ -426,6 +427,7 @@ class PhaseState:
     status: str = "complete"
     reason: str = ""
     wall: float = 0.0
+    stopped_workers: int = 0
 
     def handle(self, msg: str, wid: int, payload: Any) -> None:
         if msg == "interval":
@@ -605,6 +607,7 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
     if finished:
         _pump(state, pool, lambda: state.done >= n, time.perf_counter() + 30)
     else:
+        state.stopped_workers = n - state.done
         state.flag("incomplete", f"{n - state.done} worker(s) hung past the {spec.timeout_s:g} s op timeout "
                                  "and were stopped")
     if state.fatal:
@@ -620,10 +623,12 @@ def _verdict(state: PhaseState) -> PhaseResult:
         state.status, state.reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
     scheduled = spec.scheduled_ops() if spec.mode == "open" and state.status != "failed" else None
     dropped = max(0, scheduled - state.issued) if scheduled is not None else 0
-    result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops)
+    result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops,
+                         state.stopped_workers)
     state.sink({"type": "phase_end", "phase": spec.phase_id, "backend": spec.backend, "scenario": spec.scenario,
                 "status": state.status, "reason": state.reason, "wall_s": state.wall, "scheduled": scheduled,
-                "dropped": dropped, "warmup_ops": state.warmup_ops, "ops": state.ops})
+                "dropped": dropped, "warmup_ops": state.warmup_ops, "ops": state.ops,
+                "stopped_workers": state.stopped_workers})
     return result
 
 
