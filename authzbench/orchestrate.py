@@ -683,6 +683,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
             res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window, client)
         if sc.op in ("write", "mixed"):
+            check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
             with timed_step(store, name, f"restore check after {spec.phase_id}"):
                 verify_restored(sess, ds, oracle, store, spec.phase_id,
                                 write_ops=[op for _, op, _ in inputs_cache[sname]] if sc.op == "write" else None,

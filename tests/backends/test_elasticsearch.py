@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -209,6 +210,16 @@ def test_wrong_credentials_are_one_clear_line_without_the_password(monkeypatch):
             assert "\n" not in str(e.value) and "s3cret" not in str(e.value)
 
 
+def _wait_stopped(pid: int, within_s: float = 5.0) -> str:
+    """SIGSTOP returns before every thread of the JVM has stopped: wait until /proc shows each one stopped."""
+    deadline = time.monotonic() + within_s
+    while True:
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()]
+        if all(st in "Tt" for st in states) or time.monotonic() > deadline:
+            return f"{sum(st in 'Tt' for st in states)} of {len(states)}"
+        time.sleep(0.01)
+
+
 def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, dataset):
     """SIGSTOP freezes the node (connections stay open, nothing answers): each operation fails within its
     timeout. SIGCONT restores the node for the rest of the session."""
@@ -219,11 +230,14 @@ def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, datase
         assert b.check(0, "view", 0) in (True, False)
         os.kill(pid, signal.SIGSTOP)
         try:
-            for op in (lambda: b.check(0, "view", 0), lambda: b.lookup_resources(0, "view"),
-                       lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))):
+            stopped = _wait_stopped(pid)
+            ops = {"check": lambda: b.check(0, "view", 0), "lookup": lambda: b.lookup_resources(0, "view"),
+                   "write": lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
+            for name, op in ops.items():
                 t0 = time.monotonic()
                 with pytest.raises(ConnectionTimeout):
-                    op()
+                    got = op()
+                    pytest.fail(f"{name} answered {got!r} from a frozen node (threads stopped: {stopped})")
                 assert time.monotonic() - t0 < 5
         finally:
             os.kill(pid, signal.SIGCONT)

@@ -3,6 +3,7 @@ workers stop, what they measured is recorded, the phase is marked interrupted.""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -43,3 +44,32 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
     end = recs[-1]
     assert end["type"] == "phase_end" and end["status"] == "interrupted"
     assert 0 < end["ops"] < 100_000 and sum(r["ops"] for r in recs if r["type"] == "interval") == end["ops"]
+
+
+def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path, monkeypatch):
+    from authzbench import orchestrate
+    from authzbench.orchestrate import BenchConfig
+    from authzbench.results import RunStore
+
+    checks: list[str] = []
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, **k: checks.append(pid))
+    real = orchestrate._run_phase
+
+    def stopped_midway(spec, *a, **k):
+        res = real(spec, *a, **k)
+        stopping._state.update(signum=signal.SIGINT, at=time.perf_counter())  # a SIGINT during the phase
+        stopping.STOP.set()
+        return res
+
+    monkeypatch.setattr(orchestrate, "_run_phase", stopped_midway)
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["write_acl"])
+    store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
+    try:
+        with pytest.raises(stopping.Interrupted):
+            orchestrate.bench(cfg, store)
+    finally:
+        stopping._state["signum"] = None
+        stopping.clear_internal_stop()
+    assert checks == []  # the restore check (minutes on a slow backend) did not hold up the stop
+    assert any(r["type"] == "backend_error" and "interrupted" in r["message"] for r in store.records())
