@@ -15,7 +15,7 @@ def steps(recs: list[dict]) -> pd.DataFrame:
             for r in recs if r["type"] == "step"]
     ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
     for r in recs:
-        if r["type"] == "phase_start" and r["phase"] in ends:
+        if r["type"] == "phase_start" and r["phase"] in ends and "ts" in r and "ts" in ends[r["phase"]]:  # records made by hand may lack ts
             rows.append({"backend": r["backend"], "step": f"phase {r['phase']}", "t0": r["ts"],
                          "seconds": ends[r["phase"]]["ts"] - r["ts"]})
     df = pd.DataFrame(rows, columns=["backend", "step", "t0", "seconds"])
