@@ -433,7 +433,7 @@ class ScyllaBackend(Backend):
             for rel, sub in next(got):  # rel_resource keeps the relation without its "resource_" prefix
                 acl.setdefault(ACL_ROLE["resource_" + rel], set()).add(sub)
             acls.append(acl)
-        stmts: list[tuple[str, tuple]] = []
+        stmts: list[tuple[str, tuple, tuple]] = []
         for r, acl in zip(rs, acls, strict=True):
             current = dict(next(got))
             for u in us:
@@ -444,16 +444,15 @@ class ScyllaBackend(Backend):
         self.rows_touched += len(stmts)  # each statement writes (or deletes) one permission row
         self._execute_batched(stmts)
 
-    def _execute_batched(self, stmts: list[tuple[str, tuple]]) -> None:
+    def _execute_batched(self, stmts: list[tuple[str, tuple, tuple]]) -> None:
         """Permission-row statements grouped by partition into unlogged batches of <= batch_rows (one
         mutation per partition per batch, as the load writes them): a hierarchy change under a hot parent
         sets ~10^5-10^6 rows (single-row inserts: ~2k rows/s, batched load: ~45k rows/s, see load())."""
         from cassandra.query import BatchStatement, BatchType
 
         parts: dict[tuple, list[tuple[str, tuple]]] = {}
-        for q, p in stmts:  # perm_by_resource: partition = resource; perm_by_user: (user, perm)
-            key = ("r", p[0]) if "perm_by_resource" in q else ("u", p[0], "'manage'" in q)
-            parts.setdefault(key, []).append((q, p))
+        for q, p, partition in stmts:
+            parts.setdefault(partition, []).append((q, p))
         batches = []
         for rows in parts.values():
             for i in range(0, len(rows), self.batch_rows):
@@ -502,16 +501,21 @@ class ScyllaBackend(Backend):
         self._prepared.clear()
 
 
-def _pair_statements(r: int, u: int, state: str | None) -> list[tuple[str, tuple]]:
-    """The three permission rows of one (resource, user) pair, set to `state` (None, view or manage)."""
+def _pair_statements(r: int, u: int, state: str | None) -> list[tuple[str, tuple, tuple]]:
+    """The three permission rows of one (resource, user) pair, set to `state` (None, view or manage), each
+    with the partition it writes (perm_by_resource: the resource; perm_by_user: user and permission)."""
     if state is None:
-        return [("DELETE FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?", (r, u)),
-                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'view' AND resource = ?", (u, r)),
-                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r))]
-    return [("INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)", (r, u, state == "manage")),
-            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'view', ?)", (u, r)),
+        return [("DELETE FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?", (r, u), ("r", r)),
+                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'view' AND resource = ?", (u, r),
+                 ("u", u, "view")),
+                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r),
+                 ("u", u, "manage"))]
+    return [("INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)", (r, u, state == "manage"),
+             ("r", r)),
+            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'view', ?)", (u, r), ("u", u, "view")),
             ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'manage', ?)" if state == "manage" else
-             "DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r))]
+             "DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r),
+             ("u", u, "manage"))]
 
 
 class _Walk:
