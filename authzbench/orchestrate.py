@@ -36,7 +36,7 @@ from authzbench.scenarios.catalog import (
     SCRATCH_WRITES,
     scenario,
 )
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, preload_worker_modules, run_phase
 from authzbench.scenarios.writes import MIXED_KINDS, mixed_targets
 from authzbench.social_oracle import oracle_for
 from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
@@ -544,7 +544,7 @@ def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
             rel, obj_type = SCRATCH_WRITES[ds.model]
             common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
                           max_seconds=sc.max_seconds, repeat=rep, n_resources=ds.entities[obj_type],
-                          budget_s=sc.budget_s * cfg.iterations_scale if sc.budget_s else None,
+                          budget_s=sc.budget_s * cfg.iterations_scale if sc.budget_s else None, min_ops=sc.min_ops,
                           scratch_user=ds.entities["user"], scratch_relation=rel)
             if sc.op == "mixed":
                 common["write_share"] = cfg.write_share
@@ -596,6 +596,14 @@ def timed_step(store: RunStore | None, backend: str | None, step: str):
                           "seconds": time.perf_counter() - t0})
 
 
+def _preload_workers(cfg: BenchConfig) -> None:
+    classes = []
+    for name in cfg.backends:
+        with contextlib.suppress(Exception):  # a backend that cannot be imported fails later, in its turn
+            classes.append(backend_class(name))
+    preload_worker_modules(classes)
+
+
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
     clear_internal_stop()
@@ -606,6 +614,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     inputs_cache: dict[str, list] = {}
     failures = _skip_unsupported(cfg, store, "bench")
     client = _load_hosts(cfg, store)
+    _preload_workers(cfg)
     for name in cfg.backends:
         if name in cfg.unsupported():
             continue

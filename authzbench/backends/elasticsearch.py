@@ -95,6 +95,7 @@ class ElasticsearchOptions(BackendOptions):
 class ElasticsearchBackend(Backend):
     Options = ElasticsearchOptions
     name: ClassVar[str] = "elasticsearch"
+    worker_modules = ("elasticsearch",)
     counts_rows = True
     # parallel_bulk: 3 threads x 250 documents (~170 KB per request on baseline). Baseline on a freshly
     # started node (cold JIT), load + build, on the shared 2-core machine: 3x250 31-44k rels/s, 2x250

@@ -109,6 +109,7 @@ class MongoOptions(BackendOptions):
 class MongoBackend(Backend):
     Options = MongoOptions
     name: ClassVar[str] = "mongo"
+    worker_modules = ("pymongo",)
     counts_rows = True
     batch_docs: ClassVar[int] = 2000  # documents per unordered insert_many (pymongo splits at 48 MB anyway)
     lookup_batch: ClassVar[int] = 10000  # ids per cursor batch: the heaviest baseline user's lookup in 1-2 batches

@@ -63,6 +63,7 @@ class ScyllaOptions(BackendOptions):
 class ScyllaBackend(Backend):
     Options = ScyllaOptions
     name: ClassVar[str] = "scylla"
+    worker_modules = ("cassandra.cluster", "cassandra.query", "cassandra.policies")
     counts_rows = True
     # Unlogged batches of <= 100 rows, all in one partition: one mutation per batch on the replica
     # (~2-3 KiB, under the default 5 KiB batch-size warning). Baseline, 11.0M permission rows, 48 in

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import findings, reference, timeline, validity, writes
+from authzbench.report import findings, reference, tiers, timeline, validity, writes
 from authzbench.report.charts import render_charts, render_summary_chart
 from authzbench.report.data import RunData, cv, load_run, merged_summary
 from authzbench.report.findings import anchor
@@ -90,6 +90,8 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     md.append(validity.render_section(rd, lambda b: _label(rd, b), table))
     if reference.default_on(rd) if against_reference is None else against_reference:
         md.append(reference.render_section(rd, lambda b: _label(rd, b), table, _fmt))
+    md.append(tiers.section(rd, table, lambda b: _label(rd, b),
+                            lambda x, n, q: validity.fmt_pct(x, n, q, lambda y: _fmt(y, 4))))
     md.append(timeline.section(rd.records, table, lambda b: _label(rd, b)))  # an appendix: where the time went
     path = out_dir / f"{run_id}.md"
     path.write_text("\n".join(x for x in md if x))

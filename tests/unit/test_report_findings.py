@@ -297,3 +297,30 @@ def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monk
     assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
     text = findings.render_section(rd, str)
     assert "### Growth with size" in text and "(#how-cost-grows-with-size)" in text
+
+
+def test_a_social_open_loop_at_10m_relationships_is_laid_out_as_the_scale_tests_t1_t2_rows(tmp_path):
+    run = Run().server("postgres", NET).server("spicedb-pg", NET)
+    for b, rate, ms in (("postgres", 1000, 0.5), ("postgres", 10_000, 30.0), ("spicedb-pg", 1000, 4.0)):
+        run.phase(b, "social_mixed", steady(ms, n=300, slots=3), concurrency=8, writes=[3.0] * 30)
+        start = next(r for r in reversed(run.recs) if r["type"] == "phase_start")
+        start.update(mode="open", stages=[[rate, 3.0]], start_rate=rate)
+        old = start["phase"]
+        for r in run.recs:  # the phase id an open-loop phase has: one per target rate
+            if r.get("phase") == old:
+                r["phase"] = f"{b}/social_mixed/open8@{rate}/r0"
+    manifest = run.manifest()
+    manifest["dataset"] = {"profile": "large", "model": "social", "counts": {"a": 6_000_000, "b": 4_100_000}}
+    run.manifest = lambda: manifest  # type: ignore[method-assign]
+    text = render(run.write(tmp_path / "run"), tmp_path / "out").read_text()
+    section = text.split("## Against the scale load test's tiers (T1/T2)")[1].split("## Run timeline")[0]
+    ours = section.split("Published:")[0]
+    t1 = next(ln for ln in ours.splitlines() if ln.startswith("| T1 | postgres |"))
+    assert "| 10,100,000 | 1,000 |" in t1 and t1.endswith("| PASS |")
+    t2 = next(ln for ln in ours.splitlines() if ln.startswith("| T2 | postgres |"))
+    assert t2.endswith("| FAIL |")  # 30 ms checks miss the 25 ms p95 SLO
+    assert any(ln.startswith("| T1 | spicedb-pg |") for ln in ours.splitlines())
+    assert "| T2 | 10,000,000 | 10,000 | 0.7240 | 16.3000 | 3.4900 |" in section.split("Published:")[1]
+    rebac = Run().server("postgres", NET)
+    rebac.phase("postgres", "mixed", steady(1.0))
+    assert "T1/T2" not in render(rebac.write(tmp_path / "r2"), tmp_path / "o2").read_text()

@@ -136,9 +136,38 @@ def test_a_phase_stopped_by_its_time_budget_is_complete_and_one_stopped_by_the_c
     assert cap.status == "incomplete" and "cap" in cap.reason
 
 
+def test_a_time_budget_waits_for_the_ops_a_percentile_needs_but_not_forever(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    factory = _factory(ds, "tests.unit.fakes:SleepyBackend", sleep_s=0.1)
+    waited, t = _run(PhaseSpec("sleepy", "s", iterations=100_000, budget_s=0.2, min_ops=8, interval_s=0.05,
+                               max_seconds=5), factory, inputs)
+    assert waited.status == "complete" and "time budget" in waited.reason
+    assert t.iloc[0]["ops"] >= 8  # the budget alone would have stopped it near 2 ops
+    stretched, t = _run(PhaseSpec("sleepy", "s", iterations=100_000, budget_s=0.2, min_ops=10_000,
+                                  interval_s=0.05, max_seconds=5), factory, inputs)
+    assert stretched.status == "complete" and stretched.wall_s < 2.0  # BUDGET_STRETCH x 0.2 s, not the cap
+    assert t.iloc[0]["ops"] < 10_000
+
+
 def test_a_workers_schedule_slice_equals_its_stride_of_the_whole_schedule():
     stages = [(300.0, 1.5), (50.0, 0.7), (1000.0, 0.3)]  # ramp up, down, up: slices cross stage ends
     whole = schedule_times(10.0, stages)
     for n in (1, 3, 7):
         for w in range(n):
             assert np.array_equal(schedule_times(10.0, stages, w, n), whole[w::n])
+
+
+def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(monkeypatch):
+    import multiprocessing as mp
+
+    from authzbench.backends.clickhouse import ClickHouseBackend
+    from authzbench.backends.scylla import ScyllaBackend
+    from authzbench.scenarios import runner
+
+    seen: list[list[str]] = []
+    ctx = mp.get_context("forkserver")
+    monkeypatch.setattr(type(ctx), "set_forkserver_preload", lambda self, mods: seen.append(mods))
+    runner.preload_worker_modules([ScyllaBackend, ClickHouseBackend])
+    assert seen and "cassandra.cluster" in seen[0] and "authzbench.backends.scylla" in seen[0]
+    assert not any("clickhouse" in m or "chdb" in m for m in seen[0])  # in-process engine: threads, no fork

@@ -1,0 +1,92 @@
+"""Against the scale load test's tiers: the SpiceDB-on-CockroachDB test's T1/T2 (10M relationships of its
+social graph, 1,000 and 10,000 requests/s of which 1% writes) laid out as its results table, our open-loop
+mixed phases beside its published rows. Shown for social-model runs with open-loop mixed phases."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pandas as pd
+
+from authzbench.report.data import RunData
+
+# SCALE-REFERENCE.md, section A ("1,000 QPS" / "10,000 QPS" tables and the infrastructure tables).
+PUBLISHED = [
+    {"test": "T1", "relationships": 10_000_000, "rate": 1_000, "check_p50": 5.39, "check_p95": 19.7,
+     "write_p50": 14.50, "write_p95": 30.0, "cache_hit": 0.332,
+     "setup": "SpiceDB 3 x c6a.xlarge (4 vCPU) on CockroachDB 4 x m6i.2xlarge (8 vCPU)"},
+    {"test": "T2", "relationships": 10_000_000, "rate": 10_000, "check_p50": 3.49, "check_p95": 16.3,
+     "write_p50": 13.20, "write_p95": 22.8, "cache_hit": 0.724,
+     "setup": "SpiceDB 4 x c6a.2xlarge (8 vCPU) on CockroachDB 3 x m6i.4xlarge (16 vCPU)"},
+]
+SAME_SIZE = 0.10  # a run within 10% of a tier's relationship count is that tier's size
+
+
+def default_on(rd: RunData) -> bool:
+    return rd.manifest.get("dataset", {}).get("model") == "social" and not _open_rows(rd).empty
+
+
+def _open_rows(rd: RunData) -> pd.DataFrame:
+    from authzbench.report.markdown import _mixed_phases
+
+    m = _mixed_phases(rd)
+    return m[m["mode"] == "open"] if not m.empty else m
+
+
+def tier_of(relationships: int, rate: float) -> str:
+    for p in PUBLISHED:
+        if p["rate"] == rate and abs(relationships - p["relationships"]) <= SAME_SIZE * p["relationships"]:
+            return p["test"]
+    return "—"
+
+
+def rows(rd: RunData) -> pd.DataFrame:
+    """One row per (backend, target rate) of the open-loop mixed phases, with the SLO verdict."""
+    from authzbench.report.markdown import slo_verdicts
+
+    m, v = _open_rows(rd), slo_verdicts(rd)
+    rels = int(sum(rd.manifest.get("dataset", {}).get("counts", {}).values()))
+    out = []
+    for (b, rate), g in m.groupby(["backend", "target_rate"], sort=False):
+        chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
+        verdict = v[(v["backend"] == b) & (v["mode"] == "open") & (v["rate"] == rate)]
+        out.append({"test": tier_of(rels, rate), "backend": b, "relationships": rels, "rate": rate,
+                    "achieved": g["ops_per_s"].sum(), "dropped": int(g["dropped"].max()),
+                    "check_p50": _first(chk, "p50_ms"), "check_p95": _first(chk, "p95_ms"),
+                    "check_ops": int(chk["ops"].sum()), "write_p50": _first(wr, "p50_ms"),
+                    "write_p95": _first(wr, "p95_ms"), "write_ops": int(wr["ops"].sum()),
+                    "success": float(verdict["success"].iloc[0]) if len(verdict) else math.nan,
+                    "verdict": verdict["verdict"].iloc[0] if len(verdict) else "—"})
+    return pd.DataFrame(out)
+
+
+def _first(df: pd.DataFrame, col: str) -> float:
+    return float(df[col].iloc[0]) if len(df) else math.nan
+
+
+def section(rd: RunData, table: Callable[..., str], label: Callable[[str], str], fmt_pct: Callable) -> str:
+    if not default_on(rd):
+        return ""
+    ours = rows(rd)
+    ours["backend"] = ours["backend"].map(label)
+    for k in ("check", "write"):
+        for p in (50, 95):
+            ours[f"{k}_p{p}"] = [fmt_pct(x, n, p) for x, n in zip(ours[f"{k}_p{p}"], ours[f"{k}_ops"], strict=True)]
+    pub = pd.DataFrame(PUBLISHED)
+    lines = ["## Against the scale load test's tiers (T1/T2)", "",
+             "The SpiceDB-on-CockroachDB load test (SCALE-REFERENCE.md, section A) ran its social graph at "
+             "10M relationships with 1,000 (T1) and 10,000 (T2) requests/s, 1% of them writes, checks at "
+             "minimize_latency. Our open-loop mixed phases on the social model, laid out as its results "
+             "table: a row is a tier when the run has its relationship count (within 10%) and its target "
+             "rate. Ours run client and servers on this one machine (section 1), theirs on a cluster; the "
+             "published rows are its figures as printed (no success rate published). Latencies in ms.", "",
+             table(ours, {"test": "Test", "backend": "Backend", "relationships": "Relationships",
+                          "rate": "Target ops/s", "achieved": "Achieved ops/s", "dropped": "Dropped",
+                          "check_p95": "P95 check", "check_p50": "P50 check", "write_p95": "P95 write",
+                          "write_p50": "P50 write", "success": "Success", "verdict": "SLO"}, 4),
+             "", "Published:", "",
+             table(pub, {"test": "Test", "relationships": "Relationships", "rate": "Target ops/s",
+                         "cache_hit": "Cache hit", "check_p95": "P95 check", "check_p50": "P50 check",
+                         "write_p95": "P95 write", "write_p50": "P50 write", "setup": "Setup"}, 4), ""]
+    return "\n".join(lines)
