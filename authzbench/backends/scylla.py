@@ -56,7 +56,7 @@ class ScyllaOptions(BackendOptions):
     batch_rows: int | None = None  # rows per unlogged batch (None: ScyllaBackend.batch_rows)
     in_flight: int | None = None  # batches in flight during a load (None: ScyllaBackend.in_flight)
     recreate: bool = False  # drop and recreate the keyspace even when it is loaded
-    cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 768M
+    cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 1536M
     fixed_batch_rows: int | None = None  # permission rows per numpy-encoded batch (None: fixed_batch_rows)
 
 

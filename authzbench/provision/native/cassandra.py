@@ -82,11 +82,12 @@ authorizer: AllowAllAuthorizer
 auto_snapshot: false
 disk_failure_policy: stop
 commit_failure_policy: stop
-# A small node for a 2-core machine shared with the client: small memtables and caches, no
-# snapshots on DROP (tests and --reload drop keyspaces), no per-batch size warnings for our
-# single-partition batches of ~50 rows (~1 KiB).
-memtable_heap_space: 256MiB
-memtable_offheap_space: 128MiB
+# A node for a 2-core machine shared with the client: small caches, no snapshots on DROP (tests and
+# --reload drop keyspaces), no per-batch size warnings for our single-partition batches of ~50 rows
+# (~1 KiB). Memtables of 512/256 MiB in a 1.5 GiB heap flush less often during a load: baseline (13.2M
+# rows written) loaded in 48.7 s fresh / 36.2 s reloaded, against 55.1 / 44.3 s with 256/128 MiB in 768M.
+memtable_heap_space: 512MiB
+memtable_offheap_space: 256MiB
 key_cache_size: 32MiB
 row_cache_size: 0MiB
 counter_cache_size: 0MiB
@@ -134,8 +135,10 @@ def start(ctx: StartContext) -> Deployment:
     storage_port, cql_port = free_port(), free_port()
     (node / "cassandra.yaml").write_text(YAML.format(dir=node, storage_port=storage_port, cql_port=cql_port))
     (node / "logback.xml").write_text(LOGBACK.format(dir=node / "logs"))
-    heap = ctx.options.get("cassandra_heap", "768M")
-    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Xss256k", "-XX:TieredStopAtLevel=1",
+    heap = ctx.options.get("cassandra_heap", "1536M")
+    # No -XX:TieredStopAtLevel=1 (C1 only, quicker start): with C2 the baseline load took 55.1 s
+    # fresh / 44.3 s reloaded, against 70.4 / 84.5 s, for ~1 s more start-up.
+    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Xss256k",
            *JPMS_FLAGS, f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
            f"-Dlogback.configurationFile=file://{node / 'logback.xml'}", f"-Dcassandra.logdir={node / 'logs'}",
            f"-Dcassandra.storagedir={node}", "-Dcassandra-foreground=yes",
