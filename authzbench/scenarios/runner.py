@@ -33,7 +33,7 @@ from authzbench.stopping import STOP, grace_deadline, signal_name
 
 FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
 # A budget stretches (at most 4x) until the phase has min_ops ops: a 540 ms lookup (SpiceDB's heaviest at
-# baseline) has 9 ops after a 5 s budget, too few for a p95 (20), and 20 after 11 s.
+# baseline) has 7 ops after a 4 s budget, too few for a p95 (20), and 20 after 11 s.
 BUDGET_STRETCH = 4.0
 
 
