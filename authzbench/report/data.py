@@ -95,7 +95,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "hists": [r["hist"] for r in ivs], "extra": extra,
                 # per interval: seconds after the phase start and ops, for the interval-to-interval spread
                 "iv_t": [r.get("ts", 0.0) - st.get("ts", 0.0) for r in ivs], "iv_ops": [r["ops"] for r in ivs],
-                "budget_s": st.get("budget_s"), "iterations": st.get("iterations"),
+                "budget_s": st.get("budget_s"), "min_ops": st.get("min_ops"), "iterations": st.get("iterations"),
             })
     return pd.DataFrame(rows)
 

@@ -15,6 +15,7 @@ from authzbench.report.hosts import load_hosts_section
 from authzbench.report.noise import rate_spread
 from authzbench.report.scaling import section as scaling_section
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.runner import BUDGET_STRETCH
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
 
@@ -191,14 +192,19 @@ def _method(rd: RunData) -> str:
 
 
 def _stop_rule(ph: pd.DataFrame) -> list[str]:
-    """How the budgeted phases (lookups) stop, from what the phases recorded."""
+    """How the budgeted phases stop, from what the phases recorded: one line per (ops, budget) pair."""
     if ph.empty or "budget_s" not in ph or ph["budget_s"].isna().all():
         return []
     b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
-    scen = ", ".join(f"`{s}`" for s in dict.fromkeys(b["scenario"]))
-    return [f"- {scen} run until {int(b['iterations'].max()):,} ops or a {b['budget_s'].max():g} s time budget, "
-            "whichever comes first; reaching the budget is the intended stop, not an incomplete phase (the Ops "
-            "columns say how many each got)."]
+    floor = int(b["min_ops"].max()) if "min_ops" in b and b["min_ops"].notna().any() else 0
+    lines = []
+    for (iters, budget), g in b.groupby(["iterations", "budget_s"], sort=False):
+        scen = ", ".join(f"`{s}`" for s in dict.fromkeys(g["scenario"]))
+        lines.append(f"- {scen}: {int(iters):,} ops or a {budget:g} s time budget, whichever comes first.")
+    wait = (f" A budget waits for {floor} ops (the fewest a p95 needs), at most {BUDGET_STRETCH:g}x its length."
+            if floor else "")
+    return [*lines, "- Reaching the budget is the intended stop, not an incomplete phase (the Ops columns say how "
+                    f"many each got).{wait}"]
 
 
 def _write(rd: RunData) -> str:

@@ -128,7 +128,7 @@ def _stops(rd: RunData, label, table) -> list[str]:
     lines = ["### Phases stopped early", ""]
     if len(budget):
         lines.append(f"- {len(budget)} phase(s) reached their time budget before their op count, as intended "
-                     "(lookups stop at an op count or a time budget, whichever first): "
+                     "(a phase stops at its op count or its time budget, whichever comes first): "
                      + ", ".join(f"`{p}` ({int(n):,} ops)" for p, n in zip(budget["phase"], budget["ops"],
                                                                            strict=True)))
     if len(bad):
