@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -126,3 +127,13 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
         resumed.set()
         _signal_tree(frozen, signal.SIGCONT)  # never leave a stopped server behind
     return list(store.records()), render(store.path, tmp_path / "reports").read_text()
+
+
+def wait_all_threads_stopped(pid: int, within_s: float = 5.0) -> str:
+    """SIGSTOP returns before every thread of a JVM has stopped: wait until /proc shows each one stopped."""
+    deadline = time.monotonic() + within_s
+    while True:
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()]
+        if all(st in "Tt" for st in states) or time.monotonic() > deadline:
+            return f"{sum(st in 'Tt' for st in states)} of {len(states)}"
+        time.sleep(0.01)

@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +33,7 @@ from tests.backends.edits import (
     oracle_pairs,
     replay_edits,
 )
-from tests.backends.faults import bench_with_server_killed_mid_phase
+from tests.backends.faults import bench_with_server_killed_mid_phase, wait_all_threads_stopped
 
 pytestmark = pytest.mark.backend("elasticsearch")
 
@@ -210,16 +209,6 @@ def test_wrong_credentials_are_one_clear_line_without_the_password(monkeypatch):
             assert "\n" not in str(e.value) and "s3cret" not in str(e.value)
 
 
-def _wait_stopped(pid: int, within_s: float = 5.0) -> str:
-    """SIGSTOP returns before every thread of the JVM has stopped: wait until /proc shows each one stopped."""
-    deadline = time.monotonic() + within_s
-    while True:
-        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()]
-        if all(st in "Tt" for st in states) or time.monotonic() > deadline:
-            return f"{sum(st in 'Tt' for st in states)} of {len(states)}"
-        time.sleep(0.01)
-
-
 def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, dataset):
     """SIGSTOP freezes the node (connections stay open, nothing answers): each operation fails within its
     timeout. SIGCONT restores the node for the rest of the session."""
@@ -230,7 +219,7 @@ def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, datase
         assert b.check(0, "view", 0) in (True, False)
         os.kill(pid, signal.SIGSTOP)
         try:
-            stopped = _wait_stopped(pid)
+            stopped = wait_all_threads_stopped(pid)
             ops = {"check": lambda: b.check(0, "view", 0), "lookup": lambda: b.lookup_resources(0, "view"),
                    "write": lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
             for name, op in ops.items():
