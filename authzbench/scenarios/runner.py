@@ -459,14 +459,14 @@ class PhaseState:
 def preload_worker_modules(classes: list[type]) -> None:
     """Import the harness and the backends' drivers once, into the forkserver every worker forks from.
 
-    Each worker otherwise imported them itself: 32 workers importing numpy and cassandra-driver took
-    33 s of CPU each (two cores, under load), so a 32-worker phase spent longer starting than
-    measuring (565 s of make bench's 41 min); preloaded, 32 workers were up in 1.5 s. A no-op once
+    Each worker otherwise imported them itself: 32 workers importing numpy and cassandra-driver at once
+    were ready after 33 s (two cores, under load), and make bench spent 565 s of its 41 min starting
+    32-worker phases; preloaded, 32 workers were up in 1.5 s. A no-op once
     the forkserver runs; a module that fails to import is skipped by the forkserver (ImportError)."""
     mods = ["authzbench.scenarios.runner"]
     for cls in classes:
-        if getattr(cls, "concurrency", "process") == "process":
-            mods += [cls.__module__, *getattr(cls, "worker_modules", ())]
+        if cls.concurrency == "process":
+            mods += [cls.__module__, *cls.worker_modules]
     mp.get_context("forkserver").set_forkserver_preload(list(dict.fromkeys(mods)))
 
 
