@@ -13,8 +13,10 @@ it here for small datasets and for the tests that prove both agree on every pair
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,6 +24,8 @@ from authzbench.closure import expand, group_reach, permission_keys, sorted_uniq
 from authzbench.dataset import Dataset
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS
 
+T = TypeVar("T")
+_END = object()
 # Pairs expanded per chunk of users before dedup: 8M int64 keys = 64 MB, a few copies while sorting.
 CHUNK_PAIRS = 8_000_000
 # Cells of one chunk's (user, org, rank) bitmap; a chunk needing more is split in two.
@@ -42,6 +46,47 @@ def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
     if n_keys <= 2**16:
         return order
     return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
+
+
+def _local_keys(manage: list[tuple[np.ndarray, np.ndarray]], viewer: list[tuple[np.ndarray, np.ndarray]] | None,
+                lo: int, hi: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(major, minor) path pairs of majors lo..hi-1 as sorted unique keys (major - lo) * width + minor:
+    (manage, view), view = manage without `viewer`. uint32 when they fit: sorting 4-byte keys took half
+    the time of 8-byte ones here."""
+    dtype = np.uint32 if (hi - lo) * width <= 2**32 else np.int64
+
+    def keys(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        return _unique(np.concatenate([((a - lo) * width + b).astype(dtype, copy=False) for a, b in parts]))
+
+    m = keys(manage)
+    if viewer is None:
+        return m, m
+    # Two sorted runs: the stable sort (timsort) merges them in linear time.
+    return m, _unique(np.concatenate([m, keys(viewer)]), kind="stable")
+
+
+def timed(items: Iterator[T], spent: list[float]) -> Iterator[T]:
+    """`items`, adding the time spent producing each to spent[0]: a loader streaming the closure chunk by
+    chunk reports the expansion apart from its writes."""
+    while True:
+        t0 = time.perf_counter()
+        item = next(items, _END)
+        spent[0] += time.perf_counter() - t0
+        if item is _END:
+            return
+        yield item
+
+
+def _ranges(estimate: np.ndarray, max_pairs: int, max_width: int) -> Iterator[tuple[int, int]]:
+    """Consecutive ranges of ids whose summed estimate stays under max_pairs (a heavier single id is its
+    own range), at most max_width ids each."""
+    cum, n, lo = np.cumsum(estimate), len(estimate), 0
+    while lo < n:
+        base = cum[lo - 1] if lo else 0
+        hi = min(int(np.searchsorted(cum, base + max_pairs, side="right")), lo + max_width, n)
+        hi = max(hi, lo + 1)
+        yield lo, hi
+        lo = hi
 
 
 class _Index:
@@ -199,21 +244,33 @@ class Oracle:
         return [(u, r), self.by_sub[f"resource_{role}_group"].join(gu, g)]
 
     def _chunk_keys(self, lo: int, hi: int, with_view: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted unique local keys (user - lo) * n_resources + resource of users lo..hi-1: (manage, view).
-        uint32 when they fit: sorting 4-byte keys took half the time of 8-byte ones here."""
-        R = self.n_resources
-        dtype = np.uint32 if (hi - lo) * R <= 2**32 else np.int64
-
-        def keys(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-            return _unique(np.concatenate([((u - lo) * R + r).astype(dtype, copy=False) for u, r in parts]))
-
+        """Sorted unique local keys (user - lo) * n_resources + resource of users lo..hi-1: (manage, view)."""
         au, ao = self.admin_orgs.span(lo, hi)
-        manage = keys([*self._paths(lo, hi, "manager"), self.org_res.join(au, ao)])
-        if not with_view:
-            return manage, manage
-        viewer = keys(self._paths(lo, hi, "viewer"))
-        # Two sorted runs: the stable sort (timsort) merges them in linear time.
-        return manage, _unique(np.concatenate([manage, viewer]), kind="stable")
+        manage = [*self._paths(lo, hi, "manager"), self.org_res.join(au, ao)]
+        return _local_keys(manage, self._paths(lo, hi, "viewer") if with_view else None, lo, hi,
+                           self.n_resources)
+
+    def _resource_paths(self, lo: int, hi: int, role: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(resource, user) pairs of resources lo..hi-1 through one role's direct users and groups."""
+        r, u = self.by_res[f"resource_{role}_user"].span(lo, hi)
+        rg, g = self.by_res[f"resource_{role}_group"].span(lo, hi)
+        return [(r, u), self._group_users.join(rg, g)]
+
+    def _resource_chunk_keys(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted unique local keys (resource - lo) * n_users + user of resources lo..hi-1: (manage, view)."""
+        ro, o = self.res_orgs.span(lo, hi)
+        manage = [*self._resource_paths(lo, hi, "manager"), self._org_admins.join(ro, o)]
+        return _local_keys(manage, self._resource_paths(lo, hi, "viewer"), lo, hi, self.n_users)
+
+    @cached_property
+    def _group_users(self) -> _Index:
+        u, g = self.user_groups.span(0, self.n_users)
+        return _Index(g, u, self.n_groups)
+
+    @cached_property
+    def _org_admins(self) -> _Index:
+        a, o = self.admin_orgs.span(0, self.n_users)
+        return _Index(o, a, self.n_orgs)
 
     def _estimate(self) -> np.ndarray:
         """An upper bound of each user's (manage + view) path count, to size the chunks."""
@@ -225,24 +282,38 @@ class Oracle:
                + np.bincount(au, weights=self.org_res.degree()[ao], minlength=self.n_users).astype(np.int64))
         return 2 * est  # manage keys are concatenated again into view's dedup
 
+    def _resource_estimate(self) -> np.ndarray:
+        """An upper bound of each resource's (manage + view) path count, to size resource chunks."""
+        members, admins = self._group_users.degree(), self._org_admins.degree()
+        est = self.by_res["resource_manager_user"].degree() + self.by_res["resource_viewer_user"].degree()
+        for name in ("resource_manager_group", "resource_viewer_group"):
+            r, g = self.by_res[name].span(0, self.n_resources)
+            est = est + np.bincount(r, weights=members[g], minlength=self.n_resources).astype(np.int64)
+        r, o = self.res_orgs.span(0, self.n_resources)
+        est = est + np.bincount(r, weights=admins[o], minlength=self.n_resources).astype(np.int64)
+        return 2 * est
+
     def chunks(self, max_pairs: int | None = None) -> Iterator[tuple[int, int]]:
         """User ranges whose expanded paths stay under max_pairs (a heavier single user is its own chunk)."""
-        max_pairs = max_pairs or self.chunk_pairs
-        cum = np.cumsum(self._estimate())
-        users_32 = max(1, 2**32 // self.n_resources)  # users whose local keys fit in uint32
-        lo = 0
-        while lo < self.n_users:
-            base = cum[lo - 1] if lo else 0
-            hi = min(int(np.searchsorted(cum, base + max_pairs, side="right")), lo + users_32, self.n_users)
-            hi = max(hi, lo + 1)
-            yield lo, hi
-            lo = hi
+        return _ranges(self._estimate(), max_pairs or self.chunk_pairs, max(1, 2**32 // self.n_resources))
+
+    def resource_chunks(self, max_pairs: int | None = None) -> Iterator[tuple[int, int]]:
+        """Resource ranges whose expanded paths stay under max_pairs."""
+        return _ranges(self._resource_estimate(), max_pairs or self.chunk_pairs, max(1, 2**32 // self.n_users))
 
     def iter_keys(self, max_pairs: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The closure chunk by chunk in user order: concatenated, each equals permission_keys()."""
         for lo, hi in self.chunks(max_pairs):
             m, v = self._chunk_keys(lo, hi)
             yield m.astype(np.int64) + lo * self.n_resources, v.astype(np.int64) + lo * self.n_resources
+
+    def iter_resource_keys(self, max_pairs: int | None = None
+                           ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """The closure chunk by chunk in resource order, for loaders that write it per resource in bounded
+        memory: (lo, hi, manage, view), keys (resource - lo) * n_users + user, sorted unique (int64)."""
+        for lo, hi in self.resource_chunks(max_pairs):
+            m, v = self._resource_chunk_keys(lo, hi)
+            yield lo, hi, m.astype(np.int64), v.astype(np.int64)
 
     @cached_property
     def _counts(self) -> dict[str, np.ndarray]:

@@ -41,13 +41,21 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.backends.document_layout import (
+    ACL_FIELDS,
+    ENTITY,
+    SOURCE,
+    field_getters,
+    resource_closure,
+    sorted_csr,
+    user_groups,
+)
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
-from authzbench.closure import group_membership, permission_keys
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, group_closure, holds, pair_state, reach, walk
+from authzbench.oracle import Oracle, timed
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
@@ -180,9 +188,9 @@ class MongoBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         t0 = time.perf_counter()
-        members = group_membership(ds)
-        keys = permission_keys(ds, members)
-        closure_s = time.perf_counter() - t0
+        oracle = Oracle(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        closure_s, expanded = [time.perf_counter() - t0], [0]
+        index_s = closure_s[0]
         n = ds.entities
         docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
         per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
@@ -190,7 +198,7 @@ class MongoBackend(Backend):
         reported = 0.0
         written = 0
         t1 = time.perf_counter()
-        for coll, docs in _all_docs(ds, members, keys):
+        for coll, docs in _all_docs(ds, oracle, closure_s, expanded):
             for batch in _chunks(docs, self.batch_docs):
                 tb = time.perf_counter()
                 self.db[coll].insert_many(batch, ordered=False)
@@ -200,16 +208,16 @@ class MongoBackend(Backend):
                 if int(reported) > 0:
                     progress(int(reported))
                     reported -= int(reported)
-        insert_s = time.perf_counter() - t1
-        expanded = len(keys["view"]) + len(keys["manage"])
+        insert_s = time.perf_counter() - t1 - (closure_s[0] - index_s)  # the chunks' expansion is not insert
         return LoadStats(rows=written, batch_rows=self.batch_docs, batch_seconds=batch_seconds, documents=written,
-                         notes={"closure_seconds": closure_s, "insert_seconds": insert_s,
+                         notes={"closure_seconds": closure_s[0], "insert_seconds": insert_s,
                                 "rates": {"documents_per_s": ["documents", "insert_seconds"],
                                           "relationships_per_s": ["relationships", "insert_seconds"]},
-                                "expanded_entries": expanded, "group_membership_pairs": len(members),
-                                "method": f"closure in numpy ({closure_s:.2f} s), then unordered insert_many of "
-                                          f"{self.batch_docs} documents (resources, users, per-user grants); "
-                                          "indexes built after the load"})
+                                "expanded_entries": expanded[0],
+                                "group_membership_pairs": len(oracle.user_groups.values),
+                                "method": f"closure in numpy chunk by chunk ({closure_s[0]:.2f} s), then unordered "
+                                          f"insert_many of {self.batch_docs} documents (resources, users, per-user "
+                                          "grants); indexes built after the load"})
 
     def build(self) -> BuildStats:
         """Indexes after the load (one sort per index instead of per-insert maintenance). On FerretDB:
@@ -490,28 +498,43 @@ def _grouped(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int
 def _docs(ds: Dataset, collection: str, extra: dict[str, Callable[[int], list[int]]] | None = None
           ) -> Iterator[dict[str, Any]]:
     """One document per id of the collection's entity: its relationship arrays (document_layout.SOURCE)
-    plus `extra` arrays (the user's closure, the resource's expanded managers/viewers)."""
+    plus `extra` arrays (the user's closure)."""
     getters = {**field_getters(ds, collection, _grouped), **(extra or {})}
     for i in range(ds.entities[ENTITY[collection]]):
         yield {"_id": i, **{f: get(i) for f, get in getters.items()}}
 
 
-def _all_docs(ds: Dataset, membership, keys: dict[str, np.ndarray]) -> list[tuple[str, Iterator[dict[str, Any]]]]:
-    n_users, n_res = ds.entities["user"], ds.entities["resource"]
-    users = {"groups": _grouped(membership["user"].to_numpy(np.int64), membership["group"].to_numpy(np.int64),
-                                n_users)}
-    resources = {"managers": _grouped(keys["manage"] % n_res, keys["manage"] // n_res, n_res),
-                 "viewers": _grouped(keys["view"] % n_res, keys["view"] // n_res, n_res)}
+def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+                   ) -> Iterator[dict[str, Any]]:
+    """Resource documents with their expanded managers and viewers, chunk by chunk of resources."""
+    source = field_getters(ds, "resources", _grouped)
+    U = oracle.n_users
+    for lo, hi, keys in resource_closure(oracle, closure_s):
+        expanded[0] += len(keys["view"]) + len(keys["manage"])
+        extra = {f: _grouped(keys[k] // U, keys[k] % U, hi - lo) for f, k in (("managers", "manage"),
+                                                                            ("viewers", "view"))}
+        for i in range(lo, hi):
+            yield {"_id": i, **{f: get(i) for f, get in source.items()},
+                   **{f: get(i - lo) for f, get in extra.items()}}
+
+
+def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+              ) -> list[tuple[str, Iterator[dict[str, Any]]]]:
+    users = {"groups": _grouped(*user_groups(oracle), ds.entities["user"])}
     return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
-            ("resources", _docs(ds, "resources", resources)), ("grants", _grant_docs(ds, keys))]
+            ("resources", _resource_docs(ds, oracle, closure_s, expanded)),
+            ("grants", _grant_docs(oracle, closure_s))]
 
 
-def _grant_docs(ds: Dataset, keys: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
-    """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}.
-    The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under the 16 MB document limit."""
-    n_res, n_users = ds.entities["resource"], ds.entities["user"]
-    for perm in PERMISSIONS:
-        k = keys[perm]
-        by_user = _grouped(k // n_res, k % n_res, n_users)
-        for u in np.unique(k // n_res).tolist():
-            yield {"_id": grant_id(u, perm), "resources": by_user(u)}
+def _grant_docs(oracle: Oracle, closure_s: list[float]) -> Iterator[dict[str, Any]]:
+    """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}, from
+    the closure chunk by chunk of users. The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under
+    the 16 MB document limit."""
+    R = oracle.n_resources
+    for chunk in timed(oracle.iter_keys(), closure_s):
+        for perm, k in zip(("manage", "view"), chunk, strict=True):
+            users = k // R
+            starts = np.flatnonzero(np.concatenate(([True], users[1:] != users[:-1]))).tolist()
+            res = (k % R).tolist()
+            for s, e in zip(starts, [*starts[1:], len(k)], strict=True):
+                yield {"_id": grant_id(int(users[s]), perm), "resources": res[s:e]}
