@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -497,6 +498,20 @@ class LoadBound:
                 f"{self.bound_s / 60:g}", figures)
 
 
+def _backend_failed(failures: list[str], store: RunStore | None, name: str, stage: str, e: Exception) -> None:
+    """One line for the user and the report; an error that is not ours (a driver's, a bug) keeps its type
+    and traceback in the results. The run goes on with the next backend."""
+    ours = isinstance(e, UserError)
+    line = str(e) if ours else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+    failures.append(f"{name}: {line}")
+    say(f"[red]{name}: {line}[/red]")
+    if store:
+        rec = {"type": "backend_error", "backend": name, "stage": stage, "message": line}
+        if not ours:
+            rec["traceback"] = traceback.format_exc()
+        store.append(rec)
+
+
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     """Start and load every selected backend; leaves servers running. Returns failures (one line each)."""
     cfg.validate()
@@ -509,11 +524,8 @@ def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
         try:
             sess = Session(name, cfg)
             load_backend(sess, ds, store, cfg.reload)
-        except UserError as e:
-            failures.append(f"{name}: {e}")
-            say(f"[red]{name}: {e}[/red]")
-            if store:
-                store.append({"type": "backend_error", "backend": name, "stage": "prepare", "message": str(e)})
+        except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
+            _backend_failed(failures, store, name, "prepare", e)
         except Interrupted:
             # A half-loaded server is no use later: stop what this prepare started (earlier ones stay).
             if sess is not None and sess.started_here:
@@ -631,10 +643,8 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
             _bench_backend(cfg, sess, ds, oracle, store, inputs_cache, client)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
-        except UserError as e:
-            failures.append(f"{name}: {e}")
-            say(f"[red]{name}: {e}[/red]")
-            store.append({"type": "backend_error", "backend": name, "stage": "bench", "message": str(e)})
+        except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
+            _backend_failed(failures, store, name, "bench", e)
         except Interrupted:
             store.append({"type": "backend_error", "backend": name, "stage": "bench",
                           "message": f"run interrupted by {signal_name()}"})

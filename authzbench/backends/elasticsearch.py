@@ -63,6 +63,11 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.js
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 
+# Bytes per bulk request: xl's heaviest 250 resource documents are 49.8 MB (groups that expand to ~25k
+# users), and three such requests in flight passed the node's indexing-pressure limit (10% of its 1 GB
+# heap, 107 MB): it answered 429. Baseline's requests are ~170 KB, under the cap.
+BULK_MAX_BYTES = 8 * 2**20
+BULK_429_TRIES = 6  # 0.5 + 1 + 2 + 4 + 8 s of backoff before a rejected request fails the load
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again
 
 
@@ -76,20 +81,31 @@ def _perm_query(perm: str, user: int) -> dict[str, Any]:
 
 
 class _TimedBulk:
-    """The client as parallel_bulk sees it, timing each bulk request (the client-observed batch time)."""
+    """The client as parallel_bulk sees it, timing each bulk request (the client-observed batch time) and
+    retrying one the node rejects with 429 (its indexing pressure is full), with backoff, as ES asks."""
 
     def __init__(self, es: Any, seconds: list[float]) -> None:
         self._es, self._seconds = es, seconds
+        self.retries = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._es, name)
 
     def bulk(self, *args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self._es.bulk(*args, **kwargs)
-        finally:
-            self._seconds.append(time.perf_counter() - t0)  # list.append is atomic across the pool's threads
+        from elasticsearch import ApiError
+
+        for attempt in range(BULK_429_TRIES):
+            t0 = time.perf_counter()
+            try:
+                return self._es.bulk(*args, **kwargs)
+            except ApiError as e:
+                if e.meta.status != 429 or attempt == BULK_429_TRIES - 1:
+                    raise
+                self.retries += 1
+            finally:
+                self._seconds.append(time.perf_counter() - t0)  # list.append is atomic across the pool's threads
+            time.sleep(0.5 * 2**attempt)
+        raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -247,8 +263,9 @@ class ElasticsearchBackend(Backend):
         written, reported, expanded = 0, 0.0, [0]
         t1 = time.perf_counter()
         actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, oracle, closure_s, expanded)])
-        for ok, item in parallel_bulk(_TimedBulk(self.es, batch_seconds), actions, thread_count=self.bulk_threads,
-                                      chunk_size=self.bulk_docs, max_chunk_bytes=50 * 2**20, queue_size=4):
+        client = _TimedBulk(self.es, batch_seconds)
+        for ok, item in parallel_bulk(client, actions, thread_count=self.bulk_threads, chunk_size=self.bulk_docs,
+                                      max_chunk_bytes=BULK_MAX_BYTES, queue_size=4):
             if not ok:
                 raise BackendUnavailable(f"elasticsearch: bulk item failed: {json.dumps(item)[:300]}")
             written += 1
@@ -262,7 +279,7 @@ class ElasticsearchBackend(Backend):
                             "rates": {"documents_per_s": ["documents", "ingest_seconds"],
                                       "relationships_per_s": ["relationships", "ingest_seconds"],
                                       "acl_relationships_per_s": ["acl_relationships", "ingest_seconds"]},
-                            "expanded_entries": expanded[0],
+                            "expanded_entries": expanded[0], "rejected_requests_retried": client.retries,
                             "group_membership_pairs": len(oracle.user_groups.values),
                             "method": f"closure in numpy chunk by chunk of resources ({closure_s[0]:.2f} s), "
                                       f"streamed to parallel_bulk: {self.bulk_threads} threads x {self.bulk_docs} "
