@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from functools import cached_property
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -370,3 +371,17 @@ class Oracle:
     @staticmethod
     def permissions() -> tuple[str, ...]:
         return PERMISSIONS
+
+
+_SHARED: dict[tuple[str, str], Oracle] = {}
+
+
+def shared(ds: Dataset) -> Oracle:
+    """The process's one Oracle of a dataset: the run checks answers with it and the loaders expand the
+    closure from it, where each built its own (at xl a second copy took the suite past 4 GB of RSS).
+    Keyed by path and hash (an edited copy is another dataset); it keeps only the latest dataset's."""
+    key = (str(Path(ds.path).resolve()), ds.hash)
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = Oracle(ds)
+    return _SHARED[key]

@@ -108,6 +108,6 @@ def oracle_for(ds: Dataset):
     """The reference evaluator of the dataset's model."""
     if ds.model == "social":
         return SocialOracle(ds)
-    from authzbench.oracle import Oracle
+    from authzbench.oracle import shared
 
-    return Oracle(ds)
+    return shared(ds)

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from authzbench.backends import document_layout as layout
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
@@ -43,21 +44,13 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.document_layout import (
-    ACL_FIELDS,
-    ENTITY,
-    SOURCE,
-    field_getters,
-    resource_closure,
-    sorted_csr,
-    user_groups,
-)
+from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, group_closure, pair_state, reach, walk
-from authzbench.oracle import Oracle
+from authzbench.oracle import Oracle, shared
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")
@@ -245,7 +238,7 @@ class ElasticsearchBackend(Backend):
         from elasticsearch.helpers import parallel_bulk
 
         t0 = time.perf_counter()
-        oracle = Oracle(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
         closure_s = [time.perf_counter() - t0]
         index_s = closure_s[0]
         data = [self.ix[n] for n in ("resources", "users", "groups", "orgs")]
@@ -588,7 +581,7 @@ def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: li
     """Resource documents with their expanded managers and view-only viewers, chunk by chunk of resources."""
     source = field_getters(ds, "resources", lambda k, v, n: _joined(k, v, n, names))
     U = oracle.n_users
-    for lo, hi, keys in resource_closure(oracle, closure_s):
+    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
         expanded[0] += len(keys["view"]) + len(keys["manage"])
         local = {f: _joined(keys[k] // U, keys[k] % U, hi - lo, names)
                  for f, k in (("managers", "manage"), ("viewers", "view_only"))}
@@ -599,7 +592,7 @@ def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: li
 def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[tuple[int, str]]]]:
     names = _id_names(ds)
-    u, g = user_groups(oracle)
+    u, g = layout.user_groups(oracle)
     users = {"groups": _joined(u, g, ds.entities["user"], names)}
     return [("orgs", _docs(ds, "orgs", names)), ("groups", _docs(ds, "groups", names)),
             ("users", _docs(ds, "users", names, users)),

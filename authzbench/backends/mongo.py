@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from authzbench.backends import document_layout as layout
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
@@ -41,21 +42,13 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.document_layout import (
-    ACL_FIELDS,
-    ENTITY,
-    SOURCE,
-    field_getters,
-    resource_closure,
-    sorted_csr,
-    user_groups,
-)
+from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, group_closure, holds, pair_state, reach, walk
-from authzbench.oracle import Oracle, timed
+from authzbench.oracle import Oracle, shared, timed
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
@@ -188,7 +181,7 @@ class MongoBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         t0 = time.perf_counter()
-        oracle = Oracle(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
         closure_s, expanded = [time.perf_counter() - t0], [0]
         index_s = closure_s[0]
         n = ds.entities
@@ -509,7 +502,7 @@ def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded
     """Resource documents with their expanded managers and viewers, chunk by chunk of resources."""
     source = field_getters(ds, "resources", _grouped)
     U = oracle.n_users
-    for lo, hi, keys in resource_closure(oracle, closure_s):
+    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
         expanded[0] += len(keys["view"]) + len(keys["manage"])
         extra = {f: _grouped(keys[k] // U, keys[k] % U, hi - lo) for f, k in (("managers", "manage"),
                                                                             ("viewers", "view"))}
@@ -520,7 +513,7 @@ def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded
 
 def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[dict[str, Any]]]]:
-    users = {"groups": _grouped(*user_groups(oracle), ds.entities["user"])}
+    users = {"groups": _grouped(*layout.user_groups(oracle), ds.entities["user"])}
     return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
             ("resources", _resource_docs(ds, oracle, closure_s, expanded)),
             ("grants", _grant_docs(oracle, closure_s))]

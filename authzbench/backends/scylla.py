@@ -30,7 +30,7 @@ from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, walk
-from authzbench.oracle import Oracle, timed
+from authzbench.oracle import Oracle, shared, timed
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # A source row (serialized per row in Python) costs ~5 permission rows (one numpy-built slice per batch):
@@ -173,7 +173,7 @@ class ScyllaBackend(Backend):
         # The oracle's compact indexes: exact closure sizes for the progress bar, then the closure itself
         # chunk by chunk (bounded memory: at xl it is ~600M keys).
         t0 = time.perf_counter()
-        oracle = Oracle(ds)
+        oracle = shared(ds)
         view_n, manage_n = oracle.total("view"), oracle.total("manage")
         spent = [time.perf_counter() - t0]  # closure seconds, the chunks' expansion added as it streams
         source = {rel: ds.table(rel) for rel in ds.relations()}
