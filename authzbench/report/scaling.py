@@ -146,7 +146,7 @@ def section(rd: RunData, out_dir: Path) -> str:
              "|---|---|---:|" + "---:|" * len(MEASURES) + "---|"]
     for _, r in df.sort_values(["backend", "relationships"]).iterrows():
         lines.append(f"| {r['backend']} | {r['profile']} | {r['relationships']:,} | "
-                     + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {r.get('note') or ''} |")
+                     + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {_note(r)} |")
     lines += ["", "Growth with size (exponent of a power-law fit over the sizes measured):", ""]
     for b, g in df.groupby("backend", sort=False):
         parts = []
@@ -160,3 +160,9 @@ def section(rd: RunData, out_dir: Path) -> str:
     if charts:
         lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in charts.items())]
     return "\n".join(lines) + "\n"
+
+
+def _note(row) -> str:
+    """The row's note, or nothing: rows without one hold NaN in the frame, which must not print as "nan"."""
+    note = row.get("note")
+    return note if isinstance(note, str) else ""

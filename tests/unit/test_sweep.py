@@ -48,3 +48,12 @@ def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_p
     assert len(df) == 2 and (df["check_p95_ms"] > 0).all() and (df["lookup_p95_ms"] > 0).all()
     assert (df["ingest_s"] > 0).all() and "reference" in last and "grows as size^" in last
     assert "scaling-ingest_s.png" in last and list((tmp_path / "r").glob("*-charts/scaling-ingest_s.png"))
+
+
+def test_a_size_row_without_a_note_leaves_the_note_cell_empty():
+    import pandas as pd
+
+    from authzbench.report.scaling import _note
+
+    df = pd.DataFrame([{"backend": "a", "note": "load stopped at the bound (30 min)"}, {"backend": "b"}])
+    assert [_note(r) for _, r in df.iterrows()] == ["load stopped at the bound (30 min)", ""]
