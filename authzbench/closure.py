@@ -1,8 +1,8 @@
 """Vectorized evaluation of the rebac model: group membership closure and permission pairs.
 
-Shared by the oracle (ground truth) and by backends that precompute permissions at load time
-(Cassandra tables, Elasticsearch documents, MongoDB closures), so every one of them expands the
-graph the same way, in numpy, not row by row.
+The whole-closure form, in numpy, not row by row: the oracle uses its pieces (expand, group_reach)
+and `permission_keys` is the full closure the tests and `authzbench perf` compare the oracle's
+chunked expansion with (the loaders stream that chunked expansion: see oracle.py).
 """
 
 from __future__ import annotations

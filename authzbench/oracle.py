@@ -7,8 +7,11 @@ Per-user counts (the distribution table, the scenario anchors) stream through us
 bounded size, so nothing ever holds the full closure: at `xl` the view closure is ~10x `large`'s 46M
 pairs, which as int64 keys plus sort buffers is what no longer fitted in memory.
 
-The full closure (`closure.permission_keys`) stays: backends use it at load time, and `keys` exposes
-it here for small datasets and for the tests that prove both agree on every pair.
+Loaders that precompute permissions (Cassandra tables, Elasticsearch and FerretDB documents) take the
+closure from here chunk by chunk (`iter_keys` in user order, `iter_resource_keys` in resource order),
+so they expand the graph exactly as the ground truth does, in bounded memory. The full closure
+(`closure.permission_keys`) stays: `keys` exposes it for small datasets and for the tests that prove
+both agree on every pair.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
 def _local_keys(manage: list[tuple[np.ndarray, np.ndarray]], viewer: list[tuple[np.ndarray, np.ndarray]] | None,
                 lo: int, hi: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """(major, minor) path pairs of majors lo..hi-1 as sorted unique keys (major - lo) * width + minor:
-    (manage, view), view = manage without `viewer`. uint32 when they fit: sorting 4-byte keys took half
-    the time of 8-byte ones here."""
+    (manage, view), view = manage plus the `viewer` paths (None: manage only). uint32 when they fit:
+    sorting 4-byte keys took half the time of 8-byte ones here."""
     dtype = np.uint32 if (hi - lo) * width <= 2**32 else np.int64
 
     def keys(parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:

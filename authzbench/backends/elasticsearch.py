@@ -559,9 +559,11 @@ def _joined(keys: np.ndarray, values: np.ndarray, n_keys: int, names: np.ndarray
     return lambda i: ",".join(flat[bounds[i]:bounds[i + 1]])
 
 
-def _id_names(ds: Dataset) -> np.ndarray:
-    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them)."""
-    return np.array([str(v) for v in range(max(ds.entities.values()) + 1)], dtype=object)
+def _id_names(ds: Dataset, oracle: Oracle) -> np.ndarray:
+    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them). The oracle's
+    counts cover ids a relation uses past the generated ones."""
+    top = max(*ds.entities.values(), oracle.n_users, oracle.n_resources, oracle.n_groups, oracle.n_orgs)
+    return np.array([str(v) for v in range(top + 1)], dtype=object)
 
 
 def _text(i: int, fields: dict[str, Callable[[int], str]]) -> str:
@@ -591,7 +593,7 @@ def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: li
 
 def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[tuple[int, str]]]]:
-    names = _id_names(ds)
+    names = _id_names(ds, oracle)
     u, g = layout.user_groups(oracle)
     users = {"groups": _joined(u, g, ds.entities["user"], names)}
     return [("orgs", _docs(ds, "orgs", names)), ("groups", _docs(ds, "groups", names)),

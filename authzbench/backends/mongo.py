@@ -526,6 +526,8 @@ def _grant_docs(oracle: Oracle, closure_s: list[float]) -> Iterator[dict[str, An
     R = oracle.n_resources
     for chunk in timed(oracle.iter_keys(), closure_s):
         for perm, k in zip(("manage", "view"), chunk, strict=True):
+            if not len(k):
+                continue  # a range of users without this permission anywhere
             users = k // R
             starts = np.flatnonzero(np.concatenate(([True], users[1:] != users[:-1]))).tolist()
             res = (k % R).tolist()

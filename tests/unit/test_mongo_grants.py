@@ -46,3 +46,16 @@ def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     assert _is_timeout(raising(_OperationCancelled("operation cancelled")))
     other = raising(AutoReconnect("connection closed"))  # a lost connection stays an error of its own
     assert type(other) is AutoReconnect and not _is_timeout(other)
+
+
+def test_a_chunk_of_users_without_a_permission_makes_no_grant_document():
+    import numpy as np
+
+    class OneChunk:
+        n_resources = 10
+
+        def iter_keys(self):
+            yield np.array([], dtype=np.int64), np.array([3 * 10 + 4, 3 * 10 + 7], dtype=np.int64)
+
+    docs = list(_grant_docs(OneChunk(), [0.0]))
+    assert docs == [{"_id": grant_id(3, "view"), "resources": [4, 7]}]
