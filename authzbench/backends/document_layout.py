@@ -3,7 +3,6 @@ documents per resource, user, group and organization, so both read and maintain 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,13 +60,10 @@ def sorted_csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[list[
 
 def resource_closure(oracle: Oracle, spent: list[float]) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The expanded permissions chunk by chunk of resources (bounded memory: at xl the whole closure is
-    ~600M keys), the time spent computing them added to spent[0]: (lo, hi, keys) with keys "manage",
-    "view" and "view_only" as (resource - lo) * n_users + user, sorted unique."""
+    ~600M keys), the time spent computing them added to spent[0]: (lo, hi, keys) with keys "manage" and
+    "view" as (resource - lo) * n_users + user, sorted unique."""
     for lo, hi, manage, view in timed(oracle.iter_resource_keys(), spent):
-        t0 = time.perf_counter()
-        keys = {"manage": manage, "view": view, "view_only": view[~np.isin(view, manage, assume_unique=True)]}
-        spent[0] += time.perf_counter() - t0
-        yield lo, hi, keys
+        yield lo, hi, {"manage": manage, "view": view}
 
 
 def user_groups(oracle: Oracle) -> tuple[np.ndarray, np.ndarray]:

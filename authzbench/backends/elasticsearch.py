@@ -585,6 +585,8 @@ def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: li
     U = oracle.n_users
     for lo, hi, keys in layout.resource_closure(oracle, closure_s):
         expanded[0] += len(keys["view"]) + len(keys["manage"])
+        # view-only viewers: a manager already matches the view query through `managers`
+        keys["view_only"] = keys["view"][~np.isin(keys["view"], keys["manage"], assume_unique=True)]
         local = {f: _joined(keys[k] // U, keys[k] % U, hi - lo, names)
                  for f, k in (("managers", "manage"), ("viewers", "view_only"))}
         extra = {f: (lambda i, get=get, lo=lo: get(i - lo)) for f, get in local.items()}
