@@ -19,7 +19,21 @@ def default_mode() -> str:
     if os.environ.get("AUTHZBENCH_PROVISION"):
         return os.environ["AUTHZBENCH_PROVISION"]
     sock = Path("/var/run/docker.sock")
-    return "compose" if shutil.which("docker") and sock.exists() else "native"
+    return "compose" if shutil.which("docker") and sock.exists() and _engine_answers(sock) else "native"
+
+
+def _engine_answers(sock: Path) -> bool:
+    """A socket file can outlive its engine (a killed dockerd leaves it behind): ask the engine itself."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(str(sock))
+            s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+            return b" 200 " in s.recv(64)
+    except OSError:
+        return False
 
 
 def external_url_var(name: str) -> str:
