@@ -23,6 +23,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # --repeat multiplies every phase: 100 repeats of `make bench` (~40 min each here) is ~3 days already.
 MAX_REPEAT = 100
+MAX_ROUNDS = 20  # a round of a 4 s phase budget is 0.2 s at 20: shorter says nothing
 
 
 class _Parser(argparse.ArgumentParser):
@@ -144,7 +145,21 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
     p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
                    help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
-    p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1, help="repeat every phase N times (stability/CV)")
+    p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,
+                   help="repeat every phase N times at its full budget (stability/CV)")
+    p.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
+                   help="split every phase into N rounds, interleaved with the other phases (default 3); "
+                        "a figure's interval is the spread between its rounds")
+    p.add_argument("--visits", type=_number(int, 1, high=MAX_ROUNDS), default=2,
+                   help="visit every backend N times, in order then in reverse, its rounds spread over the "
+                        "visits; its servers stay up in between (default 2)")
+    p.add_argument("--max-reruns", type=_number(int, 0, high=10), default=2,
+                   help="re-run a phase disturbed by other processes' CPU at most N times (default 2)")
+    p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",
+                   help="a phase is disturbed when other processes used more than PERCENT of one core "
+                        "during it, on average (default 25)")
+    p.add_argument("--pin", action="store_true",
+                   help="isolation: the server on the last core, the client on the others (native only)")
     p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
     p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
                                                             "realistic"],
@@ -363,6 +378,9 @@ def _config(args: argparse.Namespace):
         cfg.concurrency = args.concurrency
         cfg.iterations_scale = args.iterations_scale
         cfg.repeat = args.repeat
+        cfg.rounds, cfg.visits, cfg.max_reruns, cfg.pin = args.rounds, args.visits, args.max_reruns, args.pin
+        if args.disturbed_cpu is not None:
+            cfg.disturbed_cpu = args.disturbed_cpu
         cfg.write_share = args.write_share
         cfg.write_kind = args.write_kind
         cfg.rate = args.rate
@@ -425,12 +443,24 @@ def _report(args: argparse.Namespace) -> int:
         from authzbench.report.compare import render_compare
 
         path = render_compare(args.compare[0], args.compare[1], args.out)
+        _print_compare(args.compare[0], args.compare[1])
     else:
         from authzbench.report import render
 
         path = render(args.run or latest_run(args.results_dir), args.out, args.against_reference)
     console.print(f"report: {path}")
     return 0
+
+
+def _print_compare(a: Path, b: Path) -> None:
+    from authzbench.report.compare import summary
+    from authzbench.report.data import load_run
+
+    s = summary(load_run(a), load_run(b))
+    share = f"{s['headline_agree'] / s['headline']:.0%}" if s["headline"] else "n/a"
+    console.print(f"verdicts of A: {s['verdicts']}, reversed by B: {s['reversed']}, not confirmed by B: "
+                  f"{s['unconfirmed']}; p50/throughput/ingest figures within ±25%: {s['headline_agree']} of "
+                  f"{s['headline']} ({share})", markup=False)
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -59,16 +60,58 @@ def summarize(h: HdrHistogram) -> LatencySummary:
                           ms(h.get_max_value()), ms(h.get_min_value()))
 
 
+@dataclass
+class Disturbance:
+    """What else ran on the machine during a measured window, in % of one core (200 = both of 2 cores)."""
+
+    foreign_cpu: float  # mean CPU of processes that are neither this run's client nor the measured server
+    foreign_cpu_max: float
+    steal: float  # mean CPU stolen by the hypervisor
+    samples: int
+
+    def as_record(self) -> dict:
+        return {"foreign_cpu": round(self.foreign_cpu, 1), "foreign_cpu_max": round(self.foreign_cpu_max, 1),
+                "steal": round(self.steal, 1), "samples": self.samples}
+
+
+class _MachineCpu:
+    """Machine-wide busy and steal CPU between two calls, in % of one core (psutil.cpu_times deltas)."""
+
+    def __init__(self) -> None:
+        self.ncpu = psutil.cpu_count() or 1
+        self.last = psutil.cpu_times()
+
+    def delta(self) -> tuple[float, float]:
+        now = psutil.cpu_times()
+        d = {f: getattr(now, f) - getattr(self.last, f) for f in now._fields}
+        self.last = now
+        # guest time is already counted in user on Linux; idle and iowait are not busy
+        total = sum(v for f, v in d.items() if f not in ("guest", "guest_nice"))
+        if total <= 0:
+            return 0.0, 0.0
+        idle = d.get("idle", 0.0) + d.get("iowait", 0.0)
+        scale = 100 * self.ncpu / total
+        steal = d.get("steal", 0.0)
+        return (total - idle - steal) * scale, steal * scale
+
+
 class Monitor:
-    """Samples CPU % and RSS of the server processes (and their children) while a phase runs.
+    """Samples CPU % and RSS of the server processes (and their children) while a phase runs, and what
+    else used the machine meanwhile (foreign CPU, steal: see Disturbance).
 
     Native servers are sampled with psutil; compose containers through a stats callback
     (docker SDK). Samples are handed to `sink` as they are taken, so a crash keeps them.
+    `others`: PIDs of servers this run started for other backends (idle meanwhile): their CPU is foreign,
+    not the client's, although they are children of this process.
     """
 
     def __init__(self, pids: list[int], sink: Callable[[dict], None], interval_s: float = 0.5,
-                 container_stats: Callable[[], list[tuple[float, int]]] | None = None):
+                 container_stats: Callable[[], list[tuple[float, int]]] | None = None,
+                 others: list[int] | None = None):
         self.pids = pids
+        self.others = set(others or [])
+        self._machine = _MachineCpu()
+        self._window: list[tuple[float, float]] = []  # (foreign, steal) of the samples kept
         self.sink = sink
         self.interval_s = interval_s
         self.container_stats = container_stats
@@ -82,14 +125,15 @@ class Monitor:
         self.samples = 0
 
     def _processes(self) -> list[psutil.Process]:
-        procs = []
+        procs, others = [], self._other_tree()
         for pid in self.pids:
             try:
                 root = self._procs.get(pid) or psutil.Process(pid)
                 self._procs[pid] = root
                 procs.append(root)
                 for child in root.children(recursive=True):
-                    procs.append(self._procs.setdefault(child.pid, child))
+                    if child.pid not in others:  # an in-process engine's tree holds the other servers too
+                        procs.append(self._procs.setdefault(child.pid, child))
             except psutil.Error:
                 continue
         return procs
@@ -97,8 +141,9 @@ class Monitor:
     def sample(self) -> dict | None:
         if self.container_stats is not None:
             stats = self.container_stats()
-            return {"cpu_percent": sum(c for c, _ in stats), "rss_bytes": sum(r for _, r in stats),
-                    "processes": len(stats), **self._client_cpu(set())}
+            out = {"cpu_percent": sum(c for c, _ in stats), "rss_bytes": sum(r for _, r in stats),
+                   "processes": len(stats), **self._client_cpu(set())}
+            return {**out, **self._foreign(out["cpu_percent"] + out.get("client_cpu_percent", 0.0))}
         cpu, rss, n = 0.0, 0, 0
         procs = self._processes()
         for p in procs:
@@ -108,8 +153,16 @@ class Monitor:
                 n += 1
             except psutil.Error:
                 continue
-        return {"cpu_percent": cpu, "rss_bytes": rss, "processes": n,
-                **self._client_cpu({p.pid for p in procs})} if n else None
+        if not n:
+            return None
+        out = {"cpu_percent": cpu, "rss_bytes": rss, "processes": n, **self._client_cpu({p.pid for p in procs})}
+        return {**out, **self._foreign(cpu + out.get("client_cpu_percent", 0.0))}
+
+    def _foreign(self, ours: float) -> dict:
+        """Machine CPU not used by the measured server or this run's client: other processes (co-tenants,
+        other servers of this run, daemons) competing for the cores, and the hypervisor's steal."""
+        busy, steal = self._machine.delta()
+        return {"foreign_cpu_percent": max(0.0, busy - ours), "steal_percent": steal}
 
     def _client_cpu(self, server_pids: set[int]) -> dict:
         """CPU of this benchmark process and its workers (server processes it started excluded): how much of
@@ -122,8 +175,9 @@ class Monitor:
             tree = [psutil.Process(me), *psutil.Process(me).children(recursive=True)]
         except psutil.Error:
             return {}
+        skip = server_pids | self._other_tree()
         for p in tree:
-            if p.pid in server_pids:
+            if p.pid in skip:
                 continue
             try:
                 cpu += self._client.setdefault(p.pid, p).cpu_percent(None)
@@ -131,13 +185,30 @@ class Monitor:
                 continue
         return {"client_cpu_percent": cpu}
 
+    def _other_tree(self) -> set[int]:
+        out = set()
+        for pid in self.others:
+            with contextlib.suppress(psutil.Error):
+                out |= {pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))}
+        return out
+
     def _emit(self) -> None:
         with self._lock:
             s = self.sample()
         if s is not None:
             s["t"] = time.time()
             self.samples += 1
+            if "foreign_cpu_percent" in s:
+                self._window.append((s["foreign_cpu_percent"], s["steal_percent"]))
             self.sink(s)
+
+    def disturbance(self) -> Disturbance | None:
+        """Foreign CPU and steal over the samples kept (the measured window); None without samples."""
+        if not self._window:
+            return None
+        f = [x for x, _ in self._window]
+        return Disturbance(sum(f) / len(f), max(f), sum(s for _, s in self._window) / len(self._window),
+                           len(self._window))
 
     def _loop(self) -> None:
         with self._lock:

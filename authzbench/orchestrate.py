@@ -43,6 +43,12 @@ from authzbench.social_oracle import oracle_for
 from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
 from authzbench.stopping import check as check_stop
 
+# A phase is re-run when processes outside the run took more than this share of one core, on average, during
+# its measured window (psutil: machine busy CPU minus the measured server's and the client's). Measured on
+# this 2-core machine kind: a quiet make bench's phases see a few % (kernel threads, the other idle servers);
+# a CPU-bound process beside the run shows ~70-100; 25 is far above the first and far below the second.
+DISTURBED_CPU = 25.0
+
 # A closed-loop worker is a process: measured 67 MiB unique memory each with the drivers imported
 # (postgres + SpiceDB, forkserver child), so 70 MiB is what one more worker costs.
 WORKER_BYTES = 70 * 2**20
@@ -101,6 +107,13 @@ class BenchConfig:
     concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
     iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
     repeat: int = 1
+    # The CLI's defaults are 3 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
+    # phase once, as before rounds existed, unless it asks for them.
+    rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see _phase_specs)
+    visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
+    max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
+    disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
+    pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
     write_share: float = 0.01
     write_kind: str = "acl"  # mixed: acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
     rate: float | None = None  # mixed: open loop at this rate instead of closed loop
@@ -156,6 +169,7 @@ class BenchConfig:
             raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
         if not (0 < self.iterations_scale < math.inf) or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
+        self._validate_rounds()
         self._validate_open_loop()
         self._validate_slo()
         if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
@@ -207,6 +221,17 @@ class BenchConfig:
             if ops > (limit := max_scheduled_ops(max(self.concurrency))):
                 raise UserError(f"{opt}: {ops:,.0f} ops scheduled in one phase, at most {limit:,} fit here "
                                 f"(every worker holds the phase's schedule, 8 bytes per op, in memory)")
+
+    def _validate_rounds(self) -> None:
+        if self.rounds < 1 or self.max_reruns < 0:
+            raise UserError("--rounds must be >= 1 and --max-reruns >= 0")
+        if not 1 <= self.visits <= self.rounds * self.repeat:
+            raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
+                            "each visit runs at least one round")
+        if not 0 < self.disturbed_cpu < math.inf:
+            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
+        if self.pin and len(os.sched_getaffinity(0)) < 2:
+            raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
 
     def _validate_slo(self) -> None:
         for key, opt in (("check_p95_ms", "--slo-check-p95"), ("write_p95_ms", "--slo-write-p95")):
@@ -365,14 +390,15 @@ class Session:
             stop_saved(self.name)
 
 
-def monitor_for(sess: Session, sink) -> Monitor:
-    """psutil on native PIDs; the docker SDK's stats for compose containers; nothing for external."""
+def monitor_for(sess: Session, sink, others: list[int] | None = None) -> Monitor:
+    """psutil on native PIDs; the docker SDK's stats for compose containers; nothing for external.
+    `others`: the other backends' servers this run keeps up between visits (their CPU is foreign)."""
     if sess.dep.mode == "compose" and sess.dep.containers:
         from authzbench.provision.compose import container_stats
 
         ids = list(sess.dep.containers)
-        return Monitor([], sink, container_stats=lambda: container_stats(ids))
-    return Monitor(sess.dep.pids if sess.dep.mode == "native" else [], sink)
+        return Monitor([], sink, container_stats=lambda: container_stats(ids), others=others)
+    return Monitor(sess.dep.pids if sess.dep.mode == "native" else [], sink, others=others)
 
 
 def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: bool) -> dict:
@@ -539,47 +565,84 @@ def _consistency_specs(cfg: BenchConfig, modes: tuple[str, ...], iters: int, com
     minimize_latency vs at_least_as_fresh with the write's ZedToken), at the first concurrency level. Capped
     at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show."""
     chosen = cfg.options.get("consistency") or (modes[0] if modes else "")
-    return [PhaseSpec(mode="closed", concurrency=cfg.concurrency[0], iterations=min(iters, 20), consistency=m,
-                      **common) for m in modes if m != chosen]
+    return [PhaseSpec(mode="closed", concurrency=cfg.concurrency[0], iterations=min(iters, _split(20, cfg.rounds)),
+                      consistency=m, **common) for m in modes if m != chosen]
+
+
+def _split(n: int, rounds: int) -> int:
+    return max(1, math.ceil(n / rounds))
+
+
+def _round_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str, modes: tuple[str, ...],
+                 rnd: int) -> list[tuple[PhaseSpec, str]]:
+    """One round: every scenario x concurrency once, each with 1/rounds of the phase's ops, warm-up, budget
+    and the ops its budget waits for (a figure merges its rounds back to the whole phase's ops)."""
+    specs = []
+    for sname in cfg.scenarios or []:
+        sc = scenario(sname)
+        if sc.op == "ingest":
+            continue
+        iters = _split(max(1, round(sc.iterations * cfg.iterations_scale)), cfg.rounds)
+        warm = _split(max(0, round(sc.warmup * min(1.0, cfg.iterations_scale * 4))), cfg.rounds) if sc.warmup else 0
+        budget = sc.budget_s * cfg.iterations_scale / cfg.rounds if sc.budget_s else None
+        rel, obj_type = SCRATCH_WRITES[ds.model]
+        common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
+                      max_seconds=sc.max_seconds, repeat=rnd, n_resources=ds.entities[obj_type],
+                      budget_s=budget, min_ops=_split(sc.min_ops, cfg.rounds) if sc.min_ops else 0,
+                      scratch_user=ds.entities["user"], scratch_relation=rel)
+        if sc.op == "mixed":
+            common["write_share"] = cfg.write_share
+            if ds.model == "rebac":
+                common.update(write_kind=cfg.write_kind, write_targets=mixed_targets(ds))
+            if open_loop := _open_loop_specs(cfg, common, sname):
+                # a rate step or a ramp is one schedule: not split; it runs in the first round only
+                specs += open_loop if rnd % cfg.rounds == 0 else []
+                continue
+        for c in cfg.concurrency:
+            if conc_model == "thread" and c > 8:
+                continue  # in-process engines: more threads only measure the GIL
+            specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
+                                    input_offset=(rnd % cfg.rounds) * iters, **common), sname))
+        if sc.op == "write":
+            specs += [(spec, sname) for spec in _consistency_specs(cfg, modes, iters, common)]
+    return specs
+
+
+def _open_loop_specs(cfg: BenchConfig, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
+    common = {**common, "warmup": common["warmup"] * cfg.rounds}
+    if cfg.rates:  # a step per rate: the report finds the highest rate that passes
+        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=[(r, cfg.duration_s)],
+                           start_rate=r, **common), sname) for r in cfg.rates]
+    if cfg.rate or cfg.stages:
+        stages = cfg.stages or [(cfg.rate, cfg.duration_s)]
+        start_rate = cfg.rate if not cfg.stages else (cfg.rate or 0.0)
+        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=stages, start_rate=start_rate,
+                           **common), sname)]
+    return []
 
 
 def _phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
                  modes: tuple[str, ...] = ()) -> list[tuple[PhaseSpec, str]]:
+    """Every round of every repeat, each round in a rotated order: round k starts k/rounds of the way into
+    the list, so a slow period of the machine during a backend's span lands on every scenario alike and
+    the spread between rounds measures it (Google Benchmark's random interleaving, asv's rounds)."""
     specs = []
-    for rep in range(cfg.repeat):
-        for sname in cfg.scenarios:
-            sc = scenario(sname)
-            if sc.op == "ingest":
-                continue
-            iters = max(1, round(sc.iterations * cfg.iterations_scale))
-            warm = max(0, round(sc.warmup * min(1.0, cfg.iterations_scale * 4)))
-            rel, obj_type = SCRATCH_WRITES[ds.model]
-            common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
-                          max_seconds=sc.max_seconds, repeat=rep, n_resources=ds.entities[obj_type],
-                          budget_s=sc.budget_s * cfg.iterations_scale if sc.budget_s else None, min_ops=sc.min_ops,
-                          scratch_user=ds.entities["user"], scratch_relation=rel)
-            if sc.op == "mixed":
-                common["write_share"] = cfg.write_share
-                if ds.model == "rebac":
-                    common.update(write_kind=cfg.write_kind, write_targets=mixed_targets(ds))
-                if cfg.rates:
-                    for r in cfg.rates:  # a step per rate: the report finds the highest rate that passes
-                        specs.append((PhaseSpec(mode="open", concurrency=max(cfg.concurrency),
-                                                stages=[(r, cfg.duration_s)], start_rate=r, **common), sname))
-                    continue
-                if cfg.rate or cfg.stages:
-                    stages = cfg.stages or [(cfg.rate, cfg.duration_s)]
-                    start_rate = cfg.rate if not cfg.stages else (cfg.rate or 0.0)
-                    specs.append((PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=stages,
-                                            start_rate=start_rate, **common), sname))
-                    continue
-            for c in cfg.concurrency:
-                if conc_model == "thread" and c > 8:
-                    continue  # in-process engines: more threads only measure the GIL
-                specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters, **common), sname))
-            if sc.op == "write":
-                specs += [(spec, sname) for spec in _consistency_specs(cfg, modes, iters, common)]
+    for rnd in range(cfg.rounds * cfg.repeat):
+        one = _round_specs(cfg, name, ds, conc_model, modes, rnd)
+        k = (rnd % cfg.rounds) * len(one) // cfg.rounds
+        specs += one[k:] + one[:k]
     return specs
+
+
+def visit_order(names: list[str], visits: int) -> list[tuple[int, str]]:
+    """(visit, backend) in the order bench runs them: forward, then reverse, then forward..."""
+    return [(v, n) for v in range(visits) for n in (names if v % 2 == 0 else names[::-1])]
+
+
+def visit_of(cfg: BenchConfig, rnd: int) -> int:
+    """Rounds alternate between visits: with 3 rounds and 2 visits, rounds 0 and 2 run in the first visit
+    (backends in order) and round 1 in the second (backends in reverse order)."""
+    return rnd % cfg.visits
 
 
 def _phase_sink(store: RunStore):
@@ -617,45 +680,87 @@ def _preload_workers(cfg: BenchConfig) -> None:
 
 
 def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
-    """Run every scenario on every backend. Returns failures (one line each); never raises on a backend."""
+    """Run every scenario on every backend. Returns failures (one line each); never raises on a backend.
+
+    With several visits, every backend is started and loaded on the first and its servers stay up until its
+    last: visit 1 takes the backends in order, visit 2 in reverse order, and so on, each running its share
+    of the rounds, so a slow period of the machine does not land on one backend only."""
     clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
     with timed_step(store, None, "dataset and oracle"):
         ds, oracle = _dataset_and_oracle(cfg, store)
-    inputs_cache: dict[str, list] = {}
-    failures = _skip_unsupported(cfg, store, "bench")
-    client = _load_hosts(cfg, store)
+    run = _BenchRun(cfg, store, ds, oracle, _skip_unsupported(cfg, store, "bench"), _load_hosts(cfg, store))
     _preload_workers(cfg)
-    for name in cfg.backends:
-        if name in cfg.unsupported():
-            continue
-        sess = None
-        try:
-            with timed_step(store, name, "start"):
-                sess = Session(name, cfg)
-            if client is not None:
-                from authzbench.scenarios.distributed import check_endpoint
+    names = [n for n in cfg.backends if n not in cfg.unsupported()]
+    try:
+        for visit, name in visit_order(names, cfg.visits):
+            run.visit(name, visit)
+    finally:
+        run.stop_all()
+    if run.client is not None:
+        run.client.close()
+    return run.failures
 
-                check_endpoint(client, name, cfg.options.get("url") or os.environ.get(external_url_var(name), ""))
-            with timed_step(store, name, "load"):
-                load_backend(sess, ds, store, cfg.reload)
-            _bench_backend(cfg, sess, ds, oracle, store, inputs_cache, client)
+
+@dataclass
+class _BenchRun:
+    """The state of one bench run across backends and visits: the sessions still up, the failures."""
+
+    cfg: BenchConfig
+    store: RunStore
+    ds: Dataset
+    oracle: Any
+    failures: list[str]
+    client: Any
+    sessions: dict[str, Session] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    inputs_cache: dict[str, list] = field(default_factory=dict)
+
+    def visit(self, name: str, visit: int) -> None:
+        if name in self.failed:
+            return
+        cfg, store = self.cfg, self.store
+        try:
+            sess = self.sessions.get(name)
+            if sess is None:
+                with timed_step(store, name, "start"):
+                    sess = self.sessions[name] = Session(name, cfg)
+                if self.client is not None:
+                    from authzbench.scenarios.distributed import check_endpoint
+
+                    check_endpoint(self.client, name, cfg.options.get("url") or
+                                   os.environ.get(external_url_var(name), ""))
+                with timed_step(store, name, "load"):
+                    load_backend(sess, self.ds, store, cfg.reload)
+            _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
+                           visit=visit, others=self._other_pids(name))
         except ResultsUnwritable:
-            raise  # nothing more can be recorded: the run stops (the finally below stops the servers)
+            raise  # nothing more can be recorded: the run stops (bench's finally stops the servers)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
-            _backend_failed(failures, store, name, "bench", e)
+            self.failed.add(name)
+            _backend_failed(self.failures, store, name, "bench", e)
+            self.stop(name)
         except Interrupted:
             store.append({"type": "backend_error", "backend": name, "stage": "bench",
                           "message": f"run interrupted by {signal_name()}"})
             raise
-        finally:
-            if sess is not None and sess.started_here and not cfg.keep_running:
-                with timed_step(store, name, "stop"):
-                    sess.stop()
-    if client is not None:
-        client.close()
-    return failures
+        if visit == cfg.visits - 1:
+            self.stop(name)
+
+    def _other_pids(self, name: str) -> list[int]:
+        return [pid for n, s in self.sessions.items() if n != name and s.dep.mode == "native"
+                for pid in s.dep.pids if pid != os.getpid()]
+
+    def stop(self, name: str) -> None:
+        sess = self.sessions.pop(name, None)
+        if sess is not None and sess.started_here and not self.cfg.keep_running:
+            with timed_step(self.store, name, "stop"):
+                sess.stop()
+
+    def stop_all(self) -> None:
+        for name in list(self.sessions):
+            self.stop(name)
 
 
 def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
@@ -676,42 +781,94 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
 
 
 def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
-                   inputs_cache: dict[str, list], client) -> None:
-    """Every phase of one loaded backend, in order; each phase's records go to the store as they come."""
+                   inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None) -> None:
+    """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
     name, cls = sess.name, backend_class(sess.name)
-    with sess.backend(dataset_path=str(ds.path)) as b:
-        info = b.server_info()
-    store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),
-                  "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
-                  "concurrency_model": cls.concurrency})
-    say(f"{name}: {info.label}")
+    if visit == 0:
+        with sess.backend(dataset_path=str(ds.path)) as b:
+            info = b.server_info()
+        store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),
+                      "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
+                      "concurrency_model": cls.concurrency})
+        say(f"{name}: {info.label}")
+    if cfg.pin:
+        pin_cores(sess)
     for spec, sname in _phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
+        if visit_of(cfg, spec.repeat) != visit:
+            continue
         sc = scenario(sname)
         if sname not in inputs_cache:
             n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
             extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
             with timed_step(store, None, f"inputs and expected answers of {sname}"):
                 inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-        say(f"{name}: {spec.phase_id}")
-        sink = _phase_sink(store)
-        mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
-            {"type": "monitor", "backend": name, "phase": pid, **s})).gated()
-        with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-            mode = {"consistency": spec.consistency} if spec.consistency else {}
-            # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
-            factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
-            res = _run_phase(spec, factory, inputs_cache[sname], sink, cls.concurrency, mon.window, client)
-        if sc.op in ("write", "mixed"):
-            check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
-            with timed_step(store, name, f"restore check after {spec.phase_id}"):
-                verify_restored(sess, ds, oracle, store, spec.phase_id,
-                                write_ops=[op for _, op, _ in inputs_cache[sname]] if sc.op == "write" else None,
-                                clean_all=res.stopped_workers > 0)
-        check_stop()
-        if res.status == "failed":
-            say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
-        elif res.status == "incomplete":
-            say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+        for attempt in range(cfg.max_reruns + 1):
+            spec.attempt = attempt
+            if not _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or []):
+                break
+
+
+def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
+             inputs: list, client, others: list[int]) -> bool:
+    """Run one phase once; True when foreign CPU disturbed it and a re-run is still allowed."""
+    name, sc = sess.name, scenario(spec.scenario)
+    cls = backend_class(name)
+    say(f"{name}: {spec.phase_id}")
+    sink = _phase_sink(store)
+    mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
+        {"type": "monitor", "backend": name, "phase": pid, **s}), others).gated()
+    with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
+        mode = {"consistency": spec.consistency} if spec.consistency else {}
+        # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
+        factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
+        res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client)
+    rerun = _judge_disturbance(cfg, store, spec, mon.disturbance(), res.status)
+    if sc.op in ("write", "mixed"):
+        check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
+        with timed_step(store, name, f"restore check after {spec.phase_id}"):
+            verify_restored(sess, ds, oracle, store, spec.phase_id,
+                            write_ops=[op for _, op, _ in inputs] if sc.op == "write" else None,
+                            clean_all=res.stopped_workers > 0)
+    check_stop()
+    if res.status == "failed":
+        say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
+    elif res.status == "incomplete":
+        say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+    return rerun
+
+
+def _judge_disturbance(cfg: BenchConfig, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:
+    """Record what else ran during the phase; True when it should run again (disturbed, re-runs left)."""
+    if d is None:
+        return False
+    disturbed = d.foreign_cpu > cfg.disturbed_cpu
+    rerun = disturbed and spec.attempt < cfg.max_reruns and status != "failed"
+    store.append({"type": "disturbance", "phase": spec.phase_id, "backend": spec.backend, "attempt": spec.attempt,
+                  "threshold": cfg.disturbed_cpu, "disturbed": disturbed, "rerun": rerun, **d.as_record()})
+    if disturbed:
+        say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
+            f"core (threshold {cfg.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
+    return rerun
+
+
+def pin_cores(sess: Session) -> None:
+    """The isolation experiment (--pin): the server's processes on the last core, this process and its
+    workers (forked from it, they inherit it) on the others. Nothing to split for an in-process engine."""
+    if sess.dep.mode != "native" or entry(sess.name).in_process:
+        return
+    cores = sorted(os.sched_getaffinity(0) | {c for c in range(os.cpu_count() or 1)})
+    server, client = {cores[-1]}, set(cores[:-1])
+    pinned = set()
+    for pid in sess.dep.pids:
+        with contextlib.suppress(psutil.Error, OSError):
+            for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+                p.cpu_affinity(list(server))
+                pinned.add(p.pid)
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:  # the forkserver and workers; the servers are not Python
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid not in pinned and (p.pid == me.pid or "python" in p.name()):
+                p.cpu_affinity(list(client))
 
 
 def _repair_scratch(b: Backend, ops: list, rec: dict, clean_all: bool = False) -> None:

@@ -1,4 +1,8 @@
-"""`authzbench report --compare A B`: the ratio B / A of every figure measured in both runs."""
+"""`authzbench report --compare A B`: does run B confirm run A?
+
+Per Findings figure: the ratio B / A and whether the two runs differ beyond both figures' intervals; per
+verdict of A (two backends in different tiers of a dimension: a clear difference), whether B confirms it,
+finds no clear difference, or reverses it. Then the ratio B / A of every per-phase figure."""
 
 from __future__ import annotations
 
@@ -6,8 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import load_run
+from authzbench.report import findings
+from authzbench.report.data import RunData, load_run
 from authzbench.report.markdown import _merge_repeats, table
+from authzbench.report.noise import overlap
+
+AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 
 
 def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
@@ -15,6 +23,7 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     lines = [f"# authzbench comparison — `{rb.manifest['run_id']}` vs `{ra.manifest['run_id']}`", "",
              "Ratios are B / A (B = the second run). Below 1 means B is faster for latency, and lower for "
              "throughput.", ""]
+    lines += verdict_section(ra, rb)
     keys = ["backend", "scenario", "kind", "concurrency"]
     if not ra.phases.empty and not rb.phases.empty:
         pa = _merge_repeats(ra.phases[ra.phases["mode"] == "closed"]).set_index(keys)
@@ -43,4 +52,79 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     return path
 
 
-__all__ = ["render_compare", "pd"]
+def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
+    """Every Findings figure present in both runs: values, intervals, B / A, and whether they differ beyond
+    both intervals."""
+    da = {d.title: d for d in findings.compute(ra)}
+    rows = []
+    for d in findings.compute(rb):
+        if d.title not in da:
+            continue
+        fa = {f.backend: f for f in da[d.title].figures}
+        for f in d.figures:
+            a = fa.get(f.backend)
+            if a is None or f.text or a.text:
+                continue
+            ratio = f.value / a.value if a.value else float("nan")
+            rows.append({"dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
+                         "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
+                         "differ": not overlap(a.interval(), f.interval()),
+                         "headline": d.title.startswith(("Check p50", "Best throughput", "Mixed", "Ingest")),
+                         "unstable": a.unstable or f.unstable})
+    return pd.DataFrame(rows)
+
+
+def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
+    """Every verdict of A (x clearly better than y in a dimension) and what B says of it."""
+    db = {d.title: d for d in findings.compute(rb)}
+    rows = []
+    for d in findings.compute(ra):
+        if d.title not in db:
+            continue
+        for figs_a, figs_b in zip(findings.split(d, ra), findings.split(db[d.title], rb), strict=True):
+            tier_a, tier_b = _tier_of(figs_a, d), _tier_of(figs_b, d)
+            for x, tx in tier_a.items():
+                for y, ty in tier_a.items():
+                    if tx < ty and x in tier_b and y in tier_b:
+                        b = "confirmed" if tier_b[x] < tier_b[y] else "reversed" if tier_b[x] > tier_b[y] \
+                            else "no clear difference in B"
+                        rows.append({"dimension": d.title, "better": x, "worse": y, "b": b})
+    return pd.DataFrame(rows, columns=["dimension", "better", "worse", "b"])
+
+
+def _tier_of(figs: list, d) -> dict[str, int]:
+    return {f.backend: i for i, tier in enumerate(findings.tiers(figs, d.higher_is_better)) for f in tier}
+
+
+def summary(ra: RunData, rb: RunData) -> dict:
+    """The comparison's headline counts (also printed by the CLI)."""
+    v, f = verdict_pairs(ra, rb), figure_pairs(ra, rb)
+    head = f[f["headline"]] if not f.empty else f
+    return {"verdicts": len(v), "reversed": int((v["b"] == "reversed").sum()) if len(v) else 0,
+            "unconfirmed": int((v["b"] == "no clear difference in B").sum()) if len(v) else 0,
+            "figures": len(f), "differ": int(f["differ"].sum()) if len(f) else 0,
+            "headline": len(head), "headline_agree": int(head["agree"].sum()) if len(head) else 0}
+
+
+def verdict_section(ra: RunData, rb: RunData) -> list[str]:
+    s, v, f = summary(ra, rb), verdict_pairs(ra, rb), figure_pairs(ra, rb)
+    share = s["headline_agree"] / s["headline"] if s["headline"] else float("nan")
+    lines = ["## Verdicts", "",
+             f"- Clear differences stated by A: **{s['verdicts']}**; reversed by B: **{s['reversed']}**; "
+             f"not confirmed by B (no clear difference there): {s['unconfirmed']}.",
+             f"- Findings figures in both runs: {s['figures']}; differing beyond both intervals: {s['differ']}.",
+             f"- p50, throughput and ingest figures within ±25% of each other: **{s['headline_agree']} of "
+             f"{s['headline']}** ({share:.0%}).", ""]
+    if (bad := v[v["b"] == "reversed"]) is not None and len(bad):
+        lines += ["### Reversed verdicts", "", table(bad, {"dimension": "Dimension", "better": "Better in A",
+                                                          "worse": "Worse in A", "b": "In B"}), ""]
+    if len(f):
+        f = f.assign(order=(f["ratio"].map(lambda r: max(r, 1 / r) if r == r and r else float("inf"))))
+        worst = f.sort_values("order", ascending=False).head(15)
+        lines += ["### Figures that moved most", "", table(worst, {
+            "dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A",
+            "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]
+    return lines
+
+
+__all__ = ["render_compare", "summary", "pd"]

@@ -25,6 +25,9 @@ class RunData:
     servers: dict[str, dict] = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
     monitor_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per monitored phase
+    # phase rows another attempt replaced (re-run because other processes disturbed them): kept for the
+    # validity section, never in a figure
+    superseded: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def comparable(self, backend: str) -> bool:
         """False for † figures (embedded engine, wire-compatible stand-in, in-process oracle)."""
@@ -41,7 +44,7 @@ def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
     rd = RunData(path, manifest, recs)
     rd.servers = {r["backend"]: r for r in recs if r["type"] == "server"}
     rd.errors = [r for r in recs if r["type"] == "backend_error"]
-    rd.phases = phase_table(recs)
+    rd.phases, rd.superseded = latest_attempts(phase_table(recs))
     rd.ingest = ingest_table(recs)
     rd.monitor = monitor_table(recs)
     rd.monitor_phases = monitor_phase_table(recs)
@@ -51,6 +54,7 @@ def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
 def phase_table(recs: list[dict]) -> pd.DataFrame:
     starts = {r["phase"]: r for r in recs if r["type"] == "phase_start"}
     ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
+    disturbed = {r["phase"]: r for r in recs if r["type"] == "disturbance"}
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in recs:
         if r["type"] == "interval":
@@ -77,6 +81,10 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
             rows.append({
                 "phase": phase, "backend": st["backend"], "scenario": st["scenario"], "kind": kind,
                 "mode": st["mode"], "concurrency": st["concurrency"], "repeat": st["repeat"],
+                "attempt": st.get("attempt", 0),
+                "foreign_cpu": disturbed.get(phase, {}).get("foreign_cpu", float("nan")),
+                "steal": disturbed.get(phase, {}).get("steal", float("nan")),
+                "disturbed": bool(disturbed.get(phase, {}).get("disturbed", False)),
                 "consistency": st.get("consistency") or "",
                 "target_rate": st["stages"][-1][0] if st.get("stages") else None,
                 "status": end["status"] if end else "incomplete",
@@ -98,6 +106,18 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "budget_s": st.get("budget_s"), "min_ops": st.get("min_ops"), "iterations": st.get("iterations"),
             })
     return pd.DataFrame(rows)
+
+
+PHASE_KEY = ["backend", "scenario", "consistency", "mode", "concurrency", "target_rate", "repeat"]
+
+
+def latest_attempts(ph: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the last attempt of every phase, the attempts it replaced)."""
+    if ph.empty:
+        return ph, ph
+    last = ph.groupby(PHASE_KEY, dropna=False, sort=False)["attempt"].transform("max")
+    keep = ph["attempt"] == last
+    return ph[keep].reset_index(drop=True), ph[~keep].reset_index(drop=True)
 
 
 def ingest_rates(rec: dict) -> dict:

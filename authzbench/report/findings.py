@@ -18,10 +18,16 @@ import numpy as np
 import pandas as pd
 
 from authzbench.report.data import RunData
-from authzbench.report.noise import min_ops, overlap, percentile_bounds, rate_spread
+from authzbench.report.noise import min_ops, overlap, round_figure, unstable
 from authzbench.scenarios.catalog import SCENARIOS
 
 MARK = "⚠"  # a percentile from too few ops
+DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs
+# A load or a peak RSS is measured once per run: no rounds give it an interval. Between three committed
+# make bench runs of one code base the same backend's ingest moved by up to 2.3x (Elasticsearch 27.5k vs
+# 62.3k relationships/s; chdb 155k vs 317k) and peak RSS by up to ~1.2x, so such a figure is taken to lie
+# anywhere within these factors of its value.
+SINGLE_FACTOR = {"ingest": 2.0, "rss": 1.25}
 
 
 @dataclass
@@ -34,6 +40,8 @@ class Figure:
     detail: str = ""
     text: str = ""  # shown instead of the number (e.g. "none met the SLO"); still ranked by value
     bounds: tuple[float, float] | None = None  # where the figure could land on another run (else value ± spread)
+    unstable: bool = False  # its rounds disagree by more than noise.UNSTABLE_RANGE: shown, not ranked
+    disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
 
     def interval(self) -> tuple[float, float]:
         if self.bounds is not None:
@@ -80,7 +88,7 @@ def _closed(rd: RunData, scenario: str, kind: str | None = None) -> pd.DataFrame
 
 def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
                  detail: Callable[[str, pd.DataFrame], str] | None = None) -> list[Figure]:
-    """Percentile q at each backend's lowest concurrency (1 worker), all repeats merged."""
+    """Percentile q at each backend's lowest concurrency (1 worker): the median over its rounds."""
     from authzbench.report.markdown import _merge_repeats
 
     sub = _closed(rd, scenario, kind)
@@ -88,10 +96,19 @@ def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
     for b, g in sub.groupby("backend", sort=False):
         rows = g[g["concurrency"] == g["concurrency"].min()]
         m = _merge_repeats(rows).iloc[0]
-        v = float(m[f"p{q:g}_ms"])
+        v, bounds = round_figure(rows, q, float(m[f"p{q:g}_ms"]))
         out.append(Figure(b, v, n=int(m["ops"]), q=q, detail=detail(b, rows) if detail else "",
-                          bounds=percentile_bounds(rows, q, v)))
+                          bounds=bounds, unstable=unstable(rows, q), disturbed=_disturbed(rows)))
     return out
+
+
+def _disturbed(rows: pd.DataFrame) -> bool:
+    return bool(rows["disturbed"].any()) if "disturbed" in rows else False
+
+
+def _single(value: float, what: str) -> tuple[float, float]:
+    f = SINGLE_FACTOR[what]
+    return value / f, value * f
 
 
 def _scenarios(rd: RunData, op: str) -> list[str]:
@@ -109,9 +126,12 @@ def ingest(rd: RunData) -> list[Dimension]:
         return []
     df = df[df["variant"] == ""]
     figs = [Figure(r.backend, float(r.rels_per_s), detail=f"{r.total_s:.1f} s incl. {r.build_s:.1f} s build; "
-                   f"{r.rows / r.relationships:.1f} rows written per relationship") for r in df.itertuples()]
+                   f"{r.rows / r.relationships:.1f} rows written per relationship",
+                   bounds=_single(float(r.rels_per_s), "ingest")) for r in df.itertuples()]
     return [Dimension("Writes", "Ingest incl. closure / view / index build", "relationships/s", True, figs,
-                      anchor("ingest"), "one load per backend: no spread measured", summary="ingest rels/s")]
+                      anchor("ingest"), f"one load per backend: a clear difference needs more than "
+                      f"{SINGLE_FACTOR['ingest'] ** 2:g}x (loads moved up to 2.3x between runs)",
+                      summary="ingest rels/s")]
 
 
 def footprint(rd: RunData) -> list[Dimension]:
@@ -152,9 +172,11 @@ def check_throughput(rd: RunData) -> list[Dimension]:
     for s in _scenarios(rd, "check"):
         figs = []
         for b, g in _closed(rd, s).groupby("backend", sort=False):
-            by_c = g.groupby("concurrency")["ops_per_s"].mean()
+            by_c = g.groupby("concurrency")["ops_per_s"].median()
             c = int(by_c.idxmax())
-            figs.append(Figure(b, float(by_c.max()), rate_spread(g[g["concurrency"] == c]),
+            rows = g[g["concurrency"] == c]
+            v, bounds = round_figure(rows, None, float(by_c.max()))
+            figs.append(Figure(b, v, bounds=bounds, unstable=unstable(rows, None), disturbed=_disturbed(rows),
                                detail=f"at {_workers(c)}"))
         out.append(Dimension("Checks", f"Best throughput over the concurrency sweep, {s}", "checks/s", True,
                              figs, anchor(s), summary="best check throughput"))
@@ -221,8 +243,8 @@ def server_memory(rd: RunData) -> list[Dimension]:
     if m.empty:
         return []
     m = m[~m["phase"].str.contains("/ingest")]
-    figs = [Figure(b, float(g["rss_max_mb"].max()), detail=_in_process(rd, b))
-            for b, g in m.groupby("backend", sort=False)]
+    figs = [Figure(b, float(g["rss_max_mb"].max()), detail=_in_process(rd, b),
+                   bounds=_single(float(g["rss_max_mb"].max()), "rss")) for b, g in m.groupby("backend", sort=False)]
     return [Dimension("Resources", "Peak server RSS over the read phases", "MiB", False, figs, anchor("resources"),
                       summary="peak RSS")]
 
@@ -328,9 +350,10 @@ def _ints(s: pd.Series) -> str:
 # ranking --------------------------------------------------------------------------------------------
 
 def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
-    """Best first; a figure within the noise of its tier's leader joins that tier (no clear difference)."""
-    ordered = sorted((f for f in figs if not math.isnan(f.value)), key=lambda f: -f.value if higher_is_better
-                     else f.value)
+    """Best first; a figure within the noise of its tier's leader joins that tier (no clear difference).
+    Unstable figures are left out: they are listed apart (ranking_text)."""
+    ordered = sorted((f for f in figs if not math.isnan(f.value) and not f.unstable),
+                     key=lambda f: -f.value if higher_is_better else f.value)
     out: list[list[Figure]] = []
     for f in ordered:
         lead = out[-1][0] if out else None
@@ -358,9 +381,10 @@ def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
     ts = tiers(figs, d.higher_is_better)
-    if not ts:
+    shaky = [f for f in figs if f.unstable and not math.isnan(f.value)]
+    if not ts and not shaky:
         return "nothing measured"
-    best = ts[0][0].value
+    best = ts[0][0].value if ts else math.nan
     parts = []
     for i, tier in enumerate(ts, 1):
         cells = [_cell(f, d, label, best, i > 1) for f in tier]  # a tie with the best has no ratio
@@ -368,17 +392,23 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
             parts.append(f"{i}. {cells[0]}")
         else:
             parts.append(f"{i}. no clear difference between " + ", ".join(cells[:-1]) + f" and {cells[-1]}")
+    if shaky:
+        parts.append("not ranked, its rounds disagree (unstable): " +
+                     ", ".join(_cell(f, d, label, best, False) for f in shaky))
     return "; ".join(parts)
 
 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float, show_ratio: bool) -> str:
     v = f"{MARK} " if f.too_few else ""
+    v += f"{DISTURBED} " if f.disturbed else ""
     v += f"**{label(f.backend)}** " + (f.text or f"{_num(f.value)} {d.unit}".rstrip())
     bits = []
     if show_ratio and not f.text:
         r = ratio_to_best(best, f.value, d.higher_is_better)
         if math.isfinite(r):  # a best of 0 (no stale allows) has no ratio
             bits.append(f"{'÷' if d.higher_is_better else '×'}{r:.2g}")
+    if f.bounds is not None and not f.text and f.bounds != (f.value, f.value):
+        bits.append(f"{_num(f.bounds[0])}-{_num(f.bounds[1])}")
     if f.n is not None:
         bits.append(f"n={f.n:,}" + (f", too few for a p{f.q:g}" if f.too_few else ""))
     if f.detail:
@@ -410,11 +440,16 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              "Computed from this run's tables (each statement links to its table). Per dimension the backends "
              "are ranked best first; ×N means N times the best's figure (lower is better), ÷N the best's "
              "figure divided by N (higher is better). Backends marked † are ranked apart, never with networked "
-             "servers. Two figures whose noise intervals overlap are reported as **no clear difference**: the "
-             "interval is the spread across `--repeat` runs or, with one run, the spread of the phase's "
-             "one-second slices (÷√slices) widened to the percentile's 95% confidence interval from its op "
-             f"count; single measurements (ingest, footprint, RSS) are taken at face value. n = ops a "
-             f"percentile rests on; {MARK} = fewer ops than the percentile needs (p95: 20, p99: 100).", ""]
+             "servers. A figure is the median over its rounds (each phase runs in rounds interleaved with "
+             "the other phases and spread over the backend's visits; see Method), shown with its interval: "
+             "the lowest to the highest round, widened to a percentile's 95% confidence interval from its op "
+             "count. Two figures whose intervals overlap are reported as **no clear difference**; a figure "
+             "whose rounds spread wider than the figure itself is **unstable** and not ranked. A load and a "
+             f"peak RSS are measured once: they are taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
+             f"{SINGLE_FACTOR['rss']:g}x of their value (the most they moved between runs here); footprint at "
+             f"face value. n = ops a percentile rests on; {MARK} = fewer ops than the percentile needs (p95: "
+             f"20, p99: 100); {DISTURBED} = other processes' CPU disturbed a phase it rests on even after its "
+             "re-runs (see Validity).", ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
     group = None
@@ -434,9 +469,10 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     return "\n".join(lines)
 
 
-def summary_matrix(rd: RunData, dims: list[Dimension]) -> pd.DataFrame:
+def summary_matrix(rd: RunData, dims: list[Dimension], end: str = "value") -> pd.DataFrame:
     """Rows: chart rows; columns: backends; value: times worse than the best of its group (geometric mean
-    over the dimensions sharing a row), so 1 is the best. † backends are measured against † backends."""
+    over the dimensions sharing a row), so 1 is the best. † backends are measured against † backends.
+    end "lo" / "hi": the same for the nearer / farther end of each figure's interval (the chart's bars)."""
     vals: dict[tuple[str, str], list[float]] = {}
     for d in dims:
         if not d.summary:
@@ -447,8 +483,7 @@ def summary_matrix(rd: RunData, dims: list[Dimension]) -> pd.DataFrame:
                 continue
             best = (max if d.higher_is_better else min)(f.value for f in ok)
             for f in ok:  # inf (e.g. no rate met the SLO) is kept: the chart draws it at its edge
-                vals.setdefault((d.summary, f.backend), []).append(ratio_to_best(best, f.value,
-                                                                                 d.higher_is_better))
+                vals.setdefault((d.summary, f.backend), []).append(_ratio_end(best, f, d.higher_is_better, end))
     if not vals:
         return pd.DataFrame()
     rows = {k: float(np.exp(np.mean(np.log(v)))) if all(map(math.isfinite, v)) else math.inf
@@ -456,3 +491,16 @@ def summary_matrix(rd: RunData, dims: list[Dimension]) -> pd.DataFrame:
     s = pd.Series(rows)
     order = list(dict.fromkeys(d.summary for d in dims if d.summary))
     return s.unstack().reindex([o for o in order if o in s.index.get_level_values(0)])
+
+
+def _ratio_end(best: float, f: Figure, higher_is_better: bool, end: str) -> float:
+    """The figure's ratio to the best, or that of one end of its interval (never below 1/10: a lower end at
+    or below 0 would have no ratio on the chart's log axis)."""
+    if end == "value" or f.text or not math.isfinite(f.value):
+        return ratio_to_best(best, f.value, higher_is_better)
+    lo, hi = f.interval()
+    near, far = (hi, lo) if higher_is_better else (lo, hi)
+    v = near if end == "lo" else far
+    if higher_is_better:
+        return best / v if v > 0 else math.inf
+    return max(v, best / 10) / best if best > 0 else math.inf

@@ -68,9 +68,10 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
     run_id = rd.manifest["run_id"]
     charts = render_charts(rd, out_dir, run_id, slo_verdicts(rd), _slo(rd))
     dims = findings.compute(rd)
-    matrix = findings.summary_matrix(rd, dims)
-    matrix.columns = [_label(rd, b) for b in matrix.columns]
-    summary = render_summary_chart(matrix, out_dir, run_id)
+    matrices = [findings.summary_matrix(rd, dims, end) for end in ("value", "lo", "hi")]
+    for m in matrices:
+        m.columns = [_label(rd, b) for b in m.columns]
+    summary = render_summary_chart(*matrices, out_dir=out_dir, run_id=run_id)
     md = [f"# authzbench report — run `{run_id}`\n"]
     md.append(_summary_intro(rd))
     md.append(findings.render_section(rd, lambda b: _label(rd, b), summary, dims))
@@ -177,6 +178,7 @@ def _method(rd: RunData) -> str:
         "- Every measured op is recorded (HdrHistogram, 1 µs resolution, 3 significant digits); percentiles are "
         "computed from the merged histograms, never from samples.",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
+        *_rounds_rule(rd),
         *_stop_rule(ph),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back. Open loop: ops "
         "are due on a fixed schedule and latency is measured from the intended start time (no coordinated "
@@ -189,6 +191,26 @@ def _method(rd: RunData) -> str:
         "logical cores: at high concurrency the client processes compete with the server for CPU, so "
         "throughput past the core count measures the pair, not the server alone (use --provision external "
         "to put servers elsewhere).", ""])
+
+
+def _rounds_rule(rd: RunData) -> list[str]:
+    cfg = rd.manifest.get("config", {})
+    rounds, visits = int(cfg.get("rounds") or 1), int(cfg.get("visits") or 1)
+    lines = [f"- Rounds: every closed-loop phase ran in {rounds} round(s) of 1/{rounds} of its ops, warm-up and "
+             "budget each; every round visits every scenario x worker count once, each round starting at a "
+             "different point of the list (rotated), so drift lands on every scenario alike. A figure is the "
+             "median over its rounds, its interval their range (Findings)."]
+    if visits > 1:
+        lines.append(f"- Visits: every backend was visited {visits} times, in order and then in reverse, its rounds "
+                     "spread over the visits; its servers stayed up, loaded, in between (their CPU while idle "
+                     "counts as foreign below).")
+    thr = cfg.get("disturbed_cpu")
+    if thr:
+        lines.append(f"- Interference: during every phase the CPU of processes outside the run (neither its "
+                     f"workers nor the measured server) and the hypervisor's steal were sampled; a phase where "
+                     f"they averaged more than {thr:g}% of one core was re-run, at most "
+                     f"{cfg.get('max_reruns', 0)} time(s) (Validity lists them).")
+    return lines
 
 
 def _stop_rule(ph: pd.DataFrame) -> list[str]:

@@ -1,12 +1,14 @@
-"""How much a figure moves by chance: the spread a difference must exceed to count as a difference.
+"""How much a figure moves by chance: the interval a difference must leave to count as a difference.
 
-With `--repeat N` the spread of a figure is its standard deviation across the repeats. With one repeat it
-is estimated from the phase's own interval-to-interval variation: the figure recomputed per one-second
-slice, whose standard deviation over k slices divided by sqrt(k) is what a whole phase's figure would vary
-by from run to run if the slices are independent. A percentile's interval is at least its 95% confidence
-interval from its op count (order statistics: with n ops the p95 is known only between the values at ranks
-n*0.95 +- 1.96*sqrt(n*0.95*0.05)); it is asymmetric where the tail is long. Two figures differ clearly
-when their intervals do not overlap.
+The unit of evidence is a round (orchestrate._phase_specs): every phase runs in several rounds, interleaved
+with the other phases and spread over the backend's visits, so what moves a figure between runs (other
+processes, JVM and cache state, a slow period of the machine) moves its rounds apart too. A figure is the
+median over its rounds; its interval runs from the lowest to the highest round, widened to the percentile's
+95% confidence interval from its op count (order statistics: with n ops the p95 is known only between the
+values at ranks n*0.95 +- 1.96*sqrt(n*0.95*0.05)). A figure whose rounds spread wider than UNSTABLE_RANGE
+times its value is unstable: shown, never ranked. Two figures differ clearly when their intervals do not
+overlap. With one round (--rounds 1) the interval falls back to the phase's one-second slices (their standard
+deviation / sqrt(slices)), which assumes the slices independent and is known to be too narrow.
 """
 
 from __future__ import annotations
@@ -27,13 +29,61 @@ def min_ops(q: float) -> int:
     return math.ceil(1 / (1 - q / 100) - 1e-9)
 
 
+# Rounds whose lowest and highest figure lie further apart than the figure itself: no ranking rests on it.
+# Three quiet make bench runs here had round ranges mostly within 0.3 of the value; a CPU-bound process
+# landing on one round moved it by 1-3x.
+UNSTABLE_RANGE = 1.0
+
+
+def round_values(rows: pd.DataFrame, q: float | None) -> np.ndarray:
+    """Per-round figures of one backend, scenario, kind and load (percentile q, or ops/s when q is None);
+    empty when fewer than two rounds measured enough ops for it."""
+    if len(rows) < 2:
+        return np.empty(0)
+    if q is None:
+        v = rows["ops_per_s"].to_numpy(dtype=float)
+    elif (rows["ops"] >= min_ops(q)).all():
+        v = rows[f"p{q:g}_ms"].to_numpy(dtype=float)
+    else:
+        return np.empty(0)
+    v = v[~np.isnan(v)]
+    return v if len(v) >= 2 else np.empty(0)
+
+
+def round_figure(rows: pd.DataFrame, q: float | None, merged: float) -> tuple[float, tuple[float, float] | None]:
+    """(the figure, its interval): the median over rounds with their range, widened by the percentile's
+    confidence interval; the merged figure when the rounds cannot carry it alone."""
+    v = round_values(rows, q)
+    if len(v) == 0:
+        return merged, (percentile_bounds(rows, q, merged) if q is not None else _slice_bounds(rows, merged))
+    value = float(np.median(v))
+    lo, hi = float(v.min()), float(v.max())
+    if q is not None and (ci := order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q)):
+        lo, hi = min(lo, ci[0]), max(hi, ci[1])
+    return value, (lo, hi)
+
+
+def unstable(rows: pd.DataFrame, q: float | None) -> bool:
+    v = round_values(rows, q)
+    return len(v) >= 2 and float(np.median(v)) > 0 and (v.max() - v.min()) / float(np.median(v)) > UNSTABLE_RANGE
+
+
+def _slice_bounds(rows: pd.DataFrame, value: float) -> tuple[float, float] | None:
+    s = rate_spread(rows)
+    return None if math.isnan(s) else (value - s, value + s)
+
+
 def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float, float] | None:
-    """rows: the phase rows (one per repeat) of one backend, scenario, kind and load; value: the figure.
-    The interval the figure could have landed in on another run; None when nothing says."""
+    """rows: the phase rows (one per round or repeat) of one backend, scenario, kind and load; value: the
+    figure. The interval the figure could have landed in on another run; None when nothing says."""
     col = f"p{q:g}_ms"
     if len(rows) >= 2:
         v = rows[col].dropna().to_numpy(dtype=float)
-        return (value - v.std(ddof=1), value + v.std(ddof=1)) if len(v) >= 2 else None
+        ci = order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q)
+        if len(v) < 2:
+            return ci
+        lo, hi = float(v.min()), float(v.max())
+        return (min(lo, ci[0]), max(hi, ci[1])) if ci else (lo, hi)
     row = rows.iloc[0]
     slots = _slot_values(tuple(row["hists"]), tuple(int(t) for t in row["iv_t"]), q)
     sd = float(np.std(slots, ddof=1) / math.sqrt(len(slots))) if len(slots) >= 2 else 0.0
@@ -52,9 +102,11 @@ def percentile_spread(rows: pd.DataFrame, q: float) -> float:
 
 
 def rate_spread(rows: pd.DataFrame) -> float:
-    """Spread of ops/s: across repeats, or across the phase's full one-second slices."""
+    """Spread of ops/s: half the range across rounds or repeats, or across the phase's full one-second
+    slices."""
     if len(rows) >= 2:
-        return float(rows["ops_per_s"].std(ddof=1))
+        v = rows["ops_per_s"].dropna()
+        return float(v.max() - v.min()) / 2 if len(v) >= 2 else float("nan")
     row = rows.iloc[0]
     t = np.floor(np.asarray(row["iv_t"], dtype=float)).astype(int)
     if len(t) == 0:

@@ -34,9 +34,34 @@ def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str =
 def render_section(rd: RunData, label: Callable[[str], str], table: Callable[..., str]) -> str:
     lines = ["## 11. Validity and limitations", "",
              "Computed from the recorded server info, monitor samples and phase records.", ""]
-    for part in (_stand_ins, _shared_cores, _warmup, _sample_sizes, _stops):
+    for part in (_stand_ins, _shared_cores, _interference, _warmup, _sample_sizes, _stops):
         lines += part(rd, label, table)
     return "\n".join(lines)
+
+
+def _interference(rd: RunData, label, table) -> list[str]:
+    """What else used the cores during each phase, which phases ran again, and what still rests on a
+    disturbed one."""
+    ph = rd.phases
+    if ph.empty or "foreign_cpu" not in ph or ph["foreign_cpu"].isna().all():
+        return []
+    rows = pd.concat([rd.superseded, ph]) if not rd.superseded.empty else ph
+    rows = rows.drop_duplicates("phase")
+    lines = ["### Other processes on the cores", "",
+             f"CPU of processes outside the run (% of one core, mean over each phase's measured window): "
+             f"median {rows['foreign_cpu'].median():.1f}, 95th percentile {rows['foreign_cpu'].quantile(0.95):.1f}, "
+             f"max {rows['foreign_cpu'].max():.1f} over {len(rows)} phase runs; hypervisor steal max "
+             f"{rows['steal'].max():.1f}. Phases disturbed (above the threshold): "
+             f"{int(rows['disturbed'].sum())}; re-run: {rd.superseded['phase'].nunique() if not rd.superseded.empty else 0}; "
+             f"figures still resting on a disturbed phase (marked ⚡): "
+             f"{int(ph.drop_duplicates('phase')['disturbed'].sum())}.", ""]
+    bad = rows[rows["disturbed"]]
+    if not bad.empty:
+        bad = bad.assign(kept=~bad["phase"].isin(rd.superseded["phase"]) if not rd.superseded.empty else True)
+        lines += [table(bad.sort_values("foreign_cpu", ascending=False).head(20),
+                        {"phase": "Phase", "foreign_cpu": "Foreign CPU (%)", "steal": "Steal (%)",
+                         "kept": "Figure rests on it"}), ""]
+    return lines
 
 
 def _stand_ins(rd: RunData, label, table) -> list[str]:

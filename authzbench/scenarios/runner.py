@@ -62,13 +62,16 @@ class PhaseSpec:
     write_targets: dict[str, list[int]] = field(default_factory=dict)  # mixed: object ids per write kind
     visibility_bound_s: float = VISIBILITY_BOUND_S  # write scenarios: never visible within this = an error
     consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
+    input_offset: int = 0  # closed loop: the first input this phase measures (each round takes its own slice)
+    attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (orchestrate._judge_disturbance)
 
     @property
     def phase_id(self) -> str:
         load = f"c{self.concurrency}" if self.mode == "closed" else \
             f"open{self.concurrency}@{self.stages[-1][0]:g}" if self.stages else f"open{self.concurrency}"
         mode = f"@{self.consistency}" if self.consistency else ""
-        return f"{self.backend}/{self.scenario}{mode}/{load}/r{self.repeat}"
+        again = f"/a{self.attempt}" if self.attempt else ""
+        return f"{self.backend}/{self.scenario}{mode}/{load}/r{self.repeat}{again}"
 
     def scheduled_ops(self) -> int:
         return int(math.floor(cumulative_ops(self.start_rate, self.stages, self.duration_s)))
@@ -285,7 +288,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     for i, k in enumerate(range(wid, spec.iterations if due is None else len(due) * n, n)):
         if stop.is_set():
             break
-        inp = inputs[k % len(inputs)]
+        inp = inputs[(k + spec.input_offset) % len(inputs)]
         if inp[0] == "structural":  # times its own steps: write, visibility, undo
             _structural(backend, inp[1], spec, kinds)
         else:

@@ -38,6 +38,10 @@ BENCH = {
     "--concurrency": ["0", "-1", "abc", "", "1,,8", "1.5", "100000"],
     "--iterations-scale": ["0", "-1", "abc", "nan", "inf", ""],
     "--repeat": ["0", "-1", "abc", "1000000", ""],
+    "--rounds": ["0", "-1", "abc", "21", ""],
+    "--visits": ["0", "abc", "4", ""],  # 4 visits of 3 rounds: a visit without a round
+    "--max-reruns": ["-1", "abc", "11", ""],
+    "--disturbed-cpu": ["0", "-5", "abc", "nan", ""],
     "--write-share": ["-0.1", "2", "abc", "nan", ""],
     "--write-kind": ["everything", "", "ACL"],
     "--profiles": ["", "huge", "tiny,,baseline"],
@@ -70,6 +74,7 @@ EXEMPT = {
     ("bench", "--reload"): "a flag",
     ("bench", "--keep-running"): "a flag",
     ("bench", "--no-report"): "a flag",
+    ("bench", "--pin"): "a flag",
     ("perf", "--quick"): "a flag",
     ("report", "--no-against-reference"): "a flag (and its --against-reference twin)",
     ("bench", "--no-against-reference"): "a flag (and its --against-reference twin)",

@@ -1,0 +1,232 @@
+"""Verdicts a second run confirms: rounds interleaved within a backend's span and spread over its visits,
+intervals from the spread between rounds, unstable figures left unranked, two runs compared, and
+foreign CPU measured with a real busy process (no servers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from authzbench.metrics import Monitor
+from authzbench.orchestrate import BenchConfig, _phase_specs, visit_of, visit_order
+from authzbench.report import findings
+from authzbench.report.compare import summary
+from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
+
+SCEN = ["check_negative", "check_manage_direct_user"]
+
+
+def _cfg(rounds: int, visits: int) -> BenchConfig:
+    return BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=SCEN,
+                       concurrency=[1, 8], rounds=rounds, visits=visits)
+
+
+def test_every_round_visits_every_phase_once_in_a_rotated_order_with_its_share_of_the_ops(dataset):
+    cfg = _cfg(3, 1)
+    specs = _phase_specs(cfg, "reference", dataset, "thread")
+    by_round: dict[int, list] = {}
+    for spec, _ in specs:
+        by_round.setdefault(spec.repeat, []).append((spec.scenario, spec.concurrency))
+    assert sorted(by_round) == [0, 1, 2]
+    assert all(sorted(v) == sorted(by_round[0]) for v in by_round.values())  # each phase once per round
+    assert len({tuple(v) for v in by_round.values()}) == 3  # in three different orders
+    one = _phase_specs(_cfg(1, 1), "reference", dataset, "thread")
+    whole = {(s.scenario, s.concurrency): s for s, _ in one}
+    for spec, _ in specs:  # a third of the ops, warm-up and budget; each round its own slice of inputs
+        full = whole[(spec.scenario, spec.concurrency)]
+        assert spec.iterations * 3 >= full.iterations > (spec.iterations - 1) * 3
+        assert spec.budget_s == pytest.approx(full.budget_s / 3)
+        assert spec.input_offset == spec.repeat * spec.iterations
+
+
+def _simulated_run(dataset, rounds: int, visits: int, slow_from: float = 0.5) -> Run:
+    """Two identical backends run on bench's schedule (visit_order, visit_of, _phase_specs); the machine
+    halves its speed from `slow_from` of the run on, so every op after that takes 2 ms instead of 1."""
+    cfg = _cfg(rounds, visits)
+    run = Run().server("postgres", NET).server("scylla", CASS)  # two networked twins
+    plan = [(name, spec) for visit, name in visit_order(["postgres", "scylla"], visits)
+            for spec, _ in _phase_specs(cfg, name, dataset, "process") if visit_of(cfg, spec.repeat) == visit]
+    for t, (name, spec) in enumerate(plan):
+        ms = 2.0 if t >= slow_from * len(plan) else 1.0
+        run.phase(name, spec.scenario, steady(ms, n=100, slots=1), concurrency=spec.concurrency,
+                  repeat=spec.repeat)
+    return run
+
+
+def test_a_backend_slowed_half_way_through_the_run_is_not_ranked_apart_from_its_twin_measured_before(dataset):
+    title = "Check p50, check_negative"
+    assert _order(_simulated_run(dataset, rounds=3, visits=2).data(), title) == [["postgres", "scylla"]]
+    # the single pass the suite used to make puts the slowdown on the second twin alone: a false verdict
+    assert _order(_simulated_run(dataset, rounds=1, visits=1).data(), title) == [["postgres"], ["scylla"]]
+
+
+def test_a_figure_whose_rounds_disagree_is_called_unstable_and_not_ranked():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd, (a, b) in enumerate([(1.0, 3.0), (1.0, 3.1), (5.0, 2.9)]):  # postgres: one round 5x the others
+        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
+        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
+    assert _order(run.data(), "Check p50, check_negative") == [["scylla"]]
+    line = next(ln for ln in findings.render_section(run.data(), str).splitlines() if "Check p50, check_negative" in ln)
+    assert "not ranked, its rounds disagree (unstable): **postgres** 1 ms" in line
+
+
+def test_rounds_that_agree_give_a_figure_with_their_range_as_its_interval():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd, (a, b) in enumerate([(1.0, 2.0), (1.2, 2.2), (1.1, 2.1)]):
+        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
+        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
+    d = next(d for d in findings.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    pg = next(f for f in d.figures if f.backend == "postgres")
+    assert pg.value == pytest.approx(1.1, rel=0.02) and not pg.unstable
+    assert pg.bounds[0] <= 1.0 * 1.005 and pg.bounds[1] >= 1.2 * 0.995  # the lowest to the highest round
+    assert _order(run.data(), "Check p50, check_negative") == [["postgres"], ["scylla"]]
+
+
+def _two(a_ms: float, b_ms: float) -> Run:
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd in range(3):
+        run.phase("postgres", "check_negative", steady(a_ms, slots=1), repeat=rnd)
+        run.phase("scylla", "check_negative", steady(b_ms, slots=1), repeat=rnd)
+    return run
+
+
+def test_compare_counts_a_verdict_the_second_run_reverses(tmp_path):
+    a, b = _two(1.0, 3.0).data(), _two(3.0, 1.0).data()
+    s = summary(a, b)
+    assert s["reversed"] >= 1 and s["headline_agree"] < s["headline"]
+    same = summary(a, _two(1.05, 3.1).data())
+    assert same["reversed"] == 0 and same["unconfirmed"] == 0 and same["headline_agree"] == same["headline"]
+
+
+def test_compare_from_the_cli_prints_the_verdict_counts(tmp_path, capsys):
+    from authzbench import cli
+
+    ra, rb = _two(1.0, 3.0).write(tmp_path / "a"), _two(3.0, 1.0).write(tmp_path / "b")
+    assert cli.main(["report", "--compare", str(ra), str(rb), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "reversed by B: " in out and "reversed by B: 0" not in out
+    assert "## Verdicts" in next((tmp_path / "out").glob("compare-*.md")).read_text()
+
+
+# interference: a real CPU-bound process -------------------------------------------------------------
+
+def _busy_outside_this_tree() -> int:
+    """A CPU-bound process that is not a descendant of this one (its parent exits at once): a co-tenant."""
+    out = subprocess.run(["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
+
+
+def _measure(mon: Monitor, seconds: float):
+    with mon:
+        mon.window(True)
+        time.sleep(seconds)
+        mon.window(False)
+    return mon.disturbance()
+
+
+def test_a_cpu_bound_process_outside_the_run_is_measured_as_foreign_cpu():
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = _busy_outside_this_tree()
+    try:
+        assert psutil.Process(busy).ppid() != os.getpid()
+        time.sleep(0.3)
+        d = _measure(Monitor([server.pid], lambda s: None, interval_s=0.2), 2.0)
+    finally:
+        os.kill(busy, 9)
+        server.kill()
+    assert d is not None and d.samples >= 5
+    assert d.foreign_cpu > 50, d  # one busy core (shared: less than 100 when the machine is loaded)
+
+
+def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a child of ours, as servers are
+    samples: list[dict] = []
+    try:
+        time.sleep(0.3)
+        d = _measure(Monitor([server.pid], samples.append, interval_s=0.2, others=[other.pid]), 2.0)
+    finally:
+        other.kill()
+        server.kill()
+    assert d.foreign_cpu > 50
+    assert max(s["client_cpu_percent"] for s in samples) < 30
+
+
+def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
+    from authzbench.orchestrate import bench
+    from authzbench.report import render
+    from authzbench.report.data import load_run
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
+                      concurrency=[1], iterations_scale=1.0, rounds=1, max_reruns=1, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    busy = _busy_outside_this_tree()
+    try:
+        assert bench(cfg, store) == []
+    finally:
+        os.kill(busy, 9)
+    rd = load_run(store.path)
+    dist = [r for r in rd.records if r["type"] == "disturbance"]
+    assert [r["attempt"] for r in dist] == [0, 1] and all(r["disturbed"] for r in dist)
+    assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]  # the figure: the re-run
+    text = render(store.path, tmp_path / "out").read_text()
+    assert "### Other processes on the cores" in text and "re-run: 1" in text
+    assert "⚡ **reference" in text  # still disturbed after its re-run: marked
+
+
+def test_pinning_puts_the_server_and_the_client_on_different_cores(tmp_path):
+    from authzbench.orchestrate import pin_cores
+    from authzbench.provision.base import Deployment
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable core: nothing to pin apart")
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    before = os.sched_getaffinity(0)
+
+    class _S:
+        name, dep = "postgres", Deployment("postgres", "native", {}, [server.pid], [], [])
+
+    try:
+        pin_cores(_S())
+        assert psutil.Process(server.pid).cpu_affinity() == [max(before)]
+        assert max(before) not in os.sched_getaffinity(0)
+    finally:
+        os.sched_setaffinity(0, before)
+        server.kill()
+
+
+def test_visits_alternate_the_backend_order():
+    assert visit_order(["a", "b", "c"], 2) == [(0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a")]
+    cfg = _cfg(3, 2)
+    assert [visit_of(cfg, r) for r in range(3)] == [0, 1, 0]
+
+
+def test_visits_without_a_round_each_are_refused():
+    from authzbench.errors import UserError
+
+    with pytest.raises(UserError, match="--visits"):
+        _cfg(2, 3).validate()
+
+
+__all__ = ["Path"]
+
+
+def test_the_findings_chart_rows_carry_each_figures_interval():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd, (a, b) in enumerate([(1.0, 2.0), (1.2, 2.6), (1.1, 2.2)]):
+        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
+        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
+    rd = run.data()
+    dims = findings.compute(rd)
+    mid, lo, hi = (findings.summary_matrix(rd, dims, end) for end in ("value", "lo", "hi"))
+    assert (lo <= mid + 1e-9).all().all() and (mid <= hi + 1e-9).all().all()
+    assert hi.loc[:, "scylla"].max() > mid.loc[:, "scylla"].max()  # its rounds spread: a bar, not a dot
