@@ -26,9 +26,9 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     lines += verdict_section(ra, rb)
     keys = ["backend", "scenario", "kind", "concurrency"]
     if not ra.phases.empty and not rb.phases.empty:
-        pa = _merge_repeats(ra.phases[ra.phases["mode"] == "closed"]).set_index(keys)
-        pb = _merge_repeats(rb.phases[rb.phases["mode"] == "closed"]).set_index(keys)
-        both = pa.join(pb, lsuffix="_a", rsuffix="_b", how="inner").reset_index()
+        pa = _merge_repeats(ra.phases[ra.phases["mode"] == "closed"])
+        pb = _merge_repeats(rb.phases[rb.phases["mode"] == "closed"])
+        both = pa.merge(pb, on=keys, suffixes=("_a", "_b"), how="inner")
         for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
             both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]
         lines += ["## Reads", "", table(both, {
@@ -38,8 +38,7 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
             "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A", "ops_per_s_ratio": "ops/s B/A",
             "mismatches_b": "Mismatches B"})]
     if not ra.ingest.empty and not rb.ingest.empty:
-        ing = ra.ingest.set_index(["backend", "variant"]).join(
-            rb.ingest.set_index(["backend", "variant"]), lsuffix="_a", rsuffix="_b", how="inner").reset_index()
+        ing = ra.ingest.merge(rb.ingest, on=["backend", "variant"], suffixes=("_a", "_b"), how="inner")
         ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
         ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
         ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
