@@ -60,6 +60,11 @@ def summarize(h: HdrHistogram) -> LatencySummary:
                           ms(h.get_max_value()), ms(h.get_min_value()))
 
 
+# The shortest sample whose foreign CPU counts for a phase's peak: below it, 10 ms ticks over ~40 processes
+# are noise of the order of the figure itself.
+MIN_MAX_S = 0.2
+
+
 @dataclass
 class Disturbance:
     """What else ran on the machine during a measured window, in % of one core (200 = both of 2 cores)."""
@@ -81,18 +86,19 @@ class _MachineCpu:
         self.ncpu = psutil.cpu_count() or 1
         self.last = psutil.cpu_times()
 
-    def delta(self) -> tuple[float, float]:
+    def delta(self) -> tuple[float, float, float]:
+        """(busy, steal) in % of one core since the last call, and that interval's length in seconds."""
         now = psutil.cpu_times()
         d = {f: getattr(now, f) - getattr(self.last, f) for f in now._fields}
         self.last = now
         # guest time is already counted in user on Linux; idle and iowait are not busy
         total = sum(v for f, v in d.items() if f not in ("guest", "guest_nice"))
         if total <= 0:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         idle = d.get("idle", 0.0) + d.get("iowait", 0.0)
         scale = 100 * self.ncpu / total
         steal = d.get("steal", 0.0)
-        return (total - idle - steal) * scale, steal * scale
+        return (total - idle - steal) * scale, steal * scale, total / self.ncpu
 
 
 class Monitor:
@@ -111,7 +117,8 @@ class Monitor:
         self.pids = pids
         self.others = set(others or [])
         self._machine = _MachineCpu()
-        self._window: list[tuple[float, float]] = []  # (foreign, steal) of the samples kept
+        self._window: list[tuple[float, float, float]] = []  # (foreign unclipped, steal, seconds) per sample kept
+        self._last_foreign: tuple[float, float, float] | None = None
         self.sink = sink
         self.interval_s = interval_s
         self.container_stats = container_stats
@@ -161,7 +168,8 @@ class Monitor:
     def _foreign(self, ours: float) -> dict:
         """Machine CPU not used by the measured server or this run's client: other processes (co-tenants,
         other servers of this run, daemons) competing for the cores, and the hypervisor's steal."""
-        busy, steal = self._machine.delta()
+        busy, steal, dt = self._machine.delta()
+        self._last_foreign = (busy - ours, steal, dt)
         return {"foreign_cpu_percent": max(0.0, busy - ours), "steal_percent": steal}
 
     def _client_cpu(self, server_pids: set[int]) -> dict:
@@ -198,17 +206,25 @@ class Monitor:
         if s is not None:
             s["t"] = time.time()
             self.samples += 1
-            if "foreign_cpu_percent" in s:
-                self._window.append((s["foreign_cpu_percent"], s["steal_percent"]))
+            if "foreign_cpu_percent" in s and self._last_foreign is not None:
+                self._window.append(self._last_foreign)
             self.sink(s)
 
     def disturbance(self) -> Disturbance | None:
-        """Foreign CPU and steal over the samples kept (the measured window); None without samples."""
-        if not self._window:
+        """Foreign CPU and steal over the measured window, each sample weighted by its interval; None without
+        samples. Per-process CPU comes in 10 ms ticks, so a sample of a few ms (the window's last one often
+        lands just after a regular one) is mostly rounding: 38 processes rounded down at once read as 76% of
+        a core "foreign" in a quiet run, and an unweighted mean of 1-2 samples re-ran every 32-worker phase.
+        The signed values are averaged (clipping each at 0 would bias the mean upwards); the max is taken
+        over samples of at least MIN_MAX_S."""
+        w = [x for x in self._window if x[2] > 0]
+        total = sum(dt for _, _, dt in w)
+        if not w or total <= 0:
             return None
-        f = [x for x, _ in self._window]
-        return Disturbance(sum(f) / len(f), max(f), sum(s for _, s in self._window) / len(self._window),
-                           len(self._window))
+        mean = max(0.0, sum(f * dt for f, _, dt in w) / total)
+        steal = sum(st * dt for _, st, dt in w) / total
+        peak = max((f for f, _, dt in w if dt >= MIN_MAX_S), default=mean)
+        return Disturbance(mean, max(0.0, peak), steal, len(w))
 
     def _loop(self) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from authzbench.metrics import Monitor
-from authzbench.orchestrate import BenchConfig, _phase_specs, visit_of, visit_order
+from authzbench.orchestrate import DISTURBED_CPU, BenchConfig, _phase_specs, visit_of, visit_order
 from authzbench.report import findings
 from authzbench.report.compare import summary
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
@@ -248,3 +248,48 @@ def test_the_findings_chart_rows_carry_each_figures_interval():
     mid, lo, hi = (findings.summary_matrix(rd, dims, end) for end in ("value", "lo", "hi"))
     assert (lo <= mid + 1e-9).all().all() and (mid <= hi + 1e-9).all().all()
     assert hi.loc[:, "scylla"].max() > mid.loc[:, "scylla"].max()  # its rounds spread: a bar, not a dot
+
+
+def test_a_sample_of_a_few_milliseconds_does_not_outweigh_the_window():
+    mon = Monitor([], lambda s: None)
+    # a regular 0.5 s sample, then the window's closing sample 5 ms later: 38 processes rounded down to
+    # 10 ms ticks read as 76% foreign there
+    mon._window = [(4.0, 0.0, 0.5), (76.0, 0.0, 0.005)]
+    d = mon.disturbance()
+    assert d.foreign_cpu == pytest.approx((4.0 * 0.5 + 76 * 0.005) / 0.505)
+    assert d.foreign_cpu_max == 4.0  # the 5 ms sample is too short to count as a peak
+    mon._window = [(-30.0, 0.0, 0.5), (40.0, 0.0, 0.5)]  # rounding both ways averages out, not clipped
+    assert mon.disturbance().foreign_cpu == pytest.approx(5.0)
+
+
+# 32 client workers answering in bursts, as a 32-worker phase's are, and short windows with the monitor's
+# own 0.5 s cadence: every CPU second is this run's, so none may read as disturbed.
+_OWN_WORKERS_SCRIPT = """
+import json, subprocess, sys, time
+from authzbench.metrics import Monitor
+work = "import time\\nwhile True:\\n    t = time.perf_counter()\\n    while time.perf_counter() - t < 0.001: pass\\n    time.sleep(0.03)"
+server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+workers = [subprocess.Popen([sys.executable, "-c", work]) for _ in range(32)]
+out = []
+try:
+    time.sleep(1.0)
+    for window_s in (0.3, 0.55, 0.8, 1.05, 0.51):
+        mon = Monitor([server.pid], lambda s: None)
+        with mon:
+            mon.gated()
+            mon.window(True)
+            time.sleep(window_s)
+            mon.window(False)
+        out.append(mon.disturbance().foreign_cpu)
+finally:
+    for p in [server, *workers]:
+        p.kill()
+print(json.dumps(out))
+"""
+
+
+def test_a_phases_own_32_workers_are_not_read_as_foreign_cpu():
+    out = subprocess.run([sys.executable, "-c", _OWN_WORKERS_SCRIPT], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    foreign = json.loads(out.strip().splitlines()[-1])
+    assert max(foreign) < DISTURBED_CPU, foreign
