@@ -101,6 +101,40 @@ class _MachineCpu:
         return (total - idle - steal) * scale, steal * scale, total / self.ncpu
 
 
+class _TreeCpu:
+    """CPU a changing set of processes used between two calls, in % of one core, counting the ones that
+    started or exited meanwhile. Each process counts its own and its reaped children's time, so one that
+    ended between two calls still counts (through its parent); its last reading is taken back, so only its
+    time since then does. A process first seen now counts all its time when it was created since the last
+    call, give or take `new_slack_s` (psutil's create_time rests on the boot time in whole seconds)."""
+
+    def __init__(self, new_slack_s: float = 0.01) -> None:
+        self.last: dict[int, float] | None = None  # None: not primed yet
+        self.new_slack_s = new_slack_s
+        self.t = time.monotonic()
+        self.wall = time.time()
+
+    def delta(self, procs: list[psutil.Process]) -> float:
+        now: dict[int, float] = {}
+        used = 0.0
+        for p in procs:
+            try:
+                c = p.cpu_times()
+                now[p.pid] = v = c.user + c.system + c.children_user + c.children_system
+                if self.last is not None:
+                    used += v - self.last[p.pid] if p.pid in self.last else v if self._new(p) else 0.0
+            except psutil.Error:
+                continue
+        if self.last is not None:
+            used -= sum(v for pid, v in self.last.items() if pid not in now)
+        t = time.monotonic()
+        dt, self.t, self.wall, self.last = t - self.t, t, time.time(), now
+        return 100 * used / dt if dt > 0 else 0.0
+
+    def _new(self, p: psutil.Process) -> bool:
+        return p.create_time() >= self.wall - self.new_slack_s
+
+
 class Monitor:
     """Samples CPU % and RSS of the server processes (and their children) while a phase runs, and what
     else used the machine meanwhile (foreign CPU, steal: see Disturbance).
@@ -128,7 +162,8 @@ class Monitor:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._procs: dict[int, psutil.Process] = {}
-        self._client: dict[int, psutil.Process] = {}
+        self._server_cpu, self._client_tree = _TreeCpu(), _TreeCpu()
+        self._foreign_cpu = _TreeCpu(new_slack_s=1.0)
         self.samples = 0
 
     def _processes(self) -> list[psutil.Process]:
@@ -149,49 +184,55 @@ class Monitor:
         if self.container_stats is not None:
             stats = self.container_stats()
             out = {"cpu_percent": sum(c for c, _ in stats), "rss_bytes": sum(r for _, r in stats),
-                   "processes": len(stats), **self._client_cpu(set())}
+                   "processes": len(stats), "client_cpu_percent": max(0.0, self._client_tree.delta(self._client_procs(set())))}
             return {**out, **self._foreign(out["cpu_percent"] + out.get("client_cpu_percent", 0.0))}
-        cpu, rss, n = 0.0, 0, 0
+        rss, n = 0, 0
         procs = self._processes()
         for p in procs:
             try:
-                cpu += p.cpu_percent(None)  # since this Process object's previous call
                 rss += p.memory_info().rss
                 n += 1
             except psutil.Error:
                 continue
         if not n:
             return None
-        out = {"cpu_percent": cpu, "rss_bytes": rss, "processes": n, **self._client_cpu({p.pid for p in procs})}
-        return {**out, **self._foreign(cpu + out.get("client_cpu_percent", 0.0))}
+        server = {p.pid for p in procs}
+        client = self._client_procs(server)
+        # a sample's share can dip below 0 when a process's end lands in its parent's times late: clipped for
+        # the per-sample figure (the foreign CPU, averaged over a window, is kept signed)
+        out = {"cpu_percent": max(0.0, self._server_cpu.delta(procs)), "rss_bytes": rss, "processes": n}
+        if os.getpid() not in server:  # an in-process engine's CPU includes the client's
+            out["client_cpu_percent"] = max(0.0, self._client_tree.delta(client))
+        return {**out, **self._foreign_processes(server | {p.pid for p in client} | {os.getpid()})}
 
     def _foreign(self, ours: float) -> dict:
-        """Machine CPU not used by the measured server or this run's client: other processes (co-tenants,
-        other servers of this run, daemons) competing for the cores, and the hypervisor's steal."""
+        """Machine CPU not used by the measured containers or this run's client (compose: the containers'
+        processes are not ours to walk), and the hypervisor's steal."""
         busy, steal, dt = self._machine.delta()
         self._last_foreign = (busy - ours, steal, dt)
         return {"foreign_cpu_percent": max(0.0, busy - ours), "steal_percent": steal}
 
-    def _client_cpu(self, server_pids: set[int]) -> dict:
-        """CPU of this benchmark process and its workers (server processes it started excluded): how much of
-        the shared cores the client took. Nothing when the server runs inside this process (chdb)."""
+    def _foreign_processes(self, ours: set[int]) -> dict:
+        """CPU of every process that is neither the measured server nor this run's client (co-tenants, other
+        servers of this run, daemons, kernel threads), and the hypervisor's steal. Summed over those
+        processes, not taken as the machine's busy time less ours: a phase starts and ends 32 workers and
+        PostgreSQL forks a backend per connection, and the time of processes that came and went between
+        two samples read as 25-110% of a core used by someone else on a quiet machine."""
+        foreign = self._foreign_cpu.delta([p for p in psutil.process_iter() if p.pid not in ours])
+        _, steal, dt = self._machine.delta()
+        self._last_foreign = (foreign, steal, dt)
+        return {"foreign_cpu_percent": max(0.0, foreign), "steal_percent": steal}
+
+    def _client_procs(self, server_pids: set[int]) -> list[psutil.Process]:
+        """This benchmark process and its workers, less the servers it started (the measured one and the
+        others, idle meanwhile)."""
         me = os.getpid()
-        if me in server_pids:
-            return {}
-        cpu = 0.0
         try:
             tree = [psutil.Process(me), *psutil.Process(me).children(recursive=True)]
         except psutil.Error:
-            return {}
+            return []
         skip = server_pids | self._other_tree()
-        for p in tree:
-            if p.pid in skip:
-                continue
-            try:
-                cpu += self._client.setdefault(p.pid, p).cpu_percent(None)
-            except psutil.Error:
-                continue
-        return {"client_cpu_percent": cpu}
+        return [p for p in tree if p.pid not in skip]
 
     def _other_tree(self) -> set[int]:
         out = set()

@@ -262,23 +262,31 @@ def test_a_sample_of_a_few_milliseconds_does_not_outweigh_the_window():
     assert mon.disturbance().foreign_cpu == pytest.approx(5.0)
 
 
-# 32 client workers answering in bursts, as a 32-worker phase's are, and short windows with the monitor's
-# own 0.5 s cadence: every CPU second is this run's, so none may read as disturbed.
+# 32 client workers answering in bursts, as a 32-worker phase's do, each ending after 0.1-0.6 s and replaced
+# (a phase's workers end while the next phase's start), measured in short windows at the monitor's own
+# cadence: every CPU second here is the run's, so none may read as foreign.
 _OWN_WORKERS_SCRIPT = """
-import json, subprocess, sys, time
+import json, random, subprocess, sys, time
 from authzbench.metrics import Monitor
-work = "import time\\nwhile True:\\n    t = time.perf_counter()\\n    while time.perf_counter() - t < 0.001: pass\\n    time.sleep(0.03)"
+work = ("import sys, time\\nend = time.perf_counter() + float(sys.argv[1])\\n"
+        "while time.perf_counter() < end:\\n    t = time.perf_counter()\\n"
+        "    while time.perf_counter() - t < 0.002: pass\\n    time.sleep(0.03)")
+def spawn():
+    return subprocess.Popen([sys.executable, "-c", work, str(random.uniform(0.1, 0.6))])
 server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-workers = [subprocess.Popen([sys.executable, "-c", work]) for _ in range(32)]
+workers = [spawn() for _ in range(32)]
 out = []
 try:
-    time.sleep(1.0)
-    for window_s in (0.3, 0.55, 0.8, 1.05, 0.51):
+    time.sleep(0.5)
+    for window_s in (0.3, 0.55, 0.8, 1.05, 0.51, 1.5):
         mon = Monitor([server.pid], lambda s: None)
         with mon:
             mon.gated()
             mon.window(True)
-            time.sleep(window_s)
+            end = time.monotonic() + window_s
+            while time.monotonic() < end:
+                workers = [w if w.poll() is None else spawn() for w in workers]  # poll reaps the ended
+                time.sleep(0.02)
             mon.window(False)
         out.append(mon.disturbance().foreign_cpu)
 finally:
@@ -288,7 +296,7 @@ print(json.dumps(out))
 """
 
 
-def test_a_phases_own_32_workers_are_not_read_as_foreign_cpu():
+def test_a_phases_own_workers_are_not_read_as_foreign_cpu_even_when_they_end_between_samples():
     out = subprocess.run([sys.executable, "-c", _OWN_WORKERS_SCRIPT], capture_output=True, text=True,
                          check=True, timeout=120).stdout
     foreign = json.loads(out.strip().splitlines()[-1])
