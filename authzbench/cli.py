@@ -309,13 +309,13 @@ def _dispatch(args: argparse.Namespace) -> int | None:
     if args.cmd == "up":
         return _up(args)
     if args.cmd == "down":
-        from authzbench import orchestrate
+        from authzbench import servers
         from authzbench.backends.registry import entry
 
         for name in args.backend:
             entry(name)  # an unknown name is a typo, not "nothing was running"
-        names = args.backend or orchestrate.running()
-        stopped = orchestrate.down(names)
+        names = args.backend or servers.running()
+        stopped = servers.down(names)
         console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return 0
     if args.cmd == "load-host":
@@ -353,8 +353,8 @@ def _default_out(args: argparse.Namespace) -> Path | None:
 
 
 def _config(args: argparse.Namespace):
+    from authzbench.config import BenchConfig, default_backends
     from authzbench.generator.profiles import parse_sets
-    from authzbench.orchestrate import BenchConfig, default_backends
     from authzbench.provision.manager import default_mode
 
     overrides = parse_sets(args.sets)
@@ -514,8 +514,9 @@ def _list_backends() -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from authzbench.orchestrate import BenchConfig, Session
+    from authzbench.config import BenchConfig
     from authzbench.provision.manager import default_mode
+    from authzbench.servers import Session
 
     if not args.backend:
         raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")
