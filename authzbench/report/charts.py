@@ -59,7 +59,7 @@ def _legend_below(fig, ax, n: int) -> None:
     """The legend under the plot, never over the lines (a chart is read at the width it is pasted)."""
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, n)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 * (1 + (n - 1) // 4) + 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.03 + 0.07 * (1 + (n - 1) // 4), 1, 1))
 
 
 def _nines(q: np.ndarray) -> np.ndarray:
