@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from authzbench import orchestrate
+from authzbench import orchestrate, servers
+from authzbench.config import BenchConfig
 from authzbench.errors import UserError
 from authzbench.generator.profiles import resolve
-from authzbench.orchestrate import BenchConfig
 from authzbench.provision.base import say
 from authzbench.results import RunStore
 
@@ -48,7 +48,7 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
     """bench at every size in order; returns the failures of all sizes (one line each)."""
     for p in sizes:
         replace(cfg, profile=p).validate()
-    running_before = set(orchestrate.running())
+    running_before = set(servers.running())
     failures: list[str] = []
     runs: list[str] = []
     try:
@@ -65,5 +65,5 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
                     say(f"report: {render(store.path)}")
     finally:
         if not cfg.keep_running:
-            orchestrate.down([b for b in cfg.backends if b not in running_before])
+            servers.down([b for b in cfg.backends if b not in running_before])
     return failures

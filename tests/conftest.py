@@ -188,7 +188,9 @@ class _Deployments:
         if name not in self.live:
             from dataclasses import asdict
 
-            from authzbench.orchestrate import BenchConfig, Session, load_backend
+            from authzbench.config import BenchConfig
+            from authzbench.loading import load_backend
+            from authzbench.servers import Session
 
             cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
                               profile=dataset.profile, model=dataset.model)

@@ -1,5 +1,7 @@
-"""PNG charts next to the report: latency percentiles per scenario, throughput vs concurrency (log), check
-p95 against offered load for open-loop rate steps (the hockey stick), and the Findings summary."""
+"""PNG charts next to the report, drawn by the sections that show them: the percentile spectrum per read
+scenario (latency against 50/90/99/99.9% on a log "nines" axis, as HdrHistogram's plotter and wrk2 draw it),
+throughput vs concurrency (log), check p95 against offered load for open-loop rate steps (the hockey stick),
+and the Findings summary with each figure's interval. Legends sit outside the plot area."""
 
 from __future__ import annotations
 
@@ -13,7 +15,12 @@ matplotlib.use("Agg")  # headless: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from authzbench.metrics import merge  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
+
+SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
+MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
+NINES_TICKS = [(np.log10(2), "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"), (5.0, "99.999%")]
 
 
 def _style(rd: RunData, b: str) -> dict:
@@ -33,56 +40,110 @@ def _plain_ticks(ax, xs=None) -> None:
         ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _save(fig, chart_dir: Path, name: str) -> str:
-    fig.tight_layout()
+def _save(fig, chart_dir: Path, name: str, tight: bool = True) -> str:
+    if tight:
+        fig.tight_layout()
     p = chart_dir / f"{name}.png"
     fig.savefig(p, dpi=100)
     plt.close(fig)
     return f"{chart_dir.name}/{p.name}"
 
 
-def render_charts(rd: RunData, out_dir: Path, run_id: str, verdicts: pd.DataFrame | None = None,
-                  slo: dict | None = None) -> dict[str, str]:
-    """Returns chart key -> path relative to out_dir."""
+def chart_dir(out_dir: Path, run_id: str) -> Path:
+    d = out_dir / f"{run_id}-charts"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _legend_below(fig, ax, n: int) -> None:
+    """The legend under the plot, never over the lines (a chart is read at the width it is pasted)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, n)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.03 + 0.07 * (1 + (n - 1) // 4), 1, 1))
+
+
+def _nines(q: np.ndarray) -> np.ndarray:
+    """A percentile on the "nines" axis: 50% -> 0.3, 90% -> 1, 99% -> 2, 99.9% -> 3."""
+    return -np.log10(1 - q)
+
+
+def spectrum_points(encoded: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(percentile as a fraction, latency in ms) from the 50th up to the percentile the op count supports
+    (1 - 1/n: beyond it a percentile is the maximum), as HdrHistogram's percentile plotter draws it."""
+    h = merge(encoded)
+    n = h.get_total_count()
+    if n < 2:
+        return np.array([]), np.array([])
+    top = min(np.log10(n), MAX_NINES)
+    q = 1 - 10 ** -np.linspace(np.log10(2), top, SPECTRUM_POINTS)
+    return q, np.array([h.get_value_at_percentile(100 * x) / 1000 for x in q])
+
+
+def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:
+    """Latency against percentile on a log nines axis, one line per backend; one panel at 1 worker (the
+    fewest measured) and one at the most workers, when the scenario ran at more than one."""
     ph = rd.phases
-    if ph.empty:
-        return {}
-    chart_dir = out_dir / f"{run_id}-charts"
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, str] = {}
-    closed = ph[(ph["mode"] == "closed") & (ph["ops"] > 0)]
-    for scen, g in closed.groupby("scenario", sort=False):
-        one = g[g["concurrency"] == g["concurrency"].min()].groupby("backend")[["p50_ms", "p95_ms", "p99_ms"]].mean()
-        if one.empty:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        one.plot.bar(ax=ax)
-        ax.set_ylabel("latency (ms)")
-        ax.set_yscale("log")
-        ax.set_title(f"{scen}: latency at {int(g['concurrency'].min())} worker(s)")
-        ax.tick_params(axis="x", rotation=20)
-        fig.tight_layout()
-        p = chart_dir / f"{scen}.png"
-        fig.savefig(p, dpi=100)
-        plt.close(fig)
-        out[scen] = f"{chart_dir.name}/{p.name}"
-    checks = closed[closed["kind"] == "check"]
-    if checks["concurrency"].nunique() > 1:
-        fig, ax = plt.subplots(figsize=(7, 3.8))
-        for b, g in checks.groupby("backend"):
-            s = g.groupby("concurrency")["ops_per_s"].mean()
-            ax.plot(s.index, s.values, marker="o", label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")  # a linear axis flattens every backend under the fastest one
-        ax.set_xlabel("concurrent workers")
-        ax.set_ylabel("checks/s (mean over check scenarios)")
-        _plain_ticks(ax, checks["concurrency"])
+    g = ph[(ph["scenario"] == scenario) & (ph["mode"] == "closed") & (ph["ops"] > 0)]
+    if g.empty:
+        return None
+    if "consistency" in g:  # phases re-run under another read consistency mode are reported apart
+        g = g[g["consistency"] == ""] if (g["consistency"] == "").any() else g
+    if not g[~g["kind"].isin(["write", "visibility"])].empty:
+        g = g[~g["kind"].isin(["write", "visibility"])]
+    levels = sorted({int(g["concurrency"].min()), int(g["concurrency"].max())})
+    fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels) + 0.6, 3.6), squeeze=False, sharey=True)
+    backends = list(dict.fromkeys(g["backend"]))
+    colors = {b: f"C{i % 10}" for i, b in enumerate(backends)}
+    top = 0.0
+    for ax, c in zip(axes[0], levels, strict=True):
+        for b in backends:
+            rows = g[(g["backend"] == b) & (g["concurrency"] == c)]
+            q, ms = spectrum_points([h for hs in rows["hists"] for h in hs])
+            if len(q):
+                ax.plot(_nines(q), ms, label=b + ("" if rd.comparable(b) else " †"), color=colors[b],
+                        linewidth=1.6, **_style(rd, b))
+                top = max(top, float(_nines(q)[-1]))
+        ax.set_title(f"{c} worker" + ("" if c == 1 else "s"), fontsize=9)
+        ax.set_xlabel("percentile", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        out["throughput"] = _save(fig, chart_dir, "throughput")
-    if verdicts is not None and not verdicts.empty and (verdicts["mode"] == "open").any():
-        out["open_loop"] = _open_loop(rd, verdicts[verdicts["mode"] == "open"], slo or {}, chart_dir)
-    return out
+    for ax in axes[0]:
+        ticks = [t for t in NINES_TICKS if t[0] <= max(top, 1.0) + 1e-9]
+        ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=8)
+        ax.set_xlim(NINES_TICKS[0][0], max(top, 1.0))
+    axes[0][0].set_yscale("log")
+    axes[0][0].set_ylabel("latency (ms)", fontsize=8)
+    _plain_ticks(axes[0][0])
+    fig.suptitle(f"{scenario}: latency by percentile", fontsize=10)
+    _legend_below(fig, axes[0][0], len(backends))
+    return _save(fig, chart_dir, scenario, tight=False)
+
+
+def throughput(rd: RunData, chart_dir: Path) -> str | None:
+    """Checks/s against concurrent workers (both log), one line per backend."""
+    ph = rd.phases
+    closed = ph[(ph["mode"] == "closed") & (ph["ops"] > 0)]
+    checks = closed[closed["kind"] == "check"]
+    if checks["concurrency"].nunique() <= 1:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for b, g in checks.groupby("backend"):
+        s = g.groupby("concurrency")["ops_per_s"].mean()
+        ax.plot(s.index, s.values, marker="o", label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # a linear axis flattens every backend under the fastest one
+    ax.set_xlabel("concurrent workers")
+    ax.set_ylabel("checks/s (mean over check scenarios)")
+    _plain_ticks(ax, checks["concurrency"])
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_below(fig, ax, checks["backend"].nunique())
+    return _save(fig, chart_dir, "throughput", tight=False)
+
+
+def open_loop(rd: RunData, verdicts: pd.DataFrame, slo: dict, chart_dir: Path) -> str | None:
+    """Check p95 against offered load for the open-loop rate steps (the hockey stick), when there are any."""
+    if verdicts.empty or not (verdicts["mode"] == "open").any():
+        return None
+    return _open_loop(rd, verdicts[verdicts["mode"] == "open"], slo, chart_dir)
 
 
 def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
@@ -99,8 +160,8 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
     ax.set_ylabel("check p95 (ms, from intended start)")
     _plain_ticks(ax, v["rate"])
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    return _save(fig, chart_dir, "open_loop")
+    _legend_below(fig, ax, v["backend"].nunique() + ("check_p95_ms" in slo))
+    return _save(fig, chart_dir, "open_loop", tight=False)
 
 
 def render_summary_chart(matrix: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, *, out_dir: Path,

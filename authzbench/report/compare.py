@@ -12,8 +12,8 @@ import pandas as pd
 
 from authzbench.report import findings
 from authzbench.report.data import RunData, load_run
-from authzbench.report.markdown import _merge_repeats, table
 from authzbench.report.noise import overlap
+from authzbench.report.tables import merge_repeats, table
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 
@@ -26,8 +26,8 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     lines += verdict_section(ra, rb)
     keys = ["backend", "scenario", "kind", "concurrency"]
     if not ra.phases.empty and not rb.phases.empty:
-        pa = _merge_repeats(ra.phases[ra.phases["mode"] == "closed"])
-        pb = _merge_repeats(rb.phases[rb.phases["mode"] == "closed"])
+        pa = merge_repeats(ra.phases[ra.phases["mode"] == "closed"])
+        pb = merge_repeats(rb.phases[rb.phases["mode"] == "closed"])
         both = pa.merge(pb, on=keys, suffixes=("_a", "_b"), how="inner")
         for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
             both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]

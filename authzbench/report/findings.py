@@ -13,13 +13,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from authzbench.report import tables, writes
+from authzbench.report.charts import render_summary_chart
 from authzbench.report.data import RunData
+from authzbench.report.frames import resource_table, scenarios_measured, slo_verdicts
 from authzbench.report.noise import min_ops, overlap, round_figure, unstable
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.report.tables import anchor, merge_repeats
 
 MARK = "⚠"  # a percentile from too few ops
 DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs
@@ -72,10 +76,6 @@ DimensionFn = Callable[[RunData], list[Dimension]]
 
 # helpers over the report's tables -------------------------------------------------------------------
 
-def anchor(name: str) -> str:
-    return "t-" + "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-
-
 def _closed(rd: RunData, scenario: str, kind: str | None = None) -> pd.DataFrame:
     ph = rd.phases
     if ph.empty:
@@ -89,13 +89,11 @@ def _closed(rd: RunData, scenario: str, kind: str | None = None) -> pd.DataFrame
 def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
                  detail: Callable[[str, pd.DataFrame], str] | None = None) -> list[Figure]:
     """Percentile q at each backend's lowest concurrency (1 worker): the median over its rounds."""
-    from authzbench.report.markdown import _merge_repeats
-
     sub = _closed(rd, scenario, kind)
     out = []
     for b, g in sub.groupby("backend", sort=False):
         rows = g[g["concurrency"] == g["concurrency"].min()]
-        m = _merge_repeats(rows).iloc[0]
+        m = merge_repeats(rows).iloc[0]
         v, bounds = round_figure(rows, q, float(m[f"p{q:g}_ms"]))
         out.append(Figure(b, v, n=int(m["ops"]), q=q, detail=detail(b, rows) if detail else "",
                           bounds=bounds, unstable=unstable(rows, q), disturbed=_disturbed(rows)))
@@ -109,13 +107,6 @@ def _disturbed(rows: pd.DataFrame) -> bool:
 def _single(value: float, what: str) -> tuple[float, float]:
     f = SINGLE_FACTOR[what]
     return value / f, value * f
-
-
-def _scenarios(rd: RunData, op: str) -> list[str]:
-    """Scenarios of this op kind that measured something, in catalog order."""
-    ph = rd.phases
-    present = set(ph[ph["ops"] > 0]["scenario"]) if not ph.empty else set()
-    return [n for n, s in SCENARIOS.items() if s.op == op and n in present]
 
 
 # the dimensions ---------------------------------------------------------------------------------------
@@ -156,7 +147,7 @@ def check_latency(rd: RunData) -> list[Dimension]:
         return f"{p50 / base:.1f}× its own round trip" if base else ""
 
     out = []
-    for s in _scenarios(rd, "check"):
+    for s in scenarios_measured(rd, "check"):
         if _closed(rd, s).empty:
             continue
         c = int(_closed(rd, s)["concurrency"].min())
@@ -169,7 +160,7 @@ def check_latency(rd: RunData) -> list[Dimension]:
 
 def check_throughput(rd: RunData) -> list[Dimension]:
     out = []
-    for s in _scenarios(rd, "check"):
+    for s in scenarios_measured(rd, "check"):
         figs = []
         for b, g in _closed(rd, s).groupby("backend", sort=False):
             by_c = g.groupby("concurrency")["ops_per_s"].median()
@@ -185,7 +176,7 @@ def check_throughput(rd: RunData) -> list[Dimension]:
 
 def lookup_latency(rd: RunData) -> list[Dimension]:
     out = []
-    for s in _scenarios(rd, "lookup"):
+    for s in scenarios_measured(rd, "lookup"):
         def per_lookup(b: str, rows: pd.DataFrame) -> str:
             n = rows["ops"].sum()
             return f"{rows['results'].sum() / n:,.0f} resources per lookup" if n else ""
@@ -200,8 +191,6 @@ def lookup_latency(rd: RunData) -> list[Dimension]:
 
 
 def mixed_closed(rd: RunData) -> list[Dimension]:
-    from authzbench.report.markdown import slo_verdicts
-
     v = slo_verdicts(rd)
     v = v[v["mode"] == "closed"] if not v.empty else v
     if v.empty:
@@ -222,8 +211,6 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
 
 
 def open_loop(rd: RunData) -> list[Dimension]:
-    from authzbench.report.markdown import slo_verdicts
-
     v = slo_verdicts(rd)
     v = v[v["mode"] == "open"] if not v.empty else v
     if v.empty:
@@ -274,8 +261,6 @@ def structural_writes(rd: RunData) -> list[Dimension]:
 def write_freshness(rd: RunData) -> list[Dimension]:
     """How stale answers get after a structural write: the worst visibility lag p95 over the write kinds, and
     the stale allows (revocations whose first check still allowed), at the first concurrency level."""
-    from authzbench.report import writes
-
     df = writes.write_table(rd)
     if df.empty:
         return []
@@ -315,23 +300,6 @@ def size_growth(rd: RunData) -> list[Dimension]:
 
 DIMENSIONS: list[DimensionFn] = [ingest, structural_writes, write_freshness, check_latency, check_throughput, lookup_latency,
                                  mixed_closed, open_loop, footprint, server_memory, cpu_per_1k, size_growth]
-
-
-def resource_table(rd: RunData) -> pd.DataFrame:
-    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak RSS, client CPU."""
-    m, ph = rd.monitor_phases, rd.phases
-    if m.empty or ph.empty:
-        return pd.DataFrame()
-    checks = ph[ph["scenario"].isin(_scenarios(rd, "check")) & (ph["kind"] == "check")]
-    j = checks.merge(m, on=["backend", "phase"], how="inner")
-    rows = []
-    for b, g in j.groupby("backend", sort=False):
-        cpu_s = (g["cpu_mean"] / 100 * g["wall_s"]).sum()
-        rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()),
-                     "cpu_s_per_1k": cpu_s / g["ops"].sum() * 1000 if g["ops"].sum() else float("nan"),
-                     "cpu_mean": g["cpu_mean"].mean(), "client_cpu_mean": g["client_cpu_mean"].mean(),
-                     "rss_max_mb": g["rss_max_mb"].max()})
-    return pd.DataFrame(rows)
 
 
 def _in_process(rd: RunData, b: str) -> str:
@@ -429,6 +397,16 @@ def compute(rd: RunData, dims: list[DimensionFn] | None = None) -> list[Dimensio
     for fn in dims or DIMENSIONS:
         out += [d for d in fn(rd) if d.figures]
     return out
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    """The Findings with their chart: per dimension how far each backend is from the best, with intervals."""
+    dims = compute(rd)
+    matrices = [summary_matrix(rd, dims, end) for end in ("value", "lo", "hi")]
+    for m in matrices:
+        m.columns = [tables.label(rd, b) for b in m.columns]
+    chart = render_summary_chart(*matrices, out_dir=out_dir, run_id=rd.manifest["run_id"])
+    return render_section(rd, lambda b: tables.label(rd, b), chart, dims)
 
 
 def render_section(rd: RunData, label: Callable[[str], str], chart: str | None = None,

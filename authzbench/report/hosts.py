@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from authzbench.metrics import merge, summarize
 from authzbench.report.data import RunData
+from authzbench.report.tables import table
 
 
 def host_table(recs: list[dict]) -> pd.DataFrame:
@@ -34,9 +37,7 @@ def clock_table(recs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load_hosts_section(rd: RunData) -> str:
-    from authzbench.report.markdown import table
-
+def section(rd: RunData, out_dir: Path) -> str:
     ht = host_table(rd.records)
     if ht.empty:
         return ""

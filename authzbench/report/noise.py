@@ -1,6 +1,6 @@
 """How much a figure moves by chance: the interval a difference must leave to count as a difference.
 
-The unit of evidence is a round (orchestrate._phase_specs): every phase runs in several rounds, interleaved
+The unit of evidence is a round (phase_plan.phase_specs): every phase runs in several rounds, interleaved
 with the other phases and spread over the backend's visits, so what moves a figure between runs (other
 processes, JVM and cache state, a slow period of the machine) moves its rounds apart too. A figure is the
 median over its rounds; its interval runs from the lowest to the highest round, widened to the percentile's

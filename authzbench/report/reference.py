@@ -9,9 +9,11 @@ import json
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import tables
 from authzbench.report.data import RunData
 
 NO_ROUND_TRIP_MS = 0.001  # 1 µs: no loopback request, let alone a search, answers faster
@@ -26,6 +28,10 @@ def default_on(rd: RunData) -> bool:
     """On by default where the datasets are alike: the rebac model's baseline profile."""
     ds = rd.manifest.get("dataset", {})
     return ds.get("model", "rebac") == "rebac" and ds.get("profile") == "baseline"
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    return render_section(rd, lambda b: tables.label(rd, b), tables.table, tables.fmt)
 
 
 def render_section(rd: RunData, label: Callable[[str], str], table: Callable[..., str],
@@ -48,8 +54,6 @@ def render_section(rd: RunData, label: Callable[[str], str], table: Callable[...
 
 
 def _ours_at_1(rd: RunData, scenario: str) -> pd.DataFrame:
-    from authzbench.report.markdown import _merge_repeats
-
     ph = rd.phases
     if ph.empty:
         return ph
@@ -57,7 +61,7 @@ def _ours_at_1(rd: RunData, scenario: str) -> pd.DataFrame:
     if sub.empty:
         return sub
     sub = sub[sub["concurrency"] == sub.groupby("backend")["concurrency"].transform("min")]
-    return _merge_repeats(sub).set_index("backend")
+    return tables.merge_repeats(sub).set_index("backend")
 
 
 def _ingest(rd: RunData, ref: dict, by_name: dict, label, table) -> list[str]:

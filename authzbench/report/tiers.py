@@ -5,11 +5,14 @@ mixed phases beside its published rows. Shown for social-model runs with open-lo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import tables
 from authzbench.report.data import RunData
+from authzbench.report.frames import mixed_phases, slo_verdicts
 
 # SCALE-REFERENCE.md, section A ("1,000 QPS" / "10,000 QPS" tables and the infrastructure tables).
 PUBLISHED = [
@@ -28,9 +31,7 @@ def default_on(rd: RunData) -> bool:
 
 
 def _open_rows(rd: RunData) -> pd.DataFrame:
-    from authzbench.report.markdown import _mixed_phases
-
-    m = _mixed_phases(rd)
+    m = mixed_phases(rd)
     return m[m["mode"] == "open"] if not m.empty else m
 
 
@@ -43,8 +44,6 @@ def tier_of(relationships: int, rate: float) -> str:
 
 def rows(rd: RunData) -> pd.DataFrame:
     """One row per (backend, target rate) of the open-loop mixed phases, with the SLO verdict."""
-    from authzbench.report.markdown import slo_verdicts
-
     m, v = _open_rows(rd), slo_verdicts(rd)
     rels = int(sum(rd.manifest.get("dataset", {}).get("counts", {}).values()))
     out = []
@@ -65,9 +64,12 @@ def _first(df: pd.DataFrame, col: str) -> float:
     return float(df[col].iloc[0]) if len(df) else math.nan
 
 
-def section(rd: RunData, table: Callable[..., str], label: Callable[[str], str], fmt_pct: Callable) -> str:
+def section(rd: RunData, out_dir: Path) -> str:
     if not default_on(rd):
         return ""
+    label = partial(tables.label, rd)
+    fmt_pct = partial(tables.fmt_pct, fmt=lambda y: tables.fmt(y, 4))
+    table = tables.table
     ours = rows(rd)
     ours["backend"] = ours["backend"].map(label)
     for k in ("check", "write"):

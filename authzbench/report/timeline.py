@@ -3,7 +3,13 @@ restore checks, stop; the dataset, oracle and expected answers), so the next slo
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import pandas as pd
+
+from authzbench.report import tables
+from authzbench.report.data import RunData
 
 SLOWEST = 5  # steps named under the table
 
@@ -43,8 +49,10 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def section(recs: list[dict], table, label) -> str:
-    df = steps(recs)
+def section(rd: RunData, out_dir: Path) -> str:
+    df = steps(rd.records)
+    label = partial(tables.label, rd)
+    table = tables.table
     if df.empty:
         return ""
     wall = (df["t0"] + df["seconds"]).max() - df["t0"].min()

@@ -1,37 +1,22 @@
 """Validity and limitations, computed: stand-ins, shared cores and the client's CPU share, warm-up, incomplete
-phases, sample sizes. Also the sample-size mark every percentile cell of the report goes through."""
+phases, sample sizes."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import tables
 from authzbench.report.data import RunData
 from authzbench.report.noise import min_ops
 from authzbench.report.reference import load_reference
-
-MARK = "⚠"
-PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+from authzbench.report.tables import MARK
 
 
-def fmt_pct(value: float, n: int, q: float, fmt: Callable[[float], str]) -> str:
-    """A percentile cell: marked when it rests on fewer ops than it needs (then it is near the maximum)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return f"{MARK} {fmt(value)}" if n < min_ops(q) else fmt(value)
-
-
-def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str = "ops") -> pd.DataFrame:
-    out = df.copy()
-    for col, q in PCT_COLS.items():
-        if col in out:
-            out[col] = [fmt_pct(v, int(n), q, fmt) for v, n in zip(out[col], out[n_col], strict=True)]
-    return out
-
-
-def render_section(rd: RunData, label: Callable[[str], str], table: Callable[..., str]) -> str:
+def section(rd: RunData, out_dir: Path) -> str:
+    label, table = partial(tables.label, rd), tables.table
     lines = ["## 11. Validity and limitations", "",
              "Computed from the recorded server info, monitor samples and phase records.", ""]
     for part in (_stand_ins, _shared_cores, _interference, _warmup, _sample_sizes, _stops):

@@ -9,6 +9,7 @@ import pandas as pd
 
 from authzbench.metrics import merge, summarize
 from authzbench.report.data import RunData
+from authzbench.report.tables import anchor, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 
@@ -84,8 +85,9 @@ def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
     return path
 
 
-def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
-    """Markdown of the section; `table(df, columns)` and `label(rd, backend)` are the report's formatters."""
+def section(rd: RunData, out_dir: Path) -> str:
+    """Markdown of the section, with its chart."""
+    run_id = rd.manifest["run_id"]
     df = write_table(rd)
     if df.empty:
         return ""
@@ -100,8 +102,6 @@ def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
              "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
              "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
              "following every write.", ""]
-    from authzbench.report.findings import anchor
-
     lines += [f'<a id="{anchor(n)}"></a>' for n in ["structural-writes", *df["scenario"].unique()]]
     lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
         "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 
 from authzbench import orchestrate
-from authzbench.orchestrate import BenchConfig
+from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.results import RunStore
 from authzbench.scenarios import catalog

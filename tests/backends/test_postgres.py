@@ -145,7 +145,7 @@ def test_writes_keep_closure_equal_to_recomputed_oracle(session, dataset):
 
 
 def test_prepare_twice_skips_loaded_dataset(session, dataset, backend):
-    from authzbench.orchestrate import load_backend
+    from authzbench.loading import load_backend
 
     assert backend.loaded_hash() == dataset.hash
     rec = load_backend(session, dataset, None, reload=False)

@@ -155,8 +155,8 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     within the bound, no revoked user is still allowed, no read is wrong, and afterwards checks and the
     anchor lookups equal the pristine oracle again."""
     from authzbench.backends.registry import backend_class
-    from authzbench.orchestrate import verify_restored
     from authzbench.report.data import phase_table
+    from authzbench.restore import verify_restored
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 
     if dataset.model != "rebac":

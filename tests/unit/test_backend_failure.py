@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench import orchestrate
-from authzbench.orchestrate import BenchConfig
+from authzbench.config import BenchConfig
 from authzbench.results import RunStore
 
 

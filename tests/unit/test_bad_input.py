@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from authzbench import cli, orchestrate
+from authzbench import cli, config, orchestrate, servers
 
 # Values are given as `--opt=value`. "{file}" is a regular file in the test's directory (so "{file}/x" is a
 # path below a file), "{missing}" a path that does not exist.
@@ -129,7 +129,8 @@ def sandbox(tmp_path, monkeypatch):
 
     monkeypatch.setattr(authzbench.generator, "_write_atomically", started("a dataset was generated"))
     monkeypatch.setattr(orchestrate, "Session", started("a server was started"))
-    monkeypatch.setattr(orchestrate, "provision", started("a server was started"))
+    monkeypatch.setattr(servers, "Session", started("a server was started"))
+    monkeypatch.setattr(servers, "provision", started("a server was started"))
     monkeypatch.setattr(authzbench.results.RunStore, "create", started("a results directory was created"))
     (tmp_path / "afile").write_text("not a directory")
     return tmp_path
@@ -184,7 +185,7 @@ def test_the_issue_s_command_lines_are_refused_by_the_real_cli(tmp_path):
 
 
 def test_concurrency_beyond_the_machine_says_the_limit_and_why(sandbox, capsys):
-    asked = orchestrate.max_workers() * 2 + 10  # free memory moves a little between two readings
+    asked = config.max_workers() * 2 + 10  # free memory moves a little between two readings
     assert run_main(["bench", *BASE["bench"], f"--concurrency=1,{asked}"]) == 2
     line = capsys.readouterr().err.strip()
     limit = int(re.search(r"at most ([\d,]+) workers can run here", line).group(1).replace(",", ""))

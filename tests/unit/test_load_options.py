@@ -8,7 +8,7 @@ import pytest
 
 from authzbench import orchestrate
 from authzbench.backends.reference import ReferenceBackend
-from authzbench.orchestrate import BenchConfig
+from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.results import RunStore
 from tests.unit.test_cli import authzbench

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from authzbench import orchestrate
+from authzbench.config import BenchConfig
 from authzbench.metrics import merge
-from authzbench.orchestrate import BenchConfig
 from authzbench.report import render
 from authzbench.report.compare import render_compare
 from authzbench.results import RunStore

@@ -12,7 +12,7 @@ import pytest
 from authzbench.metrics import encode, new_histogram
 from authzbench.report import findings
 from authzbench.report.data import from_records
-from authzbench.report.markdown import render
+from authzbench.report.document import render
 
 NET = {"label": "PostgreSQL 15.18 (Debian, native)", "version": "15.18", "comparable": True, "notes": []}
 CASS = {"label": "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)", "version": "5.0.9", "comparable": True, "notes": []}

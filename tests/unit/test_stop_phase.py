@@ -48,7 +48,7 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
 
 def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path, monkeypatch):
     from authzbench import orchestrate
-    from authzbench.orchestrate import BenchConfig
+    from authzbench.config import BenchConfig
     from authzbench.results import RunStore
 
     checks: list[str] = []

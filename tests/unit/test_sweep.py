@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from authzbench.orchestrate import BenchConfig
+from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.report.data import load_run
 from authzbench.report.scaling import size_table, slope, sweep_runs

@@ -97,7 +97,7 @@ def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
 @pytest.mark.parametrize("kind", ["revoke", "hierarchy"])
 def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(tiny, kind):
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.orchestrate import _repair_scratch
+    from authzbench.restore import repair_scratch
 
     ops = sample_write_ops(tiny, kind, 6)
     with ReferenceBackend({}, {"dataset_path": str(tiny.path)}) as b:
@@ -105,14 +105,14 @@ def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(ti
             b.write(rel)
         assert b.check(*ops[2].probe)
         rec: dict = {}
-        _repair_scratch(b, ops, rec)
+        repair_scratch(b, ops, rec)
         assert rec == {"scratch_checked": 6, "scratch_left": 1, "scratch_cleaned": 1, "scratch_still_left": 0}
         assert not any(b.check(*op.probe) or b.check(*op.control) for op in ops)
 
 
 def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
     from authzbench import orchestrate
-    from authzbench.orchestrate import BenchConfig
+    from authzbench.config import BenchConfig
     from authzbench.results import RunStore
 
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
@@ -127,7 +127,7 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
 def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_writers_lock(tiny):
     from authzbench.backends.locks import LockBusy
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.orchestrate import _repair_scratch
+    from authzbench.restore import repair_scratch
 
     class DeadWritersLock(ReferenceBackend):  # the first delete finds the lock of a stopped worker
         busy = 1
@@ -142,7 +142,7 @@ def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_wr
     with DeadWritersLock({}, {"dataset_path": str(tiny.path)}) as b:
         b.write(ops[3].setup[0])  # half done: the setup's first edge only, the probe cannot show it
         rec: dict = {}
-        _repair_scratch(b, ops, rec, clean_all=True)
+        repair_scratch(b, ops, rec, clean_all=True)
         assert rec == {"scratch_checked": 5, "scratch_left": 0, "scratch_cleaned": 5, "scratch_still_left": 0}
         rel = ops[3].setup[0]
         assert (rel.object, rel.subject) not in b.ev.rel[rel.relation]

@@ -1,0 +1,287 @@
+"""What each `authzbench` command does once its options are parsed (cli.py parses them): checks the output
+directories, builds the run's BenchConfig, and calls the drivers (orchestrate, sweep, report, servers)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from authzbench.errors import UserError
+
+console = Console()
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _backends(values: list[list[str]] | None) -> list[str] | None:
+    """--backend a,b --backend c -> [a, b, c] (each value already split by its argparse type)."""
+    return [x for v in values for x in v] if values else None
+
+
+# Output directories of each command, checked before anything is generated or started.
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
+               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",)}
+
+
+def _check_output_dirs(args: argparse.Namespace) -> None:
+    """A directory we will write: its first existing ancestor must be a writable directory."""
+    import os
+
+    for dest in OUTPUT_DIRS.get(args.cmd, ()):
+        path = getattr(args, dest, None)
+        if path is None:
+            continue
+        opt = "--" + dest.replace("_", "-")
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise UserError(f"{opt}: cannot write {path}: {probe} is not a directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
+
+
+def dispatch(args: argparse.Namespace) -> int | None:
+    from authzbench.generator.profiles import parse_sets
+
+    _check_output_dirs(args)
+    if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
+        _dataset_params(args)  # an unknown profile or a bad --set is refused before anything is written
+    if args.cmd == "generate":
+        from authzbench.generator import generate
+
+        ds = generate(args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
+                      model=args.model)
+        console.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
+                      f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
+        return 0
+    if args.cmd == "stats":
+        return _stats(args)
+    if args.cmd in ("prepare", "bench"):
+        return _prepare_or_bench(args)
+    if args.cmd == "report":
+        return _report(args)
+    if args.cmd == "backends":
+        return _list_backends()
+    if args.cmd == "up":
+        return _up(args)
+    if args.cmd == "down":
+        from authzbench import servers
+        from authzbench.backends.registry import entry
+
+        for name in args.backend:
+            entry(name)  # an unknown name is a typo, not "nothing was running"
+        names = args.backend or servers.running()
+        stopped = servers.down(names)
+        console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        return 0
+    if args.cmd == "load-host":
+        from authzbench.scenarios.distributed import load_host
+
+        try:
+            return load_host(args.scheduler, args.host, args.name)
+        except (RuntimeError, OSError) as e:  # the worker could not start or reach the scheduler
+            raise UserError(f"load-host: cannot join {args.scheduler}: {str(e).splitlines()[0][:200]}") from None
+    if args.cmd == "perf":
+        from authzbench.perf import run_perf
+
+        return run_perf(quick=args.quick)
+    return None
+
+
+def _dataset_params(args: argparse.Namespace):
+    from authzbench.generator.profiles import parse_sets, resolve
+
+    overrides = parse_sets(args.sets)
+    if args.seed is not None:
+        overrides["seed"] = str(args.seed)
+    return resolve(args.profile, overrides, args.model), overrides
+
+
+def _default_out(args: argparse.Namespace) -> Path | None:
+    """Where `generate` / `stats` put a dataset when no --out is given: under --data-dir when given."""
+    if args.data_dir is None:
+        return None
+    from authzbench.generator import dataset_dir
+
+    params, overrides = _dataset_params(args)
+    return dataset_dir(args.data_dir, args.model, args.profile, params.seed,
+                       {k: v for k, v in overrides.items() if k != "seed"})
+
+
+def _config(args: argparse.Namespace):
+    from authzbench.config import BenchConfig, default_backends
+    from authzbench.generator.profiles import parse_sets
+    from authzbench.provision.manager import default_mode
+
+    overrides = parse_sets(args.sets)
+    if args.seed is not None:
+        overrides["seed"] = str(args.seed)
+    options: dict[str, str] = {}
+    for kv in args.option:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--option {kv!r}: expected KEY=VALUE")
+        options[key.strip()] = value.strip()
+    if getattr(args, "consistency", None):
+        options["consistency"] = args.consistency
+    cfg = BenchConfig(backends=_backends(args.backend) or default_backends(),
+                      provision=args.provision or default_mode(), profile=args.profile, model=args.model,
+                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
+                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes)
+    if args.cmd == "bench":
+        if args.scenario:
+            cfg.scenarios = args.scenario
+        cfg.concurrency = args.concurrency
+        cfg.iterations_scale = args.iterations_scale
+        cfg.repeat = args.repeat
+        cfg.rounds, cfg.visits, cfg.max_reruns, cfg.pin = args.rounds, args.visits, args.max_reruns, args.pin
+        if args.disturbed_cpu is not None:
+            cfg.disturbed_cpu = args.disturbed_cpu
+        cfg.write_share = args.write_share
+        cfg.write_kind = args.write_kind
+        cfg.rate = args.rate
+        cfg.stages = args.stage or []
+        cfg.duration_s = args.duration
+        cfg.rates = args.rates or []
+        cfg.dau = args.dau
+        cfg.slo = {"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
+                   "success": args.slo_success}
+        cfg.keep_running = args.keep_running
+        cfg.workers_on = args.workers_on
+    cfg.validate()
+    return cfg
+
+
+def _prepare_or_bench(args: argparse.Namespace) -> int:
+    from authzbench import orchestrate
+    from authzbench.results import RunStore
+
+    cfg = _config(args)
+    if args.cmd == "prepare":
+        failures = orchestrate.prepare(cfg)
+    elif args.profiles is not None or args.scale is not None:
+        from authzbench.sweep import parse_sizes, run_sweep
+
+        sizes = parse_sizes(args.profiles, args.scale, cfg.model)
+        failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
+    else:
+        store = RunStore.create(args.results_dir)
+        err.print(f"results: {store.path}")
+        try:
+            failures = orchestrate.bench(cfg, store)
+        finally:
+            if not args.no_report:
+                from authzbench.report import render
+                from authzbench.stopping import polled
+
+                try:
+                    with polled():  # a signal now must not cut the report short: it is the run's last step
+                        path = render(store.path, args.report_dir, args.against_reference)
+                    console.print(f"report: {path}")
+                except OSError as e:  # the disk that filled up may hold the reports too
+                    err.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
+                              f"`authzbench report {store.path}` renders it later", markup=False)
+    for f in failures:
+        err.print(f"authzbench: error: {f}", markup=False)
+    return 2 if failures else 0
+
+
+def _renderer(report_dir: Path):
+    from authzbench.report import render
+
+    return lambda run: render(run, report_dir)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from authzbench.results import latest_run
+
+    if args.compare:
+        from authzbench.report.compare import render_compare
+
+        path = render_compare(args.compare[0], args.compare[1], args.out)
+        _print_compare(args.compare[0], args.compare[1])
+    else:
+        from authzbench.report import render
+
+        path = render(args.run or latest_run(args.results_dir), args.out, args.against_reference)
+    console.print(f"report: {path}")
+    return 0
+
+
+def _print_compare(a: Path, b: Path) -> None:
+    from authzbench.report.compare import summary
+    from authzbench.report.data import load_run
+
+    s = summary(load_run(a), load_run(b))
+    share = f"{s['headline_agree'] / s['headline']:.0%}" if s["headline"] else "n/a"
+    console.print(f"verdicts of A: {s['verdicts']}, reversed by B: {s['reversed']}, not confirmed by B: "
+                  f"{s['unconfirmed']}; p50/throughput/ingest figures within ±25%: {s['headline_agree']} of "
+                  f"{s['headline']} ({share})", markup=False)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from authzbench.dataset import Dataset
+    from authzbench.generator import generate
+    from authzbench.generator.profiles import parse_sets
+    from authzbench.generator.stats import anchors, distribution, sampled_inputs, totals_table
+    from authzbench.social_oracle import oracle_for
+
+    if args.path:
+        ds = Dataset.open(args.path)
+    else:
+        ds = generate(args.profile, _default_out(args), seed=args.seed, overrides=parse_sets(args.sets), model=args.model,
+                      force=False)
+    oracle = oracle_for(ds)
+    t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")
+    for c in ("Relationship", "Mean", "Min", "Max", "Notes"):
+        t.add_column(c, justify="right" if c in ("Mean", "Min", "Max") else "left")
+    for r in distribution(ds, oracle):
+        t.add_row(r["relationship"], f"{r['mean']:.2f}", str(r["min"]), str(r["max"]), r["notes"])
+    console.print(t)
+    if ds.model != "rebac":
+        return 0
+    console.print(totals_table(ds))
+    for k, v in anchors(oracle).items():
+        console.print(f"{k} = [bold]{v}[/bold]")
+    for name, inputs in sampled_inputs(ds, oracle).items():
+        console.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
+    return 0
+
+
+def _list_backends() -> int:
+    from authzbench.backends.registry import BACKENDS, implementation, load_symbol
+
+    t = Table(title="backends")
+    for c in ("name", "default", "native here", "compose services", "why not"):
+        t.add_column(c)
+    for name, e in BACKENDS.items():
+        why = e.why_not_native
+        ok = e.native is not None
+        if ok:
+            try:
+                load_symbol(implementation(name))
+            except UserError as ex:
+                ok, why = False, str(ex)
+            except AttributeError:
+                ok, why = False, "not implemented yet"
+        t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(e.compose_services), why)
+    console.print(t)
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from authzbench.config import BenchConfig
+    from authzbench.provision.manager import default_mode
+    from authzbench.servers import Session
+
+    if not args.backend:
+        raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")
+    for name in args.backend:
+        cfg = BenchConfig(backends=[name], provision=args.provision or default_mode())
+        cfg.validate()
+        sess = Session(name, cfg)
+        console.print(f"{name}: up ({sess.dep.mode}), endpoint {sess.dep.public_endpoint()}")
+    return 0

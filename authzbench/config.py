@@ -1,0 +1,281 @@
+"""A run's options (BenchConfig) and their validation: every bad value is one line naming the option, before
+any dataset is generated or server started. Also the machine's limits the options are checked against."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from authzbench.backends.base import BackendOptions, option_names, parse_options
+from authzbench.backends.registry import BACKENDS, backend_class, entry, missing_driver
+from authzbench.dataset import Dataset
+from authzbench.errors import BackendUnavailable, UserError
+from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
+from authzbench.generator.profiles import resolve
+from authzbench.provision.base import say
+from authzbench.provision.manager import MODES, default_mode, external_url_var
+from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
+from authzbench.scenarios.writes import MIXED_KINDS
+
+# A phase is re-run when processes outside the run took more than this share of one core, on average, during
+# its measured window (psutil: the CPU of every process that is neither the measured server nor the client).
+# Measured on this 2-core machine kind, a postgres bench at baseline (72 phases, 1-32 workers): median 0.7,
+# p95 7, max 17; a CPU-bound process beside the run reads 70-100. 25 is far above the first, below the second.
+DISTURBED_CPU = 25.0
+
+
+# A closed-loop worker is a process: measured 67 MiB unique memory each with the drivers imported
+# (postgres + SpiceDB, forkserver child), so 70 MiB is what one more worker costs.
+WORKER_BYTES = 70 * 2**20
+
+
+def max_workers() -> int:
+    """How many worker processes this machine can hold: free memory and the per-user process limit."""
+    import resource
+
+    by_memory = psutil.virtual_memory().available // WORKER_BYTES
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    by_procs = soft - len(psutil.pids()) if soft != resource.RLIM_INFINITY else by_memory
+    return max(1, min(by_memory, by_procs))
+
+
+def worker_limit_reason() -> str:
+    avail = psutil.virtual_memory().available
+    return (f"each worker is a process of ~{WORKER_BYTES // 2**20} MiB and {avail // 2**20:,} MiB of memory is "
+            f"available; the process limit is ulimit -u")
+
+
+def max_scheduled_ops(workers: int) -> int:
+    """Open loop: each worker computes the whole schedule (8-byte floats); keep it within a quarter of
+    the free memory."""
+    return int(psutil.virtual_memory().available // 4 // (8 * max(1, workers)))
+
+
+def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
+    """Refuse, before anything starts, a backend that cannot run in `mode` here."""
+    e = entry(name)
+    if not e.impl:  # a backend without an adapter (cockroach)
+        raise BackendUnavailable(f"--backend {name}: {e.why_not_native}")
+    if mode == "native" and e.native is None:
+        raise BackendUnavailable(f"--backend {name} cannot run natively: {e.why_not_native}")
+    if mode == "external" and not e.in_process and not (options.get("url") or os.environ.get(
+            external_url_var(name))):
+        raise UserError(f"--provision external needs {external_url_var(name)} (a DSN or URL of the running server)")
+
+
+def default_backends() -> list[str]:
+    return [n for n, e in BACKENDS.items() if e.default]
+
+
+@dataclass
+class BenchConfig:
+    backends: list[str] = field(default_factory=default_backends)
+    provision: str = field(default_factory=default_mode)
+    profile: str = "baseline"
+    model: str = "rebac"
+    overrides: dict[str, str] = field(default_factory=dict)
+    scenarios: list[str] | None = None  # default: every scenario of the model
+    concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
+    iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
+    repeat: int = 1
+    # The CLI's defaults are 3 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
+    # phase once, as before rounds existed, unless it asks for them.
+    rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
+    visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
+    max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
+    disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
+    pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
+    write_share: float = 0.01
+    write_kind: str = "acl"  # mixed: acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
+    rate: float | None = None  # mixed: open loop at this rate instead of closed loop
+    rates: list[float] = field(default_factory=list)  # mixed: one open-loop phase per rate (SLO per rate)
+    stages: list[tuple[float, float]] = field(default_factory=list)
+    duration_s: float = 10.0  # open loop duration when no stages are given
+    dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
+    slo: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # backend options (consistency, batch sizes...)
+    reload: bool = False
+    keep_running: bool = False
+    data_dir: Path | None = None
+    workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
+    ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
+    max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
+
+    def validate(self) -> None:
+        """Every bad value is one UserError naming the option, before any dataset or server is touched."""
+        if not self.backends:
+            raise UserError("--backend: name at least one backend")
+        self._validate_workers_on()
+        if self.provision not in MODES:
+            raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
+        for b in self.backends:
+            _check_runnable(b, self.provision, self.options)
+        if self.scenarios is None:
+            self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
+                else []
+        for s in self.scenarios:
+            if scenario(s).model != self.model:
+                raise UserError(f"scenario {s!r} belongs to the {scenario(s).model} model, not {self.model}")
+        if not 0 < self.dau <= 1:
+            raise UserError(f"--dau must be in (0, 1], got {self.dau}")
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise UserError("--concurrency values must be integers >= 1")
+        if self.write_kind not in MIXED_KINDS:
+            raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
+        if self.write_kind != "acl" and self.model != "rebac":
+            raise UserError(f"--write-kind {self.write_kind} needs --model rebac (the social model writes followers)")
+        if max(self.concurrency) > (limit := max_workers()):
+            raise UserError(f"--concurrency {max(self.concurrency)}: at most {limit:,} workers can run here "
+                            f"({worker_limit_reason()})")
+        if "postgres" in self.backends and self.provision == "native":
+            from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
+            slots = int(BENCH_SETTINGS["max_connections"]) - 1
+            if max(self.concurrency) > slots:
+                raise UserError(f"--concurrency {max(self.concurrency)}: at most {slots} workers for postgres: "
+                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
+                                f"connection per worker and one for the run")
+        if not 0 <= self.write_share <= 1:
+            raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
+        if not (0 < self.iterations_scale < math.inf) or self.repeat < 1:
+            raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
+        self._validate_rounds()
+        self._validate_open_loop()
+        self._validate_slo()
+        if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
+            raise UserError(f"--data-dir {self.data_dir} is not a directory")
+        resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
+        if not self.max_load_minutes > 0:
+            raise UserError(f"--max-load-minutes must be > 0, got {self.max_load_minutes}")
+        self._check_variants()
+        self._check_options()
+
+    def unsupported(self) -> dict[str, str]:
+        """Chosen backends that do not implement the chosen model (from the registry: no import, no
+        server): recorded as skipped with the reason, never started."""
+        return {b: f"does not implement the {self.model!r} model" for b in self.backends
+                if self.model not in entry(b).models}
+
+    def _check_options(self) -> None:
+        """Every option must be one of a chosen backend's (each backend then gets only its own, see
+        Session): a typo is one line, before any server starts. Values are type-checked per backend."""
+        known = set(option_names(BackendOptions))
+        for b in self.backends:
+            cls = options_class(b)
+            if cls is not None:
+                known |= option_names(cls)
+                parse_options(cls, own_options(cls, self.options), b)
+        unknown = sorted(set(self.options) - known)
+        if unknown:
+            raise UserError(f"unknown backend option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+                            f"(backends {', '.join(self.backends)}); valid: {', '.join(sorted(known))}")
+
+    def _validate_open_loop(self) -> None:
+        if self.rate is not None and not 0 < self.rate < math.inf:
+            raise UserError(f"--rate must be > 0 ops/s, got {self.rate:g}")
+        if not 0 < self.duration_s < math.inf:
+            raise UserError(f"--duration must be > 0 s, got {self.duration_s:g}")
+        for r in self.rates:
+            if not 0 < r < math.inf:
+                raise UserError(f"--rates: every rate must be > 0 ops/s, got {r:g}")
+        for r, secs in self.stages:
+            if not (0 <= r < math.inf and 0 < secs < math.inf):
+                raise UserError(f"--stage {r:g}:{secs:g}: the rate must be >= 0 and the seconds > 0")
+        steps = [("--rates", [(r, self.duration_s)]) for r in self.rates]
+        if not steps and self.stages:
+            steps = [("--stage", self.stages)]
+        elif not steps and self.rate:
+            steps = [("--rate", [(self.rate, self.duration_s)])]
+        for opt, stages in steps:
+            ops = sum(max(r, self.rate or 0) * secs for r, secs in stages)  # an upper bound of the ramps' ops
+            if ops > (limit := max_scheduled_ops(max(self.concurrency))):
+                raise UserError(f"{opt}: {ops:,.0f} ops scheduled in one phase, at most {limit:,} fit here "
+                                f"(every worker holds the phase's schedule, 8 bytes per op, in memory)")
+
+    def _validate_rounds(self) -> None:
+        if self.rounds < 1 or self.max_reruns < 0:
+            raise UserError("--rounds must be >= 1 and --max-reruns >= 0")
+        if not 1 <= self.visits <= self.rounds * self.repeat:
+            raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
+                            "each visit runs at least one round")
+        if not 0 < self.disturbed_cpu < math.inf:
+            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
+        if self.pin and len(os.sched_getaffinity(0)) < 2:
+            raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
+
+    def _validate_slo(self) -> None:
+        for key, opt in (("check_p95_ms", "--slo-check-p95"), ("write_p95_ms", "--slo-write-p95")):
+            v = self.slo.get(key)
+            if v is not None and not 0 < v < math.inf:
+                raise UserError(f"{opt} must be > 0 ms, got {v:g}")
+        v = self.slo.get("success")
+        if v is not None and not 0 < v <= 1:
+            raise UserError(f"--slo-success is a ratio in (0, 1], got {v:g}")
+
+    def _validate_workers_on(self) -> None:
+        if not self.workers_on:
+            return
+        if self.provision != "external":
+            raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
+                            "(AUTHZBENCH_<BACKEND>_URL)")
+        from authzbench.scenarios.distributed import require
+
+        require()
+        for b in self.backends:
+            if backend_class(b).concurrency == "thread":
+                raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
+                                "process) and cannot be spread over hosts")
+
+    def _check_variants(self) -> None:
+        if self.ingest_variants in ("none", "all"):
+            return
+        known: set[str] = set()
+        for b in self.backends:
+            try:
+                known |= set(backend_class(b).ingest_variants)
+            except (UserError, ImportError, AttributeError):
+                continue  # a backend that cannot load here says so when it runs
+        wanted = [v.strip() for v in self.ingest_variants.split(",") if v.strip()]
+        bad = [v for v in wanted if v not in known] or ([] if wanted else [self.ingest_variants])
+        if bad:
+            raise UserError(f"--ingest-variants: unknown ingest variant {bad[0]!r} for {', '.join(self.backends)}; "
+                            "valid: none, all"
+                            + "".join(f", {k}" for k in sorted(known)))
+
+    def selected_variants(self, offered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if self.ingest_variants == "none":
+            return {}
+        if self.ingest_variants == "all":
+            return dict(offered)
+        wanted = {v.strip() for v in self.ingest_variants.split(",")}
+        return {k: v for k, v in offered.items() if k in wanted}
+
+    def dataset(self) -> Dataset:
+        params = resolve(self.profile, self.overrides, self.model)
+        path = dataset_dir(self.data_dir or default_data_dir(), self.model, self.profile, params.seed,
+                           {k: v for k, v in self.overrides.items() if k != "seed"})
+        if (ds := reusable(path, params)) is not None:
+            return ds
+        say(f"generating dataset {self.model}/{self.profile} -> {path}")
+        return generate(self.profile, path, overrides=self.overrides, model=self.model)
+
+
+def options_class(name: str) -> type[BackendOptions] | None:
+    """The backend's Options dataclass; None when it has no adapter or lacks its driver (it fails later,
+    alone, with that one line)."""
+    e = entry(name)
+    if not e.impl or missing_driver(name):
+        return None
+    return backend_class(name).Options
+
+
+def own_options(cls: type[BackendOptions], options: dict[str, Any]) -> dict[str, Any]:
+    """The options `cls` declares: the others belong to another chosen backend."""
+    names = option_names(cls)
+    return {k: v for k, v in options.items() if k in names}

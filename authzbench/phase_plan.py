@@ -1,0 +1,98 @@
+"""Which phases a backend runs, in which order: every scenario x worker count split into rounds, each round in
+a rotated order, the rounds spread over the backend's visits (forward, then reverse order); open-loop rate
+steps; the extra read consistency modes of the write scenarios."""
+
+from __future__ import annotations
+
+import math
+
+from authzbench.config import BenchConfig
+from authzbench.dataset import Dataset
+from authzbench.scenarios.catalog import SCRATCH_WRITES, scenario
+from authzbench.scenarios.runner import PhaseSpec
+from authzbench.scenarios.writes import mixed_targets
+
+
+def _consistency_specs(cfg: BenchConfig, modes: tuple[str, ...], iters: int, common: dict) -> list[PhaseSpec]:
+    """A write scenario once more per other read consistency mode of the backend (SpiceDB: stale allows under
+    minimize_latency vs at_least_as_fresh with the write's ZedToken), at the first concurrency level. Capped
+    at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show."""
+    chosen = cfg.options.get("consistency") or (modes[0] if modes else "")
+    return [PhaseSpec(mode="closed", concurrency=cfg.concurrency[0], iterations=min(iters, _split(20, cfg.rounds)),
+                      consistency=m, **common) for m in modes if m != chosen]
+
+
+def _split(n: int, rounds: int) -> int:
+    return max(1, math.ceil(n / rounds))
+
+
+def _round_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str, modes: tuple[str, ...],
+                 rnd: int) -> list[tuple[PhaseSpec, str]]:
+    """One round: every scenario x concurrency once, each with 1/rounds of the phase's ops, warm-up, budget
+    and the ops its budget waits for (a figure merges its rounds back to the whole phase's ops)."""
+    specs = []
+    for sname in cfg.scenarios or []:
+        sc = scenario(sname)
+        if sc.op == "ingest":
+            continue
+        iters = _split(max(1, round(sc.iterations * cfg.iterations_scale)), cfg.rounds)
+        warm = _split(max(0, round(sc.warmup * min(1.0, cfg.iterations_scale * 4))), cfg.rounds) if sc.warmup else 0
+        budget = sc.budget_s * cfg.iterations_scale / cfg.rounds if sc.budget_s else None
+        rel, obj_type = SCRATCH_WRITES[ds.model]
+        common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
+                      max_seconds=sc.max_seconds, repeat=rnd, n_resources=ds.entities[obj_type],
+                      budget_s=budget, min_ops=_split(sc.min_ops, cfg.rounds) if sc.min_ops else 0,
+                      scratch_user=ds.entities["user"], scratch_relation=rel)
+        if sc.op == "mixed":
+            common["write_share"] = cfg.write_share
+            if ds.model == "rebac":
+                common.update(write_kind=cfg.write_kind, write_targets=mixed_targets(ds))
+            if open_loop := _open_loop_specs(cfg, common, sname):
+                # a rate step or a ramp is one schedule: not split; it runs in the first round only
+                specs += open_loop if rnd % cfg.rounds == 0 else []
+                continue
+        for c in cfg.concurrency:
+            if conc_model == "thread" and c > 8:
+                continue  # in-process engines: more threads only measure the GIL
+            specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
+                                    input_offset=(rnd % cfg.rounds) * iters, **common), sname))
+        if sc.op == "write":
+            specs += [(spec, sname) for spec in _consistency_specs(cfg, modes, iters, common)]
+    return specs
+
+
+def _open_loop_specs(cfg: BenchConfig, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
+    common = {**common, "warmup": common["warmup"] * cfg.rounds}
+    if cfg.rates:  # a step per rate: the report finds the highest rate that passes
+        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=[(r, cfg.duration_s)],
+                           start_rate=r, **common), sname) for r in cfg.rates]
+    if cfg.rate or cfg.stages:
+        stages = cfg.stages or [(cfg.rate, cfg.duration_s)]
+        start_rate = cfg.rate if not cfg.stages else (cfg.rate or 0.0)
+        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=stages, start_rate=start_rate,
+                           **common), sname)]
+    return []
+
+
+def phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
+                 modes: tuple[str, ...] = ()) -> list[tuple[PhaseSpec, str]]:
+    """Every round of every repeat, each round in a rotated order: round k starts k/rounds of the way into
+    the list, so a slow period of the machine during a backend's span lands on every scenario alike and
+    the spread between rounds measures it (Google Benchmark's random interleaving, asv's rounds)."""
+    specs = []
+    for rnd in range(cfg.rounds * cfg.repeat):
+        one = _round_specs(cfg, name, ds, conc_model, modes, rnd)
+        k = (rnd % cfg.rounds) * len(one) // cfg.rounds
+        specs += one[k:] + one[:k]
+    return specs
+
+
+def visit_order(names: list[str], visits: int) -> list[tuple[int, str]]:
+    """(visit, backend) in the order bench runs them: forward, then reverse, then forward..."""
+    return [(v, n) for v in range(visits) for n in (names if v % 2 == 0 else names[::-1])]
+
+
+def visit_of(cfg: BenchConfig, rnd: int) -> int:
+    """Rounds alternate between visits: with 3 rounds and 2 visits, rounds 0 and 2 run in the first visit
+    (backends in order) and round 1 in the second (backends in reverse order)."""
+    return rnd % cfg.visits

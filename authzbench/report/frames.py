@@ -1,0 +1,84 @@
+"""Frames derived from the run's tables that more than one section reads: the mixed workload's phases merged
+over repeats with one SLO verdict per (backend, loop, workers, target rate) (the mixed section, the Findings,
+the tiers table, the open-loop chart), and the server resources per 1,000 checks (the read section, the
+Findings)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from authzbench.report.data import RunData
+from authzbench.report.noise import rate_spread
+from authzbench.report.tables import merge_repeats
+from authzbench.scenarios.catalog import SCENARIOS
+
+SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
+
+
+def slo(rd: RunData) -> dict:
+    return {**SLO_DEFAULTS, **(rd.manifest.get("config", {}).get("slo") or {})}
+
+
+def mixed_phases(rd: RunData) -> pd.DataFrame:
+    ph = rd.phases
+    mixed = [n for n, s in SCENARIOS.items() if s.op == "mixed"]
+    sub = ph[ph["scenario"].isin(mixed)] if not ph.empty else ph
+    return merge_repeats(sub) if not sub.empty else sub
+
+
+def slo_verdicts(rd: RunData) -> pd.DataFrame:
+    """One row per (backend, loop, workers, target rate) of the mixed workload: SLO figures and verdict."""
+    m, objective = mixed_phases(rd), slo(rd)
+    if m.empty:
+        return pd.DataFrame()
+    m["target_rate"] = m["target_rate"].fillna(0.0)
+    raw = rd.phases
+    verdicts = []
+    for (b, c, mode, rate), g in m.groupby(["backend", "concurrency", "mode", "target_rate"], sort=False):
+        chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
+        att = g["attempted"].sum() + g["dropped"].max()
+        success = g["ops"].sum() / att if att else float("nan")
+        cp95 = float(chk["p95_ms"].iloc[0]) if not chk.empty else float("nan")
+        wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
+        ok = cp95 < objective["check_p95_ms"] and (math.isnan(wp95) or wp95 < objective["write_p95_ms"]) and \
+            success >= objective["success"]
+        rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
+                   (raw["concurrency"] == c) & (raw["kind"] == "check") &
+                   (raw["target_rate"].fillna(0.0) == rate)]
+        verdicts.append({"backend": b, "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
+                         "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
+                         "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
+                         "success": success, "verdict": "PASS" if ok else "FAIL",
+                         "check_ops_per_s": float(chk["ops_per_s"].iloc[0]) if not chk.empty else float("nan"),
+                         "rate_spread": rate_spread(rows) if len(rows) else float("nan")})
+    return pd.DataFrame(verdicts)
+
+
+def write_kind(rd: RunData) -> str:
+    return rd.manifest.get("config", {}).get("write_kind", "acl")
+
+
+def scenarios_measured(rd: RunData, op: str) -> list[str]:
+    """Scenarios of this op kind that measured something, in catalog order."""
+    ph = rd.phases
+    present = set(ph[ph["ops"] > 0]["scenario"]) if not ph.empty else set()
+    return [n for n, s in SCENARIOS.items() if s.op == op and n in present]
+
+
+def resource_table(rd: RunData) -> pd.DataFrame:
+    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak RSS, client CPU."""
+    m, ph = rd.monitor_phases, rd.phases
+    if m.empty or ph.empty:
+        return pd.DataFrame()
+    checks = ph[ph["scenario"].isin(scenarios_measured(rd, "check")) & (ph["kind"] == "check")]
+    j = checks.merge(m, on=["backend", "phase"], how="inner")
+    rows = []
+    for b, g in j.groupby("backend", sort=False):
+        cpu_s = (g["cpu_mean"] / 100 * g["wall_s"]).sum()
+        rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()),
+                     "cpu_s_per_1k": cpu_s / g["ops"].sum() * 1000 if g["ops"].sum() else float("nan"),
+                     "cpu_mean": g["cpu_mean"].mean(), "client_cpu_mean": g["client_cpu_mean"].mean(),
+                     "rss_max_mb": g["rss_max_mb"].max()})
+    return pd.DataFrame(rows)

@@ -1,0 +1,39 @@
+"""4 Write performance: ingest and closure build, per backend and load path, with its monitor table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from authzbench.report.data import RunData
+from authzbench.report.tables import label, link_target, monitor_summary, table
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    lines = ["## 4. Write performance (ingest and closure build)", ""]
+    df = rd.ingest.copy()
+    if df.empty:
+        return "\n".join([*lines, "_no ingest recorded_", ""])
+    # An ingest variant (another load path of the same backend) is its own row, named by its path.
+    df["backend"] = [label(rd, b) + (f" via {v}" if v else "") for b, v in zip(df["backend"], df["variant"],
+                                                                               strict=True)]
+    df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
+    df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k}={v}" for k, v in n.items())
+                  for r, n in zip(df["reused"], df["notes"], strict=True)]
+    df["bytes_per_rel"] = df["footprint_bytes"].astype(float) / df["relationships"]
+    df["rows_per_rel"] = df["rows"] / df["relationships"]
+    df = df.sort_values("rels_per_s", ascending=False)
+    lines.append(link_target("ingest"))
+    lines.append(table(df, {"backend": "Backend", "relationships": "Relationships", "load_s": "Ingest (s)",
+                            "build_s": "Closure/MV/index build (s)", "total_s": "Total (s)",
+                            "rels_per_s": "Relationships/s (incl. build)", "load_rels_per_s": "Relationships/s (ingest only)",
+                            "rows": "Rows written (incl. expanded)", "rows_per_rel": "Rows per relationship",
+                            "rows_per_s": "Rows/s",
+                            "batch_rows": "Batch (rows)", "batches": "Batches", "batch_mean_s": "Batch mean (s)",
+                            "batch_p95_s": "Batch p95 (s)", "footprint_mb": "Footprint (MiB)",
+                            "bytes_per_rel": "Bytes per relationship",
+                            "build_what": "Build step", "note": "Notes"}))
+    return "\n".join(lines)
+
+
+def monitor(rd: RunData, out_dir: Path) -> str:
+    return monitor_summary(rd, "ingest", "Monitor summary during ingest")

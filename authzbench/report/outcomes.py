@@ -1,0 +1,95 @@
+"""Sections 7-10: the comparison summary, correctness against the oracle, stability across repeats,
+incomplete phases and backend errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from authzbench.report.data import RunData, cv
+from authzbench.report.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
+from authzbench.scenarios.catalog import SCENARIOS
+
+
+def comparison(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    lines = ["## 7. Comparison summary", "",
+             "p50 / p95 latency in ms at 1 worker (n = the ops they rest on), and the best throughput over all "
+             "concurrency levels (ops/s). Backends marked † are shown apart: their figures are not a networked "
+             "server's.", "", link_target("comparison")]
+    mixed = ph["scenario"].map(lambda n: SCENARIOS[n].op == "mixed" if n in SCENARIOS else False)
+    # write scenarios show their write latency; visibility lags and the mixed workload's writes are apart
+    sub = ph[(ph["mode"] == "closed") & (ph["kind"] != "visibility") & ~(mixed & (ph["kind"] == "write"))]
+    rows = []
+    for (scen, b), g in sub.groupby(["scenario", "backend"], sort=False):
+        one = merge_repeats(g[g["concurrency"] == g["concurrency"].min()]).iloc[0]
+        n = int(one["ops"])
+        rows.append({"scenario": scen, "backend": label(rd, b), "cell": f"{fmt_pct(one['p50_ms'], n, 50, fmt)}"
+                     f" / {fmt_pct(one['p95_ms'], n, 95, fmt)} (n={n:,}; {fmt(g['ops_per_s'].max())}/s)"})
+    if not rows:
+        return ""
+    piv = pd.DataFrame(rows).pivot(index="scenario", columns="backend", values="cell").reset_index().fillna("—")
+    order = {n: i for i, n in enumerate(SCENARIOS)}
+    piv = piv.sort_values("scenario", key=lambda s: s.map(order))
+    cols = {"scenario": "Scenario"}
+    comparable = [c for c in piv.columns if c != "scenario" and not c.endswith("†")]
+    apart = [c for c in piv.columns if c.endswith("†")]
+    cols.update({c: c for c in comparable + apart})
+    lines.append(table(piv, cols))
+    return "\n".join(lines)
+
+
+def correctness(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    lines = ["## 8. Correctness (answers vs the oracle)", ""]
+    if ph.empty:
+        return "\n".join([*lines, "_nothing checked_", ""])
+    sub = ph[ph["checked"] > 0]
+    g = sub.groupby(["backend", "scenario"], sort=False).agg(checked=("checked", "sum"),
+                                                              mismatches=("mismatches", "sum")).reset_index()
+    g["rate"] = g["mismatches"] / g["checked"]
+    ex = sub[sub["mismatches"] > 0].groupby(["backend", "scenario"])["examples"].first()
+    g["example"] = [str(ex.get((b, s), [""])[0])[:160] if (b, s) in ex else "" for b, s in
+                    zip(g["backend"], g["scenario"], strict=True)]
+    g["backend"] = [label(rd, b) for b in g["backend"]]
+    lines.append(table(g, {"backend": "Backend", "scenario": "Scenario", "checked": "Answers checked",
+                           "mismatches": "Mismatches", "rate": "Mismatch rate", "example": "First mismatch"}, 4))
+    return "\n".join(lines)
+
+
+def stability(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty or ph["repeat"].max() < 1:
+        # Kept (not omitted) so sections keep their numbers from one report to the next.
+        return ("## 9. Stability across repeats\n\nNot measured: each phase ran once. Run with `--repeat N` "
+                "for the coefficient of variation of every figure.\n")
+    lines = ["## 9. Stability across repeats", "",
+             "Coefficient of variation (stddev / mean) of each figure across the repeated runs.", ""]
+    rows = []
+    for (b, s, c, _k), g in ph[ph["mode"] == "closed"].groupby(["backend", "scenario", "concurrency", "kind"],
+                                                               sort=False):
+        if len(g) < 2:
+            continue
+        rows.append({"backend": label(rd, b), "scenario": s, "concurrency": c, "runs": len(g),
+                     "cv_p50": cv(g["p50_ms"].tolist()), "cv_p95": cv(g["p95_ms"].tolist()),
+                     "cv_ops": cv(g["ops_per_s"].tolist())})
+    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "scenario": "Scenario", "concurrency": "Workers",
+                                            "runs": "Runs", "cv_p50": "CV p50", "cv_p95": "CV p95",
+                                            "cv_ops": "CV ops/s"}, 3))
+    return "\n".join(lines)
+
+
+def problems(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    bad = ph[ph["status"] != "complete"].drop_duplicates("phase") if not ph.empty else ph
+    if bad.empty and not rd.errors:
+        return "## 10. Incomplete phases and backend errors\n\nNone: every phase completed.\n"
+    lines = ["## 10. Incomplete phases and backend errors", ""]
+    for e in rd.errors:
+        lines.append(f"- **{e['backend']}** ({e['stage']}): {e['message']}")
+    for _, r in bad.iterrows():
+        lines.append(f"- `{r['phase']}`: **{r['status']}** — {r['reason']}")
+    return "\n".join(lines) + "\n"

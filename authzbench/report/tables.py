@@ -1,0 +1,107 @@
+"""The helpers every section shares, below all of them: number and percentile cells, markdown tables, link
+targets, backend labels, and merging a phase's repeats. Nothing here imports a section."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pandas as pd
+
+from authzbench.report.data import RunData, merged_summary
+from authzbench.report.noise import min_ops
+
+MARK = "⚠"  # a percentile from too few ops
+PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+
+
+def fmt(v, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if isinstance(v, float):
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}f}" if abs(v) < 100 else f"{v:.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def table(df: pd.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
+    """columns: df column -> header (with units)."""
+    if df.empty:
+        return "_no data recorded_\n"
+    head = "| " + " | ".join(columns.values()) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    lines = [head, sep]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(fmt(row[c], digits) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def label(rd: RunData, backend: str) -> str:
+    s = rd.servers.get(backend)
+    if not s:
+        return backend
+    mark = "" if s["info"].get("comparable", True) else " †"
+    return f"{backend}{mark}"
+
+
+def anchor(name: str) -> str:
+    return "t-" + "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def link_target(name: str) -> str:
+    """An explicit link target before a table (the Findings link to it)."""
+    return f'<a id="{anchor(name)}"></a>\n'
+
+
+def fmt_pct(value: float, n: int, q: float, fmt: Callable[[float], str]) -> str:
+    """A percentile cell: marked when it rests on fewer ops than it needs (then it is near the maximum)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{MARK} {fmt(value)}" if n < min_ops(q) else fmt(value)
+
+
+def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str = "ops") -> pd.DataFrame:
+    out = df.copy()
+    for col, q in PCT_COLS.items():
+        if col in out:
+            out[col] = [fmt_pct(v, int(n), q, fmt) for v, n in zip(out[col], out[n_col], strict=True)]
+    return out
+
+
+def marked(df: pd.DataFrame, n_col: str = "ops") -> pd.DataFrame:
+    return mark_percentiles(df, fmt, n_col)
+
+
+def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
+    """Several repeats of one (backend, scenario, kind, concurrency): merge histograms and sum counts."""
+    rows = []
+    for _, g in sub.groupby(["backend", "concurrency", "kind", "mode", "target_rate"], dropna=False, sort=False):
+        s = merged_summary([h for hs in g["hists"] for h in hs])
+        row = g.iloc[0].to_dict()
+        for col in ("ops", "errors", "timeouts", "mismatches", "checked", "results", "duplicates", "wall_s",
+                    "scheduled", "dropped", "late", "attempted"):
+            if col in g:
+                row[col] = g[col].sum()
+        row.update(mean_ms=s.mean_ms, p50_ms=s.p50_ms, p95_ms=s.p95_ms, p99_ms=s.p99_ms, max_ms=s.max_ms)
+        row["ops_per_s"] = g["ops_per_s"].mean()
+        row["status"] = "complete" if (g["status"] == "complete").all() else "incomplete"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def monitor_summary(rd: RunData, stage: str | None, title: str) -> str:
+    """The server CPU/RSS table of one phase (or of every phase when stage is None)."""
+    m = rd.monitor
+    if stage is not None:
+        m = m[(m["stage"] == stage) | m["stage"].str.startswith(f"{stage} via ")]
+    lines = [f"#### {title}", ""]
+    if m.empty:
+        return "\n".join([*lines, "_no monitor samples_", ""])
+    return "\n".join([*lines, table(m.assign(backend=[label(rd, b) for b in m["backend"]]),
+                                    {"backend": "Backend", "stage": "Phase", "cpu_mean": "CPU mean (%)",
+                                     "cpu_min": "CPU min (%)", "cpu_max": "CPU max (%)",
+                                     "rss_mean_mb": "RSS mean (MiB)", "rss_min_mb": "RSS min (MiB)",
+                                     "rss_max_mb": "RSS max (MiB)", "samples": "Samples"}, 1)])
