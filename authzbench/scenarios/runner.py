@@ -288,8 +288,8 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
             break
         with contextlib.suppress(Exception):
             inp = inputs[k % len(inputs)]
-            if inp[0] == "structural":
-                run_write_op(backend, inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
+            if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
+                run_write_op(backend, inp[2] or inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
             else:
                 _call(backend, inp, spec, state)
     return spec.warmup // n + (1 if wid < spec.warmup % n else 0)

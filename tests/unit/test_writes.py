@@ -146,3 +146,19 @@ def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_wr
         assert rec == {"scratch_checked": 5, "scratch_left": 0, "scratch_cleaned": 5, "scratch_still_left": 0}
         rel = ops[3].setup[0]
         assert (rel.object, rel.subject) not in b.ev.rel[rel.relation]
+
+
+@pytest.mark.parametrize("scenario", WRITE_SCENARIOS)
+def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny, scenario):
+    """A warm-up op of a write scenario is a cheap ACL grant and revocation whose scratch user no measured op
+    uses (a slow store's hierarchy warm-up took minutes)."""
+    inputs = SCENARIOS[scenario].sampler(tiny, None, 8)
+    measured = {op.probe[0] for _, op, _ in inputs} | {r.subject for _, op, _ in inputs for r in (op.change, *op.setup)}
+    warm = [w for _, _, w in inputs]
+    assert all(w.kind == "acl" and w.change.relation == "resource_viewer_user" for w in warm)
+    assert not {w.change.subject for w in warm} & measured
+    factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
+    spec = PhaseSpec("reference", scenario, concurrency=2, iterations=2, warmup=4)
+    recs: list[dict] = []
+    assert run_phase(spec, factory, inputs, recs.append, "thread").status == "complete"
+    assert next(r for r in recs if r["type"] == "phase_end")["warmup_ops"] == 4
