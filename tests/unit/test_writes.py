@@ -162,3 +162,22 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
     recs: list[dict] = []
     assert run_phase(spec, factory, inputs, recs.append, "thread").status == "complete"
     assert next(r for r in recs if r["type"] == "phase_end")["warmup_ops"] == 4
+
+
+def test_the_report_tells_workers_still_running_from_hung_ones():
+    from types import SimpleNamespace
+
+    from authzbench.report.writes import stopped_table
+
+    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0}
+    rd = SimpleNamespace(records=[
+        {**end, "phase": "mongo/write_hierarchy/c8/r0", "scenario": "write_hierarchy", "stopped_workers": 3,
+         "hung_workers": 1},
+        {**end, "phase": "mongo/write_acl/c8/r0", "scenario": "write_acl"},
+        {**end, "phase": "mongo/check_negative/c8/r0", "scenario": "check_negative", "stopped_workers": 2},
+        {"type": "phase_end", "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
+         "stopped_workers": 1}])  # a run recorded before hung_workers existed
+    t = stopped_table(rd).set_index("phase")
+    assert list(t.index) == ["mongo/write_hierarchy/c8/r0", "old/write_acl/c1/r0"]
+    assert t.loc["mongo/write_hierarchy/c8/r0", ["stopped", "running", "hung"]].tolist() == [3, 2, 1]
+    assert t.loc["old/write_acl/c1/r0", ["running", "hung"]].isna().all()  # unknown, not "running"
