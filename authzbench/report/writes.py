@@ -112,7 +112,7 @@ def section(rd: RunData, out_dir: Path, run_id: str, table, label) -> str:
              "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
              "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
              "following every write. An op may run past its 120 s bound: while some worker of the phase still "
-             "progresses (rows written, checks answered) the phase waits for it, up to 10x the bound; a worker "
+             "progresses (rows written, checks answered) the phase waits for it, up to 10x the bound per 4 workers; a worker "
              "without progress for 60 s is hung. Warm-up ops are ACL grants on scratch users of their own.", ""]
     from authzbench.report.findings import anchor
 

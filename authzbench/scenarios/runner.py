@@ -34,8 +34,9 @@ from authzbench.stopping import STOP, grace_deadline, signal_name
 FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
 # An op past its bound that still makes progress (rows written, checks answered) is running, not hung: the
 # phase waits for it as long as some unfinished worker progressed within HANG_S, up to OVERRUN x the op
-# timeout. At baseline 8 workers queue behind one group write lock, and a FerretDB hierarchy change took
-# 46-55 s (1,623 document updates): the 8th worker's op ends minutes after the budget, honestly.
+# timeout per 4 workers (at least once). At baseline 8 workers queue behind one group write lock, and one
+# FerretDB hierarchy op (a grant and its revocation, 1,623 document updates each) took 177 s on the loaded
+# machine: the 8th worker's op ends ~20 minutes after the budget, honestly.
 HEARTBEAT_S, HANG_S, OVERRUN = 2.0, 60.0, 10.0
 GRACE_S = 10.0  # past the op timeout, ops in flight get this long after a stop whatever their progress
 # A budget stretches (at most 4x) until the phase has min_ops ops: a 540 ms lookup (SpiceDB's heaviest at
@@ -638,7 +639,7 @@ def _await_progressing(state: PhaseState, pool: WorkerPool, until: Callable[[], 
     still running past its bound, or workers queued behind it), up to OVERRUN x the op timeout. False when
     given up: hung (idle for HANG_S) or still running at the bound (PhaseState.idle_s tells which)."""
     t0 = time.perf_counter()
-    hard = t0 + max(floor_s, OVERRUN * state.spec.timeout_s)
+    hard = t0 + max(floor_s, OVERRUN * state.spec.timeout_s * max(1.0, state.spec.concurrency / 4))
 
     def stalled() -> bool:
         return time.perf_counter() - t0 > floor_s and state.idle_s(t0) > HANG_S
@@ -700,8 +701,8 @@ def _flag_stopped(state: PhaseState, stopped: int, since: float) -> None:
         state.flag("incomplete", f"{stopped} worker(s) hung: no progress for {idle:.0f} s past the "
                                  f"{state.spec.timeout_s:g} s op timeout; stopped")
     else:
-        state.flag("incomplete", f"{stopped} worker(s) still running (last progress {idle:.0f} s before) at "
-                                 f"{OVERRUN:g}x the {state.spec.timeout_s:g} s op timeout; stopped")
+        state.flag("incomplete", f"{stopped} worker(s) still running (last progress {idle:.0f} s before) at the "
+                                 "wait's bound; stopped")
 
 
 def _verdict(state: PhaseState) -> PhaseResult:
