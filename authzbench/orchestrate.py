@@ -204,7 +204,7 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
         check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
         with timed_step(store, name, f"restore check after {spec.phase_id}"):
             verify_restored(sess, ds, oracle, store, spec.phase_id,
-                            write_ops=[op for _, op, _ in inputs] if sc.op == "write" else None,
+                            write_ops=[o for inp in inputs for o in inp[1:] if o] if sc.op == "write" else None,
                             clean_all=res.stopped_workers > 0)
     check_stop()
     if res.status == "failed":

@@ -53,6 +53,8 @@ from authzbench.oracle import Oracle, shared, timed
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
 COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
+FERRETDB_IN_FLIGHT = 4  # single-update commands in flight on FerretDB (see MongoBackend._bulk)
+MONGO_BULK = 1000  # updates per bulk_write on MongoDB (pymongo splits at its message size limit anyway)
 
 
 def grant_id(user: int, perm: str) -> int:
@@ -151,11 +153,15 @@ class MongoBackend(Backend):
         self.db = self.client[self.endpoint.get("database", "authzbench")]
         self.res, self.users, self.groups, self.orgs = (self.db[c] for c in COLLECTIONS[:4])
         self.grants = self.db["grants"]
+        self._pool = None  # FerretDB's update threads, made on the first multi-document write
         self.lookup_mode = self.options.get("lookup", "grants")
         if self.lookup_mode not in ("grants", "documents"):
             raise UserError(f"mongo: unknown lookup mode {self.lookup_mode!r}; valid: grants, documents")
 
     def close(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
         if getattr(self, "client", None) is not None:
             self.client.close()
             self.client = None
@@ -437,19 +443,46 @@ class MongoBackend(Backend):
         self._bulk(self.grants, grant_updates(changes), upsert=True)  # a user's first grant makes the document
 
     def _bulk(self, coll, ops: list[tuple[dict[str, Any], dict[str, Any]]], upsert: bool = False) -> None:
-        """One unordered bulk_write on MongoDB. FerretDB 1.24 stalls on multi-statement update commands (20
-        statements took 0.18 s, 60 never returned, and the server stayed stuck after), so there each
-        update is its own command (~2 ms each)."""
+        """Unordered bulk_write on MongoDB. On FerretDB 1.24 a bulk of 50 or more updates never returns and
+        takes the whole server down (49 updates: 0.087 s; /work/shared/REFERENCE-RERUN.md), so there every
+        update is its own single-statement command, FERRETDB_IN_FLIGHT at a time: bulks of 40 were no faster
+        than one update a command (15.4 vs 15.9 ms per update at baseline, 1,000-element arrays), 4 in
+        flight were (9.8 ms). rows_touched advances as updates complete (the runner reads it as progress)."""
         if not ops:
             return
-        self.rows_touched += len(ops)  # document updates
         if not self.ferretdb:
             from pymongo import UpdateOne
 
-            coll.bulk_write([UpdateOne(f, u, upsert=upsert) for f, u in ops], ordered=False)
+            for i in range(0, len(ops), MONGO_BULK):
+                coll.bulk_write([UpdateOne(f, u, upsert=upsert) for f, u in ops[i:i + MONGO_BULK]], ordered=False)
+                self.rows_touched += len(ops[i:i + MONGO_BULK])
             return
-        for flt, update in ops:
-            coll.update_one(flt, update, upsert=upsert)
+        if len(ops) == 1:
+            coll.update_one(*ops[0], upsert=upsert)
+            self.rows_touched += 1
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(FERRETDB_IN_FLIGHT, thread_name_prefix="ferretdb-update")
+        # One document's updates stay in one task, in order: FerretDB applies an update as read-modify-write,
+        # and two of them on one document at once could lose one.
+        by_doc: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        for f, u in ops:
+            by_doc.setdefault(repr(f), []).append((f, u))
+
+        def apply(doc_ops: list[tuple[dict[str, Any], dict[str, Any]]]) -> int:
+            for f, u in doc_ops:
+                coll.update_one(f, u, upsert=upsert)  # each bounded by the client's timeoutMS
+            return len(doc_ops)
+
+        futures = [self._pool.submit(apply, doc_ops) for doc_ops in by_doc.values()]
+        try:
+            for fut in futures:
+                self.rows_touched += fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()  # after an error, the updates not yet sent are not sent
 
     # footprint and drop ----------------------------------------------------------------------------
     def footprint(self) -> int:

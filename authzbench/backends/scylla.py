@@ -43,6 +43,7 @@ SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "re
 REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
            "resource_manager_group", "resource_viewer_group")
 # rel_resource stores the relation name without its "resource_" prefix (shorter clustering keys).
+RECOMPUTE_CHUNK = 256  # permission-row batches a write sends before it counts them as progress (~25k rows)
 
 
 def _short(rel: str) -> str:
@@ -451,30 +452,32 @@ class ScyllaBackend(Backend):
                 new = pair_state(u, groups[u], admin_of[u], acl)
                 old = None if u not in current else "manage" if current[u] else "view"
                 if new != old:
-                    stmts += _pair_statements(r, u, new)
-        self.rows_touched += len(stmts)  # each statement writes (or deletes) one permission row
+                    stmts += _pair_statements(r, u, old, new)
         self._execute_batched(stmts)
 
     def _execute_batched(self, stmts: list[tuple[str, tuple, tuple]]) -> None:
         """Permission-row statements grouped by partition into unlogged batches of <= batch_rows (one
         mutation per partition per batch, as the load writes them): a hierarchy change under a hot parent
-        sets ~10^5-10^6 rows (single-row inserts: ~2k rows/s, batched load: ~45k rows/s, see load())."""
+        sets ~10^5-10^6 rows (single-row inserts: ~2k rows/s, batched load: ~45k rows/s, see load()).
+        rows_touched (one per statement: each writes or deletes one row) advances as each group of
+        RECOMPUTE_CHUNK batches completes: the runner reads it as the write's progress."""
+        from cassandra.concurrent import execute_concurrent
         from cassandra.query import BatchStatement, BatchType
 
         parts: dict[tuple, list[tuple[str, tuple]]] = {}
         for q, p, partition in stmts:
             parts.setdefault(partition, []).append((q, p))
-        batches = []
+        batches: list[tuple[Any, int]] = []
         for rows in parts.values():
             for i in range(0, len(rows), self.batch_rows):
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                 for q, p in rows[i:i + self.batch_rows]:
                     batch.add(self.prep(q), p)
-                batches.append((batch, None))
-        if batches:
-            from cassandra.concurrent import execute_concurrent
-
-            execute_concurrent(self.session, batches, concurrency=32, raise_on_first_error=True)
+                batches.append((batch, len(rows[i:i + self.batch_rows])))
+        for i in range(0, len(batches), RECOMPUTE_CHUNK):
+            chunk = batches[i:i + RECOMPUTE_CHUNK]
+            execute_concurrent(self.session, [(b, None) for b, _ in chunk], concurrency=32, raise_on_first_error=True)
+            self.rows_touched += sum(n for _, n in chunk)
 
     def _execute_all(self, stmts: list[tuple[str, tuple]]) -> list[list[tuple]]:
         """Run statements concurrently (at most 32 in flight); rows of each, in order. Raises the first error."""
@@ -512,21 +515,25 @@ class ScyllaBackend(Backend):
         self._prepared.clear()
 
 
-def _pair_statements(r: int, u: int, state: str | None) -> list[tuple[str, tuple, tuple]]:
-    """The three permission rows of one (resource, user) pair, set to `state` (None, view or manage), each
-    with the partition it writes (perm_by_resource: the resource; perm_by_user: user and permission)."""
-    if state is None:
-        return [("DELETE FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?", (r, u), ("r", r)),
-                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'view' AND resource = ?", (u, r),
-                 ("u", u, "view")),
-                ("DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r),
-                 ("u", u, "manage"))]
-    return [("INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)", (r, u, state == "manage"),
-             ("r", r)),
-            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'view', ?)", (u, r), ("u", u, "view")),
-            ("INSERT INTO {ks}.perm_by_user (user, perm, resource) VALUES (?, 'manage', ?)" if state == "manage" else
-             "DELETE FROM {ks}.perm_by_user WHERE user = ? AND perm = 'manage' AND resource = ?", (u, r),
-             ("u", u, "manage"))]
+def _pair_statements(r: int, u: int, old: str | None, new: str | None) -> list[tuple[str, tuple, tuple]]:
+    """The permission rows of one (resource, user) pair that differ between states `old` and `new` (None,
+    view or manage), each with the partition it writes (perm_by_resource: the resource; perm_by_user: user
+    and permission). A pair gaining view writes 2 rows, not 3: a manage row it never had is not deleted
+    (each such delete was a tombstone for nothing, a third of a hierarchy change's rows)."""
+    out: list[tuple[str, tuple, tuple]] = []
+    if new is None:
+        out.append(("DELETE FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?", (r, u), ("r", r)))
+    else:
+        out.append(("INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
+                    (r, u, new == "manage"), ("r", r)))
+    for perm, held_old, held_new in (("view", old is not None, new is not None),
+                                     ("manage", old == "manage", new == "manage")):
+        if held_old == held_new:
+            continue
+        out.append((f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)" if held_new else
+                    f"DELETE FROM {{ks}}.perm_by_user WHERE user = ? AND perm = '{perm}' AND resource = ?", (u, r),
+                    ("u", u, perm)))
+    return out
 
 
 class _Walk:

@@ -58,6 +58,18 @@ def restored_table(rd: RunData) -> pd.DataFrame:
                                                   scratch_still_left=("scratch_still_left", "sum")).reset_index()
 
 
+def stopped_table(rd: RunData) -> pd.DataFrame:
+    """Write phases whose workers were given up on: how many were still running (an op honestly working past
+    the wait's bound, or queued behind one) and how many hung (no progress for runner.HANG_S)."""
+    names = {n for n, s in SCENARIOS.items() if s.op == "write"}
+    nan = float("nan")  # a run recorded before the heartbeat cannot tell them apart
+    rows = [{"phase": r["phase"], "backend": r["backend"], "stopped": r["stopped_workers"],
+             "hung": r.get("hung_workers", nan), "running": r["stopped_workers"] - r.get("hung_workers", nan)}
+            for r in rd.records if r.get("type") == "phase_end" and r.get("scenario") in names
+            and r.get("stopped_workers")]
+    return pd.DataFrame(rows)
+
+
 def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
     """Write p95 and visibility p95 per backend and write kind, log scale."""
     if df.empty:
@@ -101,7 +113,9 @@ def section(rd: RunData, out_dir: Path) -> str:
              "the state before a write that had returned; a stale allow is a revocation whose first check still "
              "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
              "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
-             "following every write.", ""]
+             "following every write. An op may run past its 120 s bound: while some worker of the phase still "
+             "progresses (rows written, checks answered) the phase waits for it, up to 10x the bound per 4 workers; a worker "
+             "without progress for 60 s is hung. Warm-up ops are ACL grants on scratch users of their own.", ""]
     lines += [f'<a id="{anchor(n)}"></a>' for n in ["structural-writes", *df["scenario"].unique()]]
     lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
         "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",
@@ -113,6 +127,11 @@ def section(rd: RunData, out_dir: Path) -> str:
     chart = write_chart(df, out_dir / f"{run_id}-charts")
     if chart is not None:
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart.parent.name}/{chart.name})"]
+    stopped = stopped_table(rd)
+    lines += ["", "Workers stopped mid-op: none." if stopped.empty else
+              "Workers stopped mid-op (still running = progressing when the wait reached its bound; hung = no "
+              "progress for 60 s):\n\n" + table(stopped, {"phase": "Phase", "stopped": "Stopped", "running":
+                                                          "Still running", "hung": "Hung"})]
     restored = restored_table(rd)
     if not restored.empty:
         restored["backend_l"] = [label(rd, b) for b in restored["backend"]]

@@ -185,10 +185,15 @@ def _social_sampler(mix, name: str) -> Sampler:
 
 
 def _write_sampler(kind: str) -> Sampler:
+    """("structural", op, warm-up op): the warm-up op is an ACL grant and revocation on a scratch user of its
+    own (WARMUP_OFFSET): it warms the connection, the write and check paths and the prepared statements in
+    milliseconds everywhere, where a warm-up op of the scenario's own kind took minutes on the slow stores
+    (4 FerretDB hierarchy ops of ~100 s each, serialized by the group lock, before a phase could start)."""
     def sample(ds: Dataset, o: Oracle, n: int) -> list[Input]:
-        from authzbench.scenarios.writes import sample_write_ops
+        from authzbench.scenarios.writes import WARMUP_OFFSET, sample_write_ops
 
-        return [("structural", op, None) for op in sample_write_ops(ds, kind, n)]
+        warm = sample_write_ops(ds, "acl", n, offset=WARMUP_OFFSET)
+        return [("structural", op, w) for op, w in zip(sample_write_ops(ds, kind, n), warm, strict=True)]
 
     return sample
 

@@ -32,6 +32,13 @@ from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_write, run_wri
 from authzbench.stopping import STOP, grace_deadline, signal_name
 
 FAILED_SHARE_INCOMPLETE = 0.01  # a phase with >= 1% failed ops is reported incomplete
+# An op past its bound that still makes progress (rows written, checks answered) is running, not hung: the
+# phase waits for it as long as some unfinished worker progressed within HANG_S, up to OVERRUN x the op
+# timeout per 4 workers (at least once). At baseline 8 workers queue behind one group write lock, and one
+# FerretDB hierarchy op (a grant and its revocation, 1,623 document updates each) took 177 s on the loaded
+# machine: the 8th worker's op ends ~20 minutes after the budget, honestly.
+HEARTBEAT_S, HANG_S, OVERRUN = 2.0, 60.0, 10.0
+GRACE_S = 10.0  # past the op timeout, ops in flight get this long after a stop whatever their progress
 # A budget stretches (at most 4x) until the phase has min_ops ops: a 540 ms lookup (SpiceDB's heaviest at
 # baseline) has 7 ops after a 4 s budget, too few for a p95 (20), and 20 after 11 s.
 BUDGET_STRETCH = 4.0
@@ -103,6 +110,7 @@ class PhaseResult:
     dropped: int = 0
     ops: int = 0
     stopped_workers: int = 0  # workers stopped mid-op (hung past the op timeout): their op may be half done
+    hung_workers: int = 0  # ... of which made no progress for HANG_S (the rest were still running)
 
 
 # open-loop schedule --------------------------------------------------------------------------
@@ -174,10 +182,12 @@ class _WriteRecorder:
     kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
     (the lag from a write's return until a check reflected it)."""
 
-    def __init__(self, kinds: dict[str, _Kind], max_examples: int) -> None:
+    def __init__(self, kinds: dict[str, _Kind], max_examples: int, progress: list[int] | None = None) -> None:
         self.kinds, self.max_examples = kinds, max_examples
+        self.progress = progress if progress is not None else [0]  # every step bumps it (the heartbeat's evidence)
 
     def _kind(self, name: str) -> _Kind:
+        self.progress[0] += 1
         kd = self.kinds.get(name)
         if kd is None:
             kd = self.kinds[name] = _Kind()
@@ -236,10 +246,13 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which decides
         out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
         return
+    state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid,
+             "progress": [0]}
+    beating = threading.Event()
+    threading.Thread(target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True).start()
     try:
         out.put(("ready", wid, None))
         go.wait()
-        state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid}
         out.put(("warm", wid, _warm_up(backend, inputs, spec, state, wid, stop)))
         start.wait()
         _measure_share(backend, inputs, spec, state, wid, stop, t0_shared.value, out)
@@ -254,9 +267,18 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
     except BaseException as e:  # noqa: BLE001
         out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
     finally:
+        beating.set()
         with contextlib.suppress(Exception):
             backend.close()
         out.put(("done", wid, None))
+
+
+def _heartbeat(out: Any, wid: int, backend, progress: list[int], done: Any) -> None:
+    """Every HEARTBEAT_S: how far this worker got (its op steps plus the rows its backend wrote), so the
+    parent can tell an op still running past its bound from a hung one."""
+    while not done.wait(HEARTBEAT_S):
+        with contextlib.suppress(Exception):
+            out.put(("alive", wid, progress[0] + int(getattr(backend, "rows_touched", 0))))
 
 
 def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any) -> int:
@@ -267,8 +289,8 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
             break
         with contextlib.suppress(Exception):
             inp = inputs[k % len(inputs)]
-            if inp[0] == "structural":
-                run_write_op(backend, inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
+            if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
+                run_write_op(backend, inp[2] or inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
             else:
                 _call(backend, inp, spec, state)
     return spec.warmup // n + (1 if wid < spec.warmup % n else 0)
@@ -289,8 +311,9 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
         if stop.is_set():
             break
         inp = inputs[(k + spec.input_offset) % len(inputs)]
+        state["progress"][0] += 1
         if inp[0] == "structural":  # times its own steps: write, visibility, undo
-            _structural(backend, inp[1], spec, kinds)
+            _structural(backend, inp[1], spec, kinds, state["progress"])
         else:
             if due is not None:
                 intended = t0 + float(due[i])
@@ -310,8 +333,8 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
 
 
-def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind]) -> None:
-    rec = _WriteRecorder(kinds, spec.max_examples)
+def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind], progress: list[int]) -> None:
+    rec = _WriteRecorder(kinds, spec.max_examples, progress)
     try:
         run_write_op(backend, op, rec, spec.visibility_bound_s)
     except Exception as e:  # noqa: BLE001 - counted like any failed op
@@ -435,9 +458,20 @@ class PhaseState:
     reason: str = ""
     wall: float = 0.0
     stopped_workers: int = 0
+    hung_workers: int = 0
+    progress: dict[int, tuple[int, float]] = field(default_factory=dict)  # worker -> (heartbeat value, when it moved)
+    finished: set[int] = field(default_factory=set)  # workers that measured their share
+
+    def idle_s(self, since: float) -> float:
+        """Seconds since a worker still measuring last progressed (not before `since`)."""
+        moved = [t for w, (_, t) in self.progress.items() if w not in self.finished]
+        return time.perf_counter() - max([since, *moved])
 
     def handle(self, msg: str, wid: int, payload: Any) -> None:
-        if msg == "interval":
+        if msg == "alive":
+            if self.progress.get(wid, (None, 0.0))[0] != payload:
+                self.progress[wid] = (payload, time.perf_counter())
+        elif msg == "interval":
             spec = self.spec
             host = {"host": self.hosts[wid]} if wid in self.hosts else {}
             for kind, p in payload.items():
@@ -448,6 +482,8 @@ class PhaseState:
                            "scenario": spec.scenario, "worker": wid, **host, "kind": kind, **p})
         elif msg in ("ready", "done", "measured"):
             setattr(self, msg, getattr(self, msg) + 1)
+            if msg == "measured":
+                self.finished.add(wid)
         elif msg == "warm":
             self.warm += 1
             self.warmup_ops += payload
@@ -594,9 +630,21 @@ def _ready_and_warm(state: PhaseState, pool: WorkerPool) -> bool:
         state.flag("failed", state.fatal[0] if state.fatal else "workers did not connect within 60 s")
         return False
     pool.go()
-    _pump(state, pool, lambda: state.warm + len(state.fatal) >= n,
-          time.perf_counter() + spec.max_seconds + spec.timeout_s + 30)
+    _await_progressing(state, pool, lambda: state.warm + len(state.fatal) >= n, spec.max_seconds + spec.timeout_s + 30)
     return True
+
+
+def _await_progressing(state: PhaseState, pool: WorkerPool, until: Callable[[], bool], floor_s: float) -> bool:
+    """Pump until `until()`: for floor_s in any case, then as long as a worker progressed within HANG_S (an op
+    still running past its bound, or workers queued behind it), up to OVERRUN x the op timeout. False when
+    given up: hung (idle for HANG_S) or still running at the bound (PhaseState.idle_s tells which)."""
+    t0 = time.perf_counter()
+    hard = t0 + max(floor_s, OVERRUN * state.spec.timeout_s * max(1.0, state.spec.concurrency / 4))
+
+    def stalled() -> bool:
+        return time.perf_counter() - t0 > floor_s and state.idle_s(t0) > HANG_S
+
+    return _pump(state, pool, lambda: until() or stalled(), hard) and until()
 
 
 def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], None] | None) -> None:
@@ -627,7 +675,7 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
         elif closed:
             state.flag("incomplete", f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} "
                                      "ops ran")
-        finished = _pump(state, pool, measured, time.perf_counter() + spec.timeout_s + 10)
+        finished = _await_progressing(state, pool, measured, spec.timeout_s + GRACE_S)
     state.wall = pool.window(time.perf_counter() - measured0)
     if on_window:
         on_window(False)
@@ -635,14 +683,26 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
     if finished:
         _pump(state, pool, lambda: state.done >= n, time.perf_counter() + 30)
     else:
-        state.stopped_workers = n - state.done
-        state.flag("incomplete", f"{n - state.done} worker(s) hung past the {spec.timeout_s:g} s op timeout "
-                                 "and were stopped")
+        _flag_stopped(state, n - state.done, measured0)
     if state.fatal:
         state.flag("incomplete", state.fatal[0])
     if state.issued and state.failed_ops / state.issued >= FAILED_SHARE_INCOMPLETE:
         # The figures no longer describe a working server (it died, or the network did).
         state.flag("incomplete", f"{state.failed_ops:,} of {state.issued:,} ops failed or timed out")
+
+
+def _flag_stopped(state: PhaseState, stopped: int, since: float) -> None:
+    """Workers given up on: hung when none of those still measuring progressed for HANG_S, else still running
+    (an op that was honestly working, or queued behind one) when the wait reached its bound."""
+    idle = state.idle_s(since)
+    state.stopped_workers = stopped
+    if idle > HANG_S:
+        state.hung_workers = stopped
+        state.flag("incomplete", f"{stopped} worker(s) hung: no progress for {idle:.0f} s past the "
+                                 f"{state.spec.timeout_s:g} s op timeout; stopped")
+    else:
+        state.flag("incomplete", f"{stopped} worker(s) still running (last progress {idle:.0f} s before) at the "
+                                 "wait's bound; stopped")
 
 
 def _verdict(state: PhaseState) -> PhaseResult:
@@ -652,11 +712,11 @@ def _verdict(state: PhaseState) -> PhaseResult:
     scheduled = spec.scheduled_ops() if spec.mode == "open" and state.status != "failed" else None
     dropped = max(0, scheduled - state.issued) if scheduled is not None else 0
     result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops,
-                         state.stopped_workers)
+                         state.stopped_workers, state.hung_workers)
     state.sink({"type": "phase_end", "phase": spec.phase_id, "backend": spec.backend, "scenario": spec.scenario,
                 "status": state.status, "reason": state.reason, "wall_s": state.wall, "scheduled": scheduled,
                 "dropped": dropped, "warmup_ops": state.warmup_ops, "ops": state.ops,
-                "stopped_workers": state.stopped_workers})
+                "stopped_workers": state.stopped_workers, "hung_workers": state.hung_workers})
     return result
 
 

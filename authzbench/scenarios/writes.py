@@ -25,6 +25,7 @@ from authzbench.model import Relationship
 
 KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")
 SCRATCH_BASE = 1_000_000  # scratch ids start at n + this: far from the mixed workloads' n + worker id
+WARMUP_OFFSET = 500_000  # warm-up ops' scratch ids start this far past the measured ops' (never shared)
 POLL_S = 0.001  # visibility is polled every 1 ms
 VISIBILITY_BOUND_S = 10.0  # never visible within this = an error of its own
 
@@ -65,8 +66,9 @@ def _hot_first(weights: dict[int, int], rng: np.random.Generator, n: int) -> lis
     return [*ids[:3], *(ids[i] for i in drawn)][:n]
 
 
-def sample_write_ops(ds: Dataset, kind: str, n: int) -> list[WriteOp]:
-    """n write ops of `kind`, with scratch ids unique per op; expectations from the simple evaluator."""
+def sample_write_ops(ds: Dataset, kind: str, n: int, offset: int = 0) -> list[WriteOp]:
+    """n write ops of `kind`, with scratch ids unique per op (from `offset` on); expectations from the simple
+    evaluator."""
     if kind not in KINDS:
         raise ValueError(f"unknown write kind {kind!r}")
     rng = np.random.default_rng(zlib.crc32(f"write_{kind}".encode()))
@@ -82,7 +84,7 @@ def sample_write_ops(ds: Dataset, kind: str, n: int) -> list[WriteOp]:
     big = sorted((g for g in members if members[g]), key=lambda g: -members[g])[:8]
     ops = []
     for k in range(n):
-        u, s = n_users + SCRATCH_BASE + k, n_groups + SCRATCH_BASE + k
+        u, s = n_users + SCRATCH_BASE + offset + k, n_groups + SCRATCH_BASE + offset + k
         setup: tuple[Relationship, ...] = ()
         perm = "view"
         if kind == "membership" or (kind == "revoke" and k % 2 == 0):

@@ -112,6 +112,41 @@ def test_writes_and_deletes_keep_documents_equal_to_the_recomputed_oracle(scratc
                 assert all(acl.check(u, perm, r) == o.check(u, perm, r) for r in range(0, 12))
 
 
+def test_a_write_touching_many_documents_never_sends_ferretdb_a_bulk_of_50_updates(scratch, dataset):
+    """FerretDB 1.24 never answers a bulk of 50 or more updates and stops serving altogether: an org-admin
+    grant rewrites every resource of the org (80 on tiny, plus grants and users), yet no update command
+    may carry 50 statements, and the write and its revocation return within their timeout."""
+    from pymongo import monitoring
+
+    class UpdateStatements(monitoring.CommandListener):
+        """The number of statements of every `update` command a client sends."""
+
+        sizes: list[int] = []
+
+        def started(self, event) -> None:
+            if event.command_name == "update":
+                self.sizes.append(len(event.command.get("updates", ())))
+
+        def succeeded(self, event) -> None: ...
+
+        def failed(self, event) -> None: ...
+
+    listener = UpdateStatements()
+    monitoring.register(listener)  # applies to clients made from here on: the backend below
+    org = max(range(dataset.entities["organization"]),
+              key=lambda o: len(dataset.table("resource_org").query("subject == @o")))
+    rel = Relationship("org_admin", org, dataset.entities["user"] + 77)
+    with MongoBackend(scratch.endpoint, {"timeout_s": 30}) as b:
+        assert b.ferretdb
+        before = b.rows_touched
+        t0 = time.monotonic()
+        b.write(rel)
+        b.delete(rel)
+        assert time.monotonic() - t0 < 60
+        assert b.rows_touched - before >= 2 * 50  # the write did send at least 50 updates each way
+    assert sum(listener.sizes) >= 100 and max(listener.sizes) < 50, listener.sizes
+
+
 def test_loaded_hash_marks_a_complete_load(scratch, dataset):
     assert scratch.loaded_hash() == dataset.hash
     with MongoBackend({**scratch.endpoint, "database": "authzbench_empty"}, {}) as b:

@@ -124,3 +124,24 @@ class GenerousBackend(ReferenceBackend):
         if perm == "view" and user >= self.oracle.n_users and (self.added or self.ev is not None):
             return True
         return super().check(user, perm, resource)
+
+
+@dataclass(frozen=True)
+class SlowWriteOptions(ReferenceOptions):
+    write_s: float = 1.0  # how long every write takes
+    progresses: bool = True  # rows written along the way (an honest long write) or none (a hung one)
+
+
+class SlowWriteBackend(ReferenceBackend):
+    """Every write takes `write_s`, writing a row every 10 ms if it `progresses`, else nothing."""
+
+    name = "slow-write"
+    Options = SlowWriteOptions
+    counts_rows = True
+
+    def write(self, rel) -> None:
+        end = time.perf_counter() + self.options.write_s
+        while time.perf_counter() < end:
+            time.sleep(0.01)
+            self.rows_touched += int(self.options.progresses)
+        super().write(rel)

@@ -171,3 +171,29 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
     runner.preload_worker_modules([ScyllaBackend, ClickHouseBackend])
     assert seen and "cassandra.cluster" in seen[0] and "authzbench.backends.scylla" in seen[0]
     assert not any("clickhouse" in m or "chdb" in m for m in seen[0])  # in-process engine: threads, no fork
+
+
+@pytest.mark.parametrize(("write_s", "progresses", "status", "said"), [
+    (1.0, True, "complete", ""),  # past its bound but progressing: waited for
+    (30.0, True, "incomplete", "still running"),  # progressing at the overrun bound: stopped, not hung
+    (30.0, False, "incomplete", "hung"),  # no progress for HANG_S: hung
+])
+def test_an_op_past_its_bound_is_waited_for_while_it_progresses_and_only_a_silent_one_is_hung(
+        tiny, monkeypatch, write_s, progresses, status, said):
+    from authzbench.scenarios import runner
+    from authzbench.scenarios.writes import sample_write_ops
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(runner, "HANG_S", 0.5)
+    monkeypatch.setattr(runner, "GRACE_S", 0.1)
+    monkeypatch.setattr(runner, "OVERRUN", 12.0)  # x the 0.2 s op timeout: 2.4 s
+    ds, _ = tiny
+    inputs = [("structural", op, None) for op in sample_write_ops(ds, "acl", 4)]
+    factory = _factory(ds, "tests.unit.fakes:SlowWriteBackend", write_s=write_s, progresses=progresses)
+    spec = PhaseSpec("slow-write", "write_acl", iterations=4, timeout_s=0.2, budget_s=0.05, max_seconds=5)
+    res, t = _run(spec, factory, inputs)
+    assert res.status == status and said in res.reason, res.reason
+    assert (res.stopped_workers, res.hung_workers) == ((0, 0) if status == "complete" else
+                                                       (1, 0) if progresses else (1, 1))
+    if status == "complete":
+        assert t.set_index("kind").loc["write", "ops"] == 2  # the one op the budget let start: grant and revoke

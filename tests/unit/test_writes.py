@@ -146,3 +146,38 @@ def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_wr
         assert rec == {"scratch_checked": 5, "scratch_left": 0, "scratch_cleaned": 5, "scratch_still_left": 0}
         rel = ops[3].setup[0]
         assert (rel.object, rel.subject) not in b.ev.rel[rel.relation]
+
+
+@pytest.mark.parametrize("scenario", WRITE_SCENARIOS)
+def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny, scenario):
+    """A warm-up op of a write scenario is a cheap ACL grant and revocation whose scratch user no measured op
+    uses (a slow store's hierarchy warm-up took minutes)."""
+    inputs = SCENARIOS[scenario].sampler(tiny, None, 8)
+    measured = {op.probe[0] for _, op, _ in inputs} | {r.subject for _, op, _ in inputs for r in (op.change, *op.setup)}
+    warm = [w for _, _, w in inputs]
+    assert all(w.kind == "acl" and w.change.relation == "resource_viewer_user" for w in warm)
+    assert not {w.change.subject for w in warm} & measured
+    factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
+    spec = PhaseSpec("reference", scenario, concurrency=2, iterations=2, warmup=4)
+    recs: list[dict] = []
+    assert run_phase(spec, factory, inputs, recs.append, "thread").status == "complete"
+    assert next(r for r in recs if r["type"] == "phase_end")["warmup_ops"] == 4
+
+
+def test_the_report_tells_workers_still_running_from_hung_ones():
+    from types import SimpleNamespace
+
+    from authzbench.report.writes import stopped_table
+
+    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0}
+    rd = SimpleNamespace(records=[
+        {**end, "phase": "mongo/write_hierarchy/c8/r0", "scenario": "write_hierarchy", "stopped_workers": 3,
+         "hung_workers": 1},
+        {**end, "phase": "mongo/write_acl/c8/r0", "scenario": "write_acl"},
+        {**end, "phase": "mongo/check_negative/c8/r0", "scenario": "check_negative", "stopped_workers": 2},
+        {"type": "phase_end", "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
+         "stopped_workers": 1}])  # a run recorded before hung_workers existed
+    t = stopped_table(rd).set_index("phase")
+    assert list(t.index) == ["mongo/write_hierarchy/c8/r0", "old/write_acl/c1/r0"]
+    assert t.loc["mongo/write_hierarchy/c8/r0", ["stopped", "running", "hung"]].tolist() == [3, 2, 1]
+    assert t.loc["old/write_acl/c1/r0", ["running", "hung"]].isna().all()  # unknown, not "running"
