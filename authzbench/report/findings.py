@@ -241,7 +241,9 @@ def cpu_per_1k(rd: RunData) -> list[Dimension]:
     t = resource_table(rd)
     if t.empty:
         return []
-    figs = [Figure(r.backend, float(r.cpu_s_per_1k), detail=_in_process(rd, r.backend))
+    # its interval: the lowest to the highest round's, as for latency (one value per round of every check phase)
+    figs = [Figure(r.backend, float(r.cpu_s_per_1k), detail=_in_process(rd, r.backend),
+                   bounds=(min(r.cpu_rounds), max(r.cpu_rounds)) if len(r.cpu_rounds) >= 2 else None)
             for r in t.itertuples() if not math.isnan(r.cpu_s_per_1k)]
     return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False, figs,
                       anchor("resources"), summary="CPU per 1k checks")]

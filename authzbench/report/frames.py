@@ -67,6 +67,11 @@ def scenarios_measured(rd: RunData, op: str) -> list[str]:
     return [n for n, s in SCENARIOS.items() if s.op == op and n in present]
 
 
+def _cpu_per_1k(g: pd.DataFrame) -> float:
+    ops = g["ops"].sum()
+    return float((g["cpu_mean"] / 100 * g["wall_s"]).sum() / ops * 1000) if ops else float("nan")
+
+
 def resource_table(rd: RunData) -> pd.DataFrame:
     """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak RSS, client CPU."""
     m, ph = rd.monitor_phases, rd.phases
@@ -76,9 +81,9 @@ def resource_table(rd: RunData) -> pd.DataFrame:
     j = checks.merge(m, on=["backend", "phase"], how="inner")
     rows = []
     for b, g in j.groupby("backend", sort=False):
-        cpu_s = (g["cpu_mean"] / 100 * g["wall_s"]).sum()
-        rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()),
-                     "cpu_s_per_1k": cpu_s / g["ops"].sum() * 1000 if g["ops"].sum() else float("nan"),
+        per_round = [_cpu_per_1k(r) for _, r in g.groupby("repeat")] if "repeat" in g else []
+        rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()), "cpu_s_per_1k": _cpu_per_1k(g),
+                     "cpu_rounds": [v for v in per_round if not math.isnan(v)],
                      "cpu_mean": g["cpu_mean"].mean(), "client_cpu_mean": g["client_cpu_mean"].mean(),
                      "rss_max_mb": g["rss_max_mb"].max()})
     return pd.DataFrame(rows)

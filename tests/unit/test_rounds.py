@@ -305,3 +305,15 @@ def test_a_phases_own_workers_are_not_read_as_foreign_cpu_even_when_they_end_bet
                          check=True, timeout=120).stdout
     foreign = json.loads(out.strip().splitlines()[-1])
     assert max(foreign) < DISTURBED_CPU, foreign
+
+
+def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_are_no_clear_difference():
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd, (a, b) in enumerate([(50.0, 52.0), (60.0, 49.0), (45.0, 58.0)]):  # server CPU % per round
+        run.phase("postgres", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=a)
+        run.phase("scylla", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=b)
+    d = next(d for d in findings.compute(run.data()) if d.title.startswith("Server CPU per 1,000 checks"))
+    pg = next(f for f in d.figures if f.backend == "postgres")
+    lo, hi = pg.interval()
+    assert lo < pg.value < hi and hi / lo == pytest.approx(60 / 45, rel=0.01)
+    assert _order(run.data(), "Server CPU per 1,000 checks") == [["postgres", "scylla"]]
