@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
 import signal
 import threading
@@ -47,10 +48,12 @@ def _native_ok(name: str) -> tuple[bool, str]:
 
     try:
         load_symbol(implementation(name))  # no adapter or a missing driver: one line naming the extra
-        load_symbol(e.native)
+        recipe = load_symbol(e.native)
     except (UserError, AttributeError) as ex:
         return False, str(ex)
-    return True, ""
+    # A recipe may say up front why it cannot build here (Permify without a module or a source to build from).
+    why = getattr(importlib.import_module(recipe.__module__), "unavailable", lambda: None)()
+    return (False, why) if why else (True, "")
 
 
 def selected_backends(config: pytest.Config) -> list[str]:

@@ -98,3 +98,9 @@ def test_external_url_carries_key_and_assumes_permifys_default_write_limit():
     assert ep["max_data_per_write"] == 1000
     with pytest.raises(UserError, match="must look like"):
         PermifyBackend.endpoint_from_url("grpc://db.example")
+
+
+def test_without_a_cached_binary_or_go_the_backend_says_why_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTHZBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no go
+    assert recipe.unavailable() == "permify: no Go toolchain to build it (install Go >= 1.25)"

@@ -120,6 +120,27 @@ def _unpack(tarball: Path, dest: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def unavailable() -> str | None:
+    """One line when Permify can be neither reused nor built here, else None (asks the module proxy only
+    when no binary is cached and no source is named)."""
+    from authzbench.provision.base import cache_dir, go_env, stamp_ok
+
+    root = cache_dir() / "permify"
+    if (root / f"permify-{PERMIFY_VERSION}").is_file() and stamp_ok(root / f"permify-{PERMIFY_VERSION}.stamp",
+                                                                     BUILD_ID):
+        return None
+    if not shutil.which("go"):
+        return "permify: no Go toolchain to build it (install Go >= 1.25)"
+    if os.environ.get(SOURCE_ENV):
+        return None
+    out = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{PERMIFY_VERSION}"], capture_output=True,
+                         text=True, env={**os.environ, **go_env()}, timeout=300)
+    if out.returncode == 0:
+        return None
+    return (f"permify: the Go module proxy refuses {MODULE}@{PERMIFY_VERSION} and {SOURCE_ENV} names no source "
+            "tree or tarball to build it from")
+
+
 def binary() -> Path:
     """The cached permify binary (loopback-patched), built if missing or built another way."""
     return go_module_binary("permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify",
