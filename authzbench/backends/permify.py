@@ -49,13 +49,10 @@ from authzbench.backends.base import (
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import RelationDef, relation_defs
+from authzbench.model import PERMISSION_TARGETS, RelationDef, relation_defs
 from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
-SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
-                "view_interaction": ("interaction", "view")}
-REBAC_PERMS = {"manage": ("resource", "manage"), "view": ("resource", "view")}
 PUBLIC_ATTRIBUTE = "is_public"  # the social wildcard relations become this boolean attribute
 BOOL_TYPE = "type.googleapis.com/base.v1.BooleanValue"
 MARK_BUNDLE = "authzbench-dataset"
@@ -338,7 +335,7 @@ class PermifyBackend(Backend):
     # operations ----------------------------------------------------------------------------------
     def _target(self, perm: str) -> tuple[str, str]:
         try:
-            return (SOCIAL_PERMS if self.model == "social" else REBAC_PERMS)[perm]
+            return PERMISSION_TARGETS[self.model][perm]
         except KeyError:
             raise UserError(f"permify: unknown permission {perm!r} for the {self.model} model") from None
 
