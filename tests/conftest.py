@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -40,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--rounds", type=int, default=200, help="pytest-benchmark rounds per check scenario")
 
 
+@functools.cache  # asked for every test that takes backend_name; a recipe's answer may cost a module lookup
 def _native_ok(name: str) -> tuple[bool, str]:
     e = BACKENDS[name]
     if e.native is None:
