@@ -222,6 +222,20 @@ def build_parser() -> argparse.ArgumentParser:
     lh.add_argument("--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
     lh.add_argument("--name", type=_word, help="worker name shown by the scheduler")
 
+    lt = sub.add_parser("loadtest", help="Permify's published k6 load test (and a corrected variant) against "
+                                         "each engine on the same social dataset")
+    lt.add_argument("--backend", type=_csv(_name), default=["permify", "spicedb-pg", "openfga"],
+                    help="engines, comma-separated (default: permify,spicedb-pg,openfga)")
+    lt.add_argument("--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
+    lt.add_argument("--variant", type=_csv(_name), default=["published", "corrected"],
+                    help="published | corrected, comma-separated (default: both)")
+    lt.add_argument("--scale", type=_number(float, 0, above=True), default=1.0,
+                    help="multiply every arrival rate of the document's ramp (default: 1)")
+    lt.add_argument("--threads", type=_number(int, 1), default=32, help="client threads (default: 32)")
+    lt.add_argument("--data-dir", type=_path)
+    lt.add_argument("--results-dir", type=_path)
+    lt.add_argument("--report-dir", type=_path, default=Path("reports"))
+
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
     pf.add_argument("--quick", action="store_true", help="skip the xl generation run")
@@ -233,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     restore = None
-    if args.cmd in ("prepare", "bench") and threading.current_thread() is threading.main_thread():
+    if args.cmd in ("prepare", "bench", "loadtest") and threading.current_thread() is threading.main_thread():
         from authzbench.provision.base import say
 
         restore = stopping.install(stopping.kill_children, say)

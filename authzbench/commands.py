@@ -22,6 +22,7 @@ def _backends(values: list[list[str]] | None) -> list[str] | None:
 
 # Output directories of each command, checked before anything is generated or started.
 OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
+               "loadtest": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",)}
 
 
@@ -43,12 +44,26 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
             raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
 
 
+def _loadtest(args: argparse.Namespace) -> int:
+    from authzbench.scenarios.loadtest import PLANS, run_command
+
+    bad = [v for v in args.variant if v not in PLANS]
+    if bad:
+        raise UserError(f"--variant {', '.join(bad)}: valid: {', '.join(PLANS)}")
+    path = run_command(args.backend, args.profile, args.variant, args.scale, args.threads, args.report_dir,
+                       args.results_dir, args.data_dir)
+    console.print(f"authzbench load test report: {path}")
+    return 0
+
+
 def dispatch(args: argparse.Namespace) -> int | None:
     from authzbench.generator.profiles import parse_sets
 
     _check_output_dirs(args)
     if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
         _dataset_params(args)  # an unknown profile or a bad --set is refused before anything is written
+    if args.cmd == "loadtest":
+        return _loadtest(args)
     if args.cmd == "generate":
         from authzbench.generator import generate
 

@@ -75,6 +75,13 @@ SOCIAL_PERMISSIONS = ("view_user", "view_content", "view_interaction")
 
 MODELS = ("rebac", "social")
 
+# What a check of each model's permission names: (object type, permission on that type).
+PERMISSION_TARGETS: dict[str, dict[str, tuple[str, str]]] = {
+    "rebac": {"manage": ("resource", "manage"), "view": ("resource", "view")},
+    "social": {"view_user": ("user", "view"), "view_content": ("content", "view"),
+               "view_interaction": ("interaction", "view")},
+}
+
 
 def relation_defs(model: str) -> dict[str, RelationDef]:
     if model == "rebac":

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import importlib
 import os
 import signal
 import threading
@@ -39,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--rounds", type=int, default=200, help="pytest-benchmark rounds per check scenario")
 
 
+@functools.cache  # asked for every test that takes backend_name; a recipe's answer may cost a module lookup
 def _native_ok(name: str) -> tuple[bool, str]:
     e = BACKENDS[name]
     if e.native is None:
@@ -47,10 +50,12 @@ def _native_ok(name: str) -> tuple[bool, str]:
 
     try:
         load_symbol(implementation(name))  # no adapter or a missing driver: one line naming the extra
-        load_symbol(e.native)
+        recipe = load_symbol(e.native)
     except (UserError, AttributeError) as ex:
         return False, str(ex)
-    return True, ""
+    # A recipe may say up front why it cannot build here (Permify without a module or a source to build from).
+    why = getattr(importlib.import_module(recipe.__module__), "unavailable", lambda: None)()
+    return (False, why) if why else (True, "")
 
 
 def selected_backends(config: pytest.Config) -> list[str]:

@@ -47,10 +47,11 @@ def go_with_progress(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Pat
 
 def go_module_binary(name: str, module: str, version: str, build_id: str, package: str, *,
                      build_flags: list[str] | None = None, prepare: Callable[[Path], None] | None = None,
-                     expect: str = "") -> Path:
+                     expect: str = "", fallback: Callable[[Path, str], None] | None = None) -> Path:
     """cache_dir()/NAME/NAME-VERSION, built from MODULE@VERSION's PACKAGE if missing or stamped for
     another build id. `prepare(src)` edits the writable copy before the build; `expect` is the duration
-    announced to the user."""
+    announced to the user. Where the proxy refuses the module, `fallback(src, why)` fills src with the
+    module's source from elsewhere (or raises one line saying how to provide it)."""
     root = cache_dir() / name
     exe = root / f"{name}-{version}"
     stamp = root / f"{name}-{version}.stamp"
@@ -67,12 +68,16 @@ def go_module_binary(name: str, module: str, version: str, build_id: str, packag
             f"on 2 cores; modules in {env['GOMODCACHE']}; log {log})")
         out = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"], capture_output=True,
                              text=True, env={**os.environ, **env})
-        if out.returncode != 0:
-            last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
-            raise BackendUnavailable(f"go mod download {module}@{version} failed: {last[:300]}")
         src = root / f"src-{version}"
         shutil.rmtree(src, ignore_errors=True)
-        shutil.copytree(json.loads(out.stdout)["Dir"], src)
+        if out.returncode != 0:
+            last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
+            why = f"go mod download {module}@{version} failed: {last[:300]}"
+            if fallback is None:
+                raise BackendUnavailable(why)
+            fallback(src, why)
+        else:
+            shutil.copytree(json.loads(out.stdout)["Dir"], src)
         for p in [src, *src.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
         if prepare:

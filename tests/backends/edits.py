@@ -76,13 +76,22 @@ def edit_steps(ds: Dataset) -> list[tuple[str, Relationship, bool]]:
     return [*((op, r, True) for op, r in steps[:lone_at]), *ungrant, *((op, r, True) for op, r in steps[lone_at:])]
 
 
+def cycle_steps(ds: Dataset) -> list[tuple[str, Relationship]]:
+    """The steps of edit_steps that close a group cycle and open it again (child#member@parent)."""
+    parent, child = (int(x) for x in ds.table("group_child").iloc[0][["object", "subject"]])
+    return [(op, Relationship("group_child", child, parent)) for op in ("write", "delete")]
+
+
 def replay_edits(b: Backend, ds: Dataset, state: Callable[[Backend], State],
-                 expected: Callable[[Dataset], State]) -> Dataset:
+                 expected: Callable[[Dataset], State], cycles: bool = True) -> Dataset:
     """Apply edit_steps to `b` and to a copy of the relations; after each compared step, `state(b)` must
     equal `expected(edited dataset)` key by key. Then `b`'s checks and lookups must equal the oracle's for
     the users the script touched. Returns the edited dataset."""
     tables = {rel: ds.table(rel).copy() for rel in ds.relations()}
+    skip = [] if cycles else cycle_steps(ds)
     for op, rel, compare in edit_steps(ds):
+        if (op, rel) in skip:  # an engine that refuses cycles is tested on them apart
+            continue
         df = tables[rel.relation]
         hit = (df["object"] == rel.object) & (df["subject"] == rel.subject)
         if op == "write":

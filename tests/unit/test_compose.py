@@ -185,7 +185,7 @@ def test_references_exist_and_volumes_are_named(spec):
                 assert v["type"] == "volume", f"{name}: {v} is not a named volume"
         for src in _volume_sources(svc):
             assert src in spec["volumes"], f"{name} uses undeclared volume {src}"
-    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb", "openfga"}  # they keep nothing
+    stateful = set(_long_running(spec)) - {"spicedb-pg", "spicedb-crdb", "openfga", "permify"}  # they keep nothing
     for name in stateful:
         assert _volume_sources(spec["services"][name]), f"{name} keeps its data in the container"
 

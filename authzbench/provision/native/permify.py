@@ -1,0 +1,195 @@
+"""Permify (the real server, HTTP + gRPC) built from Go source, on a private native PostgreSQL.
+
+No registry ships a permify binary. Its go.mod has no `replace` directives, so on a machine whose Go
+module proxy serves `github.com/Permify/permify` the SpiceDB route applies (provision/gobuild.py). Where
+the proxy refuses it (as on these machines), the same build runs in the upstream source tree or release
+tarball named by AUTHZBENCH_PERMIFY_SOURCE; every dependency still comes from the module proxy.
+~3.5 min on 2 cores, once per machine.
+
+v1.7.3 binds only its HTTP listener to --server-host: gRPC, the distributed invoker and the profiler
+listen on every interface (`":" + port` in internal/servers/server.go). The build applies LOOPBACK_PATCH
+to the writable copy so every listener follows --server-host (127.0.0.1 here), and fails loudly when
+the source no longer has the lines the patch rewrites.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from authzbench.errors import BackendUnavailable
+from authzbench.provision.base import (
+    Deployment,
+    StartContext,
+    free_port,
+    port_open,
+    say,
+    spawn,
+    stop_pid,
+    wait_until,
+)
+from authzbench.provision.gobuild import go_module_binary
+from authzbench.provision.native.postgres import start_cluster
+
+PERMIFY_VERSION = "v1.7.3"
+MODULE = "github.com/Permify/permify"
+SOURCE_ENV = "AUTHZBENCH_PERMIFY_SOURCE"
+SERVER_GO = "internal/servers/server.go"
+# (what v1.7.3 has, what it becomes): each must occur exactly once.
+LOOPBACK_PATCH = [
+    ('net.Listen("tcp", ":"+srv.GRPC.Port)', 'net.Listen("tcp", net.JoinHostPort(srv.Host, srv.GRPC.Port))'),
+    ('net.Listen("tcp", ":"+dst.Port)', 'net.Listen("tcp", net.JoinHostPort(srv.Host, dst.Port))'),
+    ('Addr:         ":" + profiler.Port,', 'Addr:         net.JoinHostPort(srv.Host, profiler.Port),'),
+]
+BUILD_ID = f"{PERMIFY_VERSION} loopback-listeners"  # the stamp: a rebuild when either part changes
+# pgx's default statement cache breaks under Permify's own cancellations: a union that short-circuits
+# cancels its other branches' queries, and the connection they leave comes back with a stale deadline
+# ("failed to deallocate cached statement(s): timeout: read tcp ... i/o timeout"), failing unrelated
+# requests with ERROR_CODE_SCAN / EXECUTION / CANCELLED. On tiny, 19-35 of 90 lookups failed per pass with
+# the default cache_statement mode, 0 of 180 with the simple protocol (Permify reads this URI parameter).
+QUERY_MODE = "default_query_exec_mode=simple_protocol"
+MAX_DATA_PER_WRITE = 10_000  # tuples a data/write may carry (Permify's default 1,000), for the load sweep
+LOOPBACK_NOTE = ("built with the loopback patch: gRPC, invoker and profiler listeners follow --server-host "
+                 "(upstream v1.7.3 binds them to every interface)")
+
+
+def prepare_source(src: Path) -> None:
+    """Module mode and the loopback patch. The release's go.work (`use .`) would put the build in
+    workspace mode, which refuses the -mod=mod every cached build here runs with."""
+    for name in ("go.work", "go.work.sum"):
+        (src / name).unlink(missing_ok=True)
+    apply_loopback_patch(src)
+
+
+def apply_loopback_patch(src: Path) -> None:
+    """Rewrite the three all-interface listeners of server.go to bind --server-host."""
+    path = src / SERVER_GO
+    text = path.read_text()
+    for old, new in LOOPBACK_PATCH:
+        if text.count(old) != 1:
+            raise BackendUnavailable(f"permify: the loopback patch expects {old!r} once in {SERVER_GO}, found "
+                                     f"{text.count(old)} (a different Permify version?)")
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def _check_source(src: Path, origin: str) -> None:
+    gomod = src / "go.mod"
+    info = src / "internal" / "info.go"
+    if not gomod.is_file() or f"module {MODULE}" not in gomod.read_text():
+        raise BackendUnavailable(f"permify: {origin} is not the source of {MODULE} (no go.mod naming it)")
+    version = re.search(r'Version = "([^"]+)"', info.read_text()) if info.is_file() else None
+    if not version or version.group(1) != PERMIFY_VERSION:
+        raise BackendUnavailable(f"permify: {origin} is Permify {version.group(1) if version else 'of no version'}, "
+                                 f"the recipe builds {PERMIFY_VERSION}")
+
+
+def source_from_env(dest: Path, why: str) -> None:
+    """Fill dest with the source tree or tarball AUTHZBENCH_PERMIFY_SOURCE names."""
+    given = os.environ.get(SOURCE_ENV, "")
+    if not given:
+        raise BackendUnavailable(f"permify: {why}; set {SOURCE_ENV} to a Permify {PERMIFY_VERSION} source tree "
+                                 "or .tar.gz to build from it")
+    path = Path(given).expanduser()
+    say(f"permify: the module proxy refuses {MODULE}; building from {path} ({SOURCE_ENV})")
+    if path.is_dir():
+        shutil.copytree(path, dest)
+    elif path.is_file() and tarfile.is_tarfile(path):
+        _unpack(path, dest)
+    else:
+        raise BackendUnavailable(f"permify: {SOURCE_ENV}={given} is neither a directory nor a tarball")
+    _check_source(dest, f"{SOURCE_ENV}={given}")
+
+
+def _unpack(tarball: Path, dest: Path) -> None:
+    """The tarball's single top-level directory becomes dest."""
+    tmp = dest.with_name(dest.name + ".unpack")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with tarfile.open(tarball) as tf:
+        tf.extractall(tmp, filter="data")
+    tops = list(tmp.iterdir())
+    (tops[0] if len(tops) == 1 and tops[0].is_dir() else tmp).rename(dest)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def unavailable() -> str | None:
+    """One line when Permify can be neither reused nor built here, else None (asks the module proxy only
+    when no binary is cached and no source is named)."""
+    from authzbench.provision.base import cache_dir, go_env, stamp_ok
+
+    root = cache_dir() / "permify"
+    if (root / f"permify-{PERMIFY_VERSION}").is_file() and stamp_ok(root / f"permify-{PERMIFY_VERSION}.stamp",
+                                                                     BUILD_ID):
+        return None
+    if not shutil.which("go"):
+        return "permify: no Go toolchain to build it (install Go >= 1.25)"
+    if os.environ.get(SOURCE_ENV):
+        return None
+    out = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{PERMIFY_VERSION}"], capture_output=True,
+                         text=True, env={**os.environ, **go_env()}, timeout=300)
+    if out.returncode == 0:
+        return None
+    return (f"permify: the Go module proxy refuses {MODULE}@{PERMIFY_VERSION} and {SOURCE_ENV} names no source "
+            "tree or tarball to build it from")
+
+
+def binary() -> Path:
+    """The cached permify binary (loopback-patched), built if missing or built another way."""
+    return go_module_binary("permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify",
+                            build_flags=["-ldflags", "-s -w"], prepare=prepare_source, expect="~3.5 min",
+                            fallback=source_from_env)
+
+
+def reported_version(exe: Path) -> str:
+    out = subprocess.run([str(exe), "version"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"v\d+\.\d+\.\d+\S*", out.stdout + out.stderr)
+    return m.group(0) if m else "unknown"
+
+
+def start(ctx: StartContext) -> Deployment:
+    exe = binary()
+    version = reported_version(exe)
+    cluster = start_cluster(ctx, name="permify-datastore")
+    dep = Deployment("permify", "native", {}, pids=[], notes=[])
+    dep.on_stop(cluster.stop)  # registered first so it runs last: Permify stops before its datastore
+    try:
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE permify")
+        key = secrets.token_hex(16)
+        db_uri = cluster.dsn.rsplit("/", 1)[0] + "/permify?sslmode=disable&" + QUERY_MODE
+        # Secrets through Permify's PERMIFY_* environment, not argv, so `ps` does not show them.
+        env = {"PERMIFY_DATABASE_URI": db_uri, "PERMIFY_AUTHN_PRESHARED_KEYS": key}
+        http_port, grpc_port, invoker_port = free_port(), free_port(), free_port()
+        log = ctx.dir("permify") / "permify.log"
+        t0 = time.monotonic()
+        proc = spawn([str(exe), "serve", "--server-host", "127.0.0.1", "--http-port", str(http_port),
+                      "--grpc-port", str(grpc_port), "--distributed-port", str(invoker_port),
+                      "--database-engine", "postgres", "--database-auto-migrate=true",
+                      "--database-max-data-per-write", str(MAX_DATA_PER_WRITE),
+                      "--authn-enabled=true", "--authn-method", "preshared", "--profiler-enabled=false",
+                      "--log-output", "json"], log=log, env=env)
+        dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
+        wait_until(lambda: port_open(http_port) and port_open(grpc_port), timeout=60, what="permify serve",
+                   proc=proc, log=log)
+        say(f"permify {version} serving HTTP on 127.0.0.1:{http_port}, gRPC on 127.0.0.1:{grpc_port} "
+            f"(pid {proc.pid}, {time.monotonic() - t0:.1f} s)")
+    except BaseException:
+        dep.stop()
+        raise
+    dep.pids = [proc.pid, cluster.pid]
+    # The datastore password travels as its own key so Deployment.public_endpoint() masks it.
+    dep.endpoint = {"url": f"http://127.0.0.1:{http_port}", "grpc_addr": f"127.0.0.1:{grpc_port}",
+                    "preshared_key": key, "permify_version": version, "max_data_per_write": MAX_DATA_PER_WRITE, "datastore_version": cluster.version,
+                    "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/permify",
+                    "datastore_password": cluster.password}
+    dep.notes = [f"Permify {version} {LOOPBACK_NOTE}; data/write up to {MAX_DATA_PER_WRITE:,} tuples",
+                 f"datastore: native PostgreSQL {cluster.version.split()[0]}: {cluster.settings_line()}"]
+    return dep

@@ -1,0 +1,58 @@
+"""The Permify load-test reproduction in the document's own results layout (k6's summary), one row per engine
+and variant, beside the published row. Every figure is computed from the recorded histograms and counters
+(`scenarios/loadtest.py`); the published row is quoted from SCALE-REFERENCE.md part B.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from authzbench.metrics import decode
+
+# The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
+PUBLISHED = {"engine": "Permify 1.3.0 (published)", "avg": 10.14, "min": 1.61, "med": 7.44, "max": 295.29,
+             "p90": 14.3, "p95": 26.34, "rps": 745.86855, "iterations": 75_369, "dropped": 271_664,
+             "checks": "100.00% (75369 out of 75369)", "answers": "not checked", "allowed": "n/a", "p95_intended": "n/a"}
+
+HEADER = ("| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90) (ms) | p(95) (ms) | requests/s achieved "
+          "| iterations | dropped iterations | checks passed (no error) | answers = oracle | allowed | p(95) from intended "
+          "start (ms) |")
+
+
+def _ms(h, q: float | None = None) -> float:
+    return (h.get_mean_value() if q is None else h.get_value_at_percentile(q)) / 1000.0
+
+
+def row(rec: dict) -> str:
+    """One engine's figures: request duration from send, throughput, drops, checks."""
+    h, hi = decode(rec["duration_hist"]), decode(rec["from_intended_hist"])
+    n, ok = rec["iterations"], rec["iterations"] - rec["errors"]
+    pct = 100.0 * ok / n if n else float("nan")
+    answered_right = ok - rec["mismatches"]
+    return (f"| {rec['label']} | {rec['variant']} | {_ms(h):.2f} | {h.get_min_value() / 1000:.2f} | {_ms(h, 50):.2f} "
+            f"| {h.get_max_value() / 1000:.2f} | {_ms(h, 90):.2f} | {_ms(h, 95):.2f} | {n / rec['wall_s']:,.1f} "
+            f"| {n:,} | {rec['dropped']:,} | {pct:.2f}% ({ok:,} out of {n:,}) | {answered_right:,} of {ok:,} "
+            f"| {100.0 * rec['allowed'] / max(ok, 1):.1f}% | {_ms(hi, 95):.2f} |")
+
+
+def published_row() -> str:
+    p = PUBLISHED
+    return (f"| {p['engine']} | published | {p['avg']:.2f} | {p['min']:.2f} | {p['med']:.2f} | {p['max']:.2f} "
+            f"| {p['p90']:.2f} | {p['p95']:.2f} | {p['rps']:,.1f} | {p['iterations']:,} | {p['dropped']:,} "
+            f"| {p['checks']} | {p['answers']} | {p['allowed']} | {p['p95_intended']} |")
+
+
+def render(records: list[dict], context: list[str]) -> str:
+    """The markdown section: the layout of the document's table, then what each variant caps."""
+    lines = ["## The Permify load test, reproduced", "", *context, "", HEADER,
+             "|" + "---|" * HEADER.count(" | ") + "---|", published_row()]
+    lines += [row(r) for r in records]
+    busy = {(r["label"], r["variant"]): r["max_busy_vus"] for r in records}
+    lines += ["", "Most VUs busy at once: " + ", ".join(f"{k[0]} {k[1]} {v:,}" for k, v in busy.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write(records: list[dict], context: list[str], out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("# Permify load test (k6 scenario) on identical data\n\n" + render(records, context))
+    return out

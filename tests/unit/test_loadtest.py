@@ -1,0 +1,70 @@
+"""The k6 reproduction's executor with a fake engine: VUs busy for a request plus the think time cap the
+achieved rate and drop what is due while none is free, no think time lets every iteration through, wrong
+answers and failures are counted, and the id draws repeat the previous id as often as the script does."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from authzbench.report.loadtest import render
+from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan
+
+
+class Fake:
+    def __init__(self, answer: bool = True, fail_every: int = 0, delay_s: float = 0.001):
+        self.answer, self.fail_every, self.delay_s, self.n = answer, fail_every, delay_s, 0
+
+    def check(self, user: int, perm: str, obj: int) -> bool:
+        self.n += 1
+        time.sleep(self.delay_s)
+        if self.fail_every and self.n % self.fail_every == 0:
+            raise ConnectionError("gone")
+        return self.answer
+
+    def close(self) -> None:
+        pass
+
+
+def _plan(**kw) -> LoadTestPlan:
+    return LoadTestPlan("t", start_rate=40.0, stages=((40.0, 2.0),), threads=4, **kw)
+
+
+def test_published_document_schedules_its_347050_iterations():
+    assert PLANS["published"].scheduled() == 347_050  # 75,369 done + 271,664 dropped in the document, +17 due
+
+
+def test_think_time_with_few_vus_caps_the_rate_and_drops_the_rest():
+    plan = _plan(max_vus=5, think_s=1.0)
+    res = run_plan(plan, Fake, [(1, 2, True)])
+    assert res.scheduled == 80 and res.iterations + res.dropped == 80
+    assert 5 <= res.iterations <= 15, res.iterations  # ~5 VUs x 2 s / (1 s + request)
+    assert res.max_busy_vus == 5
+
+
+def test_without_think_time_every_iteration_runs():
+    res = run_plan(_plan(max_vus=5, think_s=0.0), Fake, [(1, 2, True)])
+    assert res.dropped == 0 and res.iterations == 80 and res.mismatches == 0 and res.allowed == 80
+
+
+def test_wrong_answers_and_failures_are_counted_apart():
+    res = run_plan(_plan(max_vus=50, think_s=0.0), lambda: Fake(answer=False, fail_every=4), [(1, 2, True)])
+    assert res.errors > 0 and res.error_types == {"ConnectionError": res.errors}
+    assert res.mismatches == res.iterations - res.errors
+
+
+def test_ids_repeat_the_previous_id_as_often_as_the_script_says():
+    ids = k6_ids(20_000, 100_000, 100_000, 0.3, seed=1)
+    flat = ids.reshape(-1)
+    repeats = np.mean(flat[1:] == flat[:-1])
+    assert 0.27 < repeats < 0.33
+    inputs = plan_inputs(PLANS["corrected"], 50, 70, lambda u, c: c % 2 == 0, 1000)
+    assert all(u < 70 and c < 70 for u, c, _ in inputs)  # dataset ids only (users < 50 unless reused)
+
+
+def test_the_table_has_the_documents_columns_and_its_published_row():
+    res = run_plan(_plan(max_vus=5, think_s=0.0), Fake, [(1, 2, True)])
+    md = render([{"label": "Fake 1.0", "variant": "corrected", **res.record()}], ["context"])
+    assert "| 745.9 |" in md and "| 271,664 |" in md and "p(95) (ms)" in md and "dropped iterations" in md
+    assert "| Fake 1.0 | corrected |" in md and "80 out of 80" in md
