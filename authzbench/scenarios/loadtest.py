@@ -196,10 +196,12 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     under report_dir. scale multiplies every arrival rate (1 = the document's)."""
     from dataclasses import asdict
 
-    from authzbench.orchestrate import BenchConfig, Session, load_backend
+    from authzbench.config import BenchConfig
+    from authzbench.loading import load_backend
     from authzbench.provision.base import say
     from authzbench.report import loadtest as report
     from authzbench.results import RunStore
+    from authzbench.servers import Session
 
     cfg = BenchConfig(backends=backends, profile=profile, model="social", data_dir=data_dir)
     cfg.validate()

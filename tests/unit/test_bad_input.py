@@ -67,6 +67,9 @@ BAD: dict[str, dict[str, list[str]]] = {
                "--out": ["", "{file}/x"]},
     "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
     "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
+    "loadtest": {"--backend": ["nosuch"], "--profile": ["nosuch"], "--variant": ["nope"], "--scale": ["0", "x"],
+                 "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
+                 "--report-dir": ["{file}/x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
 }
 EXEMPT = {
@@ -82,7 +85,7 @@ EXEMPT = {
 # The options a valid command line needs, so that only the value under test is wrong.
 BASE = {"prepare": ["--backend=reference", "--profile=tiny"],
         "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
-        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"]}
+        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"], "loadtest": ["--backend=reference", "--profile=tiny"]}
 
 
 def parser_options() -> set[tuple[str, str]]:
