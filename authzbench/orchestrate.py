@@ -176,12 +176,13 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
         say(f"{name}: {info.label}")
     if cfg.pin:
         pin_cores(sess)
+    specs = [(spec, sname) for spec, sname in phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
+             if visit_of(cfg, spec.repeat) == visit]
+    writing = [i for i, (_, sname) in enumerate(specs) if scenario(sname).op in ("write", "mixed")]
     # The visit's phases share their worker processes (runner.KeptWorkers); the servers' idle connections
     # to them between phases are the visit's, like the servers themselves.
     with KeptWorkers() as kept:
-        for spec, sname in phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
-            if visit_of(cfg, spec.repeat) != visit:
-                continue
+        for i, (spec, sname) in enumerate(specs):
             sc = scenario(sname)
             if sname not in inputs_cache:
                 n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
@@ -191,12 +192,13 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             for attempt in range(cfg.max_reruns + 1):
                 spec.attempt = attempt
                 if not _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
-                                kept):
+                                kept, heavy_restore=bool(writing) and i == writing[-1]):
                     break
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
-             inputs: list, client, others: list[int], kept: KeptWorkers | None = None) -> bool:
+             inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
+             heavy_restore: bool = True) -> bool:
     """Run one phase once; True when foreign CPU disturbed it and a re-run is still allowed."""
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
@@ -215,7 +217,7 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
         with timed_step(store, name, f"restore check after {spec.phase_id}"):
             verify_restored(sess, ds, oracle, store, spec.phase_id,
                             write_ops=[o for inp in inputs for o in inp[1:] if o] if sc.op == "write" else None,
-                            clean_all=res.stopped_workers > 0)
+                            clean_all=res.stopped_workers > 0, heavy=heavy_restore)
     check_stop()
     if res.status == "failed":
         say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")

@@ -54,6 +54,8 @@ def _round_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str, mode
         for c in cfg.concurrency:
             if conc_model == "thread" and c > 8:
                 continue  # in-process engines: more threads only measure the GIL
+            if sc.max_workers and c > sc.max_workers:
+                continue  # catalog.HEAVY_LOOKUP_WORKERS
             specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
                                     input_offset=(rnd % cfg.rounds) * iters, **common), sname))
         if sc.op == "write":

@@ -8,6 +8,7 @@ import pandas as pd
 
 from authzbench.report.data import RunData
 from authzbench.report.tables import fmt, label, table
+from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BUDGET_STRETCH
 
 
@@ -138,5 +139,9 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
         lines.append(f"- {scen}: {int(iters):,} ops or a {budget:g} s time budget, whichever comes first.")
     wait = (f" A budget waits for {floor} ops (the fewest a p95 needs), at most {BUDGET_STRETCH:g}x its length."
             if floor else "")
+    capped = {s: SCENARIOS[s].max_workers for s in dict.fromkeys(b["scenario"])
+              if s in SCENARIOS and SCENARIOS[s].max_workers}
+    lines += [f"- `{s}` runs at up to {n} workers: more of its lookups at once on this machine measure the run "
+              "queue." for s, n in capped.items()]
     return [*lines, "- Reaching the budget is the intended stop, not an incomplete phase (the Ops columns say how "
                     f"many each got).{wait}"]

@@ -135,8 +135,9 @@ def section(rd: RunData, out_dir: Path) -> str:
     restored = restored_table(rd)
     if not restored.empty:
         restored["backend_l"] = [label(rd, b) for b in restored["backend"]]
-        lines += ["", "After every phase that wrote, a sample of checks and the anchor lookups were compared with "
-                  "the pristine oracle (every write undone). Each write op's own probe and control were checked "
+        lines += ["", "After every phase that wrote, a sample of checks and the median viewer's lookup were compared "
+                  "with the pristine oracle (every write undone), and after a visit's last such phase the "
+                  "heaviest user's lookup too. Each write op's own probe and control were checked "
                   "too: an op stopped midway (a worker stopped at the phase's time limit) can leave its grant in "
                   "place, where a later op reusing its scratch ids would see it. Those ops were cleaned up (every "
                   "op of a phase whose workers were stopped mid-op, since a half-done write can leave other "

@@ -317,3 +317,15 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
     lo, hi = pg.interval()
     assert lo < pg.value < hi and hi / lo == pytest.approx(60 / 45, rel=0.01)
     assert _order(run.data(), "Server CPU per 1,000 checks") == [["postgres", "scylla"]]
+
+
+def test_the_heaviest_lookup_is_not_run_above_its_worker_cap_while_other_scenarios_are(dataset):
+    from authzbench.scenarios.catalog import HEAVY_LOOKUP_WORKERS
+
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8, 32],
+                      scenarios=["lookup_resources_manage_super", "lookup_resources_view_regular"])
+    workers: dict[str, set[int]] = {}
+    for spec, name in phase_specs(cfg, "reference", dataset, "process"):
+        workers.setdefault(name, set()).add(spec.concurrency)
+    assert workers["lookup_resources_manage_super"] == {c for c in (1, 8, 32) if c <= HEAVY_LOOKUP_WORKERS}
+    assert workers["lookup_resources_view_regular"] == {1, 8, 32}
