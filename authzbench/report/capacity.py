@@ -16,7 +16,8 @@ from authzbench.report.tiers import INFRA
 
 ASSUMPTIONS = [
     "server CPU is the monitor's per-process CPU of the measured server (for SpiceDB: SpiceDB and its "
-    "PostgreSQL together), never the client's; a phase's core-seconds are its mean CPU times its wall time",
+    "PostgreSQL together), never the client's (except an embedded engine, marked †, whose process is the "
+    "client's too); a phase's core-seconds are its mean CPU times its wall time",
     "checks and lookups: every closed-loop check (lookup) phase of a round pooled, all scenarios and worker "
     "counts; writes: the mixed phases less their checks at the round's check cost (at 1% writes a small "
     "difference of large numbers: see its interval)",
