@@ -62,8 +62,8 @@ def _rests_on(b: BackendBasis, p: Projection) -> str:
 
 
 def _distance(p: Projection) -> str:
-    size = f"{p.size_ratio:,.3g}x the largest size measured ({p.basis.relationships:,})"
-    rate = f"{p.rate_ratio:,.3g}x the highest check throughput measured" if math.isfinite(p.rate_ratio) else \
+    size = f"{_n(p.size_ratio)}x the largest size measured ({p.basis.relationships:,})"
+    rate = f"{_n(p.rate_ratio)}x the highest check throughput measured" if math.isfinite(p.rate_ratio) else \
         "no closed-loop check throughput measured"
     return f"relationships {size}; rate {rate}"
 
@@ -107,18 +107,20 @@ def _sci(v: float) -> str:
 
 def tiers_markdown(bases: dict[str, BackendBasis], utilization: float) -> str:
     """Per backend, the tiers T1-T13 (1% writes) projected beside the published SpiceDB + CockroachDB vCPUs."""
-    head = ("| Tier | Relationships | Target ops/s | Published SpiceDB vCPU | Published CockroachDB vCPU | "
-            "Published total | Projected cores (interval) | Published / projected |")
+    head = ("| Tier | Relationships | Target ops/s | Published cache hit | Published SpiceDB vCPU | Published "
+            "CockroachDB vCPU | Published total | Published vCPU per 1,000 ops/s | Projected cores (interval) | "
+            "Published / projected | Projected disk, one copy |")
     out = []
     for b in bases.values():
-        rows = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for t in INFRA:
             p = projections({b.backend: b}, Target(t["qps"], t["relationships"], 0.01, 0.0, utilization))[0]
             spice, crdb = t["spicedb"][0] * t["spicedb"][1], t["crdb"][0] * t["crdb"][1]
-            ratio = (spice + crdb) / p.cores.value
-            rows.append(f"| {t['test']} | {t['relationships']:,} | {t['qps']:,} | {spice:,} | {crdb:,} | "
-                        f"{spice + crdb:,} | {_range(p.cores)} | {ratio:.3g} ({(spice + crdb) / p.cores.high:.3g}-"
-                        f"{(spice + crdb) / p.cores.low:.3g}) |")
+            total = spice + crdb
+            rows.append(f"| {t['test']} | {t['relationships']:,} | {t['qps']:,} | {t['cache_hit']:.1%} | {spice:,} | "
+                        f"{crdb:,} | {total:,} | {_n(1000 * total / t['qps'])} | {_range(p.cores)} | "
+                        f"{total / p.cores.value:.3g} ({total / p.cores.high:.3g}-{total / p.cores.low:.3g}) | "
+                        f"{_range(p.disk.at, _bytes) if p.disk else '—'} |")
         out += [f"{b.label}, servers at {utilization:.0%} CPU:", "", *rows, ""]
     return "\n".join(out)
 

@@ -134,7 +134,7 @@ def test_the_tiers_table_puts_the_published_vcpus_beside_the_projection():
     md = capacity.tiers_markdown({"x": b}, 0.5)
     # T1: 1,000/s x 0.001 core-s / 0.5 = 2 cores against 3 x 4 + 4 x 8 = 44 published vCPUs
     t1 = next(line for line in md.splitlines() if line.startswith("| T1 |"))
-    assert "| 12 | 32 | 44 | 2 (2-2) | 22 (22-22) |" in t1
+    assert "| 33.2% | 12 | 32 | 44 | 44 | 2 (2-2) | 22 (22-22) |" in t1
     assert sum(bool(re.match(r"\| T\d+ \|", line)) for line in md.splitlines()) == 13
 
 
@@ -154,7 +154,7 @@ def test_against_tiers_takes_the_tiers_rates_and_sizes_not_a_target(capsys):
     assert cli.main(["plan", "--against-tiers", "--qps", "1000", run]) == 2
     assert "--against-tiers" in capsys.readouterr().err
     assert cli.main(["plan", "--against-tiers", run]) == 0
-    assert "| T13 | 100,000,000,000 | 1,000,000 | 672 | 192 | 864 |" in capsys.readouterr().out
+    assert "| T13 | 100,000,000,000 | 1,000,000 | 95.9% | 672 | 192 | 864 | 0.864 |" in capsys.readouterr().out
 
 
 def test_the_report_has_a_capacity_section_only_when_the_run_names_a_target(tmp_path):
