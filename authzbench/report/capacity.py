@@ -58,7 +58,7 @@ def _rests_on(b: BackendBasis, p: Projection) -> str:
     sizes = "; ".join(f"run {', '.join(pt.runs)} ({pt.profile}, {pt.relationships:,} relationships)"
                       for pt in b.points)
     workers = sorted({c for pt in b.points for cs in pt.concurrency.values() for c in cs})
-    return f"{sizes}; closed loop at {', '.join(map(str, workers))} workers"
+    return f"{sizes}; closed loop at {', '.join(map(str, workers))} worker{'s' * (workers != [1])}"
 
 
 def _distance(p: Projection) -> str:
@@ -148,5 +148,20 @@ def section(rd: RunData, out_dir: Path) -> str:
         mem = _range(p.memory.at, _bytes) if p.memory else "—"
         disk = _range(p.disk.at, _bytes) if p.disk else "—"
         lines.append(f"| {p.label} | {_range(p.cores)} | {mem} | {disk} | {_rests_on(b, p)} | {_distance(p)} |")
-    lines += ["", "Assumptions:", "", *(f"- {a}" for a in ASSUMPTIONS), ""]
+    lines += ["", *_per_op_table(bases, target), "", "Assumptions:", "", *(f"- {a}" for a in ASSUMPTIONS), ""]
     return "\n".join(lines)
+
+
+def _per_op_table(bases: dict[str, BackendBasis], target: Target) -> list[str]:
+    """What each projection rests on per op kind: the measured cost, its size, rounds and growth."""
+    rows = ["| Backend | Op | Server core-s per op, measured (interval) | At relationships | Rounds | Ops | "
+            "Growth exponent | At the target size |", "|---|---|---:|---:|---:|---:|---|---:|"]
+    for b in bases.values():
+        if missing(b, target):
+            continue
+        for kind, g in project(b, target).cpu.items():
+            pt = next(x for x in b.points if x.relationships == g.base_size)
+            k = f"{g.k.value:.2f} (assumed)" if g.assumed else f"{g.k.value:.2f} ({g.k.low:.2f}-{g.k.high:.2f})"
+            rows.append(f"| {b.label} | {kind} | {_range(g.base, _sci)} | {g.base_size:,} | {len(pt.cpu[kind])} | "
+                        f"{pt.ops[kind]:,} | {k} | {_range(g.at, _sci)} |")
+    return rows

@@ -164,6 +164,7 @@ def test_the_report_has_a_capacity_section_only_when_the_run_names_a_target(tmp_
     m["config"].update(target_qps=10_000, target_relationships=1_000_000, write_share=0.01)
     md = capacity.section(from_records(Path("fixture"), m, r.recs), tmp_path)
     assert "## Capacity at a target" in md and "| postgres | 50.4 (" in md and "Assumptions:" in md
+    assert "| postgres | write | 0.055 (0.05-0.06) | 100,000 | 3 | 24 | 0.00 (assumed) |" in md
 
 
 def test_a_target_rate_without_a_target_size_is_refused():
