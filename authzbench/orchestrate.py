@@ -27,7 +27,13 @@ from authzbench.provision.manager import external_url_var
 from authzbench.restore import verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import scenario
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, preload_worker_modules, run_phase
+from authzbench.scenarios.runner import (
+    BackendFactory,
+    KeptWorkers,
+    PhaseSpec,
+    preload_worker_modules,
+    run_phase,
+)
 from authzbench.servers import Session, monitor_for, pin_cores
 from authzbench.social_oracle import oracle_for
 from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
@@ -170,23 +176,27 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
         say(f"{name}: {info.label}")
     if cfg.pin:
         pin_cores(sess)
-    for spec, sname in phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
-        if visit_of(cfg, spec.repeat) != visit:
-            continue
-        sc = scenario(sname)
-        if sname not in inputs_cache:
-            n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
-            extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
-            with timed_step(store, None, f"inputs and expected answers of {sname}"):
-                inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-        for attempt in range(cfg.max_reruns + 1):
-            spec.attempt = attempt
-            if not _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or []):
-                break
+    # The visit's phases share their worker processes (runner.KeptWorkers); the servers' idle connections
+    # to them between phases are the visit's, like the servers themselves.
+    with KeptWorkers() as kept:
+        for spec, sname in phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes):
+            if visit_of(cfg, spec.repeat) != visit:
+                continue
+            sc = scenario(sname)
+            if sname not in inputs_cache:
+                n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
+                extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+                with timed_step(store, None, f"inputs and expected answers of {sname}"):
+                    inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
+            for attempt in range(cfg.max_reruns + 1):
+                spec.attempt = attempt
+                if not _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
+                                kept):
+                    break
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
-             inputs: list, client, others: list[int]) -> bool:
+             inputs: list, client, others: list[int], kept: KeptWorkers | None = None) -> bool:
     """Run one phase once; True when foreign CPU disturbed it and a re-run is still allowed."""
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
@@ -198,7 +208,7 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
         mode = {"consistency": spec.consistency} if spec.consistency else {}
         # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
         factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
-        res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client)
+        res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client, kept)
     rerun = _judge_disturbance(cfg, store, spec, mon.disturbance(), res.status)
     if sc.op in ("write", "mixed"):
         check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
@@ -269,9 +279,9 @@ def _load_hosts(cfg: BenchConfig, store: RunStore):
 
 
 def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, conc_model: str,
-               on_window, client):
+               on_window, client, kept: KeptWorkers | None = None):
     if client is None:
-        return run_phase(spec, factory, inputs, sink, conc_model, on_window=on_window)
+        return run_phase(spec, factory, inputs, sink, conc_model, on_window=on_window, kept=kept)
     from authzbench.scenarios.distributed import run_phase_distributed
 
     return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)

@@ -28,32 +28,41 @@ def mixed_phases(rd: RunData) -> pd.DataFrame:
     return merge_repeats(sub) if not sub.empty else sub
 
 
-def slo_verdicts(rd: RunData) -> pd.DataFrame:
-    """One row per (backend, loop, workers, target rate) of the mixed workload: SLO figures and verdict."""
-    m, objective = mixed_phases(rd), slo(rd)
+def slo_verdicts(rd: RunData, by_round: bool = False) -> pd.DataFrame:
+    """One row per (backend, loop, workers, target rate) of the mixed workload: SLO figures and verdict;
+    with by_round, one row per round of each (its column `repeat`), rounds not merged."""
+    objective = slo(rd)
+    if by_round:
+        ph = rd.phases
+        m = ph[ph["scenario"].isin([n for n, s in SCENARIOS.items() if s.op == "mixed"])] if not ph.empty else ph
+    else:
+        m = mixed_phases(rd)
     if m.empty:
         return pd.DataFrame()
-    m["target_rate"] = m["target_rate"].fillna(0.0)
+    m = m.assign(target_rate=m["target_rate"].fillna(0.0))
+    keys = ["backend", "concurrency", "mode", "target_rate", *(["repeat"] if by_round else [])]
+    return pd.DataFrame([{**_slo_row(rd, objective, g), **({"repeat": g["repeat"].iloc[0]} if by_round else {})}
+                         for _, g in m.groupby(keys, sort=False)])
+
+
+def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
+    b, c, mode, rate = (g[k].iloc[0] for k in ("backend", "concurrency", "mode", "target_rate"))
+    chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
+    att = g["attempted"].sum() + g["dropped"].max()
+    success = g["ops"].sum() / att if att else float("nan")
+    cp95 = float(chk["p95_ms"].iloc[0]) if not chk.empty else float("nan")
+    wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
+    ok = cp95 < objective["check_p95_ms"] and (math.isnan(wp95) or wp95 < objective["write_p95_ms"]) and \
+        success >= objective["success"]
     raw = rd.phases
-    verdicts = []
-    for (b, c, mode, rate), g in m.groupby(["backend", "concurrency", "mode", "target_rate"], sort=False):
-        chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
-        att = g["attempted"].sum() + g["dropped"].max()
-        success = g["ops"].sum() / att if att else float("nan")
-        cp95 = float(chk["p95_ms"].iloc[0]) if not chk.empty else float("nan")
-        wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
-        ok = cp95 < objective["check_p95_ms"] and (math.isnan(wp95) or wp95 < objective["write_p95_ms"]) and \
-            success >= objective["success"]
-        rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
-                   (raw["concurrency"] == c) & (raw["kind"] == "check") &
-                   (raw["target_rate"].fillna(0.0) == rate)]
-        verdicts.append({"backend": b, "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
-                         "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
-                         "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
-                         "success": success, "verdict": "PASS" if ok else "FAIL",
-                         "check_ops_per_s": float(chk["ops_per_s"].iloc[0]) if not chk.empty else float("nan"),
-                         "rate_spread": rate_spread(rows) if len(rows) else float("nan")})
-    return pd.DataFrame(verdicts)
+    rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
+               (raw["concurrency"] == c) & (raw["kind"] == "check") & (raw["target_rate"].fillna(0.0) == rate)]
+    return {"backend": b, "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
+            "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
+            "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
+            "success": success, "verdict": "PASS" if ok else "FAIL",
+            "check_ops_per_s": float(chk["ops_per_s"].iloc[0]) if not chk.empty else float("nan"),
+            "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
 
 
 def write_kind(rd: RunData) -> str:

@@ -91,7 +91,9 @@ def method(rd: RunData, out_dir: Path) -> str:
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
         *_rounds_rule(rd),
         *_stop_rule(ph),
-        "- Closed loop: N workers (separate processes unless noted) each issue ops back to back. Open loop: ops "
+        "- Closed loop: N workers (separate processes unless noted) each issue ops back to back; a backend's "
+        "worker processes are started once per visit and kept across its phases (a phase uses the first N; "
+        "they stay connected while the op timeout and consistency mode stay the same). Open loop: ops "
         "are due on a fixed schedule and latency is measured from the intended start time (no coordinated "
         "omission); ops due but never started are reported as dropped.",
         "- Every answer is compared with the reference oracle; timeouts (check 2 s, lookup 60 s by default) and "

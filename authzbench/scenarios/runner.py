@@ -237,19 +237,66 @@ def _is_timeout(e: BaseException) -> bool:
 
 def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
                 stop: Any, t0_shared: Any, release: Any) -> None:
-    """One worker: connect, warm up, then run its share of the measured ops."""
-    if mp.parent_process() is not None:  # a worker process: Ctrl-C hits the whole group; the parent decides
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """One worker of one phase: connect, run the phase, disconnect."""
+    _ignore_sigint()
     try:
         backend = factory()
         backend.connect()
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which decides
         out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
         return
+    try:
+        _phase_body(wid, spec, backend, inputs, out, (go, start, stop, release), t0_shared)
+    except BaseException as e:  # noqa: BLE001
+        out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()
+        out.put(("done", wid, None))
+
+
+def kept_worker_main(wid: int, commands: Any, out: Any, events: tuple, t0_shared: Any) -> None:
+    """One worker kept across the phases of a backend's visit (KeptWorkers): each command is a phase; the
+    connection is kept while the phases' factories are equal (same timeout and consistency mode)."""
+    _ignore_sigint()
+    backend, made_by = None, None
+    while (cmd := commands.get()) is not None:
+        spec, factory, inputs = cmd
+        try:
+            if factory != made_by:
+                _close(backend)
+                backend, made_by = None, None
+                backend = factory()
+                backend.connect()
+                made_by = factory
+            _phase_body(wid, spec, backend, inputs, out, events, t0_shared)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent; the next phase reconnects
+            out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
+            _close(backend)
+            backend, made_by = None, None
+        out.put(("done", wid, None))
+    _close(backend)
+
+
+def _ignore_sigint() -> None:
+    if mp.parent_process() is not None:  # a worker process: Ctrl-C hits the whole group; the parent decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _close(backend) -> None:
+    if backend is not None:
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
+def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, events: tuple, t0_shared: Any) -> None:
+    """One phase on a connected backend: ready, warm up, run this worker's share, clean up after itself."""
+    go, start, stop, release = events
     state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid,
              "progress": [0]}
     beating = threading.Event()
-    threading.Thread(target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True).start()
+    beat = threading.Thread(target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True)
+    beat.start()
     try:
         out.put(("ready", wid, None))
         go.wait()
@@ -264,13 +311,9 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
         for rel in state["pending"]:
             with contextlib.suppress(Exception):
                 backend.delete(rel)
-    except BaseException as e:  # noqa: BLE001
-        out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
     finally:
         beating.set()
-        with contextlib.suppress(Exception):
-            backend.close()
-        out.put(("done", wid, None))
+        beat.join(HEARTBEAT_S + 1)  # no heartbeat may follow "done" into the next phase's messages
 
 
 def _heartbeat(out: Any, wid: int, backend, progress: list[int], done: Any) -> None:
@@ -579,10 +622,105 @@ class _LocalPool:
                     w.join(timeout=2)
 
 
+class KeptWorkers:
+    """Worker processes kept for the phases of one backend's visit, so a phase does not start its own.
+
+    Starting 32 forkserver workers took 1.3-2.7 s per 32-worker phase (the no-op backend: 1.6-1.9 s), and
+    make bench ran 144 such phases: 398 s of its 893 s of phases went to starting and stopping workers.
+    A phase uses the first N of them; a phase that ends with a worker stopped, hung or gone leaves them
+    all to be replaced before the next one (a process stopped mid-op may hold the queue's lock)."""
+
+    def __init__(self) -> None:
+        self.ctx = mp.get_context("forkserver")
+        self.procs: list[Any] = []
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.out: Any = self.ctx.Queue()
+        self.events = tuple(self.ctx.Event() for _ in range(4))  # go, start, stop, release
+        self.t0: Any = self.ctx.Value("d", 0.0)
+        self.commands: list[Any] = []
+        self.broken = False
+
+    def ensure(self, n: int) -> None:
+        """At least n live workers, idle, their events cleared and their queue empty."""
+        if self.broken or any(not p.is_alive() for p in self.procs):
+            self.close()
+            self._fresh()
+        while len(self.procs) < n:
+            cmd = self.ctx.SimpleQueue()
+            p = self.ctx.Process(daemon=True, target=kept_worker_main,
+                                 args=(len(self.procs), cmd, self.out, self.events, self.t0))
+            p.start()
+            self.procs.append(p)
+            self.commands.append(cmd)
+        for e in self.events:
+            e.clear()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.out.get_nowait()
+
+    def close(self) -> None:
+        for cmd, p in zip(self.commands, self.procs, strict=True):
+            if p.is_alive() and not self.broken:
+                with contextlib.suppress(Exception):
+                    cmd.put(None)
+        for p in self.procs:
+            p.join(timeout=0.2 if (STOP.is_set() or self.broken) else 2)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2)
+        self.procs = []
+
+    def __enter__(self) -> KeptWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _KeptPool(_LocalPool):
+    """One phase on KeptWorkers: the first `concurrency` of them, told what to run instead of started."""
+
+    def __init__(self, kept: KeptWorkers, spec: PhaseSpec, factory: Callable, inputs: list):
+        self.kept, self.n, self.cmd = kept, spec.concurrency, (spec, factory, inputs)
+        self.out, self.ev, self.t0 = kept.out, kept.events, kept.t0
+        self.finished: set[int] = set()
+
+    def start(self) -> dict[int, str]:
+        self.kept.ensure(self.n)
+        self.out, self.ev, self.t0 = self.kept.out, self.kept.events, self.kept.t0
+        self.t0.value = 0.0
+        for w in range(self.n):
+            self.kept.commands[w].put(self.cmd)
+        return {}
+
+    def messages(self, timeout: float) -> list[tuple[str, int, Any]]:
+        msgs = super().messages(timeout)
+        self.finished |= {wid for m, wid, _ in msgs if m == "done"}
+        return msgs
+
+    def alive(self) -> bool:
+        return any(self.kept.procs[w].is_alive() for w in range(self.n) if w not in self.finished)
+
+    def join(self) -> None:
+        """Every worker back to idle ("done"), else the pool is replaced before the next phase."""
+        deadline = time.perf_counter() + (0.2 if STOP.is_set() else 2)
+        while len(self.finished) < self.n and time.perf_counter() < deadline and self.alive():
+            self.messages(0.1)
+        if len(self.finished) < self.n:
+            self.kept.broken = True
+
+
 def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
-              concurrency_model: str = "process", on_window: Callable[[bool], None] | None = None) -> PhaseResult:
-    """Run one phase; every interval is handed to `sink` as it arrives. Never raises on backend trouble."""
-    return drive_phase(spec, _LocalPool(spec, factory, inputs, concurrency_model), sink, on_window)
+              concurrency_model: str = "process", on_window: Callable[[bool], None] | None = None,
+              kept: KeptWorkers | None = None) -> PhaseResult:
+    """Run one phase; every interval is handed to `sink` as it arrives. Never raises on backend trouble.
+    With `kept` (process workers only), the phase runs on those workers instead of starting its own."""
+    use_kept = kept is not None and concurrency_model == "process"
+    pool = _KeptPool(kept, spec, factory, inputs) if use_kept else _LocalPool(spec, factory, inputs,
+                                                                                 concurrency_model)
+    return drive_phase(spec, pool, sink, on_window)
 
 
 def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[dict], None],

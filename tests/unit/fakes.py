@@ -3,6 +3,7 @@ they test the harness, not a database)."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -145,3 +146,29 @@ class SlowWriteBackend(ReferenceBackend):
             time.sleep(0.01)
             self.rows_touched += int(self.options.progresses)
         super().write(rel)
+
+
+@dataclass(frozen=True)
+class ConnectLogOptions(ReferenceOptions):
+    log_path: str = ""  # every connect appends this process's pid here
+
+
+class ConnectLogBackend(ReferenceBackend):
+    """The reference, logging each connect's process id: shows which worker processes a phase ran in."""
+
+    name = "connect-log"
+    Options = ConnectLogOptions
+
+    def connect(self) -> None:
+        super().connect()
+        with open(self.options.log_path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+class DyingBackend(ReferenceBackend):
+    """Its worker process exits at the first check, as a driver crash or the OOM killer would end it."""
+
+    name = "dying"
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        os._exit(3)

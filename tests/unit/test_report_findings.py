@@ -258,6 +258,18 @@ def test_the_mixed_verdict_ranks_throughput_at_the_most_workers_that_met_the_slo
     assert detail["postgres"].startswith("up to 8 workers") and detail["scylla"].startswith("up to 1 worker ")
 
 
+def test_the_mixed_verdict_is_each_rounds_own_answer_so_a_worker_count_passing_in_one_round_only_is_a_range():
+    run = Run().server("scylla", CASS)
+    # round 0 meets the 25 ms SLO at 8 workers (5 ms), round 1 misses it there (40 ms): 1 worker's figure
+    for rnd, ms8 in ((0, 5.0), (1, 40.0), (2, 5.0)):
+        run.phase("scylla", "mixed", steady(2.0, n=100), concurrency=1, repeat=rnd, writes=[2.0] * 30)
+        run.phase("scylla", "mixed", steady(ms8, n=800), concurrency=8, repeat=rnd, writes=[2.0] * 30)
+    fig = _dim(run.data(), "Mixed workload (closed loop)").figures[0]
+    lo, hi = fig.interval()
+    assert lo == pytest.approx(100, rel=0.01) and hi == pytest.approx(800, rel=0.01)  # 1-worker vs 8-worker rounds
+    assert fig.value == pytest.approx(800, rel=0.01) and not fig.unstable  # median of 800, 100, 800: range 0.875x
+
+
 def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_dataset_rule():
     from authzbench.cli import build_parser
 
