@@ -115,7 +115,7 @@ def exponent(points: list[tuple[int, Range]]) -> Range | None:
     """Growth exponent k of value ~ size^k over two or more sizes, with the flattest and the steepest fit
     through the sizes' intervals (the smaller sizes at their highest and the larger at their lowest, and
     the reverse); None under two sizes or where a figure is not positive."""
-    pts = sorted(points)
+    pts = sorted(points, key=lambda p: p[0])
     if len({s for s, _ in pts}) < 2 or any(r.low <= 0 for _, r in pts):
         return None
     xs, rs = [float(s) for s, _ in pts], [r for _, r in pts]
@@ -137,7 +137,7 @@ class Grown:
     base: Range  # as measured
     base_size: int
     k: Range  # the exponent used
-    assumed: bool  # True: one size measured, k is DEFAULT_EXPONENT
+    assumed: bool  # True: k is DEFAULT_EXPONENT (one size measured, or a round at 0 leaves no log-log fit)
 
 
 def grow(basis: BackendBasis, what: str, size: float) -> Grown | None:
