@@ -174,3 +174,10 @@ def test_a_target_rate_without_a_target_size_is_refused():
         BenchConfig(backends=["reference"], provision="native", profile="tiny", target_qps=1000.0).validate()
     BenchConfig(backends=["reference"], provision="native", profile="tiny", target_qps=1e6,
                 target_relationships=1e11).validate()
+
+
+def test_three_sizes_fit_one_exponent_and_a_round_at_zero_leaves_it_assumed():
+    pts = [(10**6, Range(1.0, 1.0, 1.0)), (10**7, Range(10.0, 9.0, 11.0)), (10**8, Range(100.0, 100.0, 100.0))]
+    k = exponent(pts)
+    assert k.value == pytest.approx(1.0) and k.low == pytest.approx(1.0) and k.high == pytest.approx(1.0)
+    assert exponent([(10**6, Range(1.0, 0.0, 2.0)), (10**7, Range(2.0, 1.0, 3.0))]) is None
