@@ -95,10 +95,15 @@ def plan_text(bases: dict[str, BackendBasis], target: Target) -> str:
         for kind, g in p.cpu.items():
             pt = next(x for x in b.points if x.relationships == g.base_size)
             lines.append(f"  per {kind:<6}{_range(g.at, _sci)} core-s at the target ({_growth(g, 'measured', _sci)}; "
-                         f"{len(pt.cpu[kind])} rounds, {pt.ops[kind]:,} ops)")
+                         f"{len(pt.cpu[kind])} rounds, {pt.ops[kind]:,} ops{_noise(g)})")
         lines += [f"  rests on  {_rests_on(b, p)}", f"  distance  {_distance(p)}", ""]
     lines += ["Assumptions:", *(f"- {a}" for a in ASSUMPTIONS)]
     return "\n".join(lines)
+
+
+def _noise(g: Grown) -> str:
+    """A write cost at 0 in a round is the mixed phase's CPU less its checks' coming out at or below 0."""
+    return "; at 0 in a round: within the checks' noise" if g.base.low == 0 else ""
 
 
 def _sci(v: float) -> str:
@@ -163,5 +168,5 @@ def _per_op_table(bases: dict[str, BackendBasis], target: Target) -> list[str]:
             pt = next(x for x in b.points if x.relationships == g.base_size)
             k = f"{g.k.value:.2f} (assumed)" if g.assumed else f"{g.k.value:.2f} ({g.k.low:.2f}-{g.k.high:.2f})"
             rows.append(f"| {b.label} | {kind} | {_range(g.base, _sci)} | {g.base_size:,} | {len(pt.cpu[kind])} | "
-                        f"{pt.ops[kind]:,} | {k} | {_range(g.at, _sci)} |")
+                        f"{pt.ops[kind]:,} | {k}{_noise(g)} | {_range(g.at, _sci)} |")
     return rows

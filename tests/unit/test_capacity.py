@@ -78,6 +78,8 @@ def test_a_write_share_without_a_write_basis_is_refused_naming_what_is_missing()
     b = BackendBasis("x", "x", [point(1_000_000, write=())])
     with pytest.raises(UserError, match="no write phase"):
         project(b, Target(1000, 1e6, write_share=0.01))
+    noisy = BackendBasis("x", "x", [point(1_000_000, write=(0.0, 0.01, 0.02))])
+    assert "at 0 in a round: within the checks' noise" in capacity.plan_text({"x": noisy}, Target(1000, 1e6))
     assert project(b, Target(1000, 1e6, write_share=0.0)).cores.value > 0
 
 
