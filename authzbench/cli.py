@@ -1,5 +1,5 @@
-"""`authzbench` command line: the parser of generate, stats, prepare, bench, report, up, down, backends, perf,
-load-host, and main(); what each command does is in commands.py.
+"""`authzbench` command line: the parser of generate, stats, prepare, bench, report, up, down, basis, plan,
+backends, perf, load-host, and main(); what each command does is in commands.py.
 
 Bad input is one line on stderr and exit code 2; results already written stay on disk.
 """
@@ -72,6 +72,16 @@ def _stage(s: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expects RATE:SECONDS, got {s!r}")
     # A stage may ramp down to 0 ops/s (k6 allows it), but it must last some time.
     return _number(float, 0)(rate), _number(float, 0, above=True)(secs)
+
+
+# --qps 1M, --relationships 100G: the sizes capacity questions come in (B = billion, as G).
+_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9}
+
+
+def _amount(s: str) -> float:
+    """A positive finite number, optionally with a k / M / G (or B) suffix."""
+    mult = _SUFFIX.get(s.strip()[-1:].lower(), 1.0)
+    return _number(float, 0, above=True)(s.strip()[:-1] if mult > 1 else s) * mult
 
 
 def _name(s: str) -> str:
@@ -178,9 +188,36 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
                    help="the reference report's figures beside ours (default: on for the rebac baseline)")
+    p.add_argument("--target-qps", type=_amount, metavar="N",
+                   help="the report projects the cores, memory and disk each backend needs for N ops/s "
+                        "(with --target-relationships; k/M/G suffixes)")
+    p.add_argument("--target-relationships", type=_amount, metavar="M",
+                   help="... over M relationships (with --target-qps)")
     p.add_argument("--workers-on", metavar="tcp://SCHEDULER:8786", type=_scheduler,
                    help="spread every phase's workers over the load hosts of this Dask scheduler "
                         "(`authzbench load-host` on each; --provision external; extra [distributed])")
+
+
+def _capacity_args(sub) -> None:
+    """`basis` (a run's cost basis as a small file to commit) and `plan` (capacity at a target)."""
+    b = sub.add_parser("basis", help="extract a run's cost basis (server CPU per op, RSS, disk) into a small "
+                                     "JSON file that `plan` reads")
+    b.add_argument("run", nargs="+", type=_path, help="results/<run-id> (one or more)")
+    b.add_argument("--out", type=_path, default=Path("reports/basis"), help="default reports/basis")
+    pl = sub.add_parser("plan", help="cores, memory and disk each backend needs for a target rate and size, "
+                                     "projected from measured per-op costs")
+    pl.add_argument("results_dir", nargs="+", type=_path,
+                    help="results/<run-id> or a cost-basis file from `authzbench basis` (several: a size sweep)")
+    pl.add_argument("--qps", type=_amount, metavar="N", help="target ops/s (k/M suffixes)")
+    pl.add_argument("--relationships", type=_amount, metavar="M", help="target relationships (k/M/G suffixes)")
+    pl.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="share of writes (0.01)")
+    pl.add_argument("--lookup-share", type=_number(float, 0, high=1), default=0.0, help="share of lookups (0)")
+    pl.add_argument("--utilization", type=_number(float, 0, above=True, high=1), default=0.6,
+                    help="share of each core a server may use; the rest is headroom (0.6)")
+    pl.add_argument("--backend", type=_csv(_name), help="only these backends (default: every one measured)")
+    pl.add_argument("--against-tiers", action="store_true",
+                    help="instead of --qps/--relationships: the scale load test's tiers T1-T13, projected "
+                         "beside their published vCPUs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--results-dir", type=_path)
     lt.add_argument("--report-dir", type=_path, default=Path("reports"))
 
+    _capacity_args(sub)
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
     pf.add_argument("--quick", action="store_true", help="skip the xl generation run")

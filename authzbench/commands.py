@@ -23,7 +23,7 @@ def _backends(values: list[list[str]] | None) -> list[str] | None:
 # Output directories of each command, checked before anything is generated or started.
 OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
-               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",)}
+               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
 
 
 def _check_output_dirs(args: argparse.Namespace) -> None:
@@ -80,6 +80,10 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _report(args)
     if args.cmd == "backends":
         return _list_backends()
+    if args.cmd == "basis":
+        return _basis(args)
+    if args.cmd == "plan":
+        return _plan(args)
     if args.cmd == "up":
         return _up(args)
     if args.cmd == "down":
@@ -166,6 +170,7 @@ def _config(args: argparse.Namespace):
                    "success": args.slo_success}
         cfg.keep_running = args.keep_running
         cfg.workers_on = args.workers_on
+        cfg.target_qps, cfg.target_relationships = args.target_qps, args.target_relationships
     cfg.validate()
     return cfg
 
@@ -202,6 +207,43 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     for f in failures:
         err.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0
+
+
+def _basis(args: argparse.Namespace) -> int:
+    from authzbench.results import RunStore
+
+    for run in args.run:  # every run checked before the first is read
+        RunStore.open(run)
+    from authzbench.report import basis
+
+    for run in args.run:
+        console.print(f"cost basis: {basis.write(run, args.out)}", markup=False, highlight=False)
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from authzbench.projection import Target
+
+    if args.against_tiers and (args.qps or args.relationships):
+        raise UserError("--against-tiers takes each tier's rate and size: leave out --qps and --relationships")
+    if not args.against_tiers and not (args.qps and args.relationships):
+        raise UserError("--qps and --relationships are both needed (or --against-tiers)")
+    target = Target(args.qps or 1.0, args.relationships or 1.0, args.write_share, args.lookup_share,
+                    args.utilization)
+    target.validate()
+    from authzbench.report import basis, capacity
+
+    checked = [basis.check(src) for src in args.results_dir]  # every source refused or accepted before one is read
+    bases = basis.combine([basis.read(c) for c in checked])
+    if args.backend:
+        unknown = [b for b in args.backend if b not in bases]
+        if unknown:
+            raise UserError(f"--backend {unknown[0]}: not measured in the runs given; measured: {', '.join(bases)}")
+        bases = {b: bases[b] for b in args.backend}
+    text = capacity.tiers_markdown(bases, args.utilization) if args.against_tiers else \
+        capacity.plan_text(bases, target)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _renderer(report_dir: Path):

@@ -105,6 +105,9 @@ class BenchConfig:
     workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
     ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
     max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
+    # the report's "Capacity at a target": the ops/s and relationships a reader plans for (both or neither)
+    target_qps: float | None = None
+    target_relationships: float | None = None
 
     def validate(self) -> None:
         """Every bad value is one UserError naming the option, before any dataset or server is touched."""
@@ -155,6 +158,14 @@ class BenchConfig:
             raise UserError(f"--max-load-minutes must be > 0, got {self.max_load_minutes}")
         self._check_variants()
         self._check_options()
+        self._validate_target()
+
+    def _validate_target(self) -> None:
+        given = [x for x in (self.target_qps, self.target_relationships) if x is not None]
+        if len(given) == 1:
+            raise UserError("--target-qps and --target-relationships go together: give both, or neither")
+        if any(not (0 < x < math.inf) for x in given):
+            raise UserError(f"--target-qps and --target-relationships must be > 0, got {given[0]:g}, {given[1]:g}")
 
     def unsupported(self) -> dict[str, str]:
         """Chosen backends that do not implement the chosen model (from the registry: no import, no

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from authzbench.report import (
+    capacity,
     findings,
     hosts,
     ingest,
@@ -29,6 +30,7 @@ BEFORE_REFERENCE: list[Section] = [
     overview.intro, findings.section, overview.environment, overview.dataset, overview.method, ingest.section,
     ingest.monitor, reads.section, mixed.section, writes.section, hosts.section, outcomes.comparison,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
+    capacity.section,  # "" unless the run names --target-qps and --target-relationships
     outcomes.correctness, outcomes.stability, outcomes.problems, validity.section]
 AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section]  # the timeline is an appendix: where the time went
 

@@ -11,6 +11,7 @@ import argparse
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,8 @@ BENCH = {
     "--slo-success": ["5", "-1", "0", "abc", "nan", ""],
     "--results-dir": ["", "{file}", "{file}/x"],
     "--report-dir": ["", "{file}", "{file}/x"],
+    "--target-qps": ["0", "-1", "abc", "nan", "inf", "1.5x", ""],
+    "--target-relationships": ["0", "-5", "abc", "nan", "M", ""],
 }
 BAD: dict[str, dict[str, list[str]]] = {
     "generate": {**DATASET, "--out": ["", "{file}", "{file}/x"]},
@@ -70,6 +73,11 @@ BAD: dict[str, dict[str, list[str]]] = {
     "loadtest": {"--backend": ["nosuch"], "--profile": ["nosuch"], "--variant": ["nope"], "--scale": ["0", "x"],
                  "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
                  "--report-dir": ["{file}/x"]},
+    "basis": {"run": ["", "{missing}", "{file}"], "--out": ["", "{file}", "{file}/x"]},
+    "plan": {"results_dir": ["", "{missing}", "{file}"], "--qps": ["0", "-1", "abc", "nan", "inf", "5x", ""],
+             "--relationships": ["0", "-5", "abc", "1e400", ""], "--write-share": ["-0.1", "2", "nan", ""],
+             "--lookup-share": ["-1", "2", "abc", "0.995"], "--utilization": ["0", "1.5", "abc", "nan", ""],
+             "--backend": ["nosuch", "", "postgres,,x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
 }
 EXEMPT = {
@@ -79,11 +87,14 @@ EXEMPT = {
     ("bench", "--no-report"): "a flag",
     ("bench", "--pin"): "a flag",
     ("perf", "--quick"): "a flag",
+    ("plan", "--against-tiers"): "a flag (with --qps or --relationships it is refused: test_capacity)",
     ("report", "--no-against-reference"): "a flag (and its --against-reference twin)",
     ("bench", "--no-against-reference"): "a flag (and its --against-reference twin)",
 }
 # The options a valid command line needs, so that only the value under test is wrong.
-BASE = {"prepare": ["--backend=reference", "--profile=tiny"],
+RUN = str(Path(__file__).parent / "capacity_run")  # a small results dir of fixture records (test_capacity)
+BASE = {"basis": [RUN], "plan": ["--qps=1000", "--relationships=1M", RUN],
+        "prepare": ["--backend=reference", "--profile=tiny"],
         "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
         "generate": ["--profile=tiny"], "stats": ["--profile=tiny"], "loadtest": ["--backend=reference", "--profile=tiny"]}
 
