@@ -71,6 +71,7 @@ BAD: dict[str, dict[str, list[str]]] = {
                  "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
                  "--report-dir": ["{file}/x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
+    "engine": {"action": ["start", ""]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
@@ -79,6 +80,10 @@ EXEMPT = {
     ("bench", "--no-report"): "a flag",
     ("bench", "--pin"): "a flag",
     ("perf", "--quick"): "a flag",
+    ("prepare", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("bench", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("up", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("down", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
     ("report", "--no-against-reference"): "a flag (and its --against-reference twin)",
     ("bench", "--no-against-reference"): "a flag (and its --against-reference twin)",
 }
