@@ -125,6 +125,8 @@ def _compose_engine(config: pytest.Config) -> str | None:
     _ENGINE["engine"] = e
     compose.use_engine(e)
     os.environ.setdefault("AUTHZBENCH_COMPOSE_PROJECT", COMPOSE_TEST_PROJECT)
+    for var in compose.port_variables():  # ephemeral host ports, read back from the engine: no clash
+        os.environ.setdefault(var, "0")
     compose.compose_project_down()  # what an earlier, killed session may have left
     return None
 

@@ -15,6 +15,7 @@ AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's p
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -335,8 +336,14 @@ def compose_up(name: str, options: dict | None = None) -> Deployment:
         _local_tags.update(images.ensure(services_for(name, spec)))
         spec = load_compose()  # now with the local images' tags
     say(f"compose: up {', '.join(services)} (a first run pulls the images; timeout {UP_TIMEOUT_S} s)")
-    _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services,
-             what=f"docker compose up {' '.join(services)}")
+    try:
+        _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services,
+                 what=f"docker compose up {' '.join(services)}")
+    except BackendUnavailable:
+        # A failed `up` (a host port taken, an unhealthy service) leaves created containers behind.
+        with contextlib.suppress(BackendUnavailable):
+            compose_down(name)
+        raise
     long_running = [s for s in services_for(name, spec) if s not in one_shots(spec)]
     found = _containers(client, long_running)
     missing = [s for s in long_running if s not in found]
@@ -371,6 +378,12 @@ def compose_down(name: str) -> None:
     targets = [s for s in reversed(mine) if s not in still_needed]
     if targets:
         _compose("rm", "--stop", "--force", *targets, what=f"docker compose rm {' '.join(targets)}")
+
+
+def port_variables() -> list[str]:
+    """The AUTHZBENCH_*_PORT variables the compose file publishes with; 0 = an ephemeral port, which
+    compose_up reads back from the engine (how the tests avoid a port a user's server holds)."""
+    return sorted(set(re.findall(r"\$\{(AUTHZBENCH_[A-Z0-9_]+_PORT)\b", COMPOSE_FILE.read_text())))
 
 
 def compose_project_down() -> None:

@@ -68,8 +68,7 @@ def _records(results: Path) -> list[dict]:
 def test_sigterm_mid_bench_removes_its_containers_and_down_v_leaves_nothing(request, tmp_path, monkeypatch):
     from authzbench.provision import compose
 
-    project = "authzbench-pytest-sigterm"
-    monkeypatch.setenv("AUTHZBENCH_COMPOSE_PROJECT", project)
+    monkeypatch.setenv("AUTHZBENCH_COMPOSE_PROJECT", "authzbench-pytest-sigterm")  # beside the session's own
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTHZBENCH_STATE": str(tmp_path / "state"),
            "AUTHZBENCH_DATA": str(tmp_path / "data"), "AUTHZBENCH_RESULTS": str(tmp_path / "results")}
     cmd = [sys.executable, "-m", "authzbench.cli", "bench", "--backend", "postgres", "--provision", "compose",
@@ -97,5 +96,25 @@ def test_sigterm_mid_bench_removes_its_containers_and_down_v_leaves_nothing(requ
     assert not running, f"containers of the interrupted run still there: {running}"
     ends = [r for r in _records(tmp_path / "results") if r["type"] == "phase_end"]
     assert ends and ends[0]["status"] == "interrupted"
+    compose.compose_project_down()
+    assert compose.leftovers() == []
+
+
+@pytest.mark.backend("postgres")
+def test_an_up_that_fails_says_why_in_one_line_and_leaves_no_container(monkeypatch):
+    import socket
+
+    from authzbench.errors import BackendUnavailable
+    from authzbench.provision import compose
+
+    monkeypatch.setenv("AUTHZBENCH_COMPOSE_PROJECT", "authzbench-pytest-failed-up")
+    with socket.socket() as taken:  # the host port the file asks for is held by someone else
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("AUTHZBENCH_POSTGRES_PORT", str(taken.getsockname()[1]))
+        with pytest.raises(BackendUnavailable) as e:
+            compose.compose_up("postgres")
+    assert "\n" not in str(e.value) and "docker compose up postgres failed" in str(e.value)
+    assert not [s for s in compose.leftovers() if s.startswith("container")]
     compose.compose_project_down()
     assert compose.leftovers() == []
