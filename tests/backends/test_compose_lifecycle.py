@@ -118,3 +118,11 @@ def test_an_up_that_fails_says_why_in_one_line_and_leaves_no_container(monkeypat
     assert not [s for s in compose.leftovers() if s.startswith("container")]
     compose.compose_project_down()
     assert compose.leftovers() == []
+
+
+def test_the_report_names_the_compose_image_not_a_native_server(backend_name, live):
+    if backend_name != "postgres":
+        pytest.skip("postgres is the backend whose label was guessed from its version string")
+    with live.backend() as b:
+        label = b.server_info().label
+    assert "(compose, " in label and "native" not in label, label
