@@ -78,7 +78,7 @@ def down(session: nox.Session) -> None:
 
 
 # Every backend with a local image (compose/local/local-images.yaml), run through the real compose path.
-COMPOSE_BACKENDS = "postgres,spicedb-pg,openfga,permify,scylla"
+COMPOSE_BACKENDS = "postgres,spicedb-pg,openfga,permify,scylla,elasticsearch"
 COMPOSE_TESTS = ["tests/backends/test_scenarios.py", "tests/backends/test_compose_lifecycle.py"]
 
 

@@ -83,8 +83,19 @@ def _cassandra() -> dict[str, Path]:
     return {"lib": cassandra.jars(), "conf": conf}
 
 
+def _elasticsearch() -> dict[str, Path]:
+    from authzbench.provision.native import elasticsearch
+
+    root = elasticsearch.node_build()  # its AppCDS archive names host paths: not copied
+    conf = cache_dir() / "images" / "elasticsearch-conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "jvm.options").write_text("\n".join(elasticsearch.JVM_FLAGS) + "\n")
+    return {"es-launcher.jar": root / "es-launcher.jar", "lib": root / "lib", "conf": conf}
+
+
 ARTIFACTS: dict[str, Callable[[], dict[str, Path]]] = {
     "postgres": dict, "spicedb": _spicedb, "openfga": _openfga, "permify": _permify, "cassandra": _cassandra,
+    "elasticsearch": _elasticsearch,
 }
 
 HEALTH_PROBE_VERSION = "v0.4.61"
@@ -93,11 +104,12 @@ HEALTH_PROBE_VERSION = "v0.4.61"
 def local_versions() -> dict[str, str]:
     """versions.env's names with what the local images really run: endpoints and reports must name the
     Debian PostgreSQL 15 and the native builds, not the official images' pins they stand in for."""
-    from authzbench.provision.native import cassandra, openfga, permify, spicedb
+    from authzbench.provision.native import cassandra, elasticsearch, openfga, permify, spicedb
 
     return {"POSTGRES_VERSION": "15", "SPICEDB_VERSION": spicedb.SPICEDB_VERSION,
             "OPENFGA_VERSION": openfga.OPENFGA_VERSION, "PERMIFY_VERSION": permify.PERMIFY_VERSION,
-            "SCYLLA_VERSION": f"cassandra-{cassandra.CASSANDRA_VERSION}"}
+            "SCYLLA_VERSION": f"cassandra-{cassandra.CASSANDRA_VERSION}",
+            "ELASTICSEARCH_VERSION": elasticsearch.ES_VERSION}
 
 
 def health_probe() -> Path:

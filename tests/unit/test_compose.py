@@ -370,7 +370,7 @@ def test_memory_excludes_page_cache_on_cgroup_v1_and_v2():
 
 from authzbench.provision import engine, images  # noqa: E402 - grouped with the tests that use them
 
-LOCAL_BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify", "scylla")  # noxfile.COMPOSE_BACKENDS
+LOCAL_BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify", "scylla", "elasticsearch")  # noxfile.COMPOSE_BACKENDS
 
 
 def test_the_override_swaps_services_of_the_compose_file_only():
