@@ -8,6 +8,7 @@
     nox -s tests                             unit suite + every backend that runs here, on tiny
     nox -s lint                              ruff
     nox -s perf                              the suite's own performance goals
+    nox -s engine -- up|down|status          a Docker engine + Compose v2 for --provision compose
     nox -s down                              stop servers left running by prepare
 """
 
@@ -76,11 +77,30 @@ def down(session: nox.Session) -> None:
     _run(session, "authzbench", "down", *session.posargs)
 
 
+# Every backend with a local image (compose/local/local-images.yaml), run through the real compose path.
+COMPOSE_BACKENDS = "postgres,spicedb-pg,openfga,permify,scylla,elasticsearch"
+COMPOSE_TESTS = ["tests/backends/test_scenarios.py", "tests/backends/test_compose_lifecycle.py"]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit suite plus every backend that can run on this machine, natively, on the tiny profile."""
-    args = session.posargs or ["--backend", "all", "--profile", "tiny", "--rounds", "50"]
-    _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", *args)
+    """Unit suite plus every backend that can run on this machine, natively, on the tiny profile; then the
+    backends with a local image through `--provision compose --local-images`, under a Docker engine found or
+    started for the purpose (skipped with one line where there is none and none can be started)."""
+    if session.posargs:
+        _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", *session.posargs)
+        return
+    _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--backend", "all", "--profile", "tiny",
+         "--rounds", "50")
+    _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--provision", "compose", "--local-images",
+         "--backend", COMPOSE_BACKENDS, "--profile", "tiny", "--rounds", "20", *COMPOSE_TESTS)
+
+
+@nox.session
+def engine(session: nox.Session) -> None:
+    """A Docker engine and Compose v2 for --provision compose: `-- up` (default) finds or, as root, installs
+    and starts one; `-- down` stops only the dockerd authzbench started; `-- status`."""
+    _run(session, "authzbench", "engine", *(session.posargs or ["up"]))
 
 
 @nox.session

@@ -112,6 +112,9 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
                         "`authzbench backends` lists them)")
     p.add_argument("--provision", choices=["native", "compose", "external"],
                    help="how servers are obtained (default: native without a Docker engine)")
+    p.add_argument("--local-images", action="store_true",
+                   help="with --provision compose: images built here from the native builds instead of the "
+                        "official ones (compose/local/local-images.yaml; for machines that cannot pull)")
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                    help="SpiceDB read consistency for the measured phases (default minimize_latency)")
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
@@ -253,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=hlp)
         p.add_argument("backend", nargs="*", type=_name)
         p.add_argument("--provision", choices=["native", "compose", "external"])
+        p.add_argument("--local-images", action="store_true", help="with --provision compose: locally built images")
+
+    en = sub.add_parser("engine", help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
+                                       "install and start one; `down` stops only the dockerd authzbench started")
+    en.add_argument("action", nargs="?", choices=["up", "down", "status"], default="status")
 
     lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
     lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786", type=_scheduler)

@@ -4,6 +4,7 @@ directories, builds the run's BenchConfig, and calls the drivers (orchestrate, s
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -60,6 +61,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     from authzbench.generator.profiles import parse_sets
 
     _check_output_dirs(args)
+    _local_images(args)
     if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
         _dataset_params(args)  # an unknown profile or a bad --set is refused before anything is written
     if args.cmd == "loadtest":
@@ -86,6 +88,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _plan(args)
     if args.cmd == "up":
         return _up(args)
+    if args.cmd == "engine":
+        return _engine(args)
     if args.cmd == "down":
         from authzbench import servers
         from authzbench.backends.registry import entry
@@ -326,6 +330,29 @@ def _list_backends() -> int:
                 ok, why = False, "not implemented yet"
         t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(e.compose_services), why)
     console.print(t)
+    return 0
+
+
+def _local_images(args: argparse.Namespace) -> None:
+    """--local-images only means something to compose; it reaches compose.py through the environment
+    (so `down` and the workers see it too)."""
+    if not getattr(args, "local_images", False):
+        return
+    if args.provision != "compose":
+        raise UserError("--local-images needs --provision compose (it swaps the compose file's images)")
+    from authzbench.provision.compose import LOCAL_IMAGES_VAR
+
+    os.environ[LOCAL_IMAGES_VAR] = "1"
+
+
+def _engine(args: argparse.Namespace) -> int:
+    from authzbench.provision import engine
+
+    if args.action == "down":
+        console.print(engine.stop_own())
+        return 0
+    e = engine.ensure_engine(start=args.action == "up")
+    console.print(e.notes[0])
     return 0
 
 

@@ -32,6 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "here; 'list' prints them)")
     g.addoption("--provision", default=None, choices=MODES, help="native | compose | external (default: native "
                 "where no Docker engine runs)")
+    g.addoption("--local-images", action="store_true",
+                help="with --provision compose: images built here from the native builds (compose/local/)")
     g.addoption("--profile", default="tiny", help=f"dataset profile for backend tests: {', '.join(PROFILES)}")
     g.addoption("--model", default="rebac", help="authorization model: rebac | social")
     g.addoption("--consistency", default=None,
@@ -89,6 +91,51 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"unknown --profile {config.getoption('profile')!r}; valid: {', '.join(PROFILES)}")
     if config.getoption("model") not in ("rebac", "social"):
         raise pytest.UsageError(f"unknown --model {config.getoption('model')!r}; valid: rebac, social")
+    if config.getoption("local_images"):
+        if config.getoption("provision") != "compose":
+            raise pytest.UsageError("--local-images needs --provision compose")
+        from authzbench.provision.compose import LOCAL_IMAGES_VAR
+
+        os.environ[LOCAL_IMAGES_VAR] = "1"
+
+
+# --provision compose: the engine, found or started for this session ----------------------------
+
+_ENGINE: dict[str, object] = {}
+COMPOSE_TEST_PROJECT = "authzbench-pytest"  # never the user's `authzbench` project
+
+
+def _compose_engine(config: pytest.Config) -> str | None:
+    """Under --provision compose, find or (as root) start a Docker engine with Compose v2 for the
+    session; None when ready, else the one-line reason the compose tests are skipped."""
+    if (config.getoption("provision") or default_mode()) != "compose" or not selected_backends(config):
+        return None
+    if "engine" in _ENGINE or "why" in _ENGINE:
+        return _ENGINE.get("why")  # type: ignore[return-value]
+    from authzbench.errors import BackendUnavailable
+    from authzbench.provision import compose
+    from authzbench.provision.engine import ensure_engine
+
+    try:
+        e = ensure_engine(start=True)
+    except BackendUnavailable as ex:
+        _ENGINE["why"] = f"no Docker engine for --provision compose: {ex}"
+        print(f"\nauthzbench: compose tests skipped: {ex}")
+        return _ENGINE["why"]  # type: ignore[return-value]
+    _ENGINE["engine"] = e
+    compose.use_engine(e)
+    os.environ.setdefault("AUTHZBENCH_COMPOSE_PROJECT", COMPOSE_TEST_PROJECT)
+    for var in compose.port_variables():  # ephemeral host ports, read back from the engine: no clash
+        os.environ.setdefault(var, "0")
+    compose.compose_project_down()  # what an earlier, killed session may have left
+    return None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The dockerd this session started (if any) is stopped, by its PID; a user's engine is never touched."""
+    e = _ENGINE.pop("engine", None)
+    if e is not None:
+        e.stop()  # type: ignore[attr-defined]
 
 
 _SIGNAL: dict[str, int] = {}
@@ -124,7 +171,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     chosen = set(selected_backends(config))
+    no_engine = _compose_engine(config)
     for item in items:
+        if no_engine and (item.get_closest_marker("backend") or "backend_name" in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.skip(reason=no_engine))
+            continue
         for mark in item.iter_markers("backend"):
             name = mark.args[0]
             if name not in chosen:
@@ -224,7 +275,20 @@ class _Deployments:
 
 
 @pytest.fixture(scope="session")
-def deployments(request, tmp_path_factory):
+def compose_project(request):
+    """Under --provision compose: at the end, `down -v` of the session's project, which must leave no
+    container, network or volume behind (fails the session otherwise)."""
+    yield _ENGINE.get("engine")
+    if "engine" in _ENGINE:
+        from authzbench.provision import compose
+
+        compose.compose_project_down()
+        left = compose.leftovers()
+        assert not left, f"`docker compose down -v` left {', '.join(left)}"
+
+
+@pytest.fixture(scope="session")
+def deployments(request, tmp_path_factory, compose_project):
     deps = _Deployments(request.config, tmp_path_factory.mktemp("servers"))
     atexit.register(deps.stop_all)  # also on Ctrl-C / internal errors
     yield deps

@@ -153,7 +153,11 @@ class ElasticsearchBackend(Backend):
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
-        """TLS + basic auth: the CA exists only inside the node's certs volume, copied out once it is up."""
+        """TLS + basic auth: the CA exists only inside the node's certs volume, copied out once it is up.
+        Plain HTTP where the file turns security off (the OSS node of --local-images has none)."""
+        env = c.environment("elasticsearch")
+        if str(env.get("xpack.security.enabled")).lower() == "false":
+            return {"url": f"http://127.0.0.1:{c.port('elasticsearch', 9200)}"}
         return {"url": f"https://127.0.0.1:{c.port('elasticsearch', 9200)}", "username": "elastic",
                 "password": c.environment("elasticsearch")["ELASTIC_PASSWORD"],
                 "ca_certs": c.copy_from("elasticsearch", "/usr/share/elasticsearch/config/certs/ca/ca.crt")}

@@ -85,7 +85,8 @@ class PostgresBackend(Backend):
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
         return {"dsn": f"postgresql://postgres@127.0.0.1:{c.port('postgres', 5432)}/postgres",
-                "password": c.environment("postgres")["POSTGRES_PASSWORD"], "server_settings": c.pg_settings("postgres")}
+                "password": c.environment("postgres")["POSTGRES_PASSWORD"], "server_settings": c.pg_settings("postgres"),
+                "where": f"compose, {c.spec['services']['postgres']['image']}"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -155,7 +156,8 @@ class PostgresBackend(Backend):
         settings = self.endpoint.get("server_settings") or {}
         notes = ["tuned for benchmarking: " + ", ".join(f"{k}={v}" for k, v in settings.items()
                                                          if not k.startswith("log_"))] if settings else []
-        where = "Debian, native" if "Debian" in version and settings else "external"
+        # The official image's server is a Debian build too: only the endpoint can tell compose from native.
+        where = self.endpoint.get("where") or ("Debian, native" if "Debian" in version and settings else "external")
         return ServerInfo("PostgreSQL", version, f"PostgreSQL {version.split()[0]} ({where})", notes=notes)
 
     # schema and data ---------------------------------------------------------------------------

@@ -6,12 +6,16 @@ file means exactly what Compose makes of it: networks and service-name DNS, depe
 compose support, does the rest: the engine check, finding the containers by their compose labels,
 copying Elasticsearch's generated CA out, and the CPU/memory samples for the monitor.
 
-Endpoints are derived from the same interpolated file (ports, passwords, keys), so they cannot
-drift from what Compose publishes. Not exercised on the project's machines (no Docker engine).
+Endpoints are derived from the same interpolated file (passwords, keys, flags) and the host ports the
+engine reports it published (each checked to be on 127.0.0.1), so they cannot drift from what Compose
+did. The engine and Compose v2 come from provision/engine.py; `--local-images` (AUTHZBENCH_LOCAL_IMAGES=1)
+adds compose/local/local-images.yaml, whose images provision/images.py builds here. The project name is
+AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's project.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -35,6 +39,7 @@ COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yaml"
 VERSIONS_FILE = COMPOSE_DIR / "versions.env"
 PROJECT = "authzbench"
 UP_TIMEOUT_S = 600  # first `up` pulls several GB of images
+LOCAL_IMAGES_VAR = "AUTHZBENCH_LOCAL_IMAGES"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -52,8 +57,15 @@ def versions() -> dict[str, str]:
 
 
 def environment() -> dict[str, str]:
-    """What Compose interpolates with: the shell's environment wins over --env-file."""
-    return {**versions(), **os.environ}
+    """What Compose interpolates with: the shell's environment wins over --env-file (plus the local
+    images' tags, which authzbench passes to Compose's environment). With --local-images, the versions
+    are those of the local images (every official image they replace is swapped, so Compose never uses
+    the pins)."""
+    if local_images():
+        from authzbench.provision.images import local_versions
+
+        return {**versions(), **os.environ, **local_versions(), **_local_tags}
+    return {**versions(), **os.environ, **_local_tags}
 
 
 def interpolate(value: Any, env: dict[str, str]) -> Any:
@@ -77,9 +89,37 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
     return value
 
 
+def project() -> str:
+    return os.environ.get("AUTHZBENCH_COMPOSE_PROJECT") or PROJECT
+
+
+def local_images() -> bool:
+    return os.environ.get(LOCAL_IMAGES_VAR) == "1"
+
+
+def compose_files() -> list[Path]:
+    from authzbench.provision.images import OVERRIDE_FILE
+
+    return [COMPOSE_FILE, *([OVERRIDE_FILE] if local_images() else [])]
+
+
+def merge_override(spec: dict, override: dict) -> dict:
+    """Compose's merge of a second -f file, for the keys an override here sets: a mapping (environment,
+    healthcheck) is merged key by key, anything else (image, command) replaced."""
+    for svc, body in (override.get("services") or {}).items():
+        target = spec["services"][svc]
+        for key, value in (body or {}).items():
+            target[key] = {**(target.get(key) or {}), **value} if isinstance(value, dict) else value
+    return spec
+
+
 def load_compose(env: dict[str, str] | None = None) -> dict:
-    """The compose file, merge keys resolved (PyYAML does `<<`) and variables interpolated."""
-    return interpolate(yaml.safe_load(COMPOSE_FILE.read_text()), environment() if env is None else env)
+    """The compose file(s), merge keys resolved (PyYAML does `<<`) and variables interpolated."""
+    env = environment() if env is None else env
+    spec = interpolate(yaml.safe_load(COMPOSE_FILE.read_text()), env)
+    for extra in compose_files()[1:]:
+        spec = merge_override(spec, interpolate(yaml.safe_load(extra.read_text()), env))
+    return spec
 
 
 def one_shots(spec: dict) -> set[str]:
@@ -131,9 +171,10 @@ class ComposeFile:
     spec: dict
     env: dict[str, str]
     copies: list[tuple[str, str, Path]] = field(default_factory=list)  # (service, path inside, local copy)
+    published: dict[tuple[str, int], int] = field(default_factory=dict)  # what the engine reports, once up
 
     def port(self, service: str, target: int) -> int:
-        return published_port(self.spec, service, target)
+        return self.published.get((service, target)) or published_port(self.spec, service, target)
 
     def environment(self, service: str) -> dict[str, str]:
         return self.spec["services"][service].get("environment") or {}
@@ -177,8 +218,27 @@ def cockroach_endpoint(c: ComposeFile) -> dict[str, Any]:
 
 # the engine -------------------------------------------------------------------------------------
 
-_client_lock = threading.Lock()
+_client_lock = threading.RLock()  # engine() is called with it held
 _cached_client = None
+_engine_cache: list = []  # the Engine of this process, once found
+_local_tags: dict[str, str] = {}  # AUTHZBENCH_LOCAL_<IMAGE> -> tag, for local-images.yaml
+
+
+def engine():
+    """The engine and Compose v2 this process uses (provision/engine.py); started only by `authzbench
+    engine up` / `nox -s engine` / the pytest session, never implicitly by a run."""
+    from authzbench.provision.engine import ensure_engine
+
+    with _client_lock:
+        if not _engine_cache:
+            _engine_cache.append(ensure_engine(start=False))
+        return _engine_cache[0]
+
+
+def use_engine(e) -> None:
+    """Adopt an engine found or started by the caller (the pytest session)."""
+    with _client_lock:
+        _engine_cache[:] = [e]
 
 
 def _client():
@@ -190,6 +250,7 @@ def _client():
         try:
             import docker
 
+            engine()  # sets DOCKER_HOST when the engine is authzbench's own
             client = docker.from_env(timeout=30)
             client.ping()
         except Exception as e:  # noqa: BLE001 - no socket, no permission, no daemon: all one line
@@ -201,26 +262,20 @@ def _client():
 
 
 def compose_cmd(*args: str) -> list[str]:
-    return ["docker", "compose", "--ansi", "never", "-p", PROJECT, "-f", str(COMPOSE_FILE),
-            "--env-file", str(VERSIONS_FILE), *args]
+    prefix = _engine_cache[0].compose if _engine_cache else ["docker", "compose"]
+    files = [a for f in compose_files() for a in ("-f", str(f))]
+    return [*prefix, "--ansi", "never", "-p", project(), *files, "--env-file", str(VERSIONS_FILE), *args]
 
 
 def _require_compose_cli() -> None:
-    try:
-        out = subprocess.run(["docker", "compose", "version", "--short"], capture_output=True, text=True,
-                             timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BackendUnavailable(f"cannot run `docker compose` ({e}); install the Docker CLI with the "
-                                 "compose plugin (v2.20+)") from None
-    if out.returncode != 0:
-        raise BackendUnavailable("the Docker Compose plugin is missing (`docker compose version` failed); "
-                                 "install docker-compose-plugin v2.20+ or Docker Desktop")
+    engine()  # raises one line when there is no engine or no Compose v2
 
 
 def _compose(*args: str, what: str) -> None:
     """Run a compose command, its progress lines shown as they come; one line if it fails."""
     tail: deque[str] = deque(maxlen=15)
-    proc = subprocess.Popen(compose_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(compose_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **_local_tags})
     assert proc.stdout is not None
     for line in proc.stdout:
         line = line.rstrip()
@@ -230,12 +285,12 @@ def _compose(*args: str, what: str) -> None:
     if proc.wait() != 0:
         last = next((t for t in reversed(tail) if "error" in t.lower()), tail[-1] if tail else "no output")
         raise BackendUnavailable(f"{what} failed: {' '.join(last.split())[:300]} (see `docker compose -p "
-                                 f"{PROJECT} logs`)")
+                                 f"{project()} logs`)")
 
 
 def _containers(client, services: list[str]) -> dict[str, Any]:
     """service -> container of this compose project, found by the labels Compose sets."""
-    found = client.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"})
+    found = client.containers.list(all=True, filters={"label": f"com.docker.compose.project={project()}"})
     by_service = {c.labels.get("com.docker.compose.service"): c for c in found}
     return {s: by_service[s] for s in services if s in by_service}
 
@@ -251,6 +306,22 @@ def _copy_out(container, path: str, dest: Path) -> None:
         dest.write_bytes(data.read())
 
 
+def published_ports(found: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """(service, container port) -> host port, as the engine published them; anything bound beyond
+    127.0.0.1 is refused (the file publishes on loopback only: another address means it was changed)."""
+    out: dict[tuple[str, int], int] = {}
+    for svc, c in found.items():
+        c.reload()
+        for port, binds in ((c.attrs.get("NetworkSettings") or {}).get("Ports") or {}).items():
+            for b in binds or []:
+                if b.get("HostIp") != "127.0.0.1":
+                    where = b.get("HostIp") or "every address"
+                    raise BackendUnavailable(f"compose: {svc} publishes {port} on {where}:{b.get('HostPort')}, "
+                                             "not 127.0.0.1 only; refusing to use it")
+                out[(svc, int(port.split("/")[0]))] = int(b["HostPort"])
+    return out
+
+
 def compose_up(name: str, options: dict | None = None) -> Deployment:
     """Start (or reuse) a backend's services, wait until healthy, return how to reach them."""
     spec = load_compose()
@@ -259,15 +330,26 @@ def compose_up(name: str, options: dict | None = None) -> Deployment:
         raise UserError(f"{name} has no compose services; use --provision native")
     client = _client()
     _require_compose_cli()
+    if local_images():
+        from authzbench.provision import images
+
+        _local_tags.update(images.ensure(services_for(name, spec)))
+        spec = load_compose()  # now with the local images' tags
     say(f"compose: up {', '.join(services)} (a first run pulls the images; timeout {UP_TIMEOUT_S} s)")
-    _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services,
-             what=f"docker compose up {' '.join(services)}")
+    try:
+        _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services,
+                 what=f"docker compose up {' '.join(services)}")
+    except BackendUnavailable:
+        # A failed `up` (a host port taken, an unhealthy service) leaves created containers behind.
+        with contextlib.suppress(BackendUnavailable):
+            compose_down(name)
+        raise
     long_running = [s for s in services_for(name, spec) if s not in one_shots(spec)]
     found = _containers(client, long_running)
     missing = [s for s in long_running if s not in found]
     if missing:
         raise BackendUnavailable(f"compose: no container for {', '.join(missing)} after `up`")
-    view = ComposeFile(name, spec, environment())
+    view = ComposeFile(name, spec, environment(), published=published_ports(found))
     ep = _endpoint(view)
     for svc, path, dest in view.copies:  # files the endpoint needs from inside a container (a CA)
         _copy_out(found[svc], path, dest)
@@ -296,6 +378,27 @@ def compose_down(name: str) -> None:
     targets = [s for s in reversed(mine) if s not in still_needed]
     if targets:
         _compose("rm", "--stop", "--force", *targets, what=f"docker compose rm {' '.join(targets)}")
+
+
+def port_variables() -> list[str]:
+    """The AUTHZBENCH_*_PORT variables the compose file publishes with; 0 = an ephemeral port, which
+    compose_up reads back from the engine (how the tests avoid a port a user's server holds)."""
+    return sorted(set(re.findall(r"\$\{(AUTHZBENCH_[A-Z0-9_]+_PORT)\b", COMPOSE_FILE.read_text())))
+
+
+def compose_project_down() -> None:
+    """`down -v` of the whole project: containers, its network and its named volumes (the loaded data)."""
+    _client()
+    _compose("down", "-v", "--remove-orphans", "--timeout", "30", what=f"docker compose -p {project()} down -v")
+
+
+def leftovers() -> list[str]:
+    """Containers, networks and volumes the engine still holds for this project (`down -v` leaves none)."""
+    client = _client()
+    label = {"label": f"com.docker.compose.project={project()}"}
+    return ([f"container {c.name}" for c in client.containers.list(all=True, filters=label)]
+            + [f"network {n.name}" for n in client.networks.list(filters=label)]
+            + [f"volume {v.name}" for v in client.volumes.list(filters=label)])
 
 
 # monitor ----------------------------------------------------------------------------------------

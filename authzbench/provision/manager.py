@@ -15,25 +15,14 @@ MODES = ("native", "compose", "external")
 
 
 def default_mode() -> str:
-    """native where no Docker engine answers (these machines), compose where one does."""
+    """native where no Docker engine answers (these machines), compose where one does. An engine
+    authzbench started itself (provision/engine.py, on its own socket) does not count: it is for
+    --provision compose asked for by name."""
     if os.environ.get("AUTHZBENCH_PROVISION"):
         return os.environ["AUTHZBENCH_PROVISION"]
-    sock = Path("/var/run/docker.sock")
-    return "compose" if shutil.which("docker") and sock.exists() and _engine_answers(sock) else "native"
+    from authzbench.provision.engine import USER_SOCKET, answers
 
-
-def _engine_answers(sock: Path) -> bool:
-    """A socket file can outlive its engine (a killed dockerd leaves it behind): ask the engine itself."""
-    import socket
-
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(2)
-            s.connect(str(sock))
-            s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
-            return b" 200 " in s.recv(64)
-    except OSError:
-        return False
+    return "compose" if shutil.which("docker") and USER_SOCKET.exists() and answers(USER_SOCKET) else "native"
 
 
 def external_url_var(name: str) -> str:

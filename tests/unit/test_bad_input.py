@@ -79,6 +79,7 @@ BAD: dict[str, dict[str, list[str]]] = {
              "--lookup-share": ["-1", "2", "abc", "0.995"], "--utilization": ["0", "1.5", "abc", "nan", ""],
              "--backend": ["nosuch", "", "postgres,,x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
+    "engine": {"action": ["start", ""]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
@@ -88,6 +89,10 @@ EXEMPT = {
     ("bench", "--pin"): "a flag",
     ("perf", "--quick"): "a flag",
     ("plan", "--against-tiers"): "a flag (with --qps or --relationships it is refused: test_capacity)",
+    ("prepare", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("bench", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("up", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
+    ("down", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
     ("report", "--no-against-reference"): "a flag (and its --against-reference twin)",
     ("bench", "--no-against-reference"): "a flag (and its --against-reference twin)",
 }

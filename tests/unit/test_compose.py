@@ -364,3 +364,75 @@ def test_memory_excludes_page_cache_on_cgroup_v1_and_v2():
     assert compose.memory_bytes(_stats(0, 0, mem=1000, cache=300)) == 700
     assert compose.memory_bytes(_stats(0, 0, mem=1000, cache_key="total_inactive_file", cache=100)) == 900
     assert compose.memory_bytes(_stats(0, 0, mem=1000)) == 1000
+
+
+# --local-images: the override file, read offline ---------------------------------------------------
+
+from authzbench.provision import engine, images  # noqa: E402 - grouped with the tests that use them
+
+LOCAL_BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify", "scylla", "elasticsearch")  # noxfile.COMPOSE_BACKENDS
+
+
+def test_the_override_swaps_services_of_the_compose_file_only():
+    base = yaml.safe_load(compose.COMPOSE_FILE.read_text())["services"]
+    assert set(images.override_images()) <= set(base)
+
+
+def test_every_service_of_a_local_image_backend_is_swapped(ours):
+    swapped = images.override_images()
+    for name in LOCAL_BACKENDS:
+        missing = set(compose.services_for(name, ours)) - set(swapped)
+        assert not missing, f"{name}: services still on official images: {missing}"
+
+
+def test_each_local_image_has_a_dockerfile_and_an_artifact_recipe():
+    for image in set(images.override_images().values()):
+        assert (images.LOCAL_DIR / image / "Dockerfile").is_file(), image
+        assert image in images.ARTIFACTS, image
+
+
+def test_images_are_swapped_only_when_asked(monkeypatch):
+    plain = compose.load_compose()
+    monkeypatch.setenv(compose.LOCAL_IMAGES_VAR, "1")
+    local = compose.load_compose()
+    assert plain["services"]["postgres"]["image"] == f"postgres:{PINNED['POSTGRES_VERSION']}"
+    assert local["services"]["postgres"]["image"] == "authzbench-local/postgres:unbuilt"
+    for svc in ("postgres", "openfga"):  # nothing but the image changes
+        assert {k: v for k, v in local["services"][svc].items() if k != "image"} == \
+               {k: v for k, v in plain["services"][svc].items() if k != "image"}
+    scylla = local["services"]["scylla"]
+    assert scylla["command"] == ["cassandra"] and scylla["ports"] == plain["services"]["scylla"]["ports"]
+    assert scylla["healthcheck"]["test"][0] == "CMD" and scylla["healthcheck"]["interval"] == "2s"
+
+
+def test_our_merge_of_the_override_is_compose_s(monkeypatch):
+    try:
+        cli = engine.compose_cli(build=False)
+    except BackendUnavailable:
+        pytest.skip("no Compose v2 here (`nox -s engine` builds it)")
+    monkeypatch.setenv(compose.LOCAL_IMAGES_VAR, "1")
+    out = subprocess.run([*cli, "-p", "x", *(a for f in compose.compose_files() for a in ("-f", str(f))),
+                          "--env-file", str(compose.VERSIONS_FILE), "config", "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    theirs, mine = json.loads(out.stdout)["services"], compose.load_compose()["services"]
+    for svc in images.override_images():
+        assert theirs[svc]["image"] == mine[svc]["image"]
+        assert (theirs[svc].get("command") or []) == (mine[svc].get("command") or []), svc
+        assert theirs[svc].get("environment", {}) == {k: str(v) for k, v in mine[svc].get("environment", {}).items()}
+        assert (theirs[svc].get("healthcheck") or {}).get("test") == (mine[svc].get("healthcheck") or {}).get("test")
+
+
+def test_local_images_without_provision_compose_is_refused_in_one_line(capsys):
+    from authzbench import cli
+
+    assert cli.main(["bench", "--backend", "postgres", "--local-images", "--profile", "tiny"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["authzbench: error: --local-images needs --provision compose (it swaps the compose file's "
+                   "images)"]
+
+
+def test_the_apt_mirror_is_the_one_apt_uses(tmp_path, monkeypatch):
+    if not any(Path(p).exists() for p in ("/etc/apt/sources.list", "/etc/apt/sources.list.d")):
+        pytest.skip("not a Debian machine")
+    assert images.apt_mirror().startswith(("http://", "https://"))

@@ -109,6 +109,14 @@ LOGBACK = """<configuration>
 """
 
 
+def container_yaml(data_dir: str) -> str:
+    """The same node settings for a container (compose --local-images): CQL on every interface of the
+    container, announced to drivers as 127.0.0.1 (the port compose publishes there), as ScyllaDB's
+    --broadcast-rpc-address in the compose file."""
+    text = YAML.format(dir=data_dir, storage_port=7000, cql_port=9042)
+    return text.replace("rpc_address: 127.0.0.1\n", "rpc_address: 0.0.0.0\nbroadcast_rpc_address: 127.0.0.1\n")
+
+
 def jars() -> Path:
     """Cassandra's runtime jars from Maven Central, copied once into the cache dir."""
     _java, mvn = require_java()
