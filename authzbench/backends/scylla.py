@@ -79,6 +79,12 @@ class ScyllaOptions(BackendOptions):
     recreate: bool = False  # drop and recreate the keyspace even when it is loaded
     cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 1536M
     fixed_batch_rows: int | None = None  # permission rows per numpy-encoded batch (None: fixed_batch_rows)
+    # ingest (BackendOptions): "sstable" or "cql"; None: sstable where the node is local, else cql
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.ingest is not None and self.ingest not in INGEST_PATHS:
+            raise UserError(f"scylla: option ingest={self.ingest!r}; valid: {', '.join(INGEST_PATHS)}")
 
 
 class ScyllaBackend(Backend):
@@ -227,8 +233,6 @@ class ScyllaBackend(Backend):
         """sstable where the node can import files written here (native: the endpoint names its JMX port
         and the helper), cql otherwise, unless options["ingest"] names one."""
         path = self.options.ingest or ("sstable" if self.endpoint.get("jmx_port") else "cql")
-        if path not in INGEST_PATHS:
-            raise UserError(f"scylla: option ingest={path!r}; valid: {', '.join(INGEST_PATHS)}")
         if path == "sstable" and not (self.endpoint.get("jmx_port") or self.endpoint.get("compose_service")):
             raise UserError("scylla: ingest=sstable needs a node started here (--provision native) or under "
                             "compose; for an external cluster use ingest=cql")
