@@ -8,9 +8,13 @@ expanded at load time with the shared vectorized closure, chunk by chunk, and lo
   write path, no memtables, no commit log). What operators use for a bulk load.
 - `cql` (the ingest variant `CQL`; the default on compose/external): prepared statements in unlogged
   batches grouped by partition, with bounded concurrency.
-Under compose (ScyllaDB), `--option ingest=sstable` writes the same files and uploads them into the
-container's table directory, then `nodetool refresh --load-and-stream`; untested here (no ScyllaDB
-server), and ScyllaDB reads the SSTable formats up to Cassandra 4's `me`, not Cassandra 5's `oa`.
+Under compose (ScyllaDB), `--option ingest=sstable` writes the same files here (the helper needs the
+JDK and Maven of the native recipe), copies each table's into its `upload/` directory in the container
+(`docker compose cp`) and runs `nodetool refresh KS TABLE --load-and-stream` there. Untested (no
+ScyllaDB server here), and known not to work as it stands: ScyllaDB reads SSTable formats up to
+Cassandra 4.x's `me`, while Cassandra 5's writer produces `oa`; a writer from cassandra-all 4.x, or
+ScyllaDB's own tools, would be needed, and the copied files' owner may need to be the container's
+scylla user. Compose therefore defaults to the CQL path.
 Writes and deletes keep the permission tables consistent by recomputing, from the source tables,
 exactly the (resource, user) pairs the changed relationship can affect (model_rules.reach).
 """
@@ -117,9 +121,11 @@ class ScyllaBackend(Backend):
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
-        # compose_*: where `--option ingest=sstable` uploads its files (authzbench.provision.compose.PROJECT)
+        from authzbench.provision.compose import compose_cmd
+
+        # compose_*: how `--option ingest=sstable` reaches the container to upload its files and refresh
         return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench",
-                "compose_project": "authzbench", "compose_service": "scylla"}
+                "compose_cmd": compose_cmd(), "compose_service": "scylla"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -345,7 +351,7 @@ class ScyllaBackend(Backend):
                 raise BackendUnavailable(f"scylla: SSTable import failed (exit {proc.returncode}): "
                                          f"{_last_line(proc.stdout + proc.stderr)}")
             return
-        compose = ["docker", "compose", "-p", self.endpoint["compose_project"]]
+        compose = list(self.endpoint["compose_cmd"])
         service = self.endpoint["compose_service"]
         for table, d in dirs.items():
             found = subprocess.run([*compose, "exec", "-T", service, "sh", "-c",
@@ -359,7 +365,7 @@ class ScyllaBackend(Backend):
                          "--load-and-stream"]):
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
                 if proc.returncode != 0:
-                    raise BackendUnavailable(f"scylla: {' '.join(cmd[4:6])} failed: "
+                    raise BackendUnavailable(f"scylla: docker compose {cmd[len(compose)]} failed: "
                                              f"{_last_line(proc.stdout + proc.stderr)}")
 
     def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
