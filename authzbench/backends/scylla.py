@@ -1,10 +1,22 @@
 """ScyllaDB / Cassandra over CQL (cassandra-driver): precomputed permission tables (schema/cql.cql).
 
-The same code serves ScyllaDB (compose/external) and Apache Cassandra (native here): it speaks CQL
-only. Permissions are expanded at load time with the shared vectorized closure, then written with
-prepared statements in unlogged batches grouped by partition, with bounded concurrency. Writes and
-deletes keep the permission tables consistent by recomputing, from the source tables, exactly the
-(resource, user) pairs the changed relationship can affect (model_rules.reach).
+The same code serves ScyllaDB (compose/external) and Apache Cassandra (native here). Permissions are
+expanded at load time with the shared vectorized closure, chunk by chunk, and loaded by one of two paths:
+- `sstable` (the default where the node is local: native): the rows are streamed to a Java helper
+  (provision/native/cassandra_bulk/SSTableBulk.java) that writes them as SSTables, one sorted SSTable per
+  block, which the node then imports (`nodetool import`'s JMX call: files moved into the table, no
+  write path, no memtables, no commit log). What operators use for a bulk load.
+- `cql` (the ingest variant `CQL`; the default on compose/external): prepared statements in unlogged
+  batches grouped by partition, with bounded concurrency.
+Under compose (ScyllaDB), `--option ingest=sstable` writes the same files here (the helper needs the
+JDK and Maven of the native recipe), copies each table's into its `upload/` directory in the container
+(`docker compose cp`) and runs `nodetool refresh KS TABLE --load-and-stream` there. Untested (no
+ScyllaDB server here), and known not to work as it stands: ScyllaDB reads SSTable formats up to
+Cassandra 4.x's `me`, while Cassandra 5's writer produces `oa`; a writer from cassandra-all 4.x, or
+ScyllaDB's own tools, would be needed, and the copied files' owner may need to be the container's
+scylla user. Compose therefore defaults to the CQL path.
+Writes and deletes keep the permission tables consistent by recomputing, from the source tables,
+exactly the (resource, user) pairs the changed relationship can affect (model_rules.reach).
 """
 
 from __future__ import annotations
@@ -12,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
 import struct
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -44,6 +59,11 @@ REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resourc
            "resource_manager_group", "resource_viewer_group")
 # rel_resource stores the relation name without its "resource_" prefix (shorter clustering keys).
 RECOMPUTE_CHUNK = 256  # permission-row batches a write sends before it counts them as progress (~25k rows)
+INGEST_PATHS = ("sstable", "cql")
+# Rows a block sent to the SSTable helper; each block becomes one SSTable. Bounds the helper's memory
+# (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load
+# ~30 SSTables, which compaction merges afterwards as it merges the CQL path's memtable flushes.
+SSTABLE_BLOCK_ROWS = 1 << 20
 
 
 def _short(rel: str) -> str:
@@ -63,6 +83,12 @@ class ScyllaOptions(BackendOptions):
     recreate: bool = False  # drop and recreate the keyspace even when it is loaded
     cassandra_heap: str | None = None  # native provisioner: the JVM heap (-Xmx), default 1536M
     fixed_batch_rows: int | None = None  # permission rows per numpy-encoded batch (None: fixed_batch_rows)
+    # ingest (BackendOptions): "sstable" or "cql"; None: sstable where the node is local, else cql
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.ingest is not None and self.ingest not in INGEST_PATHS:
+            raise UserError(f"scylla: option ingest={self.ingest!r}; valid: {', '.join(INGEST_PATHS)}")
 
 
 class ScyllaBackend(Backend):
@@ -81,6 +107,8 @@ class ScyllaBackend(Backend):
     # native node's 64 KiB warning threshold). options: fixed_batch_rows.
     fixed_batch_rows: ClassVar[int] = 500
     lookup_page: ClassVar[int] = 5000  # rows per page of a lookup's partition scan (the driver pages)
+    # The CQL path, measured beside the default SSTable one (`--ingest-variants CQL`).
+    ingest_variants: ClassVar[dict[str, dict[str, Any]]] = {"CQL": {"ingest": "cql"}}
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -93,7 +121,11 @@ class ScyllaBackend(Backend):
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
-        return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench"}
+        from authzbench.provision.compose import compose_cmd
+
+        # compose_*: how `--option ingest=sstable` reaches the container to upload its files and refresh
+        return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench",
+                "compose_cmd": compose_cmd(), "compose_service": "scylla"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -133,6 +165,7 @@ class ScyllaBackend(Backend):
         self.batch_rows = int(self.options.get("batch_rows") or type(self).batch_rows)
         self.in_flight = int(self.options.get("in_flight") or type(self).in_flight)
         self.fixed_batch_rows = int(self.options.get("fixed_batch_rows") or type(self).fixed_batch_rows)
+        self._cql_value_bytes = 0  # bytes of the statements' entries a CQL load sent
 
     def close(self) -> None:
         if getattr(self, "cluster", None) is not None:
@@ -169,6 +202,7 @@ class ScyllaBackend(Backend):
             self.session.execute(stmt, timeout=120)
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+        path = self._ingest_path()
         batch_seconds: list[float] = []
         cpu0 = time.process_time()
         # The oracle's compact indexes: exact closure sizes for the progress bar, then the closure itself
@@ -179,11 +213,41 @@ class ScyllaBackend(Backend):
         spent = [time.perf_counter() - t0]  # closure seconds, the chunks' expansion added as it streams
         source = {rel: ds.table(rel) for rel in ds.relations()}
         source_n = sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
-        planned = SOURCE_ROW_COST * source_n + 2 * view_n + manage_n
+        # The CQL path serializes a source row in Python per row (see SOURCE_ROW_COST); SSTable rows all
+        # cost the same.
+        cost = SOURCE_ROW_COST if path == "cql" else 1
+        planned = cost * source_n + 2 * view_n + manage_n
         # The bar counts relationships: each written row advances it by its cost x relationships / cost
         # planned, so --max-load-minutes projects from a rate that holds for the whole load.
         tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
+        if path == "sstable":
+            stats = self._load_sstables(source, oracle, tick, spent)
+        else:
+            stats = self._load_cql(source, oracle, tick, spent, batch_seconds)
+        tick.flush()
+        closure_s = spent[0]
+        notes = {"closure_seconds": closure_s, "group_membership_pairs": len(oracle.user_groups.values),
+                 # where the time goes: this process's CPU (the node's is in the ingest monitor)
+                 "client_cpu_seconds": round(time.process_time() - cpu0, 3), "ingest": path, **stats,
+                 "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
+                           "permission_rows_per_s": ["permission_rows", "permission_seconds"],
+                           # over the whole load (the ingest record's load_seconds, closure included)
+                           "bytes_written_per_s": ["bytes_written", "load_seconds"]}}
+        return LoadStats(rows=stats["source_rows"] + stats["permission_rows"], batch_seconds=batch_seconds,
+                         batch_rows=self.batch_rows if path == "cql" else SSTABLE_BLOCK_ROWS, notes=notes)
 
+    def _ingest_path(self) -> str:
+        """sstable where the node can import files written here (native: the endpoint names its JMX port
+        and the helper), cql otherwise, unless options["ingest"] names one."""
+        path = self.options.ingest or ("sstable" if self.endpoint.get("jmx_port") else "cql")
+        if path == "sstable" and not (self.endpoint.get("jmx_port") or self.endpoint.get("compose_service")):
+            raise UserError("scylla: ingest=sstable needs a node started here (--provision native) or under "
+                            "compose; for an external cluster use ingest=cql")
+        return path
+
+    def _load_cql(self, source: dict[str, Any], oracle: Oracle, tick: _Ticker, spent: list[float],
+                  batch_seconds: list[float]) -> dict[str, Any]:
+        """Prepared INSERTs in unlogged batches; the permission rows serialized by numpy."""
         t1 = time.perf_counter()
         source_rows = self._load_source(source, tick, batch_seconds)
         raw_s = time.perf_counter() - t1
@@ -191,22 +255,117 @@ class ScyllaBackend(Backend):
         before = spent[0]
         perm_rows = self._load_permissions(oracle, tick, batch_seconds, spent)
         perm_s = time.perf_counter() - t2 - (spent[0] - before)  # the chunks' expansion is not ingest
-        tick.flush()
-        closure_s = spent[0]
-        return LoadStats(rows=source_rows + perm_rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"closure_seconds": closure_s,
-                                "group_membership_pairs": len(oracle.user_groups.values),
-                                # where the time goes: this process's CPU (the node's is in the ingest monitor)
-                                "client_cpu_seconds": round(time.process_time() - cpu0, 3),
-                                "source_rows": source_rows, "source_seconds": raw_s,
-                                "permission_rows": perm_rows, "permission_seconds": perm_s,
-                                "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
-                                          "permission_rows_per_s": ["permission_rows", "permission_seconds"]},
-                                "method": f"closure in numpy chunk by chunk ({closure_s:.2f} s), prepared INSERTs "
-                                          f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
-                                          f"{self.in_flight} batches in flight; permission rows serialized "
-                                          f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} "
-                                          "per batch"})
+        # bytes_written: the BATCH entries sent (statement ids, values and their lengths)
+        return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
+                "permission_seconds": perm_s, "bytes_written": self._cql_value_bytes,
+                "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), prepared INSERTs "
+                          f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
+                          f"{self.in_flight} batches in flight; permission rows serialized "
+                          f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} per batch"}
+
+    def _load_sstables(self, source: dict[str, Any], oracle: Oracle, tick: _Ticker,
+                       spent: list[float]) -> dict[str, Any]:
+        """Every table written as SSTables by the helper, then imported by the node."""
+        t1 = time.perf_counter()
+        work = Path(self.endpoint.get("data_dir") or tempfile.gettempdir()) / "bulk"  # same disk: a move
+        work.mkdir(parents=True, exist_ok=True)
+        out = Path(tempfile.mkdtemp(prefix="sstables-", dir=work))
+        try:
+            with _SSTableWriter(self._bulk_cmd(), out, self.ks, self.sql["tables"]) as w:
+                source_rows = self._sstable_source(w, source, tick)
+                raw_s = time.perf_counter() - t1
+                t2, before = time.perf_counter(), spent[0]
+                perm_rows = self._sstable_permissions(w, oracle, tick, spent)
+                written = w.finish()
+            write_s = time.perf_counter() - t1 - (spent[0] - before)
+            perm_s = time.perf_counter() - t2 - (spent[0] - before)
+            t3 = time.perf_counter()
+            self._import_sstables({t: out / self.ks / t for t in written})
+            import_s = time.perf_counter() - t3
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
+                "permission_seconds": perm_s, "sstable_write_seconds": write_s, "import_seconds": import_s,
+                "bytes_written": sum(t["bytes"] for t in written.values()),
+                "sstables": sum(t["sstables"] for t in written.values()),
+                "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), rows streamed to a Java helper "
+                          f"writing SSTables (CQLSSTableWriter's sorted writer, one SSTable per <= "
+                          f"{SSTABLE_BLOCK_ROWS:,} rows), then imported by the node ({self._import_how()})"}
+
+    def _sstable_source(self, w: _SSTableWriter, source: dict[str, Any], tick: _Ticker) -> int:
+        """The source tables as the CQL path writes them, as dictionary-coded columns."""
+        rows = 0
+        for table in dict.fromkeys(SOURCE_TABLE.values()):
+            rels = [r for r in source if SOURCE_TABLE[REBAC_RELATIONS[r].object_type] == table]
+            obj, sub, words, codes = _coded(source, rels, _short)
+            order = np.lexsort((sub, codes, obj))  # by partition, then clustering (relation, subject)
+            w.table(table, "object,relation,subject", "iti", words)
+            rows += w.rows(table, [obj[order], codes[order], sub[order]], tick)
+            w.close(table)
+        rels = [r for r in REVERSE if r in source]
+        obj, sub, words, codes = _coded(source, rels, str)
+        order = np.lexsort((obj, sub, codes))  # partition (relation, subject), clustering object
+        w.table("rel_by_subject", "relation,subject,object", "tii", words)
+        rows += w.rows("rel_by_subject", [codes[order], sub[order], obj[order]], tick)
+        w.close("rel_by_subject")
+        return rows
+
+    def _sstable_permissions(self, w: _SSTableWriter, oracle: Oracle, tick: _Ticker,
+                             closure_s: list[float]) -> int:
+        """Both permission tables from the closure, chunk by chunk, as the CQL path writes them."""
+        rows, U, R = 0, oracle.n_users, oracle.n_resources
+        w.table("perm_by_resource", "resource,user,manage", "iib", [])
+        w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
+        for lo, _hi, manage, view in timed(oracle.iter_resource_keys(), closure_s):  # keys (resource, user)
+            rows += w.rows("perm_by_resource", [lo + view // U, view % U,
+                                                np.isin(view, manage, assume_unique=True)], tick)
+        for chunk in timed(oracle.iter_keys(), closure_s):  # keys user * R + resource
+            for code, k in enumerate(chunk):  # manage, then view: the dictionary's order
+                rows += w.rows("perm_by_user", [k // R, np.full(len(k), code), k % R], tick)
+        w.close("perm_by_resource")
+        w.close("perm_by_user")
+        return rows
+
+    def _bulk_cmd(self) -> list[str]:
+        cmd = self.endpoint.get("bulk_cmd")
+        if cmd:
+            return list(cmd)
+        from authzbench.provision.native.cassandra import bulk_tool  # compose: the helper built here
+
+        return bulk_tool()
+
+    def _import_how(self) -> str:
+        return ("nodetool import over JMX" if self.endpoint.get("jmx_port") else
+                "uploaded into the container, nodetool refresh --load-and-stream")
+
+    def _import_sstables(self, dirs: dict[str, Path]) -> None:
+        """Native Cassandra: nodetool import's JMX call per table (files moved into the table). Compose
+        (ScyllaDB, untested here): copy each table's files into its upload directory in the container,
+        then `nodetool refresh --load-and-stream`."""
+        if self.endpoint.get("jmx_port"):
+            proc = subprocess.run([*self._bulk_cmd(), "import", self.endpoint["hosts"][0],
+                                   str(self.endpoint["jmx_port"]), self.ks, *(f"{t}={d}" for t, d in dirs.items())],
+                                  capture_output=True, text=True, timeout=3600)
+            if proc.returncode != 0 or "done" not in proc.stdout:
+                raise BackendUnavailable(f"scylla: SSTable import failed (exit {proc.returncode}): "
+                                         f"{_last_line(proc.stdout + proc.stderr)}")
+            return
+        compose = list(self.endpoint["compose_cmd"])
+        service = self.endpoint["compose_service"]
+        for table, d in dirs.items():
+            found = subprocess.run([*compose, "exec", "-T", service, "sh", "-c",
+                                    f"ls -d /var/lib/scylla/data/{self.ks}/{table}-*"],
+                                   capture_output=True, text=True, timeout=60)
+            target = (found.stdout.split() or [""])[0]
+            if found.returncode != 0 or not target:
+                raise BackendUnavailable(f"scylla: no data directory for {self.ks}.{table} in {service}")
+            for cmd in ([*compose, "cp", f"{d}/.", f"{service}:{target}/upload/"],
+                        [*compose, "exec", "-T", service, "nodetool", "refresh", self.ks, table,
+                         "--load-and-stream"]):
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+                if proc.returncode != 0:
+                    raise BackendUnavailable(f"scylla: docker compose {cmd[len(compose)]} failed: "
+                                             f"{_last_line(proc.stdout + proc.stderr)}")
 
     def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
         """The relationships as stored: by object (one table per object type) and by subject."""
@@ -260,6 +419,8 @@ class ScyllaBackend(Backend):
         carries the prepared statement's id and a routing key, exactly what BatchStatement.add(prepared,
         values) would produce (cassandra-driver 3.30)."""
         qid, width = self.prep(cql).query_id, len(cols)
+        # each BATCH entry: kind, id, value count, then each value with its 4-byte length
+        self._cql_value_bytes += len(key) * (5 + len(qid) + 4 * width) + sum(sum(map(len, c)) for c in cols)
 
         def fill(batch: Any, s: int, e: int) -> None:
             add = batch._add_statement_and_params  # noqa: SLF001 - skips re-serializing each value
@@ -280,6 +441,7 @@ class ScyllaBackend(Backend):
         permission rows of baseline-v1 were ~10 client CPU-µs each through BatchStatement.add)."""
         _encoded_batches()
         rec = _fixed_rows(self.prep(cql).query_id, cols)
+        self._cql_value_bytes += rec.nbytes
 
         def fill(batch: Any, s: int, e: int) -> None:
             batch._statements_and_parameters = _Encoded(rec[s:e].tobytes(), e - s)  # noqa: SLF001
@@ -586,6 +748,87 @@ class _Walk:
         return out
 
 
+class _SSTableWriter:
+    """The SSTable helper process (SSTableBulk.java `write`): tables declared, then blocks of rows sent as
+    big-endian column arrays (its frame format is in its source), then closed; the pipe's back-pressure
+    bounds what is in flight. Its stderr goes to a log beside the files."""
+
+    def __init__(self, cmd: list[str], out: Path, ks: str, schema: list[str]):
+        self.ks, self.out = ks, out
+        self.schema = {re.search(r"TABLE\s+(?:IF NOT EXISTS\s+)?\S+\.(\w+)", q).group(1):  # type: ignore[union-attr]
+                       re.sub(r"IF NOT EXISTS\s+", "", q) for q in schema if " TABLE " in q}
+        self.ids: dict[str, int] = {}
+        self.log = out / "helper.log"
+        self.proc = subprocess.Popen([*cmd, "write", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=open(self.log, "wb"))  # noqa: SIM115 - the child owns it
+        assert self.proc.stdin is not None
+        self.pipe = self.proc.stdin
+
+    def __enter__(self) -> _SSTableWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.pipe.write(data)
+        except (BrokenPipeError, OSError):
+            self.proc.wait()
+            raise BackendUnavailable(f"scylla: the SSTable helper stopped (exit {self.proc.returncode}): "
+                                     f"{_last_line(self.log.read_text(errors='replace'))}") from None
+
+    def table(self, name: str, columns: str, kinds: str, words: list[str]) -> None:
+        self.ids[name] = len(self.ids) + 1
+        insert = f"INSERT INTO {self.ks}.{name} ({columns.replace(',', ', ')}) VALUES ({', '.join('?' * len(kinds))})"
+        self._send(struct.pack(">ii", 1, self.ids[name]) + b"".join(
+            _utf(x) for x in (self.schema[name], insert, columns, kinds)) + struct.pack(">i", len(words))
+                   + b"".join(_utf(x) for x in words))
+
+    def rows(self, name: str, cols: list[np.ndarray], tick: _Ticker) -> int:
+        """Rows grouped by partition, in blocks of <= SSTABLE_BLOCK_ROWS (each one SSTable)."""
+        n = len(cols[0])
+        for s in range(0, n, SSTABLE_BLOCK_ROWS):
+            e = min(n, s + SSTABLE_BLOCK_ROWS)
+            body = [np.ascontiguousarray(c[s:e], dtype="u1" if c.dtype == np.bool_ else ">i4").tobytes()
+                    for c in cols]
+            self._send(struct.pack(">iii", 2, self.ids[name], e - s) + b"".join(body))
+            tick.done += e - s
+            tick.flush()
+        return n
+
+    def close(self, name: str) -> None:
+        self._send(struct.pack(">ii", 3, self.ids[name]))
+
+    def finish(self) -> dict[str, dict[str, float]]:
+        """Waits for every SSTable; per table its rows, SSTables, bytes and seconds (the helper's lines)."""
+        self._send(struct.pack(">i", 0))
+        out, _ = self.proc.communicate(timeout=3600)
+        lines = out.decode(errors="replace").splitlines()
+        if self.proc.returncode != 0 or "done" not in lines:
+            raise BackendUnavailable(f"scylla: the SSTable helper failed (exit {self.proc.returncode}): "
+                                     f"{_last_line(self.log.read_text(errors='replace'))}")
+        tables = {}
+        for line in lines:  # table NAME rows N sstables S bytes B seconds T
+            f = line.split()
+            if f and f[0] == "table":
+                tables[f[1]] = {k: float(v) for k, v in zip(f[2::2], f[3::2], strict=True)}
+        return tables
+
+
+def _utf(text: str) -> bytes:
+    """Java's DataInput.readUTF: a 2-byte length, then the bytes (ASCII here)."""
+    b = text.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def _last_line(text: str) -> str:
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return (lines[-1] if lines else "no output")[:300]
+
+
 class _Ticker:
     """Progress in relationships while rows are written: `done` rows (updated by driver callbacks)
     are reported, scaled, from the loading thread."""
@@ -608,6 +851,17 @@ def _stacked(source: dict, rels: list[str], name: Callable[[str], str]) -> tuple
     sub = np.concatenate([source[r]["subject"].to_numpy(np.int64) for r in rels])
     names = np.array([name(r).encode() for r in rels], dtype=object)
     return obj, sub, names[np.repeat(np.arange(len(rels)), [len(source[r]) for r in rels])]
+
+
+def _coded(source: dict, rels: list[str], name: Callable[[str], str]
+           ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
+    """Objects and subjects of several relations, concatenated, with their relation names as codes into
+    the sorted list of names (so code order is the text's clustering order)."""
+    words = sorted({name(r) for r in rels})
+    obj = np.concatenate([source[r]["object"].to_numpy(np.int64) for r in rels])
+    sub = np.concatenate([source[r]["subject"].to_numpy(np.int64) for r in rels])
+    codes = np.repeat([words.index(name(r)) for r in rels], [len(source[r]) for r in rels])
+    return obj, sub, words, codes
 
 
 def _routing(*parts: bytes) -> bytes:

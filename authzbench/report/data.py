@@ -157,6 +157,8 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
             "batch_rows": r.get("batch_rows"), "batches": len(r.get("batch_seconds") or []),
             "batch_mean_s": float(np.nanmean(b)), "batch_p95_s": float(np.nanpercentile(b, 95)),
             "footprint_bytes": r.get("footprint_bytes"), "notes": ingest_rates(r),
+            # what the load path wrote (SSTable files, request bodies): a backend's notes, when it says
+            "bytes_written": (r.get("notes") or {}).get("bytes_written"),
             "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare")),
         })
     df = pd.DataFrame(rows)

@@ -17,6 +17,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     df["backend"] = [label(rd, b) + (f" via {v}" if v else "") for b, v in zip(df["backend"], df["variant"],
                                                                                strict=True)]
     df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
+    df["written_mb"] = df["bytes_written"].astype(float) / 2**20
     df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k}={v}" for k, v in n.items())
                   for r, n in zip(df["reused"], df["notes"], strict=True)]
     df["bytes_per_rel"] = df["footprint_bytes"].astype(float) / df["relationships"]
@@ -29,7 +30,8 @@ def section(rd: RunData, out_dir: Path) -> str:
                             "rows": "Rows written (incl. expanded)", "rows_per_rel": "Rows per relationship",
                             "rows_per_s": "Rows/s",
                             "batch_rows": "Batch (rows)", "batches": "Batches", "batch_mean_s": "Batch mean (s)",
-                            "batch_p95_s": "Batch p95 (s)", "footprint_mb": "Footprint (MiB)",
+                            "batch_p95_s": "Batch p95 (s)", "written_mb": "Written by the load (MiB)",
+                            "footprint_mb": "Footprint (MiB)",
                             "bytes_per_rel": "Bytes per relationship",
                             "build_what": "Build step", "note": "Notes"}))
     return "\n".join(lines)

@@ -112,12 +112,13 @@ def test_killed_server_raises_instead_of_hanging(tmp_path):
         dep.stop()
 
 
-def test_import_split_into_several_streams_loads_every_relationship(live, dataset, oracle):
+def test_import_in_concurrent_streams_loads_every_relationship(live, dataset, oracle):
     """Each import stream must finish inside the server's streaming timeout, so large loads are cut into
-    several streams: a reload in streams of 500 relationships still equals the oracle everywhere."""
+    several streams, and several run at once over disjoint chunks: a reload in streams of 500
+    relationships, 3 in flight, still equals the oracle everywhere."""
     if dataset.model != "rebac":
         pytest.skip("rebac model only")
-    with live.backend(consistency="fully_consistent", import_stream_rows=500) as b:
+    with live.backend(consistency="fully_consistent", import_stream_rows=500, import_streams=3) as b:
         b.drop()
         b.create_schema()
         stats = b.load(dataset)
@@ -125,4 +126,5 @@ def test_import_split_into_several_streams_loads_every_relationship(live, datase
         assert stats.rows == sum(len(dataset.table(r)) for r in dataset.authz_relations())
         wrong = [(u, perm) for u in range(dataset.entities["user"]) for perm in ("manage", "view")
                  if sorted(set(b.lookup_resources(u, perm))) != oracle.lookup_resources(u, perm)]
-    assert stats.notes["streams"] > 1 and not wrong, f"{len(wrong)} lookups differ: {wrong[:5]}"
+    assert stats.notes["streams"] > 3 and stats.notes["streams_in_flight"] == 3
+    assert stats.notes["bytes_written"] > 0 and not wrong, f"{len(wrong)} lookups differ: {wrong[:5]}"

@@ -37,6 +37,18 @@ def test_values_from_the_command_line_get_their_declared_types():
         parse_options(BackendOptions, {"consistency": "eventual"})
 
 
+def test_a_load_path_option_out_of_range_is_refused_before_any_server_starts():
+    from authzbench.backends.scylla import ScyllaOptions
+    from authzbench.backends.spicedb import SpiceDBOptions
+
+    assert parse_options(ScyllaOptions, {"ingest": "cql"}).ingest == "cql"
+    with pytest.raises(UserError, match="ingest='copy'; valid: sstable, cql"):
+        parse_options(ScyllaOptions, {"ingest": "copy"})
+    assert parse_options(SpiceDBOptions, {"import_streams": "3"}).import_streams == 3
+    with pytest.raises(UserError, match="import_streams=0; must be 1 or more"):
+        parse_options(SpiceDBOptions, {"import_streams": "0"})
+
+
 def test_the_constructor_still_takes_a_plain_dict_that_pickles_to_workers():
     factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"delay_s": 0.5})
     b = pickle.loads(pickle.dumps(factory)).__call__()

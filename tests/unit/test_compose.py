@@ -207,7 +207,8 @@ def test_registry_services_exist_with_an_endpoint_on_their_published_port(offici
 def test_endpoints_have_the_shape_each_backend_expects():
     assert compose.endpoint("postgres")["dsn"] == "postgresql://postgres@127.0.0.1:5432/postgres"
     assert compose.endpoint("cockroach") == {"dsn": "postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable"}
-    assert compose.endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench"}
+    assert compose.endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench",
+                                          "compose_cmd": compose.compose_cmd(), "compose_service": "scylla"}
     assert compose.endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
     assert compose.endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
     es = compose.endpoint("elasticsearch")

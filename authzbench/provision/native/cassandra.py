@@ -4,16 +4,24 @@ No registry ships ScyllaDB or a Cassandra tarball, but Cassandra's server jars a
 Maven copies them into the cache dir once; the provisioner writes cassandra.yaml and logback.xml for
 a single node on 127.0.0.1 with private ports, and starts CassandraDaemon with the JPMS flags of
 Cassandra's own conf/jvm17-server.options (without them it fails on sun.nio.ch.DirectBuffer).
+
+The bulk path (authzbench/backends/scylla.py): a small Java helper, `cassandra_bulk/SSTableBulk.java`
+(shipped with the package), compiled once against those jars with javac into the cache dir, writes
+SSTables from rows streamed to it and imports them through the node's JMX port (loopback only), as
+`nodetool import` does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 import time
 from pathlib import Path
 
 from authzbench.provision.base import (
     Deployment,
     StartContext,
+    build_lock,
     cache_dir,
     free_port,
     port_open,
@@ -28,6 +36,14 @@ from authzbench.provision.base import (
 )
 
 CASSANDRA_VERSION = "5.0.9"
+BULK_SRC = Path(__file__).resolve().parent / "cassandra_bulk" / "SSTableBulk.java"
+# The helper's own logging: warnings only (Cassandra's client-mode start logs ~40 lines at DEBUG).
+BULK_LOGBACK = """<configuration>
+  <appender name="ERR" class="ch.qos.logback.core.ConsoleAppender"><target>System.err</target>
+    <encoder><pattern>%-5level %msg%n</pattern></encoder></appender>
+  <root level="WARN"><appender-ref ref="ERR" /></root>
+</configuration>
+"""
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -97,6 +113,10 @@ concurrent_compactors: 1
 batch_size_warn_threshold: 64KiB
 snapshot_before_compaction: false
 uuid_sstable_identifiers_enabled: false
+# A new single-node 5.0 cluster, no 4.x node to stay readable by: SSTables in 5.0's own format (oa), the
+# one the bulk helper's writer produces; in the default CASSANDRA_4 mode the node writes nb and its
+# import skips oa files ("No new SSTables were found").
+storage_compatibility_mode: NONE
 """
 
 LOGBACK = """<configuration>
@@ -134,13 +154,40 @@ def jars() -> Path:
     return lib
 
 
+def bulk_tool() -> list[str]:
+    """The command that runs the SSTable helper (`... write DIR` / `... import ...`), compiled once per
+    machine into cache_dir()/cassandra-bulk-VERSION; rebuilt when its source changes."""
+    java, _ = require_java()
+    javac = shutil.which("javac") or str(Path(java).resolve().parent / "javac")
+    lib = jars()
+    root = cache_dir() / f"cassandra-bulk-{CASSANDRA_VERSION}"
+    stamp = root / "build.stamp"
+    want = f"{CASSANDRA_VERSION} {hashlib.sha256(BULK_SRC.read_bytes()).hexdigest()[:16]}"
+    if not stamp_ok(stamp, want):
+        with build_lock(root, "cassandra-bulk"):
+            if not stamp_ok(stamp, want):  # built by whoever held the lock
+                classes = root / "classes"
+                shutil.rmtree(classes, ignore_errors=True)
+                say(f"cassandra: compiling the SSTable bulk helper against cassandra-all {CASSANDRA_VERSION} "
+                    "(once per machine, ~10 s)")
+                run([javac, "--release", "17", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(BULK_SRC)],
+                    log=root / "build.log", what="javac SSTableBulk.java (cassandra bulk helper)", timeout=600)
+                (root / "logback.xml").write_text(BULK_LOGBACK)
+                write_stamp(stamp, want)
+    # 1 GiB: a block of <= 2^20 rows a table (3 int arrays, 12 MiB) plus the partition being written.
+    return [java, "-Xms256M", "-Xmx1G", "-XX:+UseG1GC", *JPMS_FLAGS,
+            f"-Dlogback.configurationFile=file://{root / 'logback.xml'}",
+            "-cp", f"{root / 'classes'}:{lib}/*", "authzbench.SSTableBulk"]
+
+
 def start(ctx: StartContext) -> Deployment:
     java, _ = require_java()
     lib = jars()
     node = ctx.dir("cassandra")
     for d in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs"):
         (node / d).mkdir(exist_ok=True)
-    storage_port, cql_port = free_port(), free_port()
+    storage_port, cql_port, jmx_port = free_port(), free_port(), free_port()
+    bulk = bulk_tool()
     (node / "cassandra.yaml").write_text(YAML.format(dir=node, storage_port=storage_port, cql_port=cql_port))
     (node / "logback.xml").write_text(LOGBACK.format(dir=node / "logs"))
     heap = ctx.options.get("cassandra_heap", "1536M")
@@ -151,14 +198,15 @@ def start(ctx: StartContext) -> Deployment:
            f"-Dlogback.configurationFile=file://{node / 'logback.xml'}", f"-Dcassandra.logdir={node / 'logs'}",
            f"-Dcassandra.storagedir={node}", "-Dcassandra-foreground=yes",
            "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
-           "-Dcassandra.jmx.local.port=0", "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
+           f"-Dcassandra.jmx.local.port={jmx_port}", "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
     log = node / "logs" / "stdout.log"
     say(f"cassandra {CASSANDRA_VERSION}: starting on 127.0.0.1:{cql_port} (CQL ready in ~15 s)")
     t0 = time.perf_counter()
     proc = spawn(cmd, log=log)
-    # data_dir: lets the backend measure its footprint on disk when the node is local.
+    # data_dir: lets the backend measure its footprint on disk when the node is local. jmx_port and
+    # bulk_cmd: the SSTable load path (JMX listens on loopback only: cassandra.jmx.local.port).
     dep = Deployment("scylla", "native", {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench",
-                                          "data_dir": str(node)},
+                                          "data_dir": str(node), "jmx_port": jmx_port, "bulk_cmd": bulk},
                      pids=[proc.pid], notes=[f"Apache Cassandra {CASSANDRA_VERSION} (CQL, standing in for ScyllaDB): "
                                              f"single node, {heap} heap, jars from Maven Central"])
     dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))  # SIGTERM: the node drains and exits in ~7 s

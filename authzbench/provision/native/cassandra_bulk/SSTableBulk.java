@@ -1,0 +1,329 @@
+package authzbench;
+
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.File;
+import java.io.IOException;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.cassandra.db.Clustering;
+import org.apache.cassandra.db.DecoratedKey;
+import org.apache.cassandra.db.LivenessInfo;
+import org.apache.cassandra.db.marshal.ByteBufferAccessor;
+import org.apache.cassandra.db.marshal.CompositeType;
+import org.apache.cassandra.db.partitions.PartitionUpdate;
+import org.apache.cassandra.db.rows.BTreeRow;
+import org.apache.cassandra.db.rows.BufferCell;
+import org.apache.cassandra.db.rows.Row;
+import org.apache.cassandra.io.sstable.CQLSSTableWriter;
+import org.apache.cassandra.schema.ColumnMetadata;
+import org.apache.cassandra.schema.TableMetadata;
+import org.apache.cassandra.tools.NodeProbe;
+
+/**
+ * authzbench's bulk path for Cassandra (authzbench/backends/scylla.py; built by
+ * authzbench/provision/native/cassandra.py): blocks of rows streamed on stdin become SSTables, then, when
+ * asked, the node imports them (the JMX call behind `nodetool import`).
+ *
+ * Each block becomes one sorted SSTable: its partitions are ordered by token here and written through
+ * CQLSSTableWriter's sorted writer, one Row built per row straight from the column buffers. Going through
+ * CQLSSTableWriter.rawAddRow instead (a CQL bind and validation per row, an unsorted in-heap buffer)
+ * cost ~10 CPU-us a row (4M rows: ~41 CPU-s), and its buffer, sized by serialized bytes, held several
+ * times that in heap (a 128 MiB buffer filled a 1 GiB heap: minutes of full GCs).
+ * Memory is bounded by a block per table (plus QUEUE queued).
+ *
+ * stdin, big-endian frames, each an int tag then the table's int id:
+ *   1 TABLE  utf schema (CREATE TABLE ks.t ...), utf insert (INSERT INTO ks.t (cols) VALUES (?, ...)),
+ *            utf column names (comma-separated, the order values come in), utf kinds (a letter a column:
+ *            i int, b boolean, t text from the dictionary), int n + n utf dictionary entries
+ *   2 ROWS   int n, then per column n values (i: 4-byte ints, b: 1 byte, t: 4-byte dictionary codes);
+ *            rows grouped by partition (each partition's rows consecutive)
+ *   3 CLOSE  the table is complete: one line "table NAME rows N sstables S bytes B seconds T" on stdout
+ *   0 END    (no id) then "done"
+ *
+ * java ... authzbench.SSTableBulk write OUT_DIR
+ * java ... authzbench.SSTableBulk import HOST JMX_PORT KEYSPACE TABLE=DIR ...
+ */
+public final class SSTableBulk {
+    private static final int QUEUE = 2;  // blocks queued per table ahead of its writer thread
+    private static final ByteBuffer[] BOOL = {ByteBuffer.wrap(new byte[]{0}), ByteBuffer.wrap(new byte[]{1})};
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 2 && args[0].equals("write")) {
+            write(new File(args[1]));
+        } else if (args.length >= 5 && args[0].equals("import")) {
+            importTables(args[1], Integer.parseInt(args[2]), args[3], List.of(args).subList(4, args.length));
+        } else {
+            System.err.println("usage: SSTableBulk write OUT_DIR | import HOST JMX_PORT KEYSPACE TABLE=DIR ...");
+            System.exit(2);
+        }
+        System.exit(0);  // the writer's static executors are not daemon threads
+    }
+
+    /** A block of rows: one array a column (ints, booleans as 0/1, or dictionary codes). */
+    record Block(int n, int[][] cols) {}
+
+    /** One table: a thread writing each queued block as a sorted SSTable. */
+    static final class Table implements Runnable {
+        final String schema, insert, name, kinds;
+        final File dir;
+        final ByteBuffer[] dict;
+        final BlockingQueue<Block> queue = new ArrayBlockingQueue<>(QUEUE);
+        final Thread thread;
+        final long timestamp = System.currentTimeMillis() * 1000;
+        final long nowInSec = System.currentTimeMillis() / 1000;
+        int[] pk, ck;  // value positions of the partition key and clustering columns, in key order
+        int[] regular;
+        ColumnMetadata[] regularCols;
+        TableMetadata metadata;
+        volatile Throwable error;
+        long rows, sstables;
+        final long started = System.nanoTime();
+
+        Table(File root, String schema, String insert, String columns, String kinds, String[] dict) {
+            this.schema = schema;
+            this.insert = insert;
+            this.kinds = kinds;
+            this.dict = new ByteBuffer[dict.length];
+            for (int i = 0; i < dict.length; i++)
+                this.dict[i] = ByteBuffer.wrap(dict[i].getBytes(StandardCharsets.UTF_8));
+            String qualified = insert.replaceFirst("(?is)^\\s*INSERT\\s+INTO\\s+", "").split("[\\s(]", 2)[0];
+            this.name = qualified.substring(qualified.indexOf('.') + 1);
+            this.dir = new File(root, qualified.replace('.', File.separatorChar));
+            if (!dir.isDirectory() && !dir.mkdirs())
+                throw new IllegalStateException("cannot create " + dir);
+            this.columnNames = columns.split(",");
+            this.thread = new Thread(this, "sstable-" + name);
+            thread.start();
+        }
+
+        final String[] columnNames;
+
+        /** Positions of the key and regular columns among the values, from the table's metadata. */
+        void resolve(TableMetadata m) {
+            List<String> names = Arrays.asList(columnNames);
+            pk = m.partitionKeyColumns().stream().mapToInt(c -> names.indexOf(c.name.toString())).toArray();
+            ck = m.clusteringColumns().stream().mapToInt(c -> names.indexOf(c.name.toString())).toArray();
+            regularCols = m.regularColumns().stream().toArray(ColumnMetadata[]::new);
+            regular = Arrays.stream(regularCols).mapToInt(c -> names.indexOf(c.name.toString())).toArray();
+            for (int[] pos : new int[][]{pk, ck, regular})
+                for (int p : pos)
+                    if (p < 0)
+                        throw new IllegalArgumentException(name + ": a key or regular column has no values");
+            metadata = m;
+        }
+
+        ByteBuffer value(Block b, int col, int row) {
+            int v = b.cols[col][row];
+            switch (kinds.charAt(col)) {
+                case 't': return dict[v].duplicate();
+                case 'b': return BOOL[v].duplicate();
+                default: return ByteBuffer.allocate(4).putInt(0, v);
+            }
+        }
+
+        public void run() {
+            try {
+                while (true) {
+                    Block b = queue.take();
+                    if (b.n < 0)
+                        break;
+                    writeSSTable(b);
+                }
+            } catch (Throwable t) {
+                error = t;
+                queue.clear();
+            }
+        }
+
+        void writeSSTable(Block b) throws Exception {
+            CQLSSTableWriter cw = CQLSSTableWriter.builder().inDirectory(dir.getPath()).forTable(schema).using(insert)
+                                                  .sorted().build();
+            Object writer = field(cw, "writer");
+            if (metadata == null)
+                resolve(((org.apache.cassandra.schema.TableMetadataRef) field(writer, "metadata")).get());
+            Method updateFor = method(writer.getClass(), "getUpdateFor", DecoratedKey.class);
+            // partitions: runs of equal partition-key values, then ordered by token
+            int[] starts = new int[b.n + 1];
+            int parts = 0;
+            for (int r = 0; r < b.n; r++)
+                if (r == 0 || !sameKey(b, r - 1, r))
+                    starts[parts++] = r;
+            starts[parts] = b.n;
+            DecoratedKey[] keys = new DecoratedKey[parts];
+            Integer[] order = new Integer[parts];
+            for (int p = 0; p < parts; p++) {
+                keys[p] = metadata.partitioner.decorateKey(partitionKey(b, starts[p]));
+                order[p] = p;
+            }
+            Arrays.sort(order, (x, y) -> keys[x].compareTo(keys[y]));
+            Row.Builder rb = BTreeRow.sortedBuilder();
+            LivenessInfo live = LivenessInfo.create(timestamp, nowInSec);
+            ByteBuffer[] clustering = new ByteBuffer[ck.length];
+            for (int p : order) {
+                PartitionUpdate.Builder upd = (PartitionUpdate.Builder) updateFor.invoke(writer, keys[p]);
+                for (int r = starts[p]; r < starts[p + 1]; r++) {
+                    for (int c = 0; c < ck.length; c++)
+                        clustering[c] = value(b, ck[c], r);
+                    rb.newRow(Clustering.make(clustering.clone()));
+                    rb.addPrimaryKeyLivenessInfo(live);
+                    for (int c = 0; c < regular.length; c++)
+                        rb.addCell(BufferCell.live(regularCols[c], timestamp, value(b, regular[c], r)));
+                    upd.add(rb.build());
+                }
+            }
+            cw.close();
+            rows += b.n;
+            sstables++;
+        }
+
+        boolean sameKey(Block b, int r1, int r2) {
+            for (int c : pk)
+                if (b.cols[c][r1] != b.cols[c][r2])
+                    return false;
+            return true;
+        }
+
+        ByteBuffer partitionKey(Block b, int r) {
+            if (pk.length == 1)
+                return value(b, pk[0], r);
+            ByteBuffer[] parts = new ByteBuffer[pk.length];
+            for (int c = 0; c < pk.length; c++)
+                parts[c] = value(b, pk[c], r);
+            return CompositeType.build(ByteBufferAccessor.instance, parts);
+        }
+
+        void put(Block block) throws InterruptedException {
+            while (!queue.offer(block, 1, TimeUnit.SECONDS))
+                check();
+            check();
+        }
+
+        void check() {
+            if (error != null)
+                throw new IllegalStateException("table " + name + ": " + error, error);
+        }
+
+        long bytes() {
+            long total = 0;
+            File[] files = dir.listFiles();
+            if (files != null)
+                for (File f : files)
+                    total += f.length();
+            return total;
+        }
+    }
+
+    static Object field(Object o, String name) throws ReflectiveOperationException {
+        for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(o);
+            } catch (NoSuchFieldException e) {
+                // declared higher up
+            }
+        }
+        throw new NoSuchFieldException(name);
+    }
+
+    static Method method(Class<?> cls, String name, Class<?>... types) throws NoSuchMethodException {
+        for (Class<?> c = cls; c != null; c = c.getSuperclass()) {
+            try {
+                Method m = c.getDeclaredMethod(name, types);
+                m.setAccessible(true);
+                return m;
+            } catch (NoSuchMethodException e) {
+                // declared higher up
+            }
+        }
+        throw new NoSuchMethodException(name);
+    }
+
+    static void write(File root) throws Exception {
+        DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 20));
+        Map<Integer, Table> tables = new HashMap<>();
+        while (true) {
+            int tag;
+            try {
+                tag = in.readInt();
+            } catch (EOFException e) {
+                throw new IllegalStateException("input ended without END");
+            }
+            if (tag == 0)
+                break;
+            int id = in.readInt();
+            if (tag == 1) {
+                String schema = in.readUTF(), insert = in.readUTF(), columns = in.readUTF(), kinds = in.readUTF();
+                String[] dict = new String[in.readInt()];
+                for (int i = 0; i < dict.length; i++)
+                    dict[i] = in.readUTF();
+                tables.put(id, new Table(root, schema, insert, columns, kinds, dict));
+            } else if (tag == 2) {
+                Table t = tables.get(id);
+                t.put(readBlock(in, t.kinds));
+            } else if (tag == 3) {
+                Table t = tables.get(id);
+                t.put(new Block(-1, null));
+                t.thread.join();
+                t.check();
+                System.out.printf("table %s rows %d sstables %d bytes %d seconds %.3f%n", t.name, t.rows, t.sstables,
+                                  t.bytes(), (System.nanoTime() - t.started) / 1e9);
+                System.out.flush();
+            } else {
+                throw new IllegalStateException("unknown frame tag " + tag);
+            }
+        }
+        System.out.println("done");
+    }
+
+    static Block readBlock(DataInputStream in, String kinds) throws IOException {
+        int n = in.readInt();
+        int[][] cols = new int[kinds.length()][];
+        for (int c = 0; c < cols.length; c++) {
+            boolean bool = kinds.charAt(c) == 'b';
+            byte[] raw = new byte[n * (bool ? 1 : 4)];
+            in.readFully(raw);
+            int[] col = cols[c] = new int[n];
+            if (bool) {
+                for (int r = 0; r < n; r++)
+                    col[r] = raw[r] != 0 ? 1 : 0;
+            } else {
+                ByteBuffer.wrap(raw).asIntBuffer().get(col);
+            }
+        }
+        return new Block(n, cols);
+    }
+
+    /** `nodetool import` of each TABLE=DIR: files moved into the table (not copied), levels and repaired
+     * state reset, tokens verified (the node must own every key), no SSTable or extended verification. */
+    static void importTables(String host, int port, String ks, List<String> specs) throws Exception {
+        try (NodeProbe probe = new NodeProbe(host, port)) {
+            for (String spec : specs) {
+                String[] kv = spec.split("=", 2);
+                long t0 = System.nanoTime();
+                List<String> failed = probe.importNewSSTables(ks, kv[0], Set.of(kv[1]), true, true, false, true,
+                                                              true, false, false, false, true);
+                if (!failed.isEmpty()) {
+                    System.out.println("failed " + kv[0] + " " + String.join(",", failed));
+                    System.exit(1);
+                }
+                System.out.printf("imported %s seconds %.3f%n", kv[0], (System.nanoTime() - t0) / 1e9);
+                System.out.flush();
+            }
+        }
+        System.out.println("done");
+    }
+}
