@@ -32,13 +32,20 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlparse
 
-from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    load_concurrently,
+    no_progress,
+)
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -309,37 +316,14 @@ class OpenFGABackend(Backend):
                 yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
                                   "authorization_model_id": self.model_id}
 
-    def _post_write(self, body: dict[str, Any]) -> float:
-        t0 = time.perf_counter()
+    def _post_write(self, body: dict[str, Any]) -> None:
         self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
                                         path_params={"store_id": self.store_id}, body=body)
-        return time.perf_counter() - t0
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         """Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
-        batch_seconds: list[float] = []
-        rows = 0
-        with ThreadPoolExecutor(self.write_workers) as pool:
-            pending: list[tuple[Any, int]] = []
-            for n, body in self._batches(ds, self.write_batch):
-                pending.append((pool.submit(self._post_write, body), n))
-                while len(pending) > 2 * self.write_workers:  # bounded: a few bodies encoded ahead
-                    rows += self._collect(pending.pop(0), batch_seconds, progress)
-            for item in pending:
-                rows += self._collect(item, batch_seconds, progress)
-        return LoadStats(rows=rows, batch_rows=self.write_batch, batch_seconds=batch_seconds,
-                         notes={"method": f"Write, {self.write_batch} tuples a request, {self.write_workers} "
-                                          "requests in flight (batch times overlap)",
-                                "batch": self.write_batch, "workers": self.write_workers})
-
-    def _collect(self, item: tuple[Any, int], batch_seconds: list[float], progress: Progress) -> int:
-        fut, n = item
-        try:
-            batch_seconds.append(fut.result())
-        except Exception as e:
-            raise BackendUnavailable(f"openfga: Write of {n} tuples failed: {_why(e)}") from None
-        progress(n)
-        return n
+        return load_concurrently("openfga: Write", self._batches(ds, self.write_batch), self._post_write,
+                                 self.write_batch, self.write_workers, progress, why=_why)
 
     def _hash_assertion(self, dataset_hash: str) -> Any:
         """An assertion naming the dataset: on the first relation that takes plain users."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,6 +43,7 @@ from authzbench.backends.base import (
     LoadStats,
     Progress,
     ServerInfo,
+    load_concurrently,
     no_progress,
 )
 from authzbench.backends.pgsize import schema_bytes
@@ -259,39 +259,13 @@ class PermifyBackend(Backend):
                     body = {"tuples": [tuple_json(d, o, s) for o, s in pairs]}
                 yield len(df), {"metadata": {"schema_version": self.schema_version}, **body}
 
-    def _write_body(self, body: dict[str, Any]) -> float:
-        import time
-
-        t0 = time.perf_counter()
+    def _write_body(self, body: dict[str, Any]) -> None:
         self.token = self._post("/data/write", body).get("snap_token") or self.token
-        return time.perf_counter() - t0
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         """data/write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
-        batch_seconds: list[float] = []
-        rows = 0
-        with ThreadPoolExecutor(self.write_workers) as pool:
-            pending: list[tuple[Any, int]] = []
-            for n, body in self._bodies(ds, self.write_batch):
-                pending.append((pool.submit(self._write_body, body), n))
-                while len(pending) > 2 * self.write_workers:  # bounded: a few bodies encoded ahead
-                    rows += self._collect(pending.pop(0), batch_seconds, progress)
-            for item in pending:
-                rows += self._collect(item, batch_seconds, progress)
-        return LoadStats(rows=rows, batch_rows=self.write_batch, batch_seconds=batch_seconds,
-                         notes={"method": f"data/write, {self.write_batch} tuples a request, {self.write_workers} "
-                                          "requests in flight (batch times overlap)",
-                                "batch": self.write_batch, "workers": self.write_workers})
-
-    @staticmethod
-    def _collect(item: tuple[Any, int], batch_seconds: list[float], progress: Progress) -> int:
-        fut, n = item
-        try:
-            batch_seconds.append(fut.result())
-        except BackendUnavailable as e:
-            raise BackendUnavailable(f"permify: data/write of {n} tuples failed: {e}") from None
-        progress(n)
-        return n
+        return load_concurrently("permify: data/write", self._bodies(ds, self.write_batch), self._write_body,
+                                 self.write_batch, self.write_workers, progress)
 
     def build(self) -> BuildStats:
         """One write after the load: Permify's head snapshot is the snapshot its latest write transaction

@@ -15,7 +15,7 @@ import signal
 import psutil
 import pytest
 
-from authzbench.backends.permify import PermifyBackend, PermifyError
+from authzbench.backends.permify import PermifyBackend
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import SOCIAL_PERMISSIONS, Relationship
 from tests.backends.edits import (
@@ -96,8 +96,6 @@ def test_every_listener_of_the_server_is_on_loopback(session):
     assert all(a.ip == "127.0.0.1" for a in listening), listening
 
 
-@pytest.mark.xfail(raises=PermifyError, reason="open defect (issue 28): with the cycle left out, the edit replay still "
-                   "fails one request with Permify's ERROR_CODE_DEPTH_NOT_ENOUGH; an error, never a wrong answer")
 def test_writes_and_deletes_of_every_relation_kind_equal_the_recomputed_oracle(session, dataset):
     _rebac_only(dataset)
     b = _private(session, "authzbench-edits", dataset)
@@ -120,7 +118,7 @@ def test_writes_and_deletes_of_every_relation_kind_equal_the_recomputed_oracle(s
 
 def test_a_group_cycle_is_one_clear_error_not_a_hang_or_a_wrong_answer(session, dataset):
     """Permify does not guard cycles: a check that walks one exhausts its depth budget and fails with
-    ERROR_CODE_DEPTH_NOT_ENOUGH (the replay above leaves the cycle out for that reason)."""
+    ERROR_CODE_DEPTH_NOT_ENOUGH (the replay above leaves out every edge that would close one)."""
     _rebac_only(dataset)
     b = _private(session, "authzbench-cycle", dataset)
     try:
