@@ -20,14 +20,13 @@ AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above th
 
 def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     ra, rb = load_run(a), load_run(b)
-    lines = [f"# authzbench comparison — `{rb.manifest['run_id']}` vs `{ra.manifest['run_id']}`", "",
+    lines = [f"# authzbench comparison — A `{ra.manifest['run_id']}` vs B `{rb.manifest['run_id']}`", "",
              "Ratios are B / A (B = the second run). Below 1 means B is faster for latency, and lower for "
              "throughput.", ""]
     lines += verdict_section(ra, rb)
     keys = ["backend", "scenario", "kind", "concurrency"]
     if not ra.phases.empty and not rb.phases.empty:
-        pa = merge_repeats(ra.phases[ra.phases["mode"] == "closed"])
-        pb = merge_repeats(rb.phases[rb.phases["mode"] == "closed"])
+        pa, pb = _per_phase(ra), _per_phase(rb)
         both = pa.merge(pb, on=keys, suffixes=("_a", "_b"), how="inner")
         for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
             both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]
@@ -49,6 +48,13 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
     path = out_dir / f"compare-{ra.manifest['run_id']}-vs-{rb.manifest['run_id']}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _per_phase(rd: RunData) -> pd.DataFrame:
+    """Closed-loop phases, their rounds merged, one row per backend, scenario, kind and worker count
+    (merge_repeats merges whatever it is given: one scenario at a time)."""
+    closed = rd.phases[rd.phases["mode"] == "closed"]
+    return pd.concat([merge_repeats(g) for _, g in closed.groupby("scenario", sort=False)], ignore_index=True)
 
 
 def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:

@@ -116,6 +116,26 @@ def test_compare_from_the_cli_prints_the_verdict_counts(tmp_path, capsys):
     assert "## Verdicts" in next((tmp_path / "out").glob("compare-*.md")).read_text()
 
 
+def test_the_compare_reads_table_has_each_scenarios_own_ops_and_ratios(tmp_path):
+    from authzbench.report.compare import render_compare
+
+    def run(neg_ms: float, direct_ms: float) -> Run:
+        r = Run().server("postgres", NET)
+        for rnd in range(3):
+            r.phase("postgres", "check_negative", steady(neg_ms, n=100, slots=1), repeat=rnd)
+            r.phase("postgres", "check_manage_direct_user", steady(direct_ms, n=50, slots=1), repeat=rnd)
+        return r
+
+    a, b = run(1.0, 4.0).write(tmp_path / "a"), run(2.0, 4.0).write(tmp_path / "b")
+    rows = [ln for ln in render_compare(a, b, tmp_path / "out").read_text().splitlines()
+            if ln.startswith("| postgres | check_")]
+    by_scen = {ln.split("|")[2].strip(): [c.strip() for c in ln.split("|")] for ln in rows}
+    assert set(by_scen) == {"check_negative", "check_manage_direct_user"}  # one row each, never merged
+    assert by_scen["check_negative"][5] == "300" and by_scen["check_manage_direct_user"][5] == "150"  # Ops A
+    assert float(by_scen["check_negative"][9]) == pytest.approx(2.0, rel=0.02)  # p50 B/A
+    assert float(by_scen["check_manage_direct_user"][9]) == pytest.approx(1.0, rel=0.02)
+
+
 # interference: a real CPU-bound process -------------------------------------------------------------
 
 def _busy_outside_this_tree() -> int:
