@@ -627,8 +627,9 @@ class KeptWorkers:
 
     Starting 32 forkserver workers took 1.3-2.7 s per 32-worker phase (the no-op backend: 1.6-1.9 s), and
     make bench ran 144 such phases: 398 s of its 893 s of phases went to starting and stopping workers.
-    A phase uses the first N of them; a phase that ends with a worker stopped, hung or gone leaves them
-    all to be replaced before the next one (a process stopped mid-op may hold the queue's lock)."""
+    A phase uses the first N of them; a phase that ends with a worker stopped, hung or gone, or that did not
+    complete, leaves them all to be replaced before the next one (a process stopped mid-op may hold the
+    queue's lock; a connection that saw its server go is not trusted)."""
 
     def __init__(self) -> None:
         self.ctx = mp.get_context("forkserver")
@@ -720,7 +721,12 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
     use_kept = kept is not None and concurrency_model == "process"
     pool = _KeptPool(kept, spec, factory, inputs) if use_kept else _LocalPool(spec, factory, inputs,
                                                                                  concurrency_model)
-    return drive_phase(spec, pool, sink, on_window)
+    result = drive_phase(spec, pool, sink, on_window)
+    if use_kept and result.status != "complete":
+        # Connections that saw a phase fail (a server killed, a network gone) are not trusted with the next
+        # one: fresh workers connect again, and a server still gone fails that phase at its connect.
+        kept.broken = True  # type: ignore[union-attr]
+    return result
 
 
 def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[dict], None],
