@@ -114,11 +114,12 @@ def test_killed_server_raises_instead_of_hanging(tmp_path):
 
 def test_import_in_concurrent_streams_loads_every_relationship(live, dataset, oracle):
     """Each import stream must finish inside the server's streaming timeout, so large loads are cut into
-    several streams, and several run at once over disjoint chunks: a reload in streams of 500
-    relationships, 3 in flight, still equals the oracle everywhere."""
+    several streams, and several run at once over disjoint chunks: a reload in streams of 200
+    relationships (messages of 100), 3 in flight, still equals the oracle everywhere."""
     if dataset.model != "rebac":
         pytest.skip("rebac model only")
-    with live.backend(consistency="fully_consistent", import_stream_rows=500, import_streams=3) as b:
+    with live.backend(consistency="fully_consistent", import_stream_rows=200, import_batch=100,
+                      import_streams=3) as b:
         b.drop()
         b.create_schema()
         stats = b.load(dataset)
