@@ -74,7 +74,7 @@ def test_sigterm_mid_bench_removes_its_containers_and_down_v_leaves_nothing(requ
     cmd = [sys.executable, "-m", "authzbench.cli", "bench", "--backend", "postgres", "--provision", "compose",
            *(["--local-images"] if request.config.getoption("local_images") else []),
            "--profile", "tiny", "--scenario", "check_manage_direct_user", "--concurrency", "2",
-           "--iterations-scale", "2000"]  # still measuring when the signal comes
+           "--iterations-scale", "500"]  # still measuring when the signal comes (see test_stopping.BENCH)
     log = tmp_path / "run.log"
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=fh, stderr=subprocess.STDOUT,
