@@ -51,7 +51,7 @@ BACKENDS: dict[str, BackendEntry] = {
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
         BackendEntry("permify", "authzbench.backends.permify:PermifyBackend",
                      "authzbench.provision.native.permify:start", ("permify",), models=BOTH,
-                     drivers=("permify", "psycopg"), extra="permify"),
+                     drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify"),
         BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False, models=BOTH, drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),

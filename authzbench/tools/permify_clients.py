@@ -1,0 +1,418 @@
+"""Which client the Permify adapter should use (issue 28): each client's overhead against the round trip of
+its transport, on one real Permify server loaded with a dataset (default `tiny`, rebac).
+
+    python -m authzbench.tools.permify_clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
+
+Starts Permify natively and loads it the way `authzbench prepare` does (or reuses the server `authzbench up
+permify` / `prepare` left running, and then leaves it running), and stops what it started.
+
+The clients, each on its own connection, asked the same fixed list of checks (the `mixed` read sampler:
+direct-manager, org-admin, group-viewer and negative checks in turn, each with the oracle's answer):
+
+- `rest-typed`: the permify package's typed API, PermissionApi.permissions_check with its pydantic models;
+- `rest-dict`: the adapter as it is, PermifyBackend.check (plain-dict JSON over the package's urllib3 pool);
+- `grpc`: base.v1.Permission/Check on grpcio, its message classes built at run time from the server's
+  gRPC reflection (no PyPI package ships Permify's stubs), the key as per-call metadata;
+
+and the round trip of each transport, which does no authorization work: GET /healthz over the adapter's pool
+(Permify's HTTP server is a grpc-gateway: it answers by calling the gRPC health service) and
+grpc.health.v1.Health/Check on the gRPC channel.
+
+The list is cut into `rounds` chunks; round i runs chunk i through every client, in an order rotated by i, so
+a slow period of the shared machine lands on every client. Before the rounds the adapter asks the whole list
+once (Permify's check cache then answers every measured call alike) and each client warms its connection.
+Figures: latency p50/p95 over all calls; client CPU per call = this process's CPU over a block
+(time.process_time: every thread, grpc's own included) / the block's calls, the median of the rounds with
+their range; server CPU per call = the Permify process's CPU over the block (psutil; Linux counts it in
+10 ms ticks, so only a block of many calls says anything) / the block's calls; overhead = a check client's
+figure minus its transport's round trip.
+
+Every answer is compared with the oracle's and with the other clients': a mismatch ends the run with exit
+code 1 and no table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CheckInput = tuple[int, str, int, bool]  # user, permission, resource, the oracle's answer
+Call = Callable[[CheckInput], bool | None]  # a check's answer; None from a round trip
+
+
+@dataclass
+class Client:
+    name: str
+    transport: str  # "REST" | "gRPC"
+    call: Call
+    roundtrip: bool = False  # does no authorization work: its transport's floor
+    what: str = ""
+
+
+@dataclass
+class Samples:
+    latencies_ns: list[int] = field(default_factory=list)
+    cpu_ns: list[float] = field(default_factory=list)  # a round's client CPU per call
+    server_ns: list[float] = field(default_factory=list)  # a round's server CPU per call (empty: unknown)
+    answers: dict[int, bool] = field(default_factory=dict)  # input index -> the client's answer
+
+
+@dataclass(frozen=True)
+class Row:
+    client: str
+    transport: str
+    what: str
+    calls: int
+    p50_ms: float
+    p95_ms: float
+    cpu_us: float  # client CPU per call, median of rounds
+    cpu_lo_us: float
+    cpu_hi_us: float
+    server_us: float | None
+    over_p50_ms: float | None = None  # minus the transport's round trip (None for a round trip)
+    over_cpu_us: float | None = None
+
+
+# pure logic ----------------------------------------------------------------------------------------
+
+def chunks(n: int, rounds: int) -> list[range]:
+    """n inputs cut into `rounds` consecutive, near-equal chunks (none empty)."""
+    rounds = max(1, min(rounds, n))
+    edges = [n * i // rounds for i in range(rounds + 1)]
+    return [range(a, b) for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def rotated(seq: Sequence[Client], i: int) -> list[Client]:
+    k = i % len(seq) if seq else 0
+    return [*seq[k:], *seq[:k]]
+
+
+def mismatches(inputs: Sequence[CheckInput], answers: dict[str, dict[int, bool]]) -> list[str]:
+    """One line per input on which a client's answer differs from the oracle's or a client gave none."""
+    out = []
+    for i, (user, perm, resource, want) in enumerate(inputs):
+        got = {name: a.get(i) for name, a in answers.items()}
+        if any(v is not want for v in got.values()):
+            shown = ", ".join(f"{name}={v}" for name, v in got.items())
+            out.append(f"check(user {user}, {perm}, resource {resource}): oracle={want}, {shown}")
+    return out
+
+
+def _pct(values: Sequence[int], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q, method="higher"))
+
+
+def summarize(clients: Sequence[Client], samples: dict[str, Samples]) -> list[Row]:
+    """A row per client; a check client's overhead is its figure minus its transport's round trip."""
+    rows: dict[str, Row] = {}
+    for c in clients:
+        s = samples[c.name]
+        rows[c.name] = Row(c.name, c.transport, c.what, len(s.latencies_ns), _pct(s.latencies_ns, 50) / 1e6,
+                           _pct(s.latencies_ns, 95) / 1e6, statistics.median(s.cpu_ns) / 1e3,
+                           min(s.cpu_ns) / 1e3, max(s.cpu_ns) / 1e3,
+                           statistics.median(s.server_ns) / 1e3 if s.server_ns else None)
+    floor = {c.transport: rows[c.name] for c in clients if c.roundtrip}
+    out = []
+    for c in clients:
+        r, f = rows[c.name], floor.get(c.transport)
+        if not c.roundtrip and f is not None:
+            r = Row(**{**r.__dict__, "over_p50_ms": r.p50_ms - f.p50_ms, "over_cpu_us": r.cpu_us - f.cpu_us})
+        out.append(r)
+    return out
+
+
+def render(rows: Sequence[Row], context: Sequence[str]) -> str:
+    def opt(v: float | None, fmt: str) -> str:
+        return "" if v is None else format(v, fmt)
+
+    lines = ["# Permify: client overhead against the round trip", "", *context, "",
+             "| client | transport | calls | p50 ms | p95 ms | p50 − round trip ms | client CPU µs/call "
+             "(rounds' range) | CPU − round trip µs | server CPU µs/call | what |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for r in rows:
+        lines.append(f"| {r.client} | {r.transport} | {r.calls:,} | {r.p50_ms:.3f} | {r.p95_ms:.3f} | "
+                     f"{opt(r.over_p50_ms, '.3f')} | {r.cpu_us:.0f} ({r.cpu_lo_us:.0f}-{r.cpu_hi_us:.0f}) | "
+                     f"{opt(r.over_cpu_us, '.0f')} | {opt(r.server_us, '.0f')} | {r.what} |")
+    return "\n".join(lines) + "\n"
+
+
+# the clients -------------------------------------------------------------------------------------
+
+def rest_dict_client(backend: Any) -> Client:
+    return Client("rest-dict", "REST", lambda c: backend.check(c[0], c[1], c[2]),
+                  what="the adapter today: PermifyBackend.check, plain-dict JSON over the package's urllib3 pool")
+
+
+def rest_typed_client(url: str, key: str, tenant: str, metadata: dict[str, Any], timeout: float) -> Client:
+    import permify
+
+    from authzbench.model import PERMISSION_TARGETS
+
+    # The package's API methods name no auth settings: the key goes as a default header, as Permify's docs do.
+    api = permify.PermissionApi(permify.ApiClient(permify.Configuration(host=url), header_name="Authorization",
+                                                  header_value=f"Bearer {key}"))
+    allowed, targets = permify.CheckResult.CHECK_RESULT_ALLOWED, PERMISSION_TARGETS["rebac"]
+
+    def call(c: CheckInput) -> bool:
+        obj_type, permission = targets[c[1]]
+        body = permify.CheckBody(metadata=permify.PermissionCheckRequestMetadata(**metadata),
+                                 entity=permify.Entity(type=obj_type, id=str(c[2])), permission=permission,
+                                 subject=permify.Subject(type="user", id=str(c[0])))
+        return api.permissions_check(tenant, body, _request_timeout=timeout).can == allowed
+
+    return Client("rest-typed", "REST", call, what="permify.PermissionApi.permissions_check, pydantic models")
+
+
+def rest_roundtrip_client(transport: Any) -> Client:
+    """GET /healthz on the adapter's pool, headers and timeouts; the body decoded as a response is."""
+    from authzbench.backends.permify import PermifyError
+
+    def call(_: CheckInput) -> None:
+        r = transport.pool.request("GET", transport.url + "/healthz", headers=transport.headers,
+                                   timeout=transport.timeout, retries=transport.retries)
+        body = json.loads(r.data or b"{}")
+        if r.status != 200 or body.get("status") != "SERVING":
+            raise PermifyError(r.status, f"/healthz answered {r.data[:100]!r}")
+
+    return Client("rest-roundtrip", "REST", call, roundtrip=True,
+                  what="GET /healthz (the gateway calls the gRPC health service)")
+
+
+class GrpcClients:
+    """A channel to Permify's gRPC port and the message classes of the two methods measured, built from the
+    server's reflection (a second channel, authenticated, kept open while the classes may still load)."""
+
+    def __init__(self, addr: str, key: str, timeout: float) -> None:
+        import grpc
+        from google.protobuf import descriptor_pool
+        from google.protobuf.message_factory import GetMessageClass
+        from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+            ProtoReflectionDescriptorDatabase,
+        )
+
+        creds = grpc.composite_channel_credentials(grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
+                                                   grpc.access_token_call_credentials(key))
+        self.reflection = grpc.secure_channel(addr, creds)  # reflection too is behind the preshared key
+        self.pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(self.reflection))
+        self.channel = grpc.insecure_channel(addr)
+        self.metadata = (("authorization", f"Bearer {key}"),)
+        self.timeout = timeout
+        self.message = GetMessageClass
+
+    def method(self, service: str, name: str) -> tuple[Any, Any, Any]:
+        """(callable, request class, method descriptor) of a unary method."""
+        m = self.pool.FindServiceByName(service).methods_by_name[name]
+        req, resp = self.message(m.input_type), self.message(m.output_type)
+        rpc = self.channel.unary_unary(f"/{service}/{name}", request_serializer=req.SerializeToString,
+                                       response_deserializer=resp.FromString)
+        return rpc, req, m
+
+    def check(self, tenant: str, metadata: dict[str, Any]) -> Client:
+        from authzbench.model import PERMISSION_TARGETS
+
+        rpc, req, m = self.method("base.v1.Permission", "Check")
+        allowed = m.output_type.fields_by_name["can"].enum_type.values_by_name["CHECK_RESULT_ALLOWED"].number
+        targets, md, timeout = PERMISSION_TARGETS["rebac"], self.metadata, self.timeout
+
+        def call(c: CheckInput) -> bool:
+            obj_type, permission = targets[c[1]]
+            r = req(tenant_id=tenant, metadata=metadata, entity={"type": obj_type, "id": str(c[2])},
+                    permission=permission, subject={"type": "user", "id": str(c[0])})
+            return rpc(r, timeout=timeout, metadata=md).can == allowed
+
+        return Client("grpc", "gRPC", call, what="base.v1.Permission/Check, classes from server reflection")
+
+    def roundtrip(self) -> Client:
+        from authzbench.backends.permify import PermifyError
+
+        rpc, req, m = self.method("grpc.health.v1.Health", "Check")
+        serving = m.output_type.fields_by_name["status"].enum_type.values_by_name["SERVING"].number
+        timeout = self.timeout
+
+        def call(_: CheckInput) -> None:
+            if rpc(req(), timeout=timeout).status != serving:
+                raise PermifyError(200, "grpc.health.v1.Health/Check: not SERVING")
+
+        return Client("grpc-roundtrip", "gRPC", call, roundtrip=True, what="grpc.health.v1.Health/Check (no key)")
+
+    def close(self) -> None:
+        self.channel.close()
+        self.reflection.close()
+
+
+# the measurement -------------------------------------------------------------------------------
+
+def _cpu_ns(proc: Any) -> float | None:
+    if proc is None:
+        return None
+    t = proc.cpu_times()
+    return (t.user + t.system) * 1e9
+
+
+def run_block(c: Client, inputs: Sequence[CheckInput], idx: range, s: Samples, server: Any) -> None:
+    gc.collect()  # one client's garbage is not collected on another's time
+    lat, ans = s.latencies_ns, s.answers
+    srv0, cpu0 = _cpu_ns(server), time.process_time_ns()
+    for i in idx:
+        t0 = time.perf_counter_ns()
+        a = c.call(inputs[i])
+        lat.append(time.perf_counter_ns() - t0)
+        if a is not None:
+            ans[i] = a
+    cpu1, srv1 = time.process_time_ns(), _cpu_ns(server)
+    s.cpu_ns.append((cpu1 - cpu0) / len(idx))
+    if srv0 is not None and srv1 is not None:
+        s.server_ns.append((srv1 - srv0) / len(idx))
+
+
+def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int, warmup: int,
+            server: Any) -> tuple[dict[str, Samples], list[str]]:
+    """Warm-up calls, then the rounds; (samples per client, mismatches of every answer seen)."""
+    bad: list[str] = []
+    for c in clients:
+        w = Samples()
+        run_block(c, inputs, range(min(warmup, len(inputs))), w, server)
+        if not c.roundtrip:
+            bad += [f"{c.name} (warm-up): {m}" for m in mismatches(inputs[: len(w.answers)], {c.name: w.answers})]
+    samples = {c.name: Samples() for c in clients}
+    for i, idx in enumerate(chunks(len(inputs), rounds)):
+        for c in rotated(clients, i):
+            run_block(c, inputs, idx, samples[c.name], server)
+    bad += mismatches(inputs, {c.name: samples[c.name].answers for c in clients if not c.roundtrip})
+    return samples, bad
+
+
+def _versions() -> str:
+    from importlib.metadata import version
+
+    return ", ".join(f"{p} {version(p)}" for p in ("permify", "urllib3", "pydantic", "grpcio", "grpcio-reflection",
+                                                  "protobuf"))
+
+
+def run(args: argparse.Namespace) -> int:
+    import psutil
+
+    from authzbench.backends.permify import DEPTH
+    from authzbench.config import BenchConfig
+    from authzbench.errors import UserError
+    from authzbench.loading import load_backend
+    from authzbench.oracle import Oracle
+    from authzbench.provision.base import say
+    from authzbench.provision.manager import default_mode
+    from authzbench.scenarios.catalog import sample_mixed_reads
+    from authzbench.servers import Session
+
+    cfg = BenchConfig(backends=["permify"], provision=args.provision or default_mode(), profile=args.profile,
+                      model="rebac", data_dir=args.data_dir)
+    cfg.validate()
+    ds = cfg.dataset()
+    oracle = Oracle(ds)
+    inputs: list[CheckInput] = [(int(u), str(p), int(r), bool(want))
+                                for _, (u, p, r), want in sample_mixed_reads(ds, oracle, args.checks)]
+    load0 = os.getloadavg()
+    sess = Session("permify", cfg)
+    grpc_clients: GrpcClients | None = None
+    try:
+        load_backend(sess, ds, None, reload=False)
+        ep = sess.dep.endpoint
+        addr = args.grpc_addr or ep.get("grpc_addr")
+        if not addr:
+            raise UserError("permify_clients: the endpoint names no gRPC address: give --grpc-addr HOST:PORT")
+        with sess.backend(consistency="fully_consistent", timeout_s=10) as b:
+            info = b.server_info()
+            metadata = {"schema_version": b.schema_version, "snap_token": "", "depth": DEPTH}  # as b.check sends
+            say(f"permify_clients: warming Permify's check cache with the {len(inputs):,} checks (the adapter)")
+            prewarm = Samples()
+            rest = rest_dict_client(b)
+            run_block(rest, inputs, range(len(inputs)), prewarm, None)
+            bad = [f"rest-dict (cache warm-up): {m}" for m in mismatches(inputs, {rest.name: prewarm.answers})]
+            grpc_clients = GrpcClients(addr, ep.get("preshared_key") or "", 10.0)
+            clients = [rest_typed_client(ep["url"], ep.get("preshared_key") or "", b.tenant, metadata, 10.0), rest,
+                       grpc_clients.check(b.tenant, metadata), rest_roundtrip_client(b.http),
+                       grpc_clients.roundtrip()]
+            server = psutil.Process(sess.dep.pids[0]) if sess.dep.mode == "native" and sess.dep.pids else None
+            say(f"permify_clients: {len(clients)} clients x {len(inputs):,} calls in {args.rounds} rounds")
+            t0 = time.perf_counter()
+            samples, more = measure(clients, inputs, args.rounds, args.warmup, server)
+            seconds = time.perf_counter() - t0
+            bad += more
+    finally:
+        if grpc_clients is not None:
+            grpc_clients.close()
+        if sess.started_here:
+            sess.stop()
+    load1 = os.getloadavg()
+    if bad:
+        print(f"permify_clients: MISMATCH: {len(bad)} answers differ from the oracle's or between clients:",
+              *bad[:20], sep="\n  ", file=sys.stderr)
+        return 1
+    positives = sum(x[3] for x in inputs)
+    context = [
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, `python -m authzbench.tools.permify_clients "
+        f"{' '.join(args.argv)}`".rstrip() + f", {seconds:.0f} s measured.",
+        f"Server: {info.label} ({sess.dep.mode}), on this {os.cpu_count()}-core machine. Dataset: rebac "
+        f"`{args.profile}`, hash `{ds.hash[:16]}`.",
+        f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
+        f"turn), every one asked of every client in {args.rounds} rounds (round i: chunk i, client order "
+        f"rotated by i), after one pass through the adapter that warmed Permify's check cache and {args.warmup} "
+        "warm-up calls per client; all answers equal the oracle's.",
+        f"Load average (1, 5, 15 min) at the start {load0[0]:.2f}, {load0[1]:.2f}, {load0[2]:.2f}; "
+        f"at the end {load1[0]:.2f}, {load1[1]:.2f}, {load1[2]:.2f}.",
+        f"Clients: {_versions()}, Python {sys.version.split()[0]}. Client CPU = this process's CPU "
+        "(all threads) per call; server CPU = the Permify process's, per call (10 ms ticks over a block).",
+    ]
+    text = render(summarize(clients, samples), context)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    say(f"permify_clients: table written to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m authzbench.tools.permify_clients",
+                                 description="Permify: each client's overhead against its transport's round trip")
+    ap.add_argument("--checks", type=int, default=3000, help="checks in the fixed list (default: 3000)")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds the list is cut into (default: 6)")
+    ap.add_argument("--warmup", type=int, default=100, help="untimed calls per client first (default: 100)")
+    ap.add_argument("--profile", default="tiny", help="rebac dataset profile (default: tiny)")
+    ap.add_argument("--provision", choices=["native", "compose", "external"])
+    ap.add_argument("--grpc-addr", help="HOST:PORT of Permify's gRPC port (default: the native endpoint's)")
+    ap.add_argument("--data-dir", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("reports/permify-clients.md"), help="the table's file")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from authzbench.errors import BackendUnavailable, UserError
+
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    if args.checks < 1 or args.rounds < 1 or args.warmup < 0:
+        print("permify_clients: --checks and --rounds must be >= 1, --warmup >= 0", file=sys.stderr)
+        return 2
+    try:
+        return run(args)
+    except UserError as e:
+        print(f"permify_clients: error: {e}", file=sys.stderr)
+        return 2
+    except BackendUnavailable as e:
+        print(f"permify_clients: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
