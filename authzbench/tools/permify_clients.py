@@ -83,6 +83,7 @@ class Row:
     server_us: float | None
     over_p50_ms: float | None = None  # minus the transport's round trip (None for a round trip)
     over_cpu_us: float | None = None
+    vs_ref: tuple[float, float, float] | None = None  # client CPU / the reference client's, per round: median, lo, hi
 
 
 # pure logic ----------------------------------------------------------------------------------------
@@ -114,8 +115,10 @@ def _pct(values: Sequence[int], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q, method="higher"))
 
 
-def summarize(clients: Sequence[Client], samples: dict[str, Samples]) -> list[Row]:
-    """A row per client; a check client's overhead is its figure minus its transport's round trip."""
+def summarize(clients: Sequence[Client], samples: dict[str, Samples], ref: str | None = None) -> list[Row]:
+    """A row per client; a check client's overhead is its figure minus its transport's round trip. With
+    `ref`, a check client's CPU is also divided by the reference client's round by round (the two ran
+    within seconds of each other, so the ratio is paired, not two medians of different periods)."""
     rows: dict[str, Row] = {}
     for c in clients:
         s = samples[c.name]
@@ -129,22 +132,27 @@ def summarize(clients: Sequence[Client], samples: dict[str, Samples]) -> list[Ro
         r, f = rows[c.name], floor.get(c.transport)
         if not c.roundtrip and f is not None:
             r = Row(**{**r.__dict__, "over_p50_ms": r.p50_ms - f.p50_ms, "over_cpu_us": r.cpu_us - f.cpu_us})
+        if not c.roundtrip and ref in samples:
+            ratios = [a / b for a, b in zip(samples[c.name].cpu_ns, samples[ref].cpu_ns, strict=True)]
+            r = Row(**{**r.__dict__, "vs_ref": (statistics.median(ratios), min(ratios), max(ratios))})
         out.append(r)
     return out
 
 
-def render(rows: Sequence[Row], context: Sequence[str]) -> str:
+def render(rows: Sequence[Row], context: Sequence[str], ref: str = "") -> str:
     def opt(v: float | None, fmt: str) -> str:
         return "" if v is None else format(v, fmt)
 
-    lines = ["# Permify: client overhead against the round trip", "", *context, "",
+    lines = ["# Permify: client overhead against the round trip", "", *(f"- {c}" for c in context), "",
              "| client | transport | calls | p50 ms | p95 ms | p50 − round trip ms | client CPU µs/call "
-             "(rounds' range) | CPU − round trip µs | server CPU µs/call | what |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+             f"(rounds' range) | CPU − round trip µs | CPU ÷ {ref or 'reference'}'s, paired rounds | "
+             "server CPU µs/call | what |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in rows:
+        vs = "" if r.vs_ref is None else f"{r.vs_ref[0]:.2f} ({r.vs_ref[1]:.2f}-{r.vs_ref[2]:.2f})"
         lines.append(f"| {r.client} | {r.transport} | {r.calls:,} | {r.p50_ms:.3f} | {r.p95_ms:.3f} | "
                      f"{opt(r.over_p50_ms, '.3f')} | {r.cpu_us:.0f} ({r.cpu_lo_us:.0f}-{r.cpu_hi_us:.0f}) | "
-                     f"{opt(r.over_cpu_us, '.0f')} | {opt(r.server_us, '.0f')} | {r.what} |")
+                     f"{opt(r.over_cpu_us, '.0f')} | {vs} | {opt(r.server_us, '.0f')} | {r.what} |")
     return "\n".join(lines) + "\n"
 
 
@@ -360,8 +368,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     positives = sum(x[3] for x in inputs)
     context = [
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, `python -m authzbench.tools.permify_clients "
-        f"{' '.join(args.argv)}`".rstrip() + f", {seconds:.0f} s measured.",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
+        f"`{' '.join(['python -m authzbench.tools.permify_clients', *args.argv])}`, {seconds:.0f} s measured.",
         f"Server: {info.label} ({sess.dep.mode}), on this {os.cpu_count()}-core machine. Dataset: rebac "
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
         f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
@@ -373,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
         f"Clients: {_versions()}, Python {sys.version.split()[0]}. Client CPU = this process's CPU "
         "(all threads) per call; server CPU = the Permify process's, per call (10 ms ticks over a block).",
     ]
-    text = render(summarize(clients, samples), context)
+    text = render(summarize(clients, samples, ref=rest.name), context, ref=rest.name)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -38,11 +38,14 @@ def test_overhead_is_a_check_client_figure_minus_its_own_transports_round_trip()
                "grpc": Samples([2 * ms] * 10, [200_000.0], []),
                "rest-rt": Samples([1 * ms] * 10, [150_000.0], [50_000.0]),
                "grpc-rt": Samples([ms // 2] * 10, [50_000.0], [])}
-    rows = {r.client: r for r in summarize(clients, samples)}
+    samples["grpc"].cpu_ns = [200_000.0, 250_000.0, 300_000.0]
+    rows = {r.client: r for r in summarize(clients, samples, ref="rest")}
     assert rows["rest"].over_p50_ms == 2.0 and rows["rest"].over_cpu_us == 300.0
     assert (rows["rest"].cpu_us, rows["rest"].cpu_lo_us, rows["rest"].cpu_hi_us) == (450.0, 400.0, 500.0)
-    assert rows["grpc"].over_p50_ms == 1.5 and rows["grpc"].over_cpu_us == 150.0
+    assert rows["grpc"].over_p50_ms == 1.5 and rows["grpc"].over_cpu_us == 200.0
+    assert rows["grpc"].vs_ref == (0.5, 0.5, 0.6666666666666666)  # paired by round: 200/400, 250/500, 300/450
     assert rows["grpc"].server_us is None and rows["rest"].server_us == 100.0
     assert rows["rest-rt"].over_p50_ms is None  # a round trip is the floor, not measured against one
-    table = render(list(rows.values()), ["context"])
-    assert "| rest | REST | 10 | 3.000 | 3.000 | 2.000 | 450 (400-500) | 300 | 100 |" in table
+    table = render(list(rows.values()), ["context"], ref="rest")
+    assert "| rest | REST | 10 | 3.000 | 3.000 | 2.000 | 450 (400-500) | 300 | 1.00 (1.00-1.00) | 100 |" in table
+    assert "| grpc-rt | gRPC | 10 | 0.500 | 0.500 |  | 50 (50-50) |  |  |  |" in table
