@@ -49,6 +49,7 @@ BACKENDS: dict[str, BackendEntry] = {
         BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend",
                      "authzbench.provision.native.openfga:start", ("openfga",), models=BOTH,
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
+        # permify (the PyPI package): the REST clients authzbench.tools.permify_clients compares with the adapter's gRPC.
         BackendEntry("permify", "authzbench.backends.permify:PermifyBackend",
                      "authzbench.provision.native.permify:start", ("permify",), models=BOTH,
                      drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify"),

@@ -10,13 +10,14 @@ The clients, each on its own connection, asked the same fixed list of checks (th
 direct-manager, org-admin, group-viewer and negative checks in turn, each with the oracle's answer):
 
 - `rest-typed`: the permify package's typed API, PermissionApi.permissions_check with its pydantic models;
-- `rest-dict`: the adapter as it is, PermifyBackend.check (plain-dict JSON over the package's urllib3 pool);
-- `grpc`: base.v1.Permission/Check on grpcio, its message classes built at run time from the server's
-  gRPC reflection (no PyPI package ships Permify's stubs), the key as per-call metadata;
+- `rest-dict`: the adapter's path before it switched to gRPC (plain-dict JSON over the package's urllib3 pool);
+- `grpc`: the adapter as it is, PermifyBackend.check: base.v1.Permission/Check on grpcio, its message classes
+  built at connect from the server's gRPC reflection (authzbench.backends.permify_grpc), the key as
+  per-call metadata;
 
-and the round trip of each transport, which does no authorization work: GET /healthz over the adapter's pool
+and the round trip of each transport, which does no authorization work: GET /healthz over the REST pool
 (Permify's HTTP server is a grpc-gateway: it answers by calling the gRPC health service) and
-grpc.health.v1.Health/Check on the gRPC channel.
+grpc.health.v1.Health/Check on the adapter's channel.
 
 The list is cut into `rounds` chunks; round i runs chunk i through every client, in an order rotated by i, so
 a slow period of the shared machine lands on every client. Before the rounds the adapter asks the whole list
@@ -158,9 +159,25 @@ def render(rows: Sequence[Row], context: Sequence[str], ref: str = "") -> str:
 
 # the clients -------------------------------------------------------------------------------------
 
-def rest_dict_client(backend: Any) -> Client:
-    return Client("rest-dict", "REST", lambda c: backend.check(c[0], c[1], c[2]),
-                  what="the adapter today: PermifyBackend.check, plain-dict JSON over the package's urllib3 pool")
+def adapter_client(backend: Any) -> Client:
+    return Client("grpc", "gRPC", lambda c: backend.check(c[0], c[1], c[2]),
+                  what="the adapter: PermifyBackend.check, base.v1.Permission/Check over grpcio, classes from "
+                       "server reflection")
+
+
+def grpc_roundtrip_client(backend: Any) -> Client:
+    """grpc.health.v1.Health/Check on the adapter's channel (no key: the health service asks for none)."""
+    from authzbench.backends.permify_grpc import PermifyError
+
+    name = "grpc.health.v1.Health.Check"
+    m, serving, timeout = backend.api.method(name), backend.api.enum(name, "status", "SERVING"), backend.timeout
+
+    def call(_: CheckInput) -> None:
+        if m.rpc(m.request(), timeout=timeout).status != serving:
+            raise PermifyError("OK", "grpc.health.v1.Health/Check: not SERVING")
+
+    return Client("grpc-roundtrip", "gRPC", call, roundtrip=True,
+                  what="grpc.health.v1.Health/Check on the adapter's channel (no key)")
 
 
 def rest_typed_client(url: str, key: str, tenant: str, metadata: dict[str, Any], timeout: float) -> Client:
@@ -183,81 +200,57 @@ def rest_typed_client(url: str, key: str, tenant: str, metadata: dict[str, Any],
     return Client("rest-typed", "REST", call, what="permify.PermissionApi.permissions_check, pydantic models")
 
 
-def rest_roundtrip_client(transport: Any) -> Client:
-    """GET /healthz on the adapter's pool, headers and timeouts; the body decoded as a response is."""
-    from authzbench.backends.permify import PermifyError
+class RestDict:
+    """The adapter's path before it switched to gRPC: JSON bodies as plain dicts, POSTed over the permify
+    package's urllib3 pool (its configuration, no retries)."""
 
-    def call(_: CheckInput) -> None:
-        r = transport.pool.request("GET", transport.url + "/healthz", headers=transport.headers,
-                                   timeout=transport.timeout, retries=transport.retries)
-        body = json.loads(r.data or b"{}")
-        if r.status != 200 or body.get("status") != "SERVING":
-            raise PermifyError(r.status, f"/healthz answered {r.data[:100]!r}")
+    def __init__(self, url: str, key: str, timeout: float) -> None:
+        import permify
+        import urllib3
 
-    return Client("rest-roundtrip", "REST", call, roundtrip=True,
-                  what="GET /healthz (the gateway calls the gRPC health service)")
+        self.pool = permify.ApiClient(permify.Configuration(host=url)).rest_client.pool_manager
+        self.url = url
+        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        self.timeout = urllib3.Timeout(total=timeout)
+        self.retries = urllib3.Retry(total=0, redirect=0, raise_on_redirect=False)
 
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        from authzbench.backends.permify_grpc import PermifyError
 
-class GrpcClients:
-    """A channel to Permify's gRPC port and the message classes of the two methods measured, built from the
-    server's reflection (a second channel, authenticated, kept open while the classes may still load)."""
-
-    def __init__(self, addr: str, key: str, timeout: float) -> None:
-        import grpc
-        from google.protobuf import descriptor_pool
-        from google.protobuf.message_factory import GetMessageClass
-        from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-            ProtoReflectionDescriptorDatabase,
-        )
-
-        creds = grpc.composite_channel_credentials(grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
-                                                   grpc.access_token_call_credentials(key))
-        self.reflection = grpc.secure_channel(addr, creds)  # reflection too is behind the preshared key
-        self.pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(self.reflection))
-        self.channel = grpc.insecure_channel(addr)
-        self.metadata = (("authorization", f"Bearer {key}"),)
-        self.timeout = timeout
-        self.message = GetMessageClass
-
-    def method(self, service: str, name: str) -> tuple[Any, Any, Any]:
-        """(callable, request class, method descriptor) of a unary method."""
-        m = self.pool.FindServiceByName(service).methods_by_name[name]
-        req, resp = self.message(m.input_type), self.message(m.output_type)
-        rpc = self.channel.unary_unary(f"/{service}/{name}", request_serializer=req.SerializeToString,
-                                       response_deserializer=resp.FromString)
-        return rpc, req, m
+        r = self.pool.request(method, self.url + path, body=None if body is None else json.dumps(body).encode(),
+                              headers=self.headers, timeout=self.timeout, retries=self.retries)
+        data = json.loads(r.data or b"{}")
+        if r.status >= 400:
+            raise PermifyError(str(r.status), str(data.get("message") or r.data[:200]))
+        return data
 
     def check(self, tenant: str, metadata: dict[str, Any]) -> Client:
         from authzbench.model import PERMISSION_TARGETS
 
-        rpc, req, m = self.method("base.v1.Permission", "Check")
-        allowed = m.output_type.fields_by_name["can"].enum_type.values_by_name["CHECK_RESULT_ALLOWED"].number
-        targets, md, timeout = PERMISSION_TARGETS["rebac"], self.metadata, self.timeout
+        path, targets = f"/v1/tenants/{tenant}/permissions/check", PERMISSION_TARGETS["rebac"]
 
         def call(c: CheckInput) -> bool:
             obj_type, permission = targets[c[1]]
-            r = req(tenant_id=tenant, metadata=metadata, entity={"type": obj_type, "id": str(c[2])},
-                    permission=permission, subject={"type": "user", "id": str(c[0])})
-            return rpc(r, timeout=timeout, metadata=md).can == allowed
+            resp = self.request("POST", path, {"metadata": metadata, "entity": {"type": obj_type, "id": str(c[2])},
+                                               "permission": permission, "subject": {"type": "user", "id": str(c[0])}})
+            return resp.get("can") == "CHECK_RESULT_ALLOWED"
 
-        return Client("grpc", "gRPC", call, what="base.v1.Permission/Check, classes from server reflection")
+        return Client("rest-dict", "REST", call,
+                      what="the adapter's REST path before gRPC: plain-dict JSON over the package's urllib3 pool")
 
     def roundtrip(self) -> Client:
-        from authzbench.backends.permify import PermifyError
-
-        rpc, req, m = self.method("grpc.health.v1.Health", "Check")
-        serving = m.output_type.fields_by_name["status"].enum_type.values_by_name["SERVING"].number
-        timeout = self.timeout
+        """GET /healthz on the same pool, headers and timeouts; the body decoded as a response is."""
+        from authzbench.backends.permify_grpc import PermifyError
 
         def call(_: CheckInput) -> None:
-            if rpc(req(), timeout=timeout).status != serving:
-                raise PermifyError(200, "grpc.health.v1.Health/Check: not SERVING")
+            if self.request("GET", "/healthz").get("status") != "SERVING":
+                raise PermifyError("200", "/healthz: not SERVING")
 
-        return Client("grpc-roundtrip", "gRPC", call, roundtrip=True, what="grpc.health.v1.Health/Check (no key)")
+        return Client("rest-roundtrip", "REST", call, roundtrip=True,
+                      what="GET /healthz (the gateway calls the gRPC health service)")
 
     def close(self) -> None:
-        self.channel.close()
-        self.reflection.close()
+        self.pool.clear()
 
 
 # the measurement -------------------------------------------------------------------------------
@@ -314,7 +307,6 @@ def run(args: argparse.Namespace) -> int:
 
     from authzbench.backends.permify import DEPTH
     from authzbench.config import BenchConfig
-    from authzbench.errors import UserError
     from authzbench.loading import load_backend
     from authzbench.oracle import Oracle
     from authzbench.provision.base import say
@@ -331,25 +323,21 @@ def run(args: argparse.Namespace) -> int:
                                 for _, (u, p, r), want in sample_mixed_reads(ds, oracle, args.checks)]
     load0 = os.getloadavg()
     sess = Session("permify", cfg)
-    grpc_clients: GrpcClients | None = None
+    rest: RestDict | None = None
     try:
         load_backend(sess, ds, None, reload=False)
         ep = sess.dep.endpoint
-        addr = args.grpc_addr or ep.get("grpc_addr")
-        if not addr:
-            raise UserError("permify_clients: the endpoint names no gRPC address: give --grpc-addr HOST:PORT")
         with sess.backend(consistency="fully_consistent", timeout_s=10) as b:
             info = b.server_info()
             metadata = {"schema_version": b.schema_version, "snap_token": "", "depth": DEPTH}  # as b.check sends
             say(f"permify_clients: warming Permify's check cache with the {len(inputs):,} checks (the adapter)")
             prewarm = Samples()
-            rest = rest_dict_client(b)
-            run_block(rest, inputs, range(len(inputs)), prewarm, None)
-            bad = [f"rest-dict (cache warm-up): {m}" for m in mismatches(inputs, {rest.name: prewarm.answers})]
-            grpc_clients = GrpcClients(addr, ep.get("preshared_key") or "", 10.0)
-            clients = [rest_typed_client(ep["url"], ep.get("preshared_key") or "", b.tenant, metadata, 10.0), rest,
-                       grpc_clients.check(b.tenant, metadata), rest_roundtrip_client(b.http),
-                       grpc_clients.roundtrip()]
+            adapter = adapter_client(b)
+            run_block(adapter, inputs, range(len(inputs)), prewarm, None)
+            bad = [f"{adapter.name} (cache warm-up): {m}" for m in mismatches(inputs, {adapter.name: prewarm.answers})]
+            rest = RestDict(ep["url"], ep.get("preshared_key") or "", 10.0)
+            clients = [rest_typed_client(ep["url"], ep.get("preshared_key") or "", b.tenant, metadata, 10.0),
+                       rest.check(b.tenant, metadata), adapter, rest.roundtrip(), grpc_roundtrip_client(b)]
             server = psutil.Process(sess.dep.pids[0]) if sess.dep.mode == "native" and sess.dep.pids else None
             say(f"permify_clients: {len(clients)} clients x {len(inputs):,} calls in {args.rounds} rounds")
             t0 = time.perf_counter()
@@ -357,8 +345,8 @@ def run(args: argparse.Namespace) -> int:
             seconds = time.perf_counter() - t0
             bad += more
     finally:
-        if grpc_clients is not None:
-            grpc_clients.close()
+        if rest is not None:
+            rest.close()
         if sess.started_here:
             sess.stop()
     load1 = os.getloadavg()
@@ -374,14 +362,14 @@ def run(args: argparse.Namespace) -> int:
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
         f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
         f"turn), every one asked of every client in {args.rounds} rounds (round i: chunk i, client order "
-        f"rotated by i), after one pass through the adapter that warmed Permify's check cache and {args.warmup} "
+        f"rotated by i), after one pass through the adapter (gRPC) that warmed Permify's check cache and {args.warmup} "
         "warm-up calls per client; all answers equal the oracle's.",
         f"Load average (1, 5, 15 min) at the start {load0[0]:.2f}, {load0[1]:.2f}, {load0[2]:.2f}; "
         f"at the end {load1[0]:.2f}, {load1[1]:.2f}, {load1[2]:.2f}.",
         f"Clients: {_versions()}, Python {sys.version.split()[0]}. Client CPU = this process's CPU "
         "(all threads) per call; server CPU = the Permify process's, per call (10 ms ticks over a block).",
     ]
-    text = render(summarize(clients, samples, ref=rest.name), context, ref=rest.name)
+    text = render(summarize(clients, samples, ref=adapter.name), context, ref=adapter.name)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
@@ -397,7 +385,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--warmup", type=int, default=100, help="untimed calls per client first (default: 100)")
     ap.add_argument("--profile", default="tiny", help="rebac dataset profile (default: tiny)")
     ap.add_argument("--provision", choices=["native", "compose", "external"])
-    ap.add_argument("--grpc-addr", help="HOST:PORT of Permify's gRPC port (default: the native endpoint's)")
     ap.add_argument("--data-dir", type=Path)
     ap.add_argument("--out", type=Path, default=Path("reports/permify-clients.md"), help="the table's file")
     return ap
