@@ -1,4 +1,4 @@
-"""Permify over its HTTP API, on a PostgreSQL datastore.
+"""Permify over its gRPC API, on a PostgreSQL datastore.
 
 The model is schema/rebac.perm or schema/social.perm (Permify's schema language). Tuples map 1:1 from the
 dataset's relation catalog (model.RelationDef), as for SpiceDB and OpenFGA, with one exception: the social
@@ -17,19 +17,20 @@ snapshot, and answers from its check cache when that snapshot was already checke
 Lookups use LookupEntity, paged (page_size results a request, continuous_token to the next page) until a
 page comes back empty or without a token: every page is fetched, nothing is capped.
 
-The client is the PyPI `permify` package's urllib3 pool and configuration (REST), with request bodies
-built as plain dicts (see `Transport`).
+The client is gRPC (grpcio), message classes built at connect from the server's own reflection
+(authzbench.backends.permify_grpc); CLIENT_NOTE says why gRPC and not the REST API.
 
 External servers (`--provision external`, AUTHZBENCH_PERMIFY_URL):
-    http://PRESHARED_KEY@host:port        (https:// for TLS)
-    optional: ?max_data_per_write=1000 (the server's --database-max-data-per-write; Permify's default 1000
+    http://PRESHARED_KEY@host:port        (the HTTP API's address; https:// for TLS, gRPC then over TLS too)
+    optional: ?grpc=host:port (the gRPC API the adapter calls; default: the same host, port 3478),
+              &max_data_per_write=1000 (the server's --database-max-data-per-write; Permify's default 1000
               is assumed when absent), &datastore_dsn=postgresql://user@host:port/db&datastore_version=15.4
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +56,10 @@ from authzbench.model import Relationship as Rel
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 PUBLIC_ATTRIBUTE = "is_public"  # the social wildcard relations become this boolean attribute
 BOOL_TYPE = "type.googleapis.com/base.v1.BooleanValue"
+TRUE = {"type_url": BOOL_TYPE, "value": b"\x08\x01"}  # google.protobuf.Any of BooleanValue{data: true}
 MARK_BUNDLE = "authzbench-dataset"
 CONSISTENCY = ("at_least_as_fresh", "fully_consistent")
+DEFAULT_GRPC_PORT = 3478  # Permify's --grpc-port default
 DEFAULT_MAX_DATA_PER_WRITE = 1000  # Permify's --database-max-data-per-write default (pkg/database/postgres)
 BARRIER = ("user", "authzbench-barrier")  # an entity no dataset has: build()'s delete matches nothing
 DEPTH = 50  # the check's recursion budget: deeper than any group chain the generator makes (default 20)
@@ -80,77 +83,40 @@ def tuple_json(d: RelationDef, obj: int | str, sub: int | str) -> dict[str, Any]
 
 
 def attribute_json(d: RelationDef, obj: int | str) -> dict[str, Any]:
-    return {"entity": {"type": d.object_type, "id": str(obj)}, "attribute": PUBLIC_ATTRIBUTE,
-            "value": {"@type": BOOL_TYPE, "data": True}}
+    return {"entity": {"type": d.object_type, "id": str(obj)}, "attribute": PUBLIC_ATTRIBUTE, "value": TRUE}
 
 
-class Transport:
-    """POST JSON to the server over the permify package's urllib3 pool, bodies as plain dicts (its typed
-    API methods build and validate pydantic models on every call). Not yet measured against the typed API
-    and gRPC (server reflection): that comparison is open work of issue 28."""
-
-    def __init__(self, url: str, key: str, timeout: float, pool: int = 4) -> None:
-        import permify
-        import urllib3
-
-        cfg = permify.Configuration(host=url)
-        cfg.connection_pool_maxsize = pool
-        self.pool = permify.ApiClient(cfg).rest_client.pool_manager
-        self.url = url
-        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-        self.timeout = urllib3.Timeout(total=timeout)
-        self.retries = urllib3.Retry(total=0, redirect=0, raise_on_redirect=False)
-
-    def post(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> dict[str, Any]:
-        import urllib3
-
-        try:
-            r = self.pool.request(method, self.url + path, body=None if body is None else json.dumps(body).encode(),
-                                  headers=self.headers,
-                                  timeout=self.timeout, retries=self.retries)
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            cause = e.__context__ or getattr(e, "reason", None) or e
-            raise BackendUnavailable(f"permify: lost the connection to Permify at {self.url}: "
-                                     f"{type(e).__name__} ({type(cause).__name__})") from None
-        data = json.loads(r.data or b"{}")
-        if r.status == 401 or r.status == 403:
-            raise UserError(f"permify: Permify at {self.url} rejected the preshared key")
-        if r.status >= 400:
-            raise PermifyError(r.status, str(data.get("message") or r.data[:200]))
-        return data
-
-    def close(self) -> None:
-        self.pool.clear()
-
-
-class PermifyError(BackendUnavailable):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"permify: {status} {message}"[:300])
-        self.status, self.message = status, message
+# Named in server_info(), so a report says which client its Permify figures went through. Why gRPC
+# (authzbench.tools.permify_clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
+# the REST path (plain-dict JSON over the permify package's urllib3 pool) took 844 us client CPU and 1,480 us
+# Permify CPU a check, p50 2.25 ms; gRPC 0.64x that client CPU (rounds 0.40-0.81), 890 us Permify CPU (its
+# REST server is a grpc-gateway calling its own gRPC server: one hop more), p50 1.28 ms.
+CLIENT_NOTE = ("client: gRPC (grpcio), message classes from the server's reflection (authzbench.tools."
+               "permify_clients: 0.64x the REST path's client CPU and 0.60x Permify's CPU per check)")
 
 
 @dataclass(frozen=True)
 class PermifyOptions(BackendOptions):
-    write_batch: int | None = None  # tuples per data/write while loading (None: write_batch)
-    write_workers: int | None = None  # data/write requests in flight while loading (None: write_workers)
+    write_batch: int | None = None  # tuples per Data.Write while loading (None: write_batch)
+    write_workers: int | None = None  # Data.Write requests in flight while loading (None: write_workers)
     page_size: int | None = None  # LookupEntity results a request (None: page_size)
     tenant: str | None = None  # the tenant (None: authzbench-<model>)
 
 
 class PermifyBackend(Backend):
     name: ClassVar[str] = "permify"
-    worker_modules = ("permify", "urllib3")
+    worker_modules = ("authzbench.backends.permify_grpc",)  # grpcio, protobuf and the reflection stubs
     Options = PermifyOptions
     counts_rows = True
     consistency_modes = CONSISTENCY
-    # Tuples per data/write request and requests in flight while loading (options override).
+    # Tuples per Data.Write request and requests in flight while loading (options override).
     write_batch: ClassVar[int] = 1_000
     write_workers: ClassVar[int] = 4
     page_size: ClassVar[int] = 1_000  # Permify's own default page
 
     def __init__(self, endpoint: dict[str, Any], options: dict[str, Any] | None = None) -> None:
         super().__init__(endpoint, options)
-        self.http: Transport | None = None
+        self.api: Any = None  # permify_grpc.Api once connected
         self.token = ""  # snap token of this client's last write
         self.schema_version = ""  # the tenant's head schema, named in every request (as the load-test script)
 
@@ -164,7 +130,11 @@ class PermifyBackend(Backend):
             per_write = int(q.get("max_data_per_write", DEFAULT_MAX_DATA_PER_WRITE))
         except ValueError:
             raise UserError("permify URL: max_data_per_write must be a number") from None
-        return {"url": f"{u.scheme}://{u.hostname}:{u.port or 3476}", "preshared_key": unquote(u.username or ""),
+        grpc_addr = q.get("grpc") or f"{u.hostname}:{DEFAULT_GRPC_PORT}"
+        if not re.fullmatch(r"[^:/?#]+:\d+|\[[0-9a-fA-F:.]+\]:\d+", grpc_addr):
+            raise UserError(f"permify URL: grpc={grpc_addr!r} must be host:port (Permify's gRPC API)")
+        return {"url": f"{u.scheme}://{u.hostname}:{u.port or 3476}", "grpc_addr": grpc_addr,
+                "grpc_tls": u.scheme == "https", "preshared_key": unquote(u.username or ""),
                 "max_data_per_write": per_write, "datastore_dsn": q.get("datastore_dsn"),
                 "datastore_version": q.get("datastore_version", ""), "permify_version": q.get("version", "")}
 
@@ -172,6 +142,7 @@ class PermifyBackend(Backend):
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
         p, db = c.environment("permify"), c.environment("permify-db")
         return {"url": f"http://127.0.0.1:{c.port('permify', 3476)}",
+                "grpc_addr": f"127.0.0.1:{c.port('permify', DEFAULT_GRPC_PORT)}",
                 "preshared_key": p["PERMIFY_AUTHN_PRESHARED_KEYS"],
                 "max_data_per_write": int(p["PERMIFY_DATABASE_MAX_DATA_PER_WRITE"]),
                 "permify_version": c.env["PERMIFY_VERSION"], "datastore_version": c.env["POSTGRES_VERSION"],
@@ -180,6 +151,8 @@ class PermifyBackend(Backend):
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
+        from authzbench.backends.permify_grpc import Api
+
         ep = self.endpoint
         self.model = self.options.get("model", "rebac")
         self.mode = self.options.get("consistency") or "at_least_as_fresh"
@@ -187,39 +160,46 @@ class PermifyBackend(Backend):
             self.mode = "at_least_as_fresh"
         if self.mode not in CONSISTENCY:
             raise UserError(f"permify: --consistency {self.mode!r}; valid: {', '.join(CONSISTENCY)}")
+        if not ep.get("grpc_addr"):
+            raise UserError("permify: the endpoint names no gRPC address (grpc_addr); for an external server "
+                            "add ?grpc=host:port to AUTHZBENCH_PERMIFY_URL")
         self.timeout = float(self.options.get("timeout_s") or 60.0)
         self.write_batch = min(int(self.options.get("write_batch") or type(self).write_batch),  # type: ignore[misc]
                                int(ep.get("max_data_per_write") or DEFAULT_MAX_DATA_PER_WRITE))
         self.write_workers = int(self.options.get("write_workers") or type(self).write_workers)  # type: ignore[misc]
         self.page_size = int(self.options.get("page_size") or type(self).page_size)  # type: ignore[misc]
         self.tenant = self.options.get("tenant") or f"authzbench-{self.model}"
-        self.base = f"/v1/tenants/{self.tenant}"
-        self.http = Transport(ep["url"], ep.get("preshared_key") or "", self.timeout, pool=self.write_workers + 1)
         try:
-            self.http.post("/v1/tenants/list", {"page_size": 1})
+            # The reflection call that builds the message classes is the first authenticated request.
+            self.api = Api(ep["grpc_addr"], ep.get("preshared_key") or "", self.timeout,
+                           tls=bool(ep.get("grpc_tls")))
+            self.allowed = self.api.enum("Permission.Check", "can", "CHECK_RESULT_ALLOWED")
+            exists = self._tenant_exists()
         except BackendUnavailable as e:
             self.close()
             raise BackendUnavailable(str(e).replace("lost the connection to", "cannot reach")) from None
         except UserError:
             self.close()
             raise
-        if self._tenant_exists():
-            self.schema_version = self._post("/schemas/list", {"page_size": 1}).get("head") or ""
+        if exists:
+            self.schema_version = self._call("Schema.List", page_size=1).head
 
     def close(self) -> None:
-        if self.http is not None:
-            self.http.close()
-            self.http = None
+        if self.api is not None:
+            self.api.close()
+            self.api = None
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.http is not None, "permify: not connected"
-        return self.http.post(self.base + path, body)
+    def _call(self, method: str, /, **fields: Any) -> Any:
+        """A base.v1 method of this tenant."""
+        assert self.api is not None, "permify: not connected"
+        return self.api(method, tenant_id=self.tenant, **fields)
 
     def server_info(self) -> ServerInfo:
         ep = self.endpoint
         version = ep.get("permify_version") or "unknown"
         ds_version = (ep.get("datastore_version") or "").split(" ")[0]
-        notes = [f"measured phases use consistency={self.mode} (snap tokens); correctness tests use fully_consistent",
+        notes = [CLIENT_NOTE,
+                 f"measured phases use consistency={self.mode} (snap tokens); correctness tests use fully_consistent",
                  f"lookups: LookupEntity, every page fetched ({self.page_size} results a page)",
                  "social model: public content and profiles are the boolean attribute is_public "
                  "(SpiceDB and OpenFGA: the wildcard user:*)"]
@@ -229,25 +209,25 @@ class PermifyBackend(Backend):
 
     # schema and data ---------------------------------------------------------------------------
     def _tenant_exists(self) -> bool:
-        assert self.http is not None
+        assert self.api is not None
         token = ""
         while True:
-            resp = self.http.post("/v1/tenants/list", {"page_size": 100, "continuous_token": token})
-            if any(t.get("id") == self.tenant for t in resp.get("tenants") or []):
+            resp = self.api("Tenancy.List", page_size=100, continuous_token=token)
+            if any(t.id == self.tenant for t in resp.tenants):
                 return True
-            token = resp.get("continuous_token") or ""
-            if not token or not resp.get("tenants"):
+            token = resp.continuous_token
+            if not token or not resp.tenants:
                 return False
 
     def create_schema(self) -> None:
-        assert self.http is not None
+        assert self.api is not None
         if not self._tenant_exists():
-            self.http.post("/v1/tenants/create", {"id": self.tenant, "name": self.tenant})
-        self.schema_version = self._post("/schemas/write", {"schema": schema_text(self.model)})["schema_version"]
+            self.api("Tenancy.Create", id=self.tenant, name=self.tenant)
+        self.schema_version = self._call("Schema.Write", schema=schema_text(self.model)).schema_version
         self._delete_mark()
 
     def _bodies(self, ds: Dataset, n: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(rows, data/write body) as plain dicts, at most n tuples and attributes each."""
+        """(rows, Data.Write fields) as plain dicts, at most n tuples and attributes each."""
         defs = relation_defs(ds.model)
         for name in ds.authz_relations():  # metadata relations (group_org) are not tuples
             d = defs[name]
@@ -260,50 +240,51 @@ class PermifyBackend(Backend):
                 yield len(df), {"metadata": {"schema_version": self.schema_version}, **body}
 
     def _write_body(self, body: dict[str, Any]) -> None:
-        self.token = self._post("/data/write", body).get("snap_token") or self.token
+        self.token = self._call("Data.Write", **body).snap_token or self.token
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
-        """data/write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
-        return load_concurrently("permify: data/write", self._bodies(ds, self.write_batch), self._write_body,
+        """Data.Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
+        return load_concurrently("permify: Data.Write", self._bodies(ds, self.write_batch), self._write_body,
                                  self.write_batch, self.write_workers, progress)
 
     def build(self) -> BuildStats:
         """One write after the load: Permify's head snapshot is the snapshot its latest write transaction
-        started with, so right after concurrent data/writes it can miss a load transaction still in flight
+        started with, so right after concurrent Data.Writes it can miss a load transaction still in flight
         when that one began (lookups came back 2-3 results short on tiny). A delete matching nothing, run
         alone, starts a transaction that sees every committed load batch."""
         import time
 
         t0 = time.perf_counter()
-        self.token = self._post("/data/delete", {"tuple_filter": {"entity": {"type": BARRIER[0], "ids": [BARRIER[1]]}},
-                                                 "attribute_filter": {}}).get("snap_token") or self.token
+        self.token = self._call("Data.Delete", tuple_filter={"entity": {"type": BARRIER[0], "ids": [BARRIER[1]]}},
+                                attribute_filter={}).snap_token or self.token
         return BuildStats("a snapshot barrier: one write after the concurrent load", time.perf_counter() - t0)
 
     def loaded_hash(self) -> str | None:
-        if self.http is None or not self._tenant_exists():
+        from authzbench.backends.permify_grpc import PermifyError
+
+        if self.api is None or not self._tenant_exists():
             return None
         try:
-            bundle = self._post("/bundle/read", {"name": MARK_BUNDLE}).get("bundle") or {}
+            args = self._call("Bundle.Read", name=MARK_BUNDLE).bundle.arguments
         except PermifyError:
             return None  # no such bundle
-        args = bundle.get("arguments") or []
         return args[0] if args else None
 
     def mark_loaded(self, dataset_hash: str) -> None:
         # A bundle must hold an operation: one that writes nothing (its argument is never substituted).
-        self._post("/bundle/write", {"bundles": [{"name": MARK_BUNDLE, "arguments": [dataset_hash],
-                                                  "operations": [{"relationships_write": [],
-                                                                  "relationships_delete": []}]}]})
+        self._call("Bundle.Write", bundles=[{"name": MARK_BUNDLE, "arguments": [dataset_hash], "operations": [{}]}])
 
     def _delete_mark(self) -> None:
+        from authzbench.backends.permify_grpc import PermifyError
+
         with contextlib.suppress(PermifyError):  # none written yet
-            self._post("/bundle/delete", {"name": MARK_BUNDLE})
+            self._call("Bundle.Delete", name=MARK_BUNDLE)
 
     def drop(self) -> None:
         """Delete the tenant (its schema, tuples, attributes and bundles go with it)."""
-        assert self.http is not None
+        assert self.api is not None
         if self._tenant_exists():
-            self.http.post(f"/v1/tenants/{self.tenant}", None, method="DELETE")
+            self.api("Tenancy.Delete", id=self.tenant)
         self.token = ""
 
     # operations ----------------------------------------------------------------------------------
@@ -319,25 +300,24 @@ class PermifyBackend(Backend):
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         obj_type, permission = self._target(perm)
-        resp = self._post("/permissions/check", {"metadata": self._metadata(mode),
-                                                 "entity": {"type": obj_type, "id": str(resource)},
-                                                 "permission": permission, "subject": {"type": "user", "id": str(user)}})
-        return resp.get("can") == "CHECK_RESULT_ALLOWED"
+        resp = self._call("Permission.Check", metadata=self._metadata(mode),
+                          entity={"type": obj_type, "id": str(resource)}, permission=permission,
+                          subject={"type": "user", "id": str(user)})
+        return resp.can == self.allowed
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Every page, as the server sent them (copies across pages are the runner's to count)."""
         obj_type, permission = self._target(perm)
-        body = {"metadata": self._metadata(), "entity_type": obj_type, "permission": permission,
-                "subject": {"type": "user", "id": str(user)}, "page_size": self.page_size, "continuous_token": ""}
+        fields = {"metadata": self._metadata(), "entity_type": obj_type, "permission": permission,
+                  "subject": {"type": "user", "id": str(user)}, "page_size": self.page_size, "continuous_token": ""}
         out: list[int] = []
         while True:
-            resp = self._post("/permissions/lookup-entity", body)
-            ids = resp.get("entity_ids") or []
+            resp = self._call("Permission.LookupEntity", **fields)
+            ids = resp.entity_ids
             out += [int(i) for i in ids]
-            token = resp.get("continuous_token") or ""
-            if not ids or not token:
+            if not ids or not resp.continuous_token:
                 return out
-            body["continuous_token"] = token
+            fields["continuous_token"] = resp.continuous_token
 
     def _relation(self, rel: Rel) -> RelationDef:
         try:
@@ -356,20 +336,20 @@ class PermifyBackend(Backend):
         d = self._relation(rel)
         entity = {"type": d.object_type, "ids": [str(rel.object)]}
         if d.wildcard:
-            body = {"tuple_filter": {}, "attribute_filter": {"entity": entity, "attributes": [PUBLIC_ATTRIBUTE]}}
+            fields = {"tuple_filter": {}, "attribute_filter": {"entity": entity, "attributes": [PUBLIC_ATTRIBUTE]}}
         else:
             t = tuple_json(d, rel.object, rel.subject)
             subject = {"type": t["subject"]["type"], "ids": [t["subject"]["id"]],
                        "relation": t["subject"].get("relation", "")}
-            body = {"tuple_filter": {"entity": entity, "relation": t["relation"], "subject": subject},
-                    "attribute_filter": {}}
-        self.token = self._post("/data/delete", body).get("snap_token") or self.token
+            fields = {"tuple_filter": {"entity": entity, "relation": t["relation"], "subject": subject},
+                      "attribute_filter": {}}
+        self.token = self._call("Data.Delete", **fields).snap_token or self.token
         self.rows_touched += 1
 
     def baseline_roundtrip(self) -> None:
-        """tenants/list of one tenant: authenticated, one indexed read of the tenants table."""
-        assert self.http is not None
-        self.http.post("/v1/tenants/list", {"page_size": 1})
+        """Tenancy.List of one tenant: authenticated, one indexed read of the tenants table."""
+        assert self.api is not None
+        self.api("Tenancy.List", page_size=1)
 
     def footprint(self) -> int:
         """Bytes of Permify's tables in its PostgreSQL database (0 when that is not reachable from here)."""

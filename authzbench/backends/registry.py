@@ -49,9 +49,10 @@ BACKENDS: dict[str, BackendEntry] = {
         BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend",
                      "authzbench.provision.native.openfga:start", ("openfga",), models=BOTH,
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
+        # permify (the PyPI package): the REST clients authzbench.tools.permify_clients compares with the adapter's gRPC.
         BackendEntry("permify", "authzbench.backends.permify:PermifyBackend",
                      "authzbench.provision.native.permify:start", ("permify",), models=BOTH,
-                     drivers=("permify", "psycopg"), extra="permify"),
+                     drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify"),
         BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False, models=BOTH, drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),

@@ -211,6 +211,8 @@ def test_endpoints_have_the_shape_each_backend_expects():
                                           "compose_cmd": compose.compose_cmd(), "compose_service": "scylla"}
     assert compose.endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
     assert compose.endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
+    permify = compose.endpoint("permify")
+    assert (permify["url"], permify["grpc_addr"]) == ("http://127.0.0.1:3476", "127.0.0.1:3478")
     es = compose.endpoint("elasticsearch")
     assert es["url"] == "https://127.0.0.1:9200" and es["username"] == "elastic" and es["password"]
     assert es["ca_certs"].endswith("elasticsearch-ca.crt")

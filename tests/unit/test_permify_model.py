@@ -1,12 +1,14 @@
 """schema/*.perm (Permify) accepts every relation of the dataset's catalog (the social wildcard as the
 is_public attribute), the recipe's loopback patch rewrites the three all-interface listeners of upstream's
-server.go and refuses a source it does not recognise, and an external URL carries key and write limit.
+server.go and refuses a source it does not recognise, an external URL carries key, gRPC address and write
+limit, and gRPC statuses map to the adapter's errors.
 No server needed: the real server validates the schemas in tests/backends/test_permify.py."""
 
 from __future__ import annotations
 
 import re
 
+import grpc
 import pytest
 
 from authzbench.backends.permify import (
@@ -16,6 +18,7 @@ from authzbench.backends.permify import (
     schema_text,
     tuple_json,
 )
+from authzbench.backends.permify_grpc import PermifyError
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import MODELS, relation_defs
 from authzbench.provision.native import permify as recipe
@@ -92,15 +95,63 @@ def test_a_source_of_another_version_is_refused(tmp_path, monkeypatch):
         recipe.source_from_env(tmp_path / "src", "refused")
 
 
-def test_external_url_carries_key_and_assumes_permifys_default_write_limit():
+def test_external_url_carries_key_grpc_address_and_assumes_permifys_default_write_limit():
     ep = PermifyBackend.endpoint_from_url("http://k3y@db.example:3476")
     assert ep["url"] == "http://db.example:3476" and ep["preshared_key"] == "k3y"
+    assert ep["grpc_addr"] == "db.example:3478" and not ep["grpc_tls"]  # Permify's default gRPC port
     assert ep["max_data_per_write"] == 1000
+    ep = PermifyBackend.endpoint_from_url("https://k3y@db.example?grpc=grpc.example:443")
+    assert ep["grpc_addr"] == "grpc.example:443" and ep["grpc_tls"]
     with pytest.raises(UserError, match="must look like"):
         PermifyBackend.endpoint_from_url("grpc://db.example")
+    with pytest.raises(UserError, match="must be host:port"):
+        PermifyBackend.endpoint_from_url("http://k3y@db.example?grpc=db.example")
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_grpc_statuses_map_to_the_adapters_errors():
+    from authzbench.backends.permify_grpc import Api
+    from authzbench.scenarios.runner import _is_timeout
+
+    api = object.__new__(Api)  # the mapping only: no channel
+    api.addr, api.timeout = "127.0.0.1:3478", 2.0
+    lost = api.error(_RpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "Permission.Check")
+    assert type(lost) is BackendUnavailable
+    assert str(lost) == "permify: lost the connection to Permify at 127.0.0.1:3478: UNAVAILABLE (Socket closed)"
+    for code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        e = api.error(_RpcError(code, "invalid key"), "Tenancy.List")
+        assert isinstance(e, UserError) and "rejected the preshared key" in str(e)
+    late = api.error(_RpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), "Permission.Check")
+    assert type(late) is BackendUnavailable and _is_timeout(late)  # the runner counts it as a timeout
+    e = api.error(_RpcError(grpc.StatusCode.INVALID_ARGUMENT, "ERROR_CODE_DEPTH_NOT_ENOUGH"), "Permission.Check")
+    assert isinstance(e, PermifyError) and (e.status, e.message) == ("INVALID_ARGUMENT", "ERROR_CODE_DEPTH_NOT_ENOUGH")
+    assert str(e) == "permify: INVALID_ARGUMENT ERROR_CODE_DEPTH_NOT_ENOUGH"
+
+
+def test_the_public_attribute_value_is_a_serialized_boolean_true():
+    from google.protobuf import wrappers_pb2
+
+    assert attribute_json(relation_defs("social")["content_public"], 3)["value"] == {
+        "type_url": "type.googleapis.com/base.v1.BooleanValue",
+        "value": wrappers_pb2.BoolValue(value=True).SerializeToString()}  # field 1 = true, as BooleanValue.data
 
 
 def test_without_a_cached_binary_or_go_the_backend_says_why_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTHZBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no go
     assert recipe.unavailable() == "permify: no Go toolchain to build it (install Go >= 1.25)"
+
+
+def test_an_endpoint_without_a_grpc_address_is_one_clear_error():
+    with pytest.raises(UserError, match=r"no gRPC address .*\?grpc=host:port"):
+        PermifyBackend({"url": "http://127.0.0.1:3476", "preshared_key": "k"}, {}).connect()

@@ -1,0 +1,1 @@
+"""One-off measurements behind a design choice, each runnable as `python -m authzbench.tools.NAME`."""
