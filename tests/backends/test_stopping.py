@@ -90,6 +90,17 @@ def _assert_all_gone(procs: list[psutil.Process], proc: subprocess.Popen) -> Non
     assert not left, f"processes of the run still running: {left}"
 
 
+def _kill_run(proc: subprocess.Popen, tmp_path: Path) -> None:
+    """A test that failed before its signal: SIGKILL the run and everything it started (its workers and
+    servers would outlive a SIGKILLed main process: a failed wait once left 2.2 GB workers and postmasters)."""
+    if proc.poll() is not None:
+        return
+    for p in [*_run_processes(proc, tmp_path)]:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    proc.wait(timeout=30)
+
+
 def _records(tmp_path: Path) -> list[dict]:
     runs = list((tmp_path / "results").glob("*/records.jsonl"))
     if not runs:
@@ -124,8 +135,7 @@ def test_a_signal_ends_bench_mid_phase_with_nothing_left_running(tmp_path, sig):
         code = proc.wait(timeout=30)
         seconds = time.monotonic() - t0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_run(proc, tmp_path)
     log = (tmp_path / "run.log").read_text()
     assert code == 128 + sig, log[-2000:]
     assert seconds < 15, f"took {seconds:.1f} s to stop"
@@ -155,8 +165,7 @@ def test_a_second_signal_ends_bench_at_once(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_run(proc, tmp_path)
     assert code == 143
     assert not list((tmp_path / "reports").glob("*.md"))  # ended at once: no report (the first would render it)
     _assert_all_gone(procs, proc)
@@ -179,8 +188,7 @@ def test_a_signal_during_prepare_stops_the_server_it_was_starting(tmp_path, sig,
         os.kill(proc.pid, sig)
         code = proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_run(proc, tmp_path)
     log = (tmp_path / "run.log").read_text()
     assert code == 128 + sig, log[-2000:]
     assert "loaded" not in log  # the signal came before the load finished
@@ -207,8 +215,7 @@ def test_prepared_servers_survive_an_interrupted_bench_and_down_stops_them(tmp_p
         assert proc.wait(timeout=30) == 143
         assert all(psutil.pid_exists(p) for p in pids)  # prepare's servers are kept for later runs
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_run(proc, tmp_path)
         d = subprocess.run([sys.executable, "-m", "authzbench.cli", "down"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=120)
     assert d.returncode == 0 and "postgres" in d.stdout
@@ -229,7 +236,6 @@ def test_a_signal_ends_a_pytest_backend_session_and_stops_its_servers(tmp_path, 
         os.kill(proc.pid, sig)
         code = proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_run(proc, tmp_path)
     assert code == 128 + sig, (tmp_path / "run.log").read_text()[-3000:]
     _assert_all_gone(procs, proc)
