@@ -117,9 +117,9 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
         monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], budget_s=None))
     cfg = BenchConfig(backends=[backend], provision="native", profile="tiny",
                       scenarios=["check_manage_direct_user", "check_manage_org_admin"],
-                      # 200 ops per phase: the timeouts of a 5 s freeze are well over the 1% that makes
-                      # a phase incomplete
-                      concurrency=[2], iterations_scale=0.1, data_dir=tmp_path / "data")
+                      # 200 ops per phase (CHECK_OPS 8,000 x 0.025): the timeouts of a 5 s freeze are well
+                      # over the 1% that makes a phase incomplete (at 0.1 x, 800 ops, 2 timeouts were 0.75%)
+                      concurrency=[2], iterations_scale=0.025, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     try:
         orchestrate.bench(cfg, store)
