@@ -49,6 +49,42 @@ def test_every_write_op_flips_its_probe_in_the_simple_evaluator(tiny, kind):
             ev.remove(*rel)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_write_op_answers_as_alone_while_every_other_op_is_applied(tiny, kind):
+    """Workers overlap their ops in any order, so no op may change another's probe or control answer."""
+    ops = sample_write_ops(tiny, kind, 40)
+    ev = SimpleEvaluator.from_dataset(tiny)
+    for op in ops:
+        for rel in (*op.setup, op.change):
+            ev.add(*rel)
+    for op in ops:
+        present = op.control_base if op.revoke_first else op.control_applied
+        absent = op.control_applied if op.revoke_first else op.control_base
+        assert (ev.check(*op.probe), ev.check(*op.control)) == (True, present), op
+        ev.remove(*op.change)
+        assert (ev.check(*op.probe), ev.check(*op.control)) == (False, absent), op
+        ev.add(*op.change)
+
+
+def test_hierarchy_ops_that_would_see_each_other_are_refused(tiny):
+    """The pair the compose CI run caught: op A hangs real group 15 under its scratch group and attaches that
+    under group 2 (which grants resource 17); op B attaches its scratch group under 15, so while A's change
+    is applied B's user views 17."""
+    from authzbench.model import Relationship
+    from authzbench.scenarios.writes import WriteOp, _independent, _verified
+
+    n_u, n_g = tiny.entities["user"], tiny.entities["group"]
+    ua, ub, sa, sb = n_u + 10**6, n_u + 10**6 + 1, n_g + 10**6, n_g + 10**6 + 1
+    ev = SimpleEvaluator.from_dataset(tiny)
+    a = WriteOp("hierarchy", (Relationship("group_member", sa, ua), Relationship("group_child", sa, 15)),
+                Relationship("group_child", 2, sa), False, (ua, "view", 17), (ua, "view", 0))
+    b = WriteOp("hierarchy", (Relationship("group_member", sb, ub), Relationship("group_child", sb, 9)),
+                Relationship("group_child", 15, sb), False, (ub, "view", 215), (ub, "view", 17))
+    ops = [_verified(a, ev), _verified(b, ev)]
+    with pytest.raises(AssertionError, match="interfere"):
+        _independent(ops, ev)
+
+
 def test_hotspot_groups_are_always_among_the_membership_writes(tiny):
     ops = sample_write_ops(tiny, "membership", 10)
     ev = SimpleEvaluator.from_dataset(tiny)
