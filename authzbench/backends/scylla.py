@@ -64,6 +64,10 @@ INGEST_PATHS = ("sstable", "cql")
 # (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load
 # ~30 SSTables, which compaction merges afterwards as it merges the CQL path's memtable flushes.
 SSTABLE_BLOCK_ROWS = 1 << 20
+# A batch the node timed out or shed is sent up to 5 times in all (unlogged inserts are idempotent), as
+# the driver's docs advise for idempotent writes; the driver's default policy never retries an unlogged
+# batch's write timeout, and without a retry one slow moment of a node ends a whole load.
+BATCH_TRIES = 5
 
 
 def _short(rel: str) -> str:
@@ -166,6 +170,7 @@ class ScyllaBackend(Backend):
         self.in_flight = int(self.options.get("in_flight") or type(self).in_flight)
         self.fixed_batch_rows = int(self.options.get("fixed_batch_rows") or type(self).fixed_batch_rows)
         self._cql_value_bytes = 0  # bytes of the statements' entries a CQL load sent
+        self._batch_retries = 0  # batches sent again after a timeout or an overloaded node
 
     def close(self) -> None:
         if getattr(self, "cluster", None) is not None:
@@ -258,6 +263,7 @@ class ScyllaBackend(Backend):
         # bytes_written: the BATCH entries sent (statement ids, values and their lengths)
         return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
                 "permission_seconds": perm_s, "bytes_written": self._cql_value_bytes,
+                "batch_retries": self._batch_retries,
                 "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), prepared INSERTs "
                           f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
                           f"{self.in_flight} batches in flight; permission rows serialized "
@@ -467,6 +473,13 @@ class ScyllaBackend(Backend):
         sem = threading.Semaphore(self.in_flight)
         errors: list[BaseException] = []
         lock = threading.Lock()
+        retryable = _retryable_errors()
+
+        def send(batch: Any, k: int, tries: int) -> None:
+            t0 = time.perf_counter()
+            fut = self.session.execute_async(batch, timeout=max(self.timeout, 60.0))
+            fut.add_callbacks(done, failed, callback_kwargs={"t0": t0, "k": k},
+                              errback_kwargs={"batch": batch, "k": k, "tries": tries})
 
         def done(_result: Any, t0: float, k: int) -> None:
             with lock:
@@ -474,7 +487,14 @@ class ScyllaBackend(Backend):
                 tick.done += k * cost
             sem.release()
 
-        def failed(exc: BaseException, t0: float, k: int) -> None:
+        def failed(exc: BaseException, batch: Any, k: int, tries: int) -> None:
+            # The rows are plain inserts (idempotent): a batch the node timed out or shed is sent again
+            if isinstance(exc, retryable) and tries < BATCH_TRIES:
+                with lock:
+                    self._batch_retries += 1
+                with contextlib.suppress(Exception):
+                    send(batch, k, tries + 1)
+                    return
             errors.append(exc)
             sem.release()
 
@@ -485,11 +505,9 @@ class ScyllaBackend(Backend):
             batch.keyspace, batch.routing_key = ks, routing(s)  # token-aware: straight to a replica
             sem.acquire()
             if errors:
+                sem.release()  # this slot sends nothing: the drain below waits for every slot
                 break
-            t0 = time.perf_counter()
-            fut = self.session.execute_async(batch, timeout=max(self.timeout, 60.0))
-            fut.add_callbacks(done, failed, callback_kwargs={"t0": t0, "k": e - s},
-                              errback_kwargs={"t0": t0, "k": e - s})
+            send(batch, e - s, 1)
             tick.flush()
         for _ in range(self.in_flight):
             sem.acquire()
@@ -827,6 +845,14 @@ def _utf(text: str) -> bytes:
 def _last_line(text: str) -> str:
     lines = [x for x in text.strip().splitlines() if x.strip()]
     return (lines[-1] if lines else "no output")[:300]
+
+
+def _retryable_errors() -> tuple[type[BaseException], ...]:
+    """A node's write timeout, a client-side timeout, an overloaded or bootstrapping node: worth a retry."""
+    from cassandra import OperationTimedOut, WriteTimeout
+    from cassandra.protocol import OverloadedErrorMessage
+
+    return (OperationTimedOut, WriteTimeout, OverloadedErrorMessage)
 
 
 class _Ticker:
