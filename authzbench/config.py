@@ -68,6 +68,17 @@ def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
         raise UserError(f"--provision external needs {external_url_var(name)} (a DSN or URL of the running server)")
 
 
+def _check_engine() -> None:
+    """--provision compose with no engine that answers: one line before the dataset, not one per backend
+    after it (a run without `authzbench engine up` printed 12 lines and wrote an empty report)."""
+    from authzbench.provision.compose import _client
+
+    try:
+        _client()
+    except BackendUnavailable as e:
+        raise UserError(f"--provision compose: {e}; `authzbench engine up` finds or starts one") from None
+
+
 def default_backends() -> list[str]:
     return [n for n, e in BACKENDS.items() if e.default]
 
@@ -118,6 +129,8 @@ class BenchConfig:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
         for b in self.backends:
             _check_runnable(b, self.provision, self.options)
+        if self.provision == "compose":
+            _check_engine()
         if self.scenarios is None:
             self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
                 else []

@@ -435,6 +435,22 @@ def test_local_images_without_provision_compose_is_refused_in_one_line(capsys):
                    "images)"]
 
 
+def test_provision_compose_without_an_engine_is_refused_in_one_line_before_the_dataset(capsys, monkeypatch,
+                                                                                       tmp_path):
+    from authzbench import cli
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setattr(compose, "_cached_client", None)
+    monkeypatch.setattr(compose, "_engine_cache", [])
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "--backend", "postgres,elasticsearch", "--provision", "compose", "--profile", "tiny",
+            "--results-dir", str(tmp_path / "results"), "--report-dir", str(tmp_path / "reports")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("authzbench: error: --provision compose: ") and "engine up" in err[0]
+    assert not any(tmp_path.iterdir())  # no dataset, no results, no report
+
+
 def test_the_apt_mirror_is_the_one_apt_uses(tmp_path, monkeypatch):
     if not any(Path(p).exists() for p in ("/etc/apt/sources.list", "/etc/apt/sources.list.d")):
         pytest.skip("not a Debian machine")
