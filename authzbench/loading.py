@@ -25,9 +25,8 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
         if not reload and b.loaded_hash() == ds.hash:
             say(f"{name}: dataset {ds.hash[:12]} already loaded, not reloading (--reload to force)")
             rec = {"type": "ingest_skipped", "backend": name, "dataset_hash": ds.hash}
-            prior = state_file(name).with_suffix(".load.json")
-            if prior.is_file():
-                rec["previous"] = json.loads(prior.read_text())
+            if prior := _prior_load(name, sess.dep.mode, ds.hash):
+                rec["previous"] = prior
             if store:
                 store.append(rec)
             return rec
@@ -42,8 +41,16 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
                               "message": str(e)})
     rec = _load_once(sess, ds, store, None, {})
     if not entry(name).in_process:
-        state_file(name).with_suffix(".load.json").write_text(json.dumps(rec))
+        state_file(name).with_suffix(".load.json").write_text(json.dumps({**rec, "provision": sess.dep.mode}))
     return rec
+
+
+def _prior_load(name: str, mode: str, dataset_hash: str) -> dict | None:
+    """The load record of the data a skipped load reuses: only if that load was of this dataset on a server
+    provisioned the same way (a compose run once reported the native SSTable load as its own)."""
+    path = state_file(name).with_suffix(".load.json")
+    prior = json.loads(path.read_text()) if path.is_file() else {}
+    return prior if prior.get("provision") == mode and prior.get("dataset_hash") == dataset_hash else None
 
 
 def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str | None,
