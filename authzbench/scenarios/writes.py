@@ -116,13 +116,15 @@ def _hierarchy_targets(ev: SimpleEvaluator, reach: dict[int, list[int]], members
     """Parents (hot first) and the big real groups hung below the ops' scratch groups, chosen so that no
     parent has one of those groups among its ancestors. While op i's change is applied, everything under
     its group gains its parent's resources, so an op attached under that group at the same time would
-    see them: the compose CI run of 2026-11-25 caught one (a control check of write_hierarchy on
-    tiny allowed through the other worker's op). Baseline keeps 168 of its 176 parents this way."""
+    see them."""
+    # The compose CI run caught such a pair (a control check of write_hierarchy on tiny allowed through
+    # the other worker's op); excluding them costs baseline 8 of its 176 parents.
     anc = functools.cache(lambda g: frozenset(_ancestors(ev, g)))
     hot = sorted(reach, key=lambda g: -len(reach[g]))[:3]
     blocked = set().union(*(anc(p) for p in hot))
     big = [g for g in sorted(members, key=lambda g: -members[g]) if members[g] and g not in blocked][:8]
-    free = {g: len(r) for g, r in reach.items() if not anc(g) & set(big)}
+    hung = frozenset(big)
+    free = {g: len(r) for g, r in reach.items() if not anc(g) & hung}
     return _hot_first(free, rng, n), big
 
 
