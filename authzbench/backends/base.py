@@ -170,6 +170,9 @@ class ServerInfo:
     label: str  # e.g. "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)"
     comparable: bool = True  # False: figures must be shown apart (FerretDB, embedded chdb)
     notes: list[str] = field(default_factory=list)
+    # The read consistency the measured phases use when a phase names none (engines with modes), so a
+    # report can name it instead of "session".
+    consistency: str = ""
 
 
 class Backend(ABC):

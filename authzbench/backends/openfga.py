@@ -291,7 +291,7 @@ class OpenFGABackend(Backend):
         if not ep.get("datastore_dsn"):
             notes.append("footprint unknown (no datastore_dsn in the endpoint): reported as 0")
         label = f"OpenFGA {version} on PostgreSQL {ds_version}".strip()
-        return ServerInfo("OpenFGA", version, label, notes=notes)
+        return ServerInfo("OpenFGA", version, label, notes=notes, consistency=self.mode)
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:

@@ -209,7 +209,8 @@ class PermifyBackend(Backend):
                  "(SpiceDB and OpenFGA: the wildcard user:*)"]
         if not ep.get("datastore_dsn"):
             notes.append("footprint unknown (no datastore_dsn in the endpoint): reported as 0")
-        return ServerInfo("Permify", version, f"Permify {version} on PostgreSQL {ds_version}".strip(), notes=notes)
+        return ServerInfo("Permify", version, f"Permify {version} on PostgreSQL {ds_version}".strip(), notes=notes,
+                          consistency=self.mode)
 
     # schema and data ---------------------------------------------------------------------------
     def _tenant_exists(self) -> bool:

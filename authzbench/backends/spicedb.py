@@ -257,7 +257,8 @@ class SpiceDBBackend(Backend):
                  "version from the provisioner (the server did not report one)"]
         if not ep.get("datastore_dsn"):
             notes.append("footprint unknown (no datastore_dsn in the endpoint): reported as 0")
-        return ServerInfo("SpiceDB", version, f"SpiceDB {version} on {ds} {ds_version}".strip(), notes=notes)
+        return ServerInfo("SpiceDB", version, f"SpiceDB {version} on {ds} {ds_version}".strip(), notes=notes,
+                          consistency=self.mode)
 
     # schema and data ---------------------------------------------------------------------------
     def _schema_text(self, dataset_hash: str | None = None) -> str:

@@ -31,7 +31,8 @@ def write_table(rd: RunData) -> pd.DataFrame:
                 extra[k] = max(extra.get(k, 0), x) if k.endswith("_max") else extra.get(k, 0) + x
         counted = extra.get("rows_counted", 0)
         rows.append({
-            "backend": b, "scenario": scen, "consistency": mode or "—", "concurrency": c, "ops": int(w["ops"].sum()),
+            "backend": b, "scenario": scen, "consistency": mode or session_mode(rd, b), "session": not mode,
+            "concurrency": c, "ops": int(w["ops"].sum()),
             "write_p50_ms": ws.p50_ms, "write_p95_ms": ws.p95_ms, "write_p99_ms": ws.p99_ms,
             "vis_p50_ms": vs.p50_ms, "vis_p95_ms": vs.p95_ms, "vis_max_ms": vs.max_ms,
             "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
@@ -42,6 +43,13 @@ def write_table(rd: RunData) -> pd.DataFrame:
             "checked": int(w["checked"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+def session_mode(rd: RunData, backend: str) -> str:
+    """The consistency of a phase that named none: the backend's session mode, as its server record says
+    (runs recorded before servers named it, and backends without modes: "—")."""
+    mode = rd.servers.get(backend, {}).get("info", {}).get("consistency", "")
+    return f"{mode} (session)" if mode else "—"
 
 
 def restored_table(rd: RunData) -> pd.DataFrame:
@@ -79,7 +87,7 @@ def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    one = df[(df["concurrency"] == df["concurrency"].min()) & (df["consistency"] == "—")]  # the run's own mode
+    one = df[(df["concurrency"] == df["concurrency"].min()) & df["session"]]  # the run's own mode
     piv = one.pivot_table(index="backend", columns="scenario", values=["write_p95_ms", "vis_p95_ms"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
     for ax, (col, title) in zip(axes, (("write_p95_ms", "write p95 (ms)"), ("vis_p95_ms", "visibility lag p95 (ms)")),

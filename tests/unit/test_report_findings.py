@@ -41,7 +41,7 @@ class Run:
 
     def phase(self, b: str, scenario: str, slots: list[list[float]], concurrency: int = 1, kind: str = "check",
               repeat: int = 0, results: int = 0, cpu: float = 50.0, client_cpu: float = 30.0,
-              writes: list[float] | None = None) -> Run:
+              writes: list[float] | None = None, extra: dict | None = None) -> Run:
         """slots: the latencies (ms) recorded in each one-second interval of the phase."""
         pid = f"{b}/{scenario}/c{concurrency}/r{repeat}"
         t0 = self.t
@@ -66,7 +66,7 @@ class Run:
             self.recs.append({"type": "interval", "phase": pid, "backend": b, "scenario": scenario, "worker": 0,
                               "kind": "write", "hist": encode(h), "ops": len(writes), "errors": {}, "timeouts": 0,
                               "mismatches": 0, "examples": [], "results": 0, "duplicates": 0, "checked": 0,
-                              "late": 0, "ts": t0 + 0.99})
+                              "late": 0, "ts": t0 + 0.99, "extra": extra or {}})
         n = sum(map(len, slots))
         self.recs.append({"type": "phase_end", "phase": pid, "backend": b, "scenario": scenario, "status": "complete",
                           "reason": "", "wall_s": float(len(slots)), "scheduled": None, "dropped": 0,
@@ -197,6 +197,26 @@ def test_one_more_dimension_is_one_more_function():
     text = findings.render_section(rd, str, dims=dims)
     assert "**Stale allows after a revoke** ([table](#t-revoke-then-check)" in text
     assert "1. **postgres** 0 allows; 2. **scylla** 3 allows\n" in text
+
+
+def test_stale_allows_are_counted_at_every_worker_count_in_the_named_session_mode():
+    # The run that led here: 0 stale allows at 1 worker, 19 at 8, and a Findings line that said 0 (it read
+    # the first concurrency level only) beside a table whose consistency column said "—".
+    spice = {**NET, "label": "SpiceDB 1.45 on PostgreSQL 15", "consistency": "fully_consistent"}
+    run = Run().server("spicedb-pg", spice).server("postgres", NET)
+    for b in ("spicedb-pg", "postgres"):
+        for c, stale in ((1, 0), (8, 6 if b == "spicedb-pg" else 0)):
+            run.phase(b, "revoke_then_check", steady(2.0, n=10, slots=1), concurrency=c, kind="visibility",
+                      writes=[1.0] * 67, extra={"stale_allows": stale, "stale_reads": stale})
+    rd = run.data()
+    dim = _dim(rd, "Stale allows after a revocation")
+    got = {f.backend: (f.value, f.detail) for f in dim.figures}
+    assert got == {"spicedb-pg": (6.0, "134 writes at 1, 8 workers"), "postgres": (0.0, "134 writes at 1, 8 workers")}
+    assert _dim(rd, "Visibility lag p95 after a structural write").title.endswith(", 1 worker")
+    from authzbench.report import writes
+
+    modes = writes.write_table(rd).set_index(["backend", "concurrency"])["consistency"]
+    assert modes[("spicedb-pg", 8)] == "fully_consistent (session)" and modes[("postgres", 8)] == "—"
 
 
 def _full_run() -> Run:
