@@ -79,7 +79,7 @@ def _writes(j: pd.DataFrame, check_cost: dict[int, float]) -> dict[int, float]:
 
 
 def _rss(rd: RunData, backend: str) -> list[float]:
-    """Peak server RSS (bytes) of each round over its read and mixed phases (never the load)."""
+    """Peak server memory (bytes, PSS natively) of each round over its read and mixed phases (never the load)."""
     ph, m = rd.phases, rd.monitor_phases
     rounds = ph[ph["backend"] == backend].drop_duplicates("phase")[["phase", "repeat"]]
     j = rounds.merge(m, on="phase", how="inner")

@@ -23,7 +23,7 @@ ASSUMPTIONS = [
     "difference of large numbers: see its interval)",
     "cores = target ops/s x (sum over op kinds of share x core-seconds per op) / utilization; a core is a "
     "logical CPU of the measuring machine",
-    "memory = peak server RSS over the read phases (configured caches included, e.g. PostgreSQL's "
+    "memory = peak server memory (PSS natively) over the read phases (configured caches included, e.g. PostgreSQL's "
     "shared_buffers); disk = the footprint after the load, one copy (no replication)",
     "a figure grows from the largest size measured as (target size / that size)^k, k from the run's size "
     "sweep; without one, CPU per op is taken as flat (k = 0), memory and disk as proportional (k = 1)",
@@ -89,7 +89,7 @@ def plan_text(bases: dict[str, BackendBasis], target: Target) -> str:
                   f"  cores     {_range(p.cores)}  ({_range(p.demand)} busy at the target rate, "
                   f"/ {target.utilization:g} utilization)"]
         if p.memory:
-            lines.append(f"  memory    {_range(p.memory.at, _bytes)}  ({_growth(p.memory, 'peak RSS', _bytes)})")
+            lines.append(f"  memory    {_range(p.memory.at, _bytes)}  ({_growth(p.memory, 'peak memory', _bytes)})")
         if p.disk:
             lines.append(f"  disk      {_range(p.disk.at, _bytes)}  ({_growth(p.disk, 'footprint', _bytes)})")
         for kind, g in p.cpu.items():

@@ -165,9 +165,16 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
     return df.drop_duplicates(["backend", "variant"], keep="last") if not df.empty else df
 
 
+def server_memory(r: dict) -> int:
+    """A monitor sample's server memory: PSS where it was read (native servers since it was), else RSS (older
+    runs) or the containers' memory usage (compose)."""
+    return r.get("pss_bytes") or r["rss_bytes"]
+
+
 def monitor_phase_table(recs: list[dict]) -> pd.DataFrame:
-    """Per monitored phase: server CPU mean, RSS max, and the client processes' CPU mean when recorded."""
-    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": r["rss_bytes"],
+    """Per monitored phase: server CPU mean, memory max (server_memory), and the client processes' CPU mean
+    when recorded."""
+    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": server_memory(r),
              "client_cpu": r.get("client_cpu_percent", float("nan"))} for r in recs if r["type"] == "monitor"]
     if not rows:
         return pd.DataFrame(columns=["backend", "phase", "cpu_mean", "rss_max_mb", "client_cpu_mean", "samples"])
@@ -179,7 +186,7 @@ def monitor_phase_table(recs: list[dict]) -> pd.DataFrame:
 
 
 def monitor_table(recs: list[dict]) -> pd.DataFrame:
-    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": r["rss_bytes"]}
+    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": server_memory(r)}
             for r in recs if r["type"] == "monitor"]
     if not rows:
         return pd.DataFrame(columns=["backend", "stage", "cpu_mean", "cpu_min", "cpu_max", "rss_mean_mb",

@@ -250,8 +250,8 @@ def server_memory(rd: RunData) -> list[Dimension]:
     m = m[~m["phase"].str.contains("/ingest")]
     figs = [Figure(b, float(g["rss_max_mb"].max()), detail=_in_process(rd, b),
                    bounds=_single(float(g["rss_max_mb"].max()), "rss")) for b, g in m.groupby("backend", sort=False)]
-    return [Dimension("Resources", "Peak server RSS over the read phases", "MiB", False, figs, anchor("resources"),
-                      summary="peak RSS")]
+    return [Dimension("Resources", "Peak server memory over the read phases", "MiB", False, figs, anchor("resources"),
+                      summary="peak memory")]
 
 
 def cpu_per_1k(rd: RunData) -> list[Dimension]:
@@ -448,7 +448,7 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              "the lowest to the highest round, widened to a percentile's 95% confidence interval from its op "
              "count. Two figures whose intervals overlap are reported as **no clear difference**; a figure "
              "whose rounds spread wider than the figure itself is **unstable** and not ranked. A load and a "
-             f"peak RSS are measured once: they are taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
+             f"peak memory are measured once: they are taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
              f"{SINGLE_FACTOR['rss']:g}x of their value (the most they moved between runs here); footprint at "
              f"face value. n = ops a percentile rests on; {MARK} = fewer ops than the percentile needs (p95: "
              f"20, p99: 100); {DISTURBED} = other processes' CPU disturbed a phase it rests on even after its "

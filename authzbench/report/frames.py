@@ -82,7 +82,7 @@ def _cpu_per_1k(g: pd.DataFrame) -> float:
 
 
 def resource_table(rd: RunData) -> pd.DataFrame:
-    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak RSS, client CPU."""
+    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak memory, client CPU."""
     m, ph = rd.monitor_phases, rd.phases
     if m.empty or ph.empty:
         return pd.DataFrame()

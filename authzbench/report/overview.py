@@ -99,7 +99,10 @@ def method(rd: RunData, out_dir: Path) -> str:
         "omission); ops due but never started are reported as dropped.",
         "- Every answer is compared with the reference oracle; timeouts (check 2 s, lookup 60 s by default) and "
         "exceptions count as errors and are excluded from the latency figures.",
-        "- CPU % is summed over the server processes and their children (100% = one core); RSS likewise. "
+        "- CPU % is summed over the server processes and their children (100% = one core). Server memory is their "
+        "proportional set size (PSS: a page shared by several processes is split between them, so PostgreSQL's "
+        "shared buffers count once), read every 4 s; RSS in runs recorded before it was read; under compose, "
+        "each container's memory usage. "
         "Samples are kept only while ops are measured (not while workers start).",
         f"- Client workers and servers share this machine's {rd.manifest.get('environment', {}).get('cpu_logical', '?')} "
         "logical cores: at high concurrency the client processes compete with the server for CPU, so "

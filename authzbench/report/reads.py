@@ -59,8 +59,8 @@ def _resources(rd: RunData) -> str:
     t["backend"] = [label(rd, b) for b in t["backend"]]
     return "\n".join(["### Server CPU and memory per 1,000 checks", "",
                       "Over every check phase (all worker counts): server CPU core-seconds spent per 1,000 checks "
-                      "(the reference's \"CPU% per 1K operations\"), mean server and client CPU, peak server RSS. "
+                      "(the reference's \"CPU% per 1K operations\"), mean server and client CPU, peak server memory (PSS). "
                       "In-process engines (†, thread workers) include the client.", "", link_target("resources"),
                       table(t, {"backend": "Backend", "phases": "Phases", "ops": "Checks",
                                 "cpu_s_per_1k": "Server core-s per 1,000 checks", "cpu_mean": "Server CPU mean (%)",
-                                "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server RSS (MiB)"})])
+                                "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server memory (MiB)"})])

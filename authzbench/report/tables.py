@@ -103,5 +103,5 @@ def monitor_summary(rd: RunData, stage: str | None, title: str) -> str:
     return "\n".join([*lines, table(m.assign(backend=[label(rd, b) for b in m["backend"]]),
                                     {"backend": "Backend", "stage": "Phase", "cpu_mean": "CPU mean (%)",
                                      "cpu_min": "CPU min (%)", "cpu_max": "CPU max (%)",
-                                     "rss_mean_mb": "RSS mean (MiB)", "rss_min_mb": "RSS min (MiB)",
-                                     "rss_max_mb": "RSS max (MiB)", "samples": "Samples"}, 1)])
+                                     "rss_mean_mb": "Memory mean (MiB)", "rss_min_mb": "Memory min (MiB)",
+                                     "rss_max_mb": "Memory max (MiB)", "samples": "Samples"}, 1)])
