@@ -356,3 +356,16 @@ def test_a_social_open_loop_at_10m_relationships_is_laid_out_as_the_scale_tests_
     rebac = Run().server("postgres", NET)
     rebac.phase("postgres", "mixed", steady(1.0))
     assert "T1/T2" not in render(rebac.write(tmp_path / "r2"), tmp_path / "o2").read_text()
+
+
+def test_a_load_that_timed_no_batches_shows_no_batch_figures_and_warns_nothing():
+    # The SSTable path loads in one bulk call: its record has no batch times.
+    import warnings
+
+    from authzbench.report.data import ingest_table
+
+    rec = Run().ingest("scylla", 12.8).recs[0] | {"batch_seconds": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = ingest_table([rec]).iloc[0]
+    assert math.isnan(row["batch_mean_s"]) and math.isnan(row["batch_p95_s"]) and row["batches"] == 0
