@@ -155,7 +155,7 @@ def tree_pss(procs: Iterable[psutil.Process]) -> int:
 
 
 class Monitor:
-    """Samples CPU % and RSS of the server processes (and their children) while a phase runs, and what
+    """Samples CPU %, RSS and PSS of the server processes (and their children) while a phase runs, and what
     else used the machine meanwhile (foreign CPU, steal: see Disturbance).
 
     Native servers are sampled with psutil; compose containers through a stats callback
