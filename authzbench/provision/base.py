@@ -94,10 +94,9 @@ def run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None =
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as fh:
-            rc = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
-                                timeout=timeout).returncode
+            rc = run_group(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
     else:
-        rc = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout).returncode
+        rc = run_group(cmd, cwd=cwd, env=full_env, timeout=timeout)
     if rc != 0:
         where = f" (see {log})" if log else ""
         raise BackendUnavailable(f"{what or cmd[0]} failed with exit code {rc}{where}")
@@ -135,6 +134,35 @@ def spawn(cmd: list[str], *, log: Path, env: dict[str, str] | None = None, cwd: 
     fh = open(log, "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                             cwd=cwd, start_new_session=True)
+
+
+def run_group(cmd: list[str], *, timeout: float | None = None, **popen: Any) -> int:
+    """subprocess.run for a step that spawns its own children (initdb runs `postgres --single`, go build
+    its compilers): in its own process group, and if the wait is cut short (a signal, the timeout) the
+    whole group is killed and waited for. subprocess.run kills only the direct child: a SIGINT during
+    initdb once left its orphaned `postgres --single` running on the data dir."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        kill_group(proc)
+        raise
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started in its own session and every member of its group, then wait for them."""
+    import psutil
+
+    try:
+        members = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        members = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+    psutil.wait_procs(members, timeout=10)
 
 
 def stop_pid(pid: int, timeout: float = 30.0) -> None:

@@ -25,6 +25,7 @@ from authzbench.provision.base import (
     free_port,
     require_java,
     run,
+    run_group,
     say,
     spawn,
     stamp_ok,
@@ -103,7 +104,7 @@ def _train_cds(java: str, root: Path, log: Path) -> None:
            *_settings(train, free_port())]
     try:
         with open(log, "ab") as fh:
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=300).returncode
+            rc = run_group(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=300)
     except subprocess.TimeoutExpired:
         rc = -1
     shutil.rmtree(train, ignore_errors=True)

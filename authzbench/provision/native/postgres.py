@@ -28,6 +28,7 @@ from authzbench.provision.base import (
     check_user_exists,
     free_port,
     pid_alive,
+    run_group,
     say,
     stop_pid,
     wait_until,
@@ -200,10 +201,10 @@ def start_cluster(ctx: StartContext, *, name: str = "postgres", settings: dict[s
     t0 = time.perf_counter()
     say(f"{name}: initdb ({bins.parent.name}) in {data}")
     with open(log, "ab") as fh:
-        rc = subprocess.run([str(bins / "initdb"), "-D", str(data), "-U", PG_USER, "--pwfile", str(pwfile),
-                             "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8",
-                             "--locale=C", "--no-instructions"],
-                            stdout=fh, stderr=subprocess.STDOUT, **_as_pg()).returncode
+        rc = run_group([str(bins / "initdb"), "-D", str(data), "-U", PG_USER, "--pwfile", str(pwfile),
+                        "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8",
+                        "--locale=C", "--no-instructions"],
+                       stdout=fh, stderr=subprocess.STDOUT, **_as_pg())
     pwfile.unlink()
     if rc != 0:
         raise BackendUnavailable(f"{name}: initdb failed with exit code {rc} (see {log})")
