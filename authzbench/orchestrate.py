@@ -21,7 +21,7 @@ from authzbench.config import BenchConfig
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.loading import load_backend
-from authzbench.phase_plan import phase_specs, visit_of, visit_order
+from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
 from authzbench.provision.base import say
 from authzbench.provision.manager import external_url_var
 from authzbench.restore import verify_restored
@@ -99,6 +99,7 @@ class _BenchRun:
     sessions: dict[str, Session] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
     inputs_cache: dict[str, list] = field(default_factory=dict)
+    pace: Pace = field(default_factory=lambda: Pace(os.cpu_count() or 1))
 
     def visit(self, name: str, visit: int) -> None:
         if name in self.failed:
@@ -117,7 +118,7 @@ class _BenchRun:
                 with timed_step(store, name, "load"):
                     load_backend(sess, self.ds, store, cfg.reload)
             _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
-                           visit=visit, others=self._other_pids(name))
+                           visit=visit, others=self._other_pids(name), pace=self.pace)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (bench's finally stops the servers)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
@@ -164,7 +165,8 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
 
 
 def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
-                   inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None) -> None:
+                   inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None,
+                   pace: Pace | None = None) -> None:
     """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
     name, cls = sess.name, backend_class(sess.name)
     if visit == 0:
@@ -189,17 +191,25 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                 with timed_step(store, None, f"inputs and expected answers of {sname}"):
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
+            if pace and sess.dep.mode != "external" and sc.op in ("check", "lookup") and (why := pace.too_slow(spec)):
+                store.append({"type": "phase_skipped", "phase": spec.phase_id, "backend": name, "scenario": sname,
+                              "concurrency": spec.concurrency, "repeat": spec.repeat, "reason": why})
+                say(f"{name}: {spec.phase_id} not run: {why}")
+                continue
             for attempt in range(cfg.max_reruns + 1):
                 spec.attempt = attempt
-                if not _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
-                                kept, heavy_restore=bool(writing) and i == writing[-1]):
+                rerun, res = _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
+                                      kept, heavy_restore=bool(writing) and i == writing[-1])
+                if not rerun:
                     break
+            if pace:
+                pace.note(spec, res.ops, res.wall_s)
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
              inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
-             heavy_restore: bool = True) -> bool:
-    """Run one phase once; True when foreign CPU disturbed it and a re-run is still allowed."""
+             heavy_restore: bool = True) -> tuple[bool, Any]:
+    """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result)."""
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
     say(f"{name}: {spec.phase_id}")
@@ -223,7 +233,7 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
         say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
     elif res.status == "incomplete":
         say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
-    return rerun
+    return rerun, res
 
 
 def _judge_disturbance(cfg: BenchConfig, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:

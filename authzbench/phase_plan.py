@@ -5,6 +5,7 @@ steps; the extra read consistency modes of the write scenarios."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from authzbench.config import BenchConfig
 from authzbench.dataset import Dataset
@@ -98,3 +99,40 @@ def visit_of(cfg: BenchConfig, rnd: int) -> int:
     """Rounds alternate between visits: with 3 rounds and 2 visits, rounds 0 and 2 run in the first visit
     (backends in order) and round 1 in the second (backends in reverse order)."""
     return rnd % cfg.visits
+
+
+@dataclass
+class Pace:
+    """Seconds per op of each closed-loop read scenario at each worker count, from the phases run so far: a
+    higher worker count whose ops would all outlast their timeout is not run. Permify's heaviest-user lookup
+    took 17-21 s an op at 1 worker and every op at 8 workers timed out (75 s each, 60 s timeout) in each of
+    three rounds: 5 of make bench's 40 minutes spent recording timeouts (20261126-033854)."""
+
+    cores: int  # the server's cores: up to this many workers can run side by side without queueing
+    seen: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
+
+    def note(self, spec: PhaseSpec, ops: int, wall_s: float) -> None:
+        """A finished phase: its mean op time (Little's law on the closed loop: window x workers / ops)."""
+        if spec.mode != "closed" or spec.write_share or spec.consistency or wall_s <= 0:
+            return
+        if ops:
+            per_op = wall_s * spec.concurrency / ops
+        elif wall_s >= spec.timeout_s:
+            per_op = spec.timeout_s  # every op ran past its timeout: at least that long
+        else:
+            return  # no op and no time: nothing learnt (an error, a stop)
+        self.seen.setdefault((spec.backend, spec.scenario), {})[spec.concurrency] = per_op
+
+    def too_slow(self, spec: PhaseSpec) -> str:
+        """Why every op of this phase would outlast its timeout, or '' to run it. Predicted from a lower worker
+        count's op time, assuming the extra workers share the server's cores: c workers on `cores` cores make
+        each op at least c / max(lower, cores) times slower (1 -> 8 workers on 2 cores: 4x)."""
+        for lower, per_op in sorted(self.seen.get((spec.backend, spec.scenario), {}).items()):
+            if lower >= spec.concurrency:
+                break
+            predicted = per_op * spec.concurrency / max(lower, self.cores)
+            if predicted > spec.timeout_s:
+                return (f"predicted {predicted:.0f} s an op, over its {spec.timeout_s:g} s timeout: {per_op:.1f} s "
+                        f"an op at {lower} worker{'s' if lower > 1 else ''}, x {spec.concurrency} / "
+                        f"{max(lower, self.cores)} on {self.cores} cores")
+        return ""

@@ -28,6 +28,7 @@ class RunData:
     # phase rows another attempt replaced (re-run because other processes disturbed them): kept for the
     # validity section, never in a figure
     superseded: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: list[dict] = field(default_factory=list)  # phases not run: every op predicted past its timeout
 
     def comparable(self, backend: str) -> bool:
         """False for † figures (embedded engine, wire-compatible stand-in, in-process oracle)."""
@@ -44,6 +45,7 @@ def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
     rd = RunData(path, manifest, recs)
     rd.servers = {r["backend"]: r for r in recs if r["type"] == "server"}
     rd.errors = [r for r in recs if r["type"] == "backend_error"]
+    rd.skipped = [r for r in recs if r["type"] == "phase_skipped"]
     rd.phases, rd.superseded = latest_attempts(phase_table(recs))
     rd.ingest = ingest_table(recs)
     rd.monitor = monitor_table(recs)

@@ -130,9 +130,9 @@ def _sample_sizes(rd: RunData, label, table) -> list[str]:
 
 def _stops(rd: RunData, label, table) -> list[str]:
     ph = rd.phases
-    if ph.empty:
+    if ph.empty and not rd.skipped:
         return []
-    one = ph.drop_duplicates("phase")
+    one = ph.drop_duplicates("phase") if not ph.empty else pd.DataFrame(columns=["phase", "status", "reason", "ops"])
     budget = one[(one["status"] == "complete") & one["reason"].str.contains("time budget", na=False)]
     bad = one[one["status"] != "complete"]
     lines = ["### Phases stopped early", ""]
@@ -144,6 +144,10 @@ def _stops(rd: RunData, label, table) -> list[str]:
     if len(bad):
         lines.append(f"- {len(bad)} phase(s) incomplete, their figures cover only what ran: "
                      + "; ".join(f"`{p}`: {r}" for p, r in zip(bad["phase"], bad["reason"], strict=True)))
+    if rd.skipped:
+        lines.append(f"- {len(rd.skipped)} phase(s) not run: a lower worker count's op time predicted every op "
+                     "past its timeout (phase_plan.Pace): "
+                     + "; ".join(f"`{r['phase']}`: {r['reason']}" for r in rd.skipped))
     if rd.errors:
         lines.append(f"- {len(rd.errors)} backend error(s): "
                      + "; ".join(f"{e['backend']} ({e['stage']}): {e['message']}" for e in rd.errors))

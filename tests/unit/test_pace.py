@@ -1,0 +1,75 @@
+"""A worker count whose every op would outlast its timeout is not run, and the report says so: Permify's
+heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in every round."""
+
+from __future__ import annotations
+
+from authzbench import orchestrate
+from authzbench.config import BenchConfig
+from authzbench.phase_plan import Pace
+from authzbench.report.data import load_run
+from authzbench.report.validity import _stops
+from authzbench.results import RunStore
+from authzbench.scenarios.runner import PhaseResult, PhaseSpec
+
+
+def _spec(c: int, **kw) -> PhaseSpec:
+    return PhaseSpec(backend="permify", scenario="lookup_resources_manage_super", concurrency=c, timeout_s=60.0,
+                     **kw)
+
+
+def test_eight_workers_are_skipped_when_one_workers_op_time_predicts_a_timeout():
+    pace = Pace(cores=2)
+    pace.note(_spec(1), ops=1, wall_s=20.0)  # 20 s x 8 / 2 cores = 80 s > 60 s
+    why = pace.too_slow(_spec(8))
+    assert "predicted 80 s an op, over its 60 s timeout" in why and "20.0 s an op at 1 worker" in why
+
+
+def test_a_lower_op_time_that_fits_the_timeout_runs_the_higher_count():
+    pace = Pace(cores=2)
+    pace.note(_spec(1), ops=2, wall_s=20.0)  # 10 s an op: 40 s predicted at 8 workers
+    assert pace.too_slow(_spec(8)) == ""
+    assert pace.too_slow(_spec(1)) == ""  # never from its own or a higher count
+
+
+def test_above_the_core_count_the_prediction_scales_from_the_lower_worker_count():
+    pace = Pace(cores=2)
+    pace.note(_spec(8), ops=8, wall_s=16.0)  # 16 s an op at 8 workers: x 32 / 8 = 64 s
+    assert "predicted 64 s" in pace.too_slow(_spec(32))
+    pace = Pace(cores=2)
+    pace.note(_spec(8), ops=16, wall_s=16.0)  # 8 s an op: 32 s
+    assert pace.too_slow(_spec(32)) == ""
+
+
+def test_a_phase_whose_every_op_timed_out_counts_as_at_least_the_timeout():
+    pace = Pace(cores=2)
+    pace.note(_spec(8), ops=0, wall_s=75.0)
+    assert "predicted 240 s" in pace.too_slow(_spec(32))
+    empty = Pace(cores=2)
+    empty.note(_spec(8), ops=0, wall_s=0.5)  # no op and no time: an error or a stop, nothing learnt
+    assert empty.too_slow(_spec(32)) == ""
+
+
+def test_writes_mixed_and_extra_consistency_phases_teach_nothing():
+    pace = Pace(cores=2)
+    for kw in ({"write_share": 0.01}, {"consistency": "fully_consistent"}, {"mode": "open"}):
+        pace.note(_spec(1, **kw), ops=1, wall_s=600.0)
+    assert pace.seen == {}
+
+
+def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monkeypatch):
+    def slow(spec, *a, **k):  # every check takes 3 s at 1 worker: 12 s predicted at 8 (timeout 2 s)
+        return PhaseResult(spec.phase_id, "complete", wall_s=3.0 * max(1, spec.concurrency), ops=1)
+
+    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
+                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+    store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
+    assert orchestrate.bench(cfg, store) == []
+    recs = list(store.records())
+    skipped = [r for r in recs if r["type"] == "phase_skipped"]
+    started = [r["phase"] for r in recs if r["type"] == "phase_start"]
+    assert [r["concurrency"] for r in skipped] == [8, 8, 8]  # every round's, once 1 worker was seen
+    assert not any("/c8/" in p for p in started)
+    text = "\n".join(_stops(load_run(store.path), str, lambda *a, **k: ""))
+    assert "3 phase(s) not run" in text and "reference/check_negative/c8/r0" in text
