@@ -52,6 +52,10 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # measured 77k vs 345k rows/s at large, 58k vs 370-418k at baseline. Progress weighs rows by it: counted
 # alike, the first 30 s (source rows) projected large to 33 min where it loads in 6.
 SOURCE_ROW_COST = 5
+# Through SSTables a source row costs ~3 permission rows (the tables are sorted by partition in numpy first):
+# at xl the first 30 s wrote ~16M source rows (~530k/s) where baseline wrote permission rows at 1.6M/s.
+# Counted alike, those 30 s projected xl to 34 min and the load bound stopped it.
+SSTABLE_SOURCE_ROW_COST = 3
 # Source relations by object type: each lands in rel_<type> (one partition per object).
 SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
 # Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
@@ -218,9 +222,9 @@ class ScyllaBackend(Backend):
         spent = [time.perf_counter() - t0]  # closure seconds, the chunks' expansion added as it streams
         source = {rel: ds.table(rel) for rel in ds.relations()}
         source_n = sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
-        # The CQL path serializes a source row in Python per row (see SOURCE_ROW_COST); SSTable rows all
-        # cost the same.
-        cost = SOURCE_ROW_COST if path == "cql" else 1
+        # The CQL path serializes a source row in Python per row (see SOURCE_ROW_COST); the SSTable path
+        # sorts the source tables first (SSTABLE_SOURCE_ROW_COST).
+        cost = SOURCE_ROW_COST if path == "cql" else SSTABLE_SOURCE_ROW_COST
         planned = cost * source_n + 2 * view_n + manage_n
         # The bar counts relationships: each written row advances it by its cost x relationships / cost
         # planned, so --max-load-minutes projects from a rate that holds for the whole load.
@@ -883,10 +887,12 @@ def _coded(source: dict, rels: list[str], name: Callable[[str], str]
            ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
     """Objects and subjects of several relations, concatenated, with their relation names as codes into
     the sorted list of names (so code order is the text's clustering order)."""
+    # int32 ids and int8 codes, as the helper receives them: at xl (52M source rows) int64 columns, their
+    # sort order and the sorted copies took the suite to 3.4 GiB during this step, over its 4 GB bound
     words = sorted({name(r) for r in rels})
-    obj = np.concatenate([source[r]["object"].to_numpy(np.int64) for r in rels])
-    sub = np.concatenate([source[r]["subject"].to_numpy(np.int64) for r in rels])
-    codes = np.repeat([words.index(name(r)) for r in rels], [len(source[r]) for r in rels])
+    obj = np.concatenate([source[r]["object"].to_numpy(np.int32) for r in rels])
+    sub = np.concatenate([source[r]["subject"].to_numpy(np.int32) for r in rels])
+    codes = np.repeat(np.array([words.index(name(r)) for r in rels], dtype=np.int8), [len(source[r]) for r in rels])
     return obj, sub, words, codes
 
 

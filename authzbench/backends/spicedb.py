@@ -145,8 +145,9 @@ class SpiceDBBackend(Backend):
     import_batch: ClassVar[int] = 1_000
     write_batch: ClassVar[int] = 1_000  # WriteRelationships max updates per call (server default)
     # Relationships per import stream (options["import_stream_rows"]): seconds of work each, well
-    # inside the server's 30 s streaming timeout (see _stream_chunks).
-    import_stream_rows: ClassVar[int] = 100_000
+    # inside the server's 30 s streaming timeout (see _stream_chunks). 100,000 failed at xl: with 8 streams
+    # sharing 2 cores and the tables at tens of millions of rows, one stream took over 30 s.
+    import_stream_rows: ClassVar[int] = 25_000
     # Import streams in flight, each over its own disjoint chunk (options["import_streams"]). Swept on
     # baseline (401,577 relationships, native v1.54.0 on PostgreSQL 15, `prepare --reload --option
     # import_streams=N`, two rounds in opposite order, the 2 cores shared with another benchmark), seconds
