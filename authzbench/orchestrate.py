@@ -191,7 +191,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                 with timed_step(store, None, f"inputs and expected answers of {sname}"):
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-            if pace and sess.dep.mode != "external" and sc.op in ("check", "lookup") and (why := pace.too_slow(spec)):
+            if pace and sess.dep.mode != "external" and (why := pace.too_slow(spec, sc.op)):
                 store.append({"type": "phase_skipped", "phase": spec.phase_id, "backend": name, "scenario": sname,
                               "concurrency": spec.concurrency, "repeat": spec.repeat, "reason": why})
                 say(f"{name}: {spec.phase_id} not run: {why}")
@@ -203,7 +203,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 if not rerun:
                     break
             if pace:
-                pace.note(spec, res.ops, res.wall_s)
+                pace.note(spec, sc.op, res.ops, res.wall_s)
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,

@@ -111,9 +111,11 @@ class Pace:
     cores: int  # the server's cores: up to this many workers can run side by side without queueing
     seen: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
 
-    def note(self, spec: PhaseSpec, ops: int, wall_s: float) -> None:
+    READS = ("check", "lookup")  # writes and mixed phases are never skipped: an op past its bound is honest work
+
+    def note(self, spec: PhaseSpec, op: str, ops: int, wall_s: float) -> None:
         """A finished phase: its mean op time (Little's law on the closed loop: window x workers / ops)."""
-        if spec.mode != "closed" or spec.write_share or spec.consistency or wall_s <= 0:
+        if op not in self.READS or spec.mode != "closed" or spec.write_share or spec.consistency or wall_s <= 0:
             return
         if ops:
             per_op = wall_s * spec.concurrency / ops
@@ -123,10 +125,12 @@ class Pace:
             return  # no op and no time: nothing learnt (an error, a stop)
         self.seen.setdefault((spec.backend, spec.scenario), {})[spec.concurrency] = per_op
 
-    def too_slow(self, spec: PhaseSpec) -> str:
+    def too_slow(self, spec: PhaseSpec, op: str) -> str:
         """Why every op of this phase would outlast its timeout, or '' to run it. Predicted from a lower worker
         count's op time, assuming the extra workers share the server's cores: c workers on `cores` cores make
         each op at least c / max(lower, cores) times slower (1 -> 8 workers on 2 cores: 4x)."""
+        if op not in self.READS:
+            return ""
         for lower, per_op in sorted(self.seen.get((spec.backend, spec.scenario), {}).items()):
             if lower >= spec.concurrency:
                 break

@@ -19,41 +19,43 @@ def _spec(c: int, **kw) -> PhaseSpec:
 
 def test_eight_workers_are_skipped_when_one_workers_op_time_predicts_a_timeout():
     pace = Pace(cores=2)
-    pace.note(_spec(1), ops=1, wall_s=20.0)  # 20 s x 8 / 2 cores = 80 s > 60 s
-    why = pace.too_slow(_spec(8))
+    pace.note(_spec(1), "lookup", ops=1, wall_s=20.0)  # 20 s x 8 / 2 cores = 80 s > 60 s
+    why = pace.too_slow(_spec(8), "lookup")
     assert "predicted 80 s an op, over its 60 s timeout" in why and "20.0 s an op at 1 worker" in why
 
 
 def test_a_lower_op_time_that_fits_the_timeout_runs_the_higher_count():
     pace = Pace(cores=2)
-    pace.note(_spec(1), ops=2, wall_s=20.0)  # 10 s an op: 40 s predicted at 8 workers
-    assert pace.too_slow(_spec(8)) == ""
-    assert pace.too_slow(_spec(1)) == ""  # never from its own or a higher count
+    pace.note(_spec(1), "lookup", ops=2, wall_s=20.0)  # 10 s an op: 40 s predicted at 8 workers
+    assert pace.too_slow(_spec(8), "lookup") == ""
+    assert pace.too_slow(_spec(1), "lookup") == ""  # never from its own or a higher count
 
 
 def test_above_the_core_count_the_prediction_scales_from_the_lower_worker_count():
     pace = Pace(cores=2)
-    pace.note(_spec(8), ops=8, wall_s=16.0)  # 16 s an op at 8 workers: x 32 / 8 = 64 s
-    assert "predicted 64 s" in pace.too_slow(_spec(32))
+    pace.note(_spec(8), "lookup", ops=8, wall_s=16.0)  # 16 s an op at 8 workers: x 32 / 8 = 64 s
+    assert "predicted 64 s" in pace.too_slow(_spec(32), "lookup")
     pace = Pace(cores=2)
-    pace.note(_spec(8), ops=16, wall_s=16.0)  # 8 s an op: 32 s
-    assert pace.too_slow(_spec(32)) == ""
+    pace.note(_spec(8), "lookup", ops=16, wall_s=16.0)  # 8 s an op: 32 s
+    assert pace.too_slow(_spec(32), "lookup") == ""
 
 
 def test_a_phase_whose_every_op_timed_out_counts_as_at_least_the_timeout():
     pace = Pace(cores=2)
-    pace.note(_spec(8), ops=0, wall_s=75.0)
-    assert "predicted 240 s" in pace.too_slow(_spec(32))
+    pace.note(_spec(8), "lookup", ops=0, wall_s=75.0)
+    assert "predicted 240 s" in pace.too_slow(_spec(32), "lookup")
     empty = Pace(cores=2)
-    empty.note(_spec(8), ops=0, wall_s=0.5)  # no op and no time: an error or a stop, nothing learnt
-    assert empty.too_slow(_spec(32)) == ""
+    empty.note(_spec(8), "lookup", ops=0, wall_s=0.5)  # no op and no time: an error or a stop, nothing learnt
+    assert empty.too_slow(_spec(32), "lookup") == ""
 
 
 def test_writes_mixed_and_extra_consistency_phases_teach_nothing():
     pace = Pace(cores=2)
     for kw in ({"write_share": 0.01}, {"consistency": "fully_consistent"}, {"mode": "open"}):
-        pace.note(_spec(1, **kw), ops=1, wall_s=600.0)
+        pace.note(_spec(1, **kw), "lookup", ops=1, wall_s=600.0)
+    pace.note(_spec(1), "write", ops=1, wall_s=600.0)
     assert pace.seen == {}
+    assert pace.too_slow(_spec(8), "write") == ""
 
 
 def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monkeypatch):
