@@ -144,8 +144,8 @@ def _word(s: str) -> str:
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
     """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
-    p.add_argument("--scenario", action="append", type=_name, help="scenario(s) to run (default: all read "
-                   "scenarios, roundtrip and mixed)")
+    p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
+                   "comma-separated (default: all read scenarios, roundtrip and mixed)")
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
     p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
                    help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")

@@ -16,7 +16,7 @@ console = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _backends(values: list[list[str]] | None) -> list[str] | None:
+def _flat(values: list[list[str]] | None) -> list[str] | None:
     """--backend a,b --backend c -> [a, b, c] (each value already split by its argparse type)."""
     return [x for v in values for x in v] if values else None
 
@@ -150,13 +150,13 @@ def _config(args: argparse.Namespace):
         options[key.strip()] = value.strip()
     if getattr(args, "consistency", None):
         options["consistency"] = args.consistency
-    cfg = BenchConfig(backends=_backends(args.backend) or default_backends(),
+    cfg = BenchConfig(backends=_flat(args.backend) or default_backends(),
                       provision=args.provision or default_mode(), profile=args.profile, model=args.model,
                       overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
                       ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes)
     if args.cmd == "bench":
         if args.scenario:
-            cfg.scenarios = args.scenario
+            cfg.scenarios = _flat(args.scenario)
         cfg.concurrency = args.concurrency
         cfg.iterations_scale = args.iterations_scale
         cfg.repeat = args.repeat

@@ -21,6 +21,7 @@ def authzbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["bench", "--backend", "oracledb", "--profile", "tiny"], "unknown backend 'oracledb'"),
     (["bench", "--backend", "reference", "--profile", "tiny", "--write-share", "2"], "--write-share"),
     (["bench", "--backend", "reference", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["bench", "--backend", "reference", "--scenario", "roundtrip,nope"], "unknown scenario 'nope'"),
     (["prepare", "--backend", "spicedb-crdb", "--provision", "native", "--profile", "tiny"],
      "cannot run natively"),
     (["report", "--results-dir", "/nonexistent-dir"], "no runs under"),
@@ -37,6 +38,15 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     lines = [line for line in r.stderr.splitlines() if line.strip() and "authzbench" in line and "error" in line]
     assert lines and message in lines[-1]
     assert "Traceback" not in r.stderr
+
+
+def test_scenarios_are_repeatable_and_comma_separated_like_backends():
+    from authzbench.cli import build_parser
+    from authzbench.commands import _config
+
+    args = build_parser().parse_args(["bench", "--backend", "reference", "--scenario", "write_acl,write_hierarchy",
+                                      "--scenario", "roundtrip"])
+    assert _config(args).scenarios == ["write_acl", "write_hierarchy", "roundtrip"]
 
 
 def test_unwritable_data_dir_is_exit_code_2(tmp_path):
