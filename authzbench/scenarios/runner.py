@@ -504,11 +504,15 @@ class PhaseState:
     hung_workers: int = 0
     progress: dict[int, tuple[int, float]] = field(default_factory=dict)  # worker -> (heartbeat value, when it moved)
     finished: set[int] = field(default_factory=set)  # workers that measured their share
+    last_finish: float = 0.0  # when a worker last measured its share
 
     def idle_s(self, since: float) -> float:
-        """Seconds since a worker still measuring last progressed (not before `since`)."""
+        """Seconds since a worker still measuring last progressed, or one finished (not before `since`). A
+        finish counts: workers queued behind a group lock show no progress of their own while they wait, and
+        the holder's op ending is what lets the next one start. Counted only while running, 8 FerretDB
+        hierarchy workers were called hung 3 s after the holder's op ended (idle 90 s: the queue's wait)."""
         moved = [t for w, (_, t) in self.progress.items() if w not in self.finished]
-        return time.perf_counter() - max([since, *moved])
+        return time.perf_counter() - max([since, self.last_finish, *moved])
 
     def handle(self, msg: str, wid: int, payload: Any) -> None:
         if msg == "alive":
@@ -527,6 +531,7 @@ class PhaseState:
             setattr(self, msg, getattr(self, msg) + 1)
             if msg == "measured":
                 self.finished.add(wid)
+                self.last_finish = time.perf_counter()
         elif msg == "warm":
             self.warm += 1
             self.warmup_ops += payload

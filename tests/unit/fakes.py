@@ -4,6 +4,7 @@ they test the harness, not a database)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -146,6 +147,26 @@ class SlowWriteBackend(ReferenceBackend):
             time.sleep(0.01)
             self.rows_touched += int(self.options.progresses)
         super().write(rel)
+
+
+class LockedSlowWriteBackend(SlowWriteBackend):
+    """SlowWriteBackend whose writes take one lock (threads: the workers of a thread-model phase), as the group
+    write lock serializes structural writes: a worker queued behind it shows no progress of its own."""
+
+    name = "locked-slow-write"
+    lock = threading.Lock()
+
+    def write(self, rel) -> None:
+        with self.lock:
+            super().write(rel)
+
+    def delete(self, rel) -> None:
+        with self.lock:
+            end = time.perf_counter() + self.options.write_s
+            while time.perf_counter() < end:
+                time.sleep(0.01)
+                self.rows_touched += 1
+            super().delete(rel)
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,24 @@ def test_an_op_past_its_bound_is_waited_for_while_it_progresses_and_only_a_silen
                                                        (1, 0) if progresses else (1, 1))
     if status == "complete":
         assert t.set_index("kind").loc["write", "ops"] == 2  # the one op the budget let start: grant and revoke
+
+
+def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny, monkeypatch):
+    """Waiters show no progress of their own; the holder finishing its op is progress. Counted only while
+    running, the queue was called hung the moment the holder's worker finished."""
+    from authzbench.scenarios import runner
+    from authzbench.scenarios.writes import sample_write_ops
+
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(runner, "HANG_S", 0.5)
+    monkeypatch.setattr(runner, "GRACE_S", 0.1)
+    monkeypatch.setattr(runner, "OVERRUN", 50.0)  # x the 0.2 s op timeout: 10 s
+    ds, _ = tiny
+    inputs = [("structural", op, None) for op in sample_write_ops(ds, "acl", 6)]
+    factory = _factory(ds, "tests.unit.fakes:LockedSlowWriteBackend", write_s=0.4)
+    spec = PhaseSpec("locked", "write_acl", concurrency=3, iterations=6, timeout_s=0.2, budget_s=0.05,
+                     max_seconds=5)
+    res, t = _run(spec, factory, inputs)
+    assert res.status == "complete" and (res.stopped_workers, res.hung_workers) == (0, 0), res.reason
+    assert t.set_index("kind").loc["write", "ops"] == 6  # each worker's one op: grant and revoke
+
