@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import re
 import shutil
 import struct
@@ -322,15 +323,20 @@ class ScyllaBackend(Backend):
 
     def _sstable_permissions(self, w: _SSTableWriter, oracle: Oracle, tick: _Ticker,
                              closure_s: list[float]) -> int:
-        """Both permission tables from the closure, chunk by chunk, as the CQL path writes them."""
+        """Both permission tables from the closure, chunk by chunk, as the CQL path writes them. Their chunks
+        alternate on the pipe, so the helper's two table threads write at once: one table after the other,
+        its one busy thread (~1 core) was the xl load's bottleneck (1,068 s of 1,155, Python at 7%)."""
         rows, U, R = 0, oracle.n_users, oracle.n_resources
         w.table("perm_by_resource", "resource,user,manage", "iib", [])
         w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
-        for lo, _hi, manage, view in timed(oracle.iter_resource_keys(), closure_s):  # keys (resource, user)
-            rows += w.rows("perm_by_resource", [lo + view // U, view % U,
-                                                np.isin(view, manage, assume_unique=True)], tick)
-        for chunk in timed(oracle.iter_keys(), closure_s):  # keys user * R + resource
-            for code, k in enumerate(chunk):  # manage, then view: the dictionary's order
+        by_resource = timed(oracle.iter_resource_keys(), closure_s)  # keys (resource - lo) * U + user
+        by_user = timed(oracle.iter_keys(), closure_s)  # keys user * R + resource
+        for res_chunk, user_chunk in itertools.zip_longest(by_resource, by_user):
+            if res_chunk is not None:
+                lo, _hi, manage, view = res_chunk
+                rows += w.rows("perm_by_resource", [lo + view // U, view % U,
+                                                    np.isin(view, manage, assume_unique=True)], tick)
+            for code, k in enumerate(user_chunk or ()):  # manage, then view: the dictionary's order
                 rows += w.rows("perm_by_user", [k // R, np.full(len(k), code), k % R], tick)
         w.close("perm_by_resource")
         w.close("perm_by_user")

@@ -18,6 +18,7 @@ from authzbench.backends.scylla import ScyllaBackend
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import PERMISSIONS, Relationship
+from authzbench.oracle import shared
 from authzbench.provision.base import free_port
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -105,11 +106,19 @@ def _dataset_source(ds: Dataset) -> set[tuple[str, int, str, int]]:
     return out
 
 
-@pytest.mark.parametrize("path", ["sstable", "cql"])
-def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(session, dataset, path):
+@pytest.mark.parametrize("path", ["sstable", "sstable-chunked", "cql"])
+def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(session, dataset, path,
+                                                                                 monkeypatch):
     """The SSTable path (written by the helper, imported by the node) and the CQL variant each load a
     private keyspace: the permission tables equal the oracle, the source tables the dataset, and the
-    load reports its rows, bytes written and (SSTables) how many files the node imported."""
+    load reports its rows, bytes written and (SSTables) how many files the node imported. Chunked: the
+    closure in many small chunks, so the two permission tables' blocks alternate on the helper's pipe (and
+    one table's chunks run out first), as at xl."""
+    if path == "sstable-chunked":
+        o = shared(dataset)
+        monkeypatch.setattr(o, "chunk_pairs", 2_000)
+        assert len(list(o.chunks())) > 2 and len(list(o.resource_chunks())) > 2
+        path = "sstable"
     with ScyllaBackend({**session.dep.endpoint, "keyspace": f"authzbench_{path}"}, {"timeout_s": 10,
                                                                                    "ingest": path}) as b:
         b.drop()
