@@ -173,6 +173,17 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
     assert not any("clickhouse" in m or "chdb" in m for m in seen[0])  # in-process engine: threads, no fork
 
 
+def _slow_write_phase(monkeypatch, ds, n_ops: int, overrun: float) -> list:
+    """Heartbeats every 50 ms, hung after 0.5 s without progress, the wait bounded at overrun x the 0.2 s op
+    timeout; the inputs: n_ops ACL write ops."""
+    from authzbench.scenarios import runner
+    from authzbench.scenarios.writes import sample_write_ops
+
+    for name, value in (("HEARTBEAT_S", 0.05), ("HANG_S", 0.5), ("GRACE_S", 0.1), ("OVERRUN", overrun)):
+        monkeypatch.setattr(runner, name, value)
+    return [("structural", op, None) for op in sample_write_ops(ds, "acl", n_ops)]
+
+
 @pytest.mark.parametrize(("write_s", "progresses", "status", "said"), [
     (1.0, True, "complete", ""),  # past its bound but progressing: waited for
     (30.0, True, "incomplete", "still running"),  # progressing at the overrun bound: stopped, not hung
@@ -180,15 +191,8 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 ])
 def test_an_op_past_its_bound_is_waited_for_while_it_progresses_and_only_a_silent_one_is_hung(
         tiny, monkeypatch, write_s, progresses, status, said):
-    from authzbench.scenarios import runner
-    from authzbench.scenarios.writes import sample_write_ops
-
-    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
-    monkeypatch.setattr(runner, "HANG_S", 0.5)
-    monkeypatch.setattr(runner, "GRACE_S", 0.1)
-    monkeypatch.setattr(runner, "OVERRUN", 12.0)  # x the 0.2 s op timeout: 2.4 s
     ds, _ = tiny
-    inputs = [("structural", op, None) for op in sample_write_ops(ds, "acl", 4)]
+    inputs = _slow_write_phase(monkeypatch, ds, 4, overrun=12.0)  # the wait: 2.4 s
     factory = _factory(ds, "tests.unit.fakes:SlowWriteBackend", write_s=write_s, progresses=progresses)
     spec = PhaseSpec("slow-write", "write_acl", iterations=4, timeout_s=0.2, budget_s=0.05, max_seconds=5)
     res, t = _run(spec, factory, inputs)
@@ -202,15 +206,8 @@ def test_an_op_past_its_bound_is_waited_for_while_it_progresses_and_only_a_silen
 def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny, monkeypatch):
     """Waiters show no progress of their own; the holder finishing its op is progress. Counted only while
     running, the queue was called hung the moment the holder's worker finished."""
-    from authzbench.scenarios import runner
-    from authzbench.scenarios.writes import sample_write_ops
-
-    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
-    monkeypatch.setattr(runner, "HANG_S", 0.5)
-    monkeypatch.setattr(runner, "GRACE_S", 0.1)
-    monkeypatch.setattr(runner, "OVERRUN", 50.0)  # x the 0.2 s op timeout: 10 s
     ds, _ = tiny
-    inputs = [("structural", op, None) for op in sample_write_ops(ds, "acl", 6)]
+    inputs = _slow_write_phase(monkeypatch, ds, 6, overrun=50.0)  # the wait: 10 s
     factory = _factory(ds, "tests.unit.fakes:LockedSlowWriteBackend", write_s=0.4)
     spec = PhaseSpec("locked", "write_acl", concurrency=3, iterations=6, timeout_s=0.2, budget_s=0.05,
                      max_seconds=5)
