@@ -141,11 +141,14 @@ class SlowWriteBackend(ReferenceBackend):
     Options = SlowWriteOptions
     counts_rows = True
 
-    def write(self, rel) -> None:
+    def _spend(self) -> None:
         end = time.perf_counter() + self.options.write_s
         while time.perf_counter() < end:
             time.sleep(0.01)
             self.rows_touched += int(self.options.progresses)
+
+    def write(self, rel) -> None:
+        self._spend()
         super().write(rel)
 
 
@@ -162,10 +165,7 @@ class LockedSlowWriteBackend(SlowWriteBackend):
 
     def delete(self, rel) -> None:
         with self.lock:
-            end = time.perf_counter() + self.options.write_s
-            while time.perf_counter() < end:
-                time.sleep(0.01)
-                self.rows_touched += 1
+            self._spend()
             super().delete(rel)
 
 
