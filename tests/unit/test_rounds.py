@@ -349,3 +349,20 @@ def test_the_heaviest_lookup_is_not_run_above_its_worker_cap_while_other_scenari
         workers.setdefault(name, set()).add(spec.concurrency)
     assert workers["lookup_resources_manage_super"] == {c for c in (1, 8, 32) if c <= HEAVY_LOOKUP_WORKERS}
     assert workers["lookup_resources_view_regular"] == {1, 8, 32}
+
+
+def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
+    from authzbench import orchestrate
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    checked: list[tuple[str, bool]] = []
+    monkeypatch.setattr(orchestrate, "verify_restored",
+                        lambda sess, ds, o, store, pid, heavy=True, **k: checked.append((pid, heavy)))
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
+                      concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
+    # rounds 0 and 2 in the first visit, round 1 in the second: every mixed phase is checked, the heaviest
+    # user's lookup only after the last one run
+    assert len(checked) == 6 and [heavy for _, heavy in checked] == [False] * 5 + [True]
+    assert "/r1" in checked[-1][0]
