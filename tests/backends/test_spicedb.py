@@ -129,3 +129,18 @@ def test_import_in_concurrent_streams_loads_every_relationship(live, dataset, or
                  if sorted(set(b.lookup_resources(u, perm))) != oracle.lookup_resources(u, perm)]
     assert stats.notes["streams"] > 3 and stats.notes["streams_in_flight"] == 3
     assert stats.notes["bytes_written"] > 0 and not wrong, f"{len(wrong)} lookups differ: {wrong[:5]}"
+
+
+def test_the_copy_floor_copies_every_relationship_into_a_relation_tuple_twin_and_drops_it(live, dataset):
+    """The floor under the import (tools/spicedb_copy_floor) writes what the import writes, in the server's own
+    datastore, and leaves nothing behind."""
+    import psycopg
+
+    from authzbench.tools.spicedb_copy_floor import TABLE, copy_floor
+
+    ep = live.dep.endpoint
+    dsn = ep["datastore_dsn"].replace("postgres@", f"postgres:{ep['datastore_password']}@", 1)
+    got = copy_floor(dataset, dsn, streams=2, say=lambda _: None)
+    assert got["rows"] == sum(len(dataset.table(r)) for r in dataset.authz_relations()) and got["per_s"] > 0
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone()[0] is None
