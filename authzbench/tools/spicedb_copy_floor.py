@@ -44,18 +44,20 @@ def csv_block(d: RelationDef, objects, subjects) -> bytes:
     return buf.getvalue()
 
 
-def copy_floor(ds: Dataset, dsn: str, streams: int, say=print) -> dict:
-    """COPY every relationship of `ds` into a table LIKE relation_tuple; {rows, seconds, per_s, streams}."""
+def copy_floor(ds: Dataset, dsn: str, password: str | None, streams: int, say=print) -> dict:
+    """COPY every relationship of `ds` into a table LIKE relation_tuple in the datastore at `dsn` (the
+    endpoint's datastore_dsn and datastore_password, as pgsize reads them); {rows, seconds, per_s, streams}."""
     defs = relation_defs(ds.model)
     blocks = [(len(df), csv_block(defs[name], df["object"].to_numpy(), df["subject"].to_numpy()))
               for name in ds.authz_relations() for df in ds.iter_batches(name, 500_000)]
-    with psycopg.connect(dsn, autocommit=True) as c:
+    with psycopg.connect(dsn, password=password, autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}")
         c.execute(f"CREATE TABLE {TABLE} (LIKE relation_tuple INCLUDING ALL)")
     lock, done, t0 = threading.Lock(), [0], time.perf_counter()
 
     def stream(k: int) -> None:
-        with psycopg.connect(dsn) as c, c.cursor() as cur, cur.copy(f"COPY {TABLE} ({COLS}) FROM STDIN (FORMAT csv)") as cp:
+        copy = f"COPY {TABLE} ({COLS}) FROM STDIN (FORMAT csv)"
+        with psycopg.connect(dsn, password=password) as c, c.cursor() as cur, cur.copy(copy) as cp:
             for n, block in blocks[k::streams]:
                 cp.write(block)
                 with lock:
@@ -66,22 +68,21 @@ def copy_floor(ds: Dataset, dsn: str, streams: int, say=print) -> dict:
         with ThreadPoolExecutor(streams) as pool:
             list(pool.map(stream, range(streams)))
         seconds = time.perf_counter() - t0
-        with psycopg.connect(dsn) as c:
+        with psycopg.connect(dsn, password=password) as c:
             rows = c.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
     finally:
-        with psycopg.connect(dsn, autocommit=True) as c:
+        with psycopg.connect(dsn, password=password, autocommit=True) as c:
             c.execute(f"DROP TABLE IF EXISTS {TABLE}")
     return {"rows": rows, "seconds": seconds, "per_s": rows / seconds, "streams": streams}
 
 
-def _dsn() -> str:
+def _datastore() -> tuple[str, str | None]:
     from authzbench.servers import _load_state
 
     st = _load_state("spicedb-pg")
     if not st or st["mode"] != "native":
         raise UserError("no native spicedb-pg running here: start one with `authzbench up spicedb-pg`")
-    ep = st["endpoint"]
-    return ep["datastore_dsn"].replace("postgres@", f"postgres:{ep['datastore_password']}@", 1)
+    return st["endpoint"]["datastore_dsn"], st["endpoint"].get("datastore_password")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.streams < 1:
             raise UserError(f"--streams {args.streams}: must be 1 or more")
-        ds, dsn = Dataset.open(args.dataset), _dsn()
+        ds, (dsn, password) = Dataset.open(args.dataset), _datastore()
     except UserError as e:
         print(f"spicedb_copy_floor: error: {e}", file=sys.stderr)
         return 2
-    got = copy_floor(ds, dsn, args.streams)
+    got = copy_floor(ds, dsn, password, args.streams)
     print(f"COPY of {got['rows']:,} relationships into a table LIKE relation_tuple in {got['seconds']:.1f} s "
           f"({got['per_s']:,.0f}/s) over {got['streams']} stream(s)")
     return 0

@@ -138,9 +138,8 @@ def test_the_copy_floor_copies_every_relationship_into_a_relation_tuple_twin_and
 
     from authzbench.tools.spicedb_copy_floor import TABLE, copy_floor
 
-    ep = live.dep.endpoint
-    dsn = ep["datastore_dsn"].replace("postgres@", f"postgres:{ep['datastore_password']}@", 1)
-    got = copy_floor(dataset, dsn, streams=2, say=lambda _: None)
+    dsn, password = live.dep.endpoint["datastore_dsn"], live.dep.endpoint["datastore_password"]
+    got = copy_floor(dataset, dsn, password, streams=2, say=lambda _: None)
     assert got["rows"] == sum(len(dataset.table(r)) for r in dataset.authz_relations()) and got["per_s"] > 0
-    with psycopg.connect(dsn) as c:
+    with psycopg.connect(dsn, password=password) as c:
         assert c.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone()[0] is None
