@@ -143,8 +143,10 @@ def section(rd: RunData, out_dir: Path) -> str:
     restored = restored_table(rd)
     if not restored.empty:
         restored["backend_l"] = [label(rd, b) for b in restored["backend"]]
-        lines += ["", "After every phase that wrote, a sample of checks and the median viewer's lookup were compared "
-                  "with the pristine oracle (every write undone), and after a visit's last such phase the "
+        lines += ["", "After every write scenario's phase, after each visit's last mixed phase and after any mixed "
+                  "phase that did not end cleanly, a sample of checks and the median viewer's lookup were compared "
+                  "with the pristine oracle (every write undone; a mixed phase undoes its own writes, and every "
+                  "later answer is compared with the oracle too), and after the backend's last such phase the "
                   "heaviest user's lookup too. Each write op's own probe and control were checked "
                   "too: an op stopped midway (a worker stopped at the phase's time limit) can leave its grant in "
                   "place, where a later op reusing its scratch ids would see it. Those ops were cleaned up (every "

@@ -362,7 +362,28 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                       concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
-    # rounds 0 and 2 in the first visit, round 1 in the second: every mixed phase is checked, the heaviest
-    # user's lookup only after the last one run
-    assert len(checked) == 6 and [heavy for _, heavy in checked] == [False] * 5 + [True]
-    assert "/r1" in checked[-1][0]
+    # rounds 0 and 2 in the first visit, round 1 in the second: each visit's last mixed phase is checked, the
+    # heaviest user's lookup only after the last one run
+    assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [("mixed/c1/r2", False), ("mixed/c2/r1", True)]
+
+
+def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from authzbench import orchestrate
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    checked: list[str] = []
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, **k: checked.append(pid))
+    real = orchestrate._run_phase
+
+    def stopped_at_one_worker(spec, *a, **k):  # a worker stopped mid-op in every 1-worker phase
+        return replace(real(spec, *a, **k), stopped_workers=int(spec.concurrency == 1))
+
+    monkeypatch.setattr(orchestrate, "_run_phase", stopped_at_one_worker)
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
+                      concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))
+    # round 2 runs its phases in rotated order (c2 then c1): c1/r2 is both stopped and the visit's last
+    assert [pid.split("/", 1)[1] for pid in checked] == ["mixed/c1/r0", "mixed/c1/r2", "mixed/c1/r1", "mixed/c2/r1"]
