@@ -153,6 +153,23 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
     assert f"{want:.3f}" in row
 
 
+def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has_rounds(tmp_path):
+    from authzbench.report.data import load_run
+    from authzbench.report.tables import merge_repeats
+
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
+                      scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    store = RunStore.create(tmp_path / "results")
+    assert orchestrate.bench(cfg, store) == []
+    text = render(store.path, tmp_path / "r").read_text()
+    assert "dtype" not in text
+    section = re.search(r"### 5\.\d+ `check_negative`(.*?)###", text, re.S).group(1)
+    row = next(ln for ln in section.splitlines() if ln.startswith("| reference"))
+    merged = merge_repeats(load_run(store.path).phases).set_index("scenario")["p50_ms"]
+    cell = row.strip().strip("|").split("|")[-1].strip()
+    assert float(cell) == pytest.approx(merged["check_negative"] / merged["roundtrip"], rel=0.01)
+
+
 def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
     """Backends name a rate as (count, seconds); the report divides, in the rate's place among the notes."""
     from authzbench.report.data import ingest_rates
