@@ -291,17 +291,20 @@ class ScyllaBackend(Backend):
             write_s = time.perf_counter() - t1 - (spent[0] - before)
             perm_s = time.perf_counter() - t2 - (spent[0] - before)
             t3 = time.perf_counter()
+            self._compaction_s = None
             self._import_sstables({t: out / self.ks / t for t in written})
             import_s = time.perf_counter() - t3
         finally:
             shutil.rmtree(out, ignore_errors=True)
         return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
                 "permission_seconds": perm_s, "sstable_write_seconds": write_s, "import_seconds": import_s,
+                "compaction_seconds": self._compaction_s,
                 "bytes_written": sum(t["bytes"] for t in written.values()),
                 "sstables": sum(t["sstables"] for t in written.values()),
                 "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), rows streamed to a Java helper "
                           f"writing SSTables (CQLSSTableWriter's sorted writer, one SSTable per <= "
-                          f"{SSTABLE_BLOCK_ROWS:,} rows), then imported by the node ({self._import_how()})"}
+                          f"{SSTABLE_BLOCK_ROWS:,} rows), then imported by the node ({self._import_how()}"
+                          f"{', its compactions run and waited for' if self._compaction_s is not None else ''})"}
 
     def _sstable_source(self, w: _SSTableWriter, source: dict[str, Any], tick: _Ticker) -> int:
         """The source tables as the CQL path writes them, as dictionary-coded columns."""
@@ -365,6 +368,8 @@ class ScyllaBackend(Backend):
             if proc.returncode != 0 or "done" not in proc.stdout:
                 raise BackendUnavailable(f"scylla: SSTable import failed (exit {proc.returncode}): "
                                          f"{_last_line(proc.stdout + proc.stderr)}")
+            if m := re.search(r"^compacted seconds ([\d.]+)$", proc.stdout, re.M):
+                self._compaction_s = float(m.group(1))
             return
         compose = list(self.endpoint["compose_cmd"])
         service = self.endpoint["compose_service"]

@@ -129,6 +129,12 @@ def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(
             assert stats.rows == stats.notes["source_rows"] + stats.notes["permission_rows"]
             if path == "sstable":  # one SSTable a table at least, each moved into the node's table
                 assert stats.notes["sstables"] >= 6 and stats.notes["import_seconds"] > 0
+                # the compactions the import calls for ran before the load returned, not minutes later
+                # in the middle of measured phases
+                assert stats.notes["compaction_seconds"] is not None
+                running = [t for t in b.session.execute("SELECT keyspace_name FROM system_views.sstable_tasks")
+                           if t.keyspace_name == b.ks]
+                assert running == []
             assert _table_state(b) == _oracle_state(dataset)
             assert _source_state(b) == _dataset_source(dataset)
         finally:
