@@ -96,16 +96,6 @@ def test_reads_are_pushed_down_to_a_usable_gin_index(session):
         assert f"{table}_viewers_gin" in plan, plan
 
 
-def test_the_loaded_collections_are_vacuumed_before_any_read(session):
-    """A bulk-inserted table read before VACUUM has its rows' hint bits written by the first reads: FerretDB's
-    first round of checks ran at 0.33x its later rounds' throughput until autovacuum came by."""
-    with session.backend(timeout_s=10) as b, b._pg() as conn:  # noqa: SLF001
-        tables = b._tables(conn)  # noqa: SLF001
-        rows = dict(conn.execute("SELECT relname, last_vacuum IS NOT NULL "
-                                 "FROM pg_stat_user_tables").fetchall())
-    assert all(rows[tables[c]] for c in ("resources", "users")), rows
-
-
 # writes ------------------------------------------------------------------------------------------
 
 def test_load_equals_the_oracle(scratch, dataset):
