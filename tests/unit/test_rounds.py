@@ -170,7 +170,7 @@ def test_a_cpu_bound_process_outside_the_run_is_measured_as_foreign_cpu():
 # Run in a fresh interpreter: the client is the measuring process's own tree, and the pytest process carries
 # whatever earlier tests left in it (driver threads, pools); one of those took 58% of a core in a CI run.
 _OTHER_SERVER_SCRIPT = """
-import json, subprocess, sys, time
+import json, statistics, subprocess, sys, time
 from authzbench.metrics import Monitor
 server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
 other = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a child of ours, as servers are
@@ -186,7 +186,9 @@ try:
 finally:
     other.kill()
     server.kill()
-print(json.dumps({"foreign": d.foreign_cpu, "client": max(s["client_cpu_percent"] for s in samples)}))
+# The median sample: one 0.2 s sample can catch the monitor itself delayed on a busy machine (one sample
+# of 76% failed make test, the others 0-16%); a busy loop counted as the client would put every sample near 100.
+print(json.dumps({"foreign": d.foreign_cpu, "client": statistics.median(s["client_cpu_percent"] for s in samples)}))
 """
 
 
