@@ -4,7 +4,7 @@ The same code serves ScyllaDB (compose/external) and Apache Cassandra (native he
 expanded at load time with the shared vectorized closure, chunk by chunk, and loaded by one of two paths:
 - `sstable` (the default where the node is local: native): the rows are streamed to a Java helper
   (provision/native/cassandra_bulk/SSTableBulk.java) that writes them as SSTables, one sorted SSTable per
-  block, which the node then imports (`nodetool import`'s JMX call: files moved into the table, no
+  block, the blocks in token order (cql_tokens.py) so that no two overlap, which the node then imports (`nodetool import`'s JMX call: files moved into the table, no
   write path, no memtables, no commit log). What operators use for a bulk load.
 - `cql` (the ingest variant `CQL`; the default on compose/external): prepared statements in unlogged
   batches grouped by partition, with bounded concurrency.
@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.cql_tokens import TokenSpill, id_tokens, rank
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
@@ -67,8 +68,12 @@ RECOMPUTE_CHUNK = 256  # permission-row batches a write sends before it counts t
 INGEST_PATHS = ("sstable", "cql")
 # Rows a block sent to the SSTable helper; each block becomes one SSTable. Bounds the helper's memory
 # (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load
-# ~30 SSTables, which compaction merges afterwards as it merges the CQL path's memtable flushes.
+# ~30 SSTables; written in token order each holds its own slice of the ring, so on Cassandra's
+# UnifiedCompactionStrategy (schema/cql.cql) none overlaps another and none needs merging.
 SSTABLE_BLOCK_ROWS = 1 << 20
+# The permission rows as spilled to disk before they are written in token order (cql_tokens.TokenSpill).
+_RESOURCE_ROW = np.dtype([("resource", "<i4"), ("user", "<i4"), ("manage", "u1")])
+_USER_ROW = np.dtype([("user", "<i4"), ("perm", "u1"), ("resource", "<i4")])
 # A batch the node timed out or shed is sent up to 5 times in all (unlogged inserts are idempotent), as
 # the driver's docs advise for idempotent writes; the driver's default policy never retries an unlogged
 # batch's write timeout, and without a retry one slow moment of a node ends a whole load.
@@ -210,6 +215,9 @@ class ScyllaBackend(Backend):
             self.drop()
         for stmt in self.sql["tables"]:
             self.session.execute(stmt, timeout=120)
+        if self.server_info().engine == "Apache Cassandra":
+            for stmt in self.sql["cassandra"]:
+                self.session.execute(stmt, timeout=120)
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         path = self._ingest_path()
@@ -286,7 +294,7 @@ class ScyllaBackend(Backend):
                 source_rows = self._sstable_source(w, source, tick)
                 raw_s = time.perf_counter() - t1
                 t2, before = time.perf_counter(), spent[0]
-                perm_rows = self._sstable_permissions(w, oracle, tick, spent)
+                perm_rows = self._sstable_permissions(w, oracle, tick, spent, out)
                 written = w.finish()
             write_s = time.perf_counter() - t1 - (spent[0] - before)
             perm_s = time.perf_counter() - t2 - (spent[0] - before)
@@ -302,8 +310,8 @@ class ScyllaBackend(Backend):
                 "bytes_written": sum(t["bytes"] for t in written.values()),
                 "sstables": sum(t["sstables"] for t in written.values()),
                 "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), rows streamed to a Java helper "
-                          f"writing SSTables (CQLSSTableWriter's sorted writer, one SSTable per <= "
-                          f"{SSTABLE_BLOCK_ROWS:,} rows), then imported by the node ({self._import_how()}"
+                          f"writing SSTables in token order (CQLSSTableWriter's sorted writer, one SSTable "
+                          f"per <= {SSTABLE_BLOCK_ROWS:,} rows, each a slice of the ring), then imported by the node ({self._import_how()}"
                           f"{', its compactions run and waited for' if self._compaction_s is not None else ''})"}
 
     def _sstable_source(self, w: _SSTableWriter, source: dict[str, Any], tick: _Ticker) -> int:
@@ -312,35 +320,66 @@ class ScyllaBackend(Backend):
         for table in dict.fromkeys(SOURCE_TABLE.values()):
             rels = [r for r in source if SOURCE_TABLE[REBAC_RELATIONS[r].object_type] == table]
             obj, sub, words, codes = _coded(source, rels, _short)
-            order = np.lexsort((sub, codes, obj))  # by partition, then clustering (relation, subject)
+            # by partition in ring order (each SSTable one slice of it), then clustering (relation, subject)
+            order = np.lexsort((sub, codes, rank(id_tokens(int(obj.max()) + 1))[obj]))
             w.table(table, "object,relation,subject", "iti", words)
             rows += w.rows(table, [obj[order], codes[order], sub[order]], tick)
             w.close(table)
         rels = [r for r in REVERSE if r in source]
         obj, sub, words, codes = _coded(source, rels, str)
-        order = np.lexsort((obj, sub, codes))  # partition (relation, subject), clustering object
+        # partition (relation, subject) in ring order, clustering object
+        n_sub = int(sub.max()) + 1
+        ranks = rank(np.concatenate([id_tokens(n_sub, before=word.encode()) for word in words]))
+        order = np.lexsort((obj, ranks[codes.astype(np.int64) * n_sub + sub]))
         w.table("rel_by_subject", "relation,subject,object", "tii", words)
         rows += w.rows("rel_by_subject", [codes[order], sub[order], obj[order]], tick)
         w.close("rel_by_subject")
         return rows
 
     def _sstable_permissions(self, w: _SSTableWriter, oracle: Oracle, tick: _Ticker,
-                             closure_s: list[float]) -> int:
-        """Both permission tables from the closure, chunk by chunk, as the CQL path writes them. Their chunks
-        alternate on the pipe, so the helper's two table threads write at once: one table after the other,
-        its one busy thread (~1 core) was the xl load's bottleneck (1,068 s of 1,155, Python at 7%)."""
-        rows, U, R = 0, oracle.n_users, oracle.n_resources
-        w.table("perm_by_resource", "resource,user,manage", "iib", [])
-        w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
+                             closure_s: list[float], work: Path) -> int:
+        """Both permission tables from the closure, chunk by chunk, spilled to per-token-range files
+        (TokenSpill), then written range by range in token order, as the CQL path writes them."""
+        U, R = oracle.n_users, oracle.n_resources
+        view_n, manage_n = oracle.total("view"), oracle.total("manage")
+        res_tok = id_tokens(R)
+        user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])  # the dictionary's order
+        by_res = TokenSpill(work, "perm_by_resource", _RESOURCE_ROW, view_n)
+        by_user = TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n)
         by_resource = timed(oracle.iter_resource_keys(), closure_s)  # keys (resource - lo) * U + user
-        by_user = timed(oracle.iter_keys(), closure_s)  # keys user * R + resource
-        for res_chunk, user_chunk in itertools.zip_longest(by_resource, by_user):
+        for res_chunk, user_chunk in itertools.zip_longest(by_resource, timed(oracle.iter_keys(), closure_s)):
             if res_chunk is not None:
                 lo, _hi, manage, view = res_chunk
-                rows += w.rows("perm_by_resource", [lo + view // U, view % U,
-                                                    np.isin(view, manage, assume_unique=True)], tick)
-            for code, k in enumerate(user_chunk or ()):  # manage, then view: the dictionary's order
-                rows += w.rows("perm_by_user", [k // R, np.full(len(k), code), k % R], tick)
+                rows = np.empty(len(view), _RESOURCE_ROW)
+                rows["resource"], rows["user"] = lo + view // U, view % U
+                rows["manage"] = np.isin(view, manage, assume_unique=True)
+                by_res.add(res_tok[rows["resource"]], rows)
+                tick.done += len(rows) / 2
+            for code, k in enumerate(user_chunk or ()):  # keys user * R + resource: manage, then view
+                rows = np.empty(len(k), _USER_ROW)
+                rows["user"], rows["perm"], rows["resource"] = k // R, code, k % R
+                by_user.add(user_tok[code, rows["user"]], rows)
+                tick.done += len(rows) / 2
+            tick.flush()
+        return self._sstable_ranges(w, by_res, by_user, res_tok, user_tok, tick)
+
+    @staticmethod
+    def _sstable_ranges(w: _SSTableWriter, by_res: TokenSpill, by_user: TokenSpill, res_tok: np.ndarray,
+                        user_tok: np.ndarray, tick: _Ticker) -> int:
+        """Each spilled range sorted by token (a stable sort: partitions stay together, in clustering order)
+        and sent. The two tables' ranges alternate on the pipe, so the helper's two table threads write at
+        once: one table after the other, its one busy thread (~1 core) was the xl load's bottleneck (1,068 s
+        of 1,155, Python at 7%)."""
+        rows = 0
+        w.table("perm_by_resource", "resource,user,manage", "iib", [])
+        w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
+        for r, u in itertools.zip_longest(by_res.ranges(), by_user.ranges()):
+            if r is not None:
+                r = r[np.argsort(res_tok[r["resource"]], kind="stable")]
+                rows += w.rows("perm_by_resource", [r["resource"], r["user"], r["manage"].astype(bool)], tick, 0.5)
+            if u is not None:
+                u = u[np.argsort(user_tok[u["perm"], u["user"]], kind="stable")]
+                rows += w.rows("perm_by_user", [u["user"], u["perm"], u["resource"]], tick, 0.5)
         w.close("perm_by_resource")
         w.close("perm_by_user")
         return rows
@@ -820,15 +859,16 @@ class _SSTableWriter:
             _utf(x) for x in (self.schema[name], insert, columns, kinds)) + struct.pack(">i", len(words))
                    + b"".join(_utf(x) for x in words))
 
-    def rows(self, name: str, cols: list[np.ndarray], tick: _Ticker) -> int:
-        """Rows grouped by partition, in blocks of <= SSTABLE_BLOCK_ROWS (each one SSTable)."""
+    def rows(self, name: str, cols: list[np.ndarray], tick: _Ticker, weight: float = 1.0) -> int:
+        """Rows grouped by partition, in blocks of <= SSTABLE_BLOCK_ROWS (each one SSTable); each row
+        counts `weight` of a row's progress."""
         n = len(cols[0])
         for s in range(0, n, SSTABLE_BLOCK_ROWS):
             e = min(n, s + SSTABLE_BLOCK_ROWS)
             body = [np.ascontiguousarray(c[s:e], dtype="u1" if c.dtype == np.bool_ else ">i4").tobytes()
                     for c in cols]
             self._send(struct.pack(">iii", 2, self.ids[name], e - s) + b"".join(body))
-            tick.done += e - s
+            tick.done += (e - s) * weight
             tick.flush()
         return n
 
@@ -876,7 +916,7 @@ class _Ticker:
 
     def __init__(self, progress: Progress, scale: float):
         self.progress, self.scale = progress, scale
-        self.done = 0
+        self.done: float = 0
         self._reported = 0
 
     def flush(self) -> None:
