@@ -98,12 +98,19 @@ def id_tokens(n: int, before: bytes | None = None, after: bytes | None = None) -
     return out
 
 
-def rank(tokens: np.ndarray) -> np.ndarray:
-    """Each partition's place in token order (int32): a sort key that groups rows by partition in ring
-    order at 4 bytes a row."""
-    r = np.empty(len(tokens), np.int32)
-    r[np.argsort(tokens, kind="stable")] = np.arange(len(tokens), dtype=np.int32)
-    return r
+def ring_order(key: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Given rows sorted by partition id `key` (tokens[id] its token), the order that moves each partition
+    whole, its rows in their order, so that partitions follow ring order. Sorting the rows again with the
+    token's rank as the first key doubled the xl source tables' sort (rel_resource, 37.9M rows: 19.9 s
+    before its first row was sent, 10.6 s in id order); this sorts the distinct partitions only."""
+    n = len(key)
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if n else np.zeros(0, np.int64)
+    lengths = np.diff(np.append(starts, n))
+    o = np.argsort(tokens[key[starts]], kind="stable")
+    first, lengths = starts[o], lengths[o]
+    dtype = np.int32 if n < 2**31 else np.int64
+    shift = (first - (np.cumsum(lengths) - lengths)).astype(dtype)
+    return np.repeat(shift, lengths) + np.arange(n, dtype=dtype)
 
 
 class TokenSpill:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import math
 import re
 import shutil
 import struct
@@ -40,7 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
-from authzbench.backends.cql_tokens import TokenSpill, id_tokens, rank
+from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
@@ -320,17 +321,17 @@ class ScyllaBackend(Backend):
         for table in dict.fromkeys(SOURCE_TABLE.values()):
             rels = [r for r in source if SOURCE_TABLE[REBAC_RELATIONS[r].object_type] == table]
             obj, sub, words, codes = _coded(source, rels, _short)
-            # by partition in ring order (each SSTable one slice of it), then clustering (relation, subject)
-            order = np.lexsort((sub, codes, rank(id_tokens(int(obj.max()) + 1))[obj]))
+            order = _lex_order(obj, codes, sub)  # by partition, then clustering (relation, subject)
+            order = order[ring_order(obj[order], id_tokens(int(obj.max()) + 1))]  # partitions in ring order
             w.table(table, "object,relation,subject", "iti", words)
             rows += w.rows(table, [obj[order], codes[order], sub[order]], tick)
             w.close(table)
         rels = [r for r in REVERSE if r in source]
         obj, sub, words, codes = _coded(source, rels, str)
-        # partition (relation, subject) in ring order, clustering object
+        order = _lex_order(codes, sub, obj)  # partition (relation, subject), clustering object
         n_sub = int(sub.max()) + 1
-        ranks = rank(np.concatenate([id_tokens(n_sub, before=word.encode()) for word in words]))
-        order = np.lexsort((obj, ranks[codes.astype(np.int64) * n_sub + sub]))
+        tokens = np.concatenate([id_tokens(n_sub, before=word.encode()) for word in words])
+        order = order[ring_order(codes[order].astype(np.int64) * n_sub + sub[order], tokens)]
         w.table("rel_by_subject", "relation,subject,object", "tii", words)
         rows += w.rows("rel_by_subject", [codes[order], sub[order], obj[order]], tick)
         w.close("rel_by_subject")
@@ -945,6 +946,20 @@ def _coded(source: dict, rels: list[str], name: Callable[[str], str]
     sub = np.concatenate([source[r]["subject"].to_numpy(np.int32) for r in rels])
     codes = np.repeat(np.array([words.index(name(r)) for r in rels], dtype=np.int8), [len(source[r]) for r in rels])
     return obj, sub, words, codes
+
+
+def _lex_order(*cols: np.ndarray) -> np.ndarray:
+    """np.lexsort's order of non-negative int columns, the most significant first, as one stable sort of
+    a combined int64 key when it fits: the tables come sorted by object, relation by relation, so that
+    sort merges a few sorted runs (xl rel_resource, 37.9M rows: 1.1 s where lexsort took 9.0 s)."""
+    widths = [int(c.max()) + 1 if len(c) else 1 for c in cols]
+    if math.prod(widths) >= 2**63:
+        return np.lexsort(cols[::-1])
+    key = cols[0].astype(np.int64)
+    for c, w in zip(cols[1:], widths[1:], strict=True):
+        key *= w
+        key += c
+    return np.argsort(key, kind="stable")
 
 
 def _routing(*parts: bytes) -> bytes:
