@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -119,8 +120,36 @@ def apt_install(packages: list[str]) -> None:
 
 # processes -------------------------------------------------------------------------------------
 
+_given_ports: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The kernel's first ephemeral port: outgoing connections take their local ports from there up."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port free now, below the ephemeral range and not handed out before by this process.
+    Why not bind(0): it picks from the ephemeral range, where any outgoing connection on the host (other
+    containers share this network namespace) may take the port before the server binds it; Cassandra,
+    started ~10 s after its ports were picked, failed with 'storage_port is in use by another process'.
+    And three bind(0) calls in a row may return the same port twice."""
+    low, floor = _ephemeral_low(), 10000  # below 10000: well-known services' ports
+    for _ in range(200 if low > floor + 1000 else 0):
+        port = random.randrange(floor, low)
+        if port in _given_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
+    with socket.socket() as s:  # every try taken: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
