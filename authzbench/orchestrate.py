@@ -34,7 +34,7 @@ from authzbench.scenarios.runner import (
     preload_worker_modules,
     run_phase,
 )
-from authzbench.servers import Session, monitor_for, pin_cores
+from authzbench.servers import Session, monitor_for, pin_cores, running_pids
 from authzbench.social_oracle import oracle_for
 from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
 from authzbench.stopping import check as check_stop
@@ -133,8 +133,12 @@ class _BenchRun:
             self.stop(name)
 
     def _other_pids(self, name: str) -> list[int]:
-        return [pid for n, s in self.sessions.items() if n != name and s.dep.mode == "native"
+        """The other servers up meanwhile: this run's sessions and the servers a sweep keeps running. Missing
+        the kept ones, an in-process engine's tree took them for its own: chdb's memory read 6.0 GiB at
+        `xl` in a sweep where the suite's own processes took 2-3 GiB and the idle Cassandra alone 2.0."""
+        pids = [pid for n, s in self.sessions.items() if n != name and s.dep.mode == "native"
                 for pid in s.dep.pids if pid != os.getpid()]
+        return list(dict.fromkeys(pids + running_pids(name)))
 
     def stop(self, name: str) -> None:
         sess = self.sessions.pop(name, None)

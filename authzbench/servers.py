@@ -153,3 +153,13 @@ def down(names: list[str]) -> list[str]:
 def running() -> list[str]:
     d = state_dir() / "servers"
     return sorted(p.stem for p in d.glob("*.json") if not p.name.endswith(".load.json")) if d.is_dir() else []
+
+
+def running_pids(but: str) -> list[int]:
+    """PIDs of the native servers the state dir keeps running, other than `but`'s: those a size sweep keeps
+    up between sizes, including any not yet visited at this size."""
+    out: list[int] = []
+    for name in running():
+        if name != but and (st := _load_state(name)) and st["mode"] == "native":
+            out += [pid for pid in st["pids"] if pid != os.getpid()]
+    return out

@@ -389,3 +389,22 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
     orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))
     # round 2 runs its phases in rotated order (c2 then c1): c1/r2 is both stopped and the visit's last
     assert [pid.split("/", 1)[1] for pid in checked] == ["mixed/c1/r0", "mixed/c1/r2", "mixed/c1/r1", "mixed/c2/r1"]
+
+
+def test_a_server_a_sweep_keeps_running_is_not_measured_as_the_in_process_engines(tmp_path, monkeypatch):
+    from authzbench.orchestrate import _BenchRun
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    kept = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # a child, as servers are
+    try:
+        (tmp_path / "state" / "servers").mkdir(parents=True)
+        (tmp_path / "state" / "servers" / "postgres.json").write_text(json.dumps(
+            {"mode": "native", "endpoint": {}, "pids": [kept.pid], "containers": [], "notes": []}))
+        run = _BenchRun(BenchConfig(backends=["clickhouse"]), None, None, None, [], None)  # type: ignore[arg-type]
+        assert run._other_pids("clickhouse") == [kept.pid]
+        assert run._other_pids("postgres") == []
+        procs = Monitor([os.getpid()], lambda s: None, others=run._other_pids("clickhouse"))._processes()
+        assert kept.pid not in {p.pid for p in procs}
+        assert kept.pid in {p.pid for p in Monitor([os.getpid()], lambda s: None)._processes()}  # as before
+    finally:
+        kept.kill()
