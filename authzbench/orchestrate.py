@@ -133,12 +133,11 @@ class _BenchRun:
             self.stop(name)
 
     def _other_pids(self, name: str) -> list[int]:
-        """The other servers up meanwhile: this run's sessions and the servers a sweep keeps running. Missing
-        the kept ones, an in-process engine's tree took them for its own: chdb's memory read 6.0 GiB at
-        `xl` in a sweep where the suite's own processes took 2-3 GiB and the idle Cassandra alone 2.0."""
-        pids = [pid for n, s in self.sessions.items() if n != name and s.dep.mode == "native"
-                for pid in s.dep.pids if pid != os.getpid()]
-        return list(dict.fromkeys(pids + running_pids(name)))
+        """The other native servers up meanwhile, from the state dir: this run's sessions save theirs there,
+        and so did the servers a sweep or `up` keeps running. Missing the kept ones, an in-process engine's
+        tree took them for its own: chdb's memory read 6.0 GiB at `xl` in a sweep where the suite's own
+        processes took about 2 GiB and the idle Cassandra alone 2.0."""
+        return running_pids(name)
 
     def stop(self, name: str) -> None:
         sess = self.sessions.pop(name, None)
