@@ -173,6 +173,27 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
             b.drop()
 
 
+def test_the_sstable_helper_refuses_a_partition_whose_rows_are_out_of_clustering_order(tmp_path):
+    """The helper builds each partition's rows itself and hands them to the SSTable writer as they come:
+    rows out of clustering order would make an SSTable the node cannot read, so the load stops instead."""
+    import numpy as np
+
+    from authzbench.backends.scylla import _SSTableWriter, _Ticker
+    from authzbench.errors import BackendUnavailable
+    from authzbench.provision.native.cassandra import bulk_tool
+
+    schema = ["CREATE TABLE IF NOT EXISTS ks.perm_by_resource (resource int, user int, manage boolean, "
+              "PRIMARY KEY ((resource), user));"]
+    tick = _Ticker(lambda n: None, 1.0)
+    with _SSTableWriter(bulk_tool(), tmp_path, "ks", schema) as w:
+        w.table("perm_by_resource", "resource,user,manage", "iib", [])
+        w.rows("perm_by_resource", [np.array([7, 7, 7]), np.array([1, 3, 2]), np.array([True, False, True])],
+               tick)
+        w.close("perm_by_resource")
+        with pytest.raises(BackendUnavailable, match="out of clustering order"):
+            w.finish()
+
+
 # keyspace reuse ------------------------------------------------------------------------------------
 
 def test_existing_keyspace_is_reused_or_recreated_on_request(session, scratch, dataset):

@@ -9,40 +9,54 @@ import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.cassandra.db.Clustering;
 import org.apache.cassandra.db.DecoratedKey;
+import org.apache.cassandra.db.DeletionTime;
 import org.apache.cassandra.db.LivenessInfo;
 import org.apache.cassandra.db.marshal.ByteBufferAccessor;
 import org.apache.cassandra.db.marshal.CompositeType;
-import org.apache.cassandra.db.partitions.PartitionUpdate;
+import org.apache.cassandra.db.rows.AbstractUnfilteredRowIterator;
 import org.apache.cassandra.db.rows.BTreeRow;
 import org.apache.cassandra.db.rows.BufferCell;
+import org.apache.cassandra.db.rows.EncodingStats;
 import org.apache.cassandra.db.rows.Row;
+import org.apache.cassandra.db.rows.Rows;
+import org.apache.cassandra.db.rows.Unfiltered;
 import org.apache.cassandra.io.sstable.CQLSSTableWriter;
+import org.apache.cassandra.io.sstable.SSTableTxnWriter;
 import org.apache.cassandra.schema.ColumnMetadata;
 import org.apache.cassandra.schema.TableMetadata;
 import org.apache.cassandra.tools.NodeProbe;
+import org.apache.cassandra.utils.btree.BTree;
 
 /**
  * authzbench's bulk path for Cassandra (authzbench/backends/scylla.py; built by
  * authzbench/provision/native/cassandra.py): blocks of rows streamed on stdin become SSTables, then, when
  * asked, the node imports them (the JMX call behind `nodetool import`).
  *
- * Each block becomes one sorted SSTable: its partitions are ordered by token here and written through
- * CQLSSTableWriter's sorted writer, one Row built per row straight from the column buffers. Going through
+ * Each block becomes one sorted SSTable: its partitions are ordered by token here and handed to the
+ * SSTable writer that CQLSSTableWriter's sorted writer opens, one Row built per row straight from the
+ * column buffers. Going through
  * CQLSSTableWriter.rawAddRow instead (a CQL bind and validation per row, an unsorted in-heap buffer)
  * cost ~10 CPU-us a row (4M rows: ~41 CPU-s), and its buffer, sized by serialized bytes, held several
  * times that in heap (a 128 MiB buffer filled a 1 GiB heap: minutes of full GCs).
- * Memory is bounded by a block per table (plus QUEUE queued).
+ * Blocks go to one pool of writer threads, a thread a core, whatever their table: with a thread a table,
+ * perm_by_user (~1.5-1.9x perm_by_resource's rows) kept its thread busy while the other waited on the
+ * pipe, and a large replay used 1.75 of 2 cores. Memory is bounded by the blocks in flight (a thread's
+ * each plus QUEUE queued).
  *
  * stdin, big-endian frames, each an int tag then the table's int id:
  *   1 TABLE  utf schema (CREATE TABLE ks.t ...), utf insert (INSERT INTO ks.t (cols) VALUES (?, ...)),
@@ -57,17 +71,23 @@ import org.apache.cassandra.tools.NodeProbe;
  * java ... authzbench.SSTableBulk import HOST JMX_PORT KEYSPACE TABLE=DIR ...
  */
 public final class SSTableBulk {
-    private static final int QUEUE = 2;  // blocks queued per table ahead of its writer thread
+    private static final int QUEUE = 2;  // blocks queued ahead of the writer threads
     private static final ByteBuffer[] BOOL = {ByteBuffer.wrap(new byte[]{0}), ByteBuffer.wrap(new byte[]{1})};
 
     public static void main(String[] args) throws Exception {
-        if (args.length == 2 && args[0].equals("write")) {
-            write(new File(args[1]));
-        } else if (args.length >= 5 && args[0].equals("import")) {
-            importTables(args[1], Integer.parseInt(args[2]), args[3], List.of(args).subList(4, args.length));
-        } else {
-            System.err.println("usage: SSTableBulk write OUT_DIR | import HOST JMX_PORT KEYSPACE TABLE=DIR ...");
-            System.exit(2);
+        try {
+            if (args.length == 2 && args[0].equals("write")) {
+                write(new File(args[1]));
+            } else if (args.length >= 5 && args[0].equals("import")) {
+                importTables(args[1], Integer.parseInt(args[2]), args[3], List.of(args).subList(4, args.length));
+            } else {
+                System.err.println("usage: SSTableBulk write OUT_DIR | import HOST JMX_PORT KEYSPACE TABLE=DIR ...");
+                System.exit(2);
+            }
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.err.println("error: " + t);  // last: the caller quotes the log's last line
+            System.exit(1);
         }
         System.exit(0);  // the writer's static executors are not daemon threads
     }
@@ -75,21 +95,63 @@ public final class SSTableBulk {
     /** A block of rows: one array a column (ints, booleans as 0/1, or dictionary codes). */
     record Block(int n, int[][] cols) {}
 
-    /** One table: a thread writing each queued block as a sorted SSTable. */
-    static final class Table implements Runnable {
+    /** The writer threads: each block becomes an SSTable on whichever is free; at most QUEUE wait. */
+    static final class Pool {
+        final ExecutorService threads;
+        final Semaphore room;
+        volatile Throwable error;
+
+        Pool(int n) {
+            threads = Executors.newFixedThreadPool(n, r -> {
+                Thread t = new Thread(r, "sstable-writer");
+                t.setDaemon(true);
+                return t;
+            });
+            room = new Semaphore(n + QUEUE);
+        }
+
+        void submit(Table t, Block b) throws InterruptedException {
+            while (!room.tryAcquire(1, TimeUnit.SECONDS))
+                check();
+            check();
+            t.pending.add(threads.submit(() -> {
+                try {
+                    t.writeSSTable(b);
+                } catch (Throwable e) {
+                    error = new IllegalStateException("table " + t.name + ": " + e, e);
+                } finally {
+                    room.release();
+                }
+            }));
+        }
+
+        /** Waits for every block of the table; the first failure of any table is thrown. */
+        void drain(Table t) throws Exception {
+            for (Future<?> f : t.pending)
+                f.get();
+            check();
+        }
+
+        void check() {
+            if (error != null)
+                throw new IllegalStateException(error.getMessage(), error);
+        }
+    }
+
+    /** One table: its blocks written as sorted SSTables by the pool. */
+    static final class Table {
         final String schema, insert, name, kinds;
         final File dir;
         final ByteBuffer[] dict;
-        final BlockingQueue<Block> queue = new ArrayBlockingQueue<>(QUEUE);
-        final Thread thread;
+        final List<Future<?>> pending = new ArrayList<>();
         final long timestamp = System.currentTimeMillis() * 1000;
         final long nowInSec = System.currentTimeMillis() / 1000;
+        final LivenessInfo live = LivenessInfo.create(timestamp, nowInSec);
         int[] pk, ck;  // value positions of the partition key and clustering columns, in key order
         int[] regular;
         ColumnMetadata[] regularCols;
-        TableMetadata metadata;
-        volatile Throwable error;
-        long rows, sstables;
+        volatile TableMetadata metadata;
+        final AtomicLong rows = new AtomicLong(), sstables = new AtomicLong();
         final long started = System.nanoTime();
 
         Table(File root, String schema, String insert, String columns, String kinds, String[] dict) {
@@ -97,22 +159,25 @@ public final class SSTableBulk {
             this.insert = insert;
             this.kinds = kinds;
             this.dict = new ByteBuffer[dict.length];
-            for (int i = 0; i < dict.length; i++)
+            for (int i = 0; i < dict.length; i++) {
                 this.dict[i] = ByteBuffer.wrap(dict[i].getBytes(StandardCharsets.UTF_8));
+                if (i > 0 && this.dict[i - 1].compareTo(this.dict[i]) >= 0)  // codes must sort as the text does
+                    throw new IllegalArgumentException("dictionary not in ascending byte order: " + dict[i]);
+            }
             String qualified = insert.replaceFirst("(?is)^\\s*INSERT\\s+INTO\\s+", "").split("[\\s(]", 2)[0];
             this.name = qualified.substring(qualified.indexOf('.') + 1);
             this.dir = new File(root, qualified.replace('.', File.separatorChar));
             if (!dir.isDirectory() && !dir.mkdirs())
                 throw new IllegalStateException("cannot create " + dir);
             this.columnNames = columns.split(",");
-            this.thread = new Thread(this, "sstable-" + name);
-            thread.start();
         }
 
         final String[] columnNames;
 
         /** Positions of the key and regular columns among the values, from the table's metadata. */
-        void resolve(TableMetadata m) {
+        synchronized void resolve(TableMetadata m) {
+            if (metadata != null)
+                return;
             List<String> names = Arrays.asList(columnNames);
             pk = m.partitionKeyColumns().stream().mapToInt(c -> names.indexOf(c.name.toString())).toArray();
             ck = m.clusteringColumns().stream().mapToInt(c -> names.indexOf(c.name.toString())).toArray();
@@ -134,27 +199,12 @@ public final class SSTableBulk {
             }
         }
 
-        public void run() {
-            try {
-                while (true) {
-                    Block b = queue.take();
-                    if (b.n < 0)
-                        break;
-                    writeSSTable(b);
-                }
-            } catch (Throwable t) {
-                error = t;
-                queue.clear();
-            }
-        }
-
         void writeSSTable(Block b) throws Exception {
             CQLSSTableWriter cw = CQLSSTableWriter.builder().inDirectory(dir.getPath()).forTable(schema).using(insert)
                                                   .sorted().build();
             Object writer = field(cw, "writer");
             if (metadata == null)
                 resolve(((org.apache.cassandra.schema.TableMetadataRef) field(writer, "metadata")).get());
-            Method updateFor = method(writer.getClass(), "getUpdateFor", DecoratedKey.class);
             // partitions: runs of equal partition-key values, then ordered by token
             int[] starts = new int[b.n + 1];
             int parts = 0;
@@ -169,24 +219,46 @@ public final class SSTableBulk {
                 order[p] = p;
             }
             Arrays.sort(order, (x, y) -> keys[x].compareTo(keys[y]));
-            Row.Builder rb = BTreeRow.sortedBuilder();
-            LivenessInfo live = LivenessInfo.create(timestamp, nowInSec);
-            ByteBuffer[] clustering = new ByteBuffer[ck.length];
-            for (int p : order) {
-                PartitionUpdate.Builder upd = (PartitionUpdate.Builder) updateFor.invoke(writer, keys[p]);
-                for (int r = starts[p]; r < starts[p + 1]; r++) {
-                    for (int c = 0; c < ck.length; c++)
-                        clustering[c] = value(b, ck[c], r);
-                    rb.newRow(Clustering.make(clustering.clone()));
-                    rb.addPrimaryKeyLivenessInfo(live);
-                    for (int c = 0; c < regular.length; c++)
-                        rb.addCell(BufferCell.live(regularCols[c], timestamp, value(b, regular[c], r)));
-                    upd.add(rb.build());
-                }
-            }
+            // Each partition goes to the SSTable's own writer as an iterator over rows built here. Through
+            // the sorted writer's PartitionUpdate (a BTree of the partition's rows, merged back into an
+            // iterator, its stats collected: 2/3 of the samples in a profile) the large profile's 100.6M
+            // permission rows cost 74.1 CPU-s; this way, with the shared pool, 49.1 (paired runs).
+            SSTableTxnWriter txn = (SSTableTxnWriter) method(writer.getClass(), "getOrCreateWriter").invoke(writer);
+            for (int p : order)
+                txn.append(new Partition(this, b, keys[p], starts[p], starts[p + 1]));
             cw.close();
-            rows += b.n;
-            sstables++;
+            rows.addAndGet(b.n);
+            sstables.incrementAndGet();
+        }
+
+        /** Rows of a block, r in [from, to), as the row that CQL would write for each. */
+        Row row(Block b, int r) {
+            ByteBuffer[] clustering = new ByteBuffer[ck.length];
+            for (int c = 0; c < ck.length; c++)
+                clustering[c] = value(b, ck[c], r);
+            Clustering<?> key = Clustering.make(clustering);
+            if (regular.length == 0)
+                return BTreeRow.noCellLiveRow(key, live);
+            if (regular.length == 1)
+                return BTreeRow.create(key, live, Row.Deletion.LIVE,
+                                       BTree.singleton(BufferCell.live(regularCols[0], timestamp, value(b, regular[0], r))));
+            Row.Builder rb = BTreeRow.sortedBuilder();
+            rb.newRow(key);
+            rb.addPrimaryKeyLivenessInfo(live);
+            for (int c = 0; c < regular.length; c++)
+                rb.addCell(BufferCell.live(regularCols[c], timestamp, value(b, regular[c], r)));
+            return rb.build();
+        }
+
+        /** Whether row r's clustering sorts after row r - 1's (the order the SSTable must hold). Ints compare
+         *  as Int32Type does, booleans false first, text by dictionary code (the dictionary is sorted). */
+        boolean ascending(Block b, int r) {
+            for (int c : ck) {
+                int x = b.cols[c][r - 1], y = b.cols[c][r];
+                if (x != y)
+                    return x < y;
+            }
+            return false;
         }
 
         boolean sameKey(Block b, int r1, int r2) {
@@ -205,17 +277,6 @@ public final class SSTableBulk {
             return CompositeType.build(ByteBufferAccessor.instance, parts);
         }
 
-        void put(Block block) throws InterruptedException {
-            while (!queue.offer(block, 1, TimeUnit.SECONDS))
-                check();
-            check();
-        }
-
-        void check() {
-            if (error != null)
-                throw new IllegalStateException("table " + name + ": " + error, error);
-        }
-
         long bytes() {
             long total = 0;
             File[] files = dir.listFiles();
@@ -223,6 +284,34 @@ public final class SSTableBulk {
                 for (File f : files)
                     total += f.length();
             return total;
+        }
+    }
+
+    /** One partition's rows [from, to) of a block, built as the writer asks for them; a row out of
+     *  clustering order stops the load (the SSTable would be unreadable). */
+    static final class Partition extends AbstractUnfilteredRowIterator {
+        final Table t;
+        final Block b;
+        final int from, to;
+        int next;
+
+        Partition(Table t, Block b, DecoratedKey key, int from, int to) {
+            super(t.metadata, key, DeletionTime.LIVE, t.metadata.regularAndStaticColumns(), Rows.EMPTY_STATIC_ROW,
+                  false, EncodingStats.NO_STATS);
+            this.t = t;
+            this.b = b;
+            this.from = from;
+            this.to = to;
+            this.next = from;
+        }
+
+        @Override
+        protected Unfiltered computeNext() {
+            if (next == to)
+                return endOfData();
+            if (next > from && !t.ascending(b, next))
+                throw new IllegalStateException(t.name + ": rows of a partition out of clustering order at row " + next);
+            return t.row(b, next++);
         }
     }
 
@@ -255,6 +344,7 @@ public final class SSTableBulk {
     static void write(File root) throws Exception {
         DataInputStream in = new DataInputStream(new BufferedInputStream(System.in, 1 << 20));
         Map<Integer, Table> tables = new HashMap<>();
+        Pool pool = new Pool(Math.max(2, Runtime.getRuntime().availableProcessors()));
         while (true) {
             int tag;
             try {
@@ -273,13 +363,11 @@ public final class SSTableBulk {
                 tables.put(id, new Table(root, schema, insert, columns, kinds, dict));
             } else if (tag == 2) {
                 Table t = tables.get(id);
-                t.put(readBlock(in, t.kinds));
+                pool.submit(t, readBlock(in, t.kinds));
             } else if (tag == 3) {
                 Table t = tables.get(id);
-                t.put(new Block(-1, null));
-                t.thread.join();
-                t.check();
-                System.out.printf("table %s rows %d sstables %d bytes %d seconds %.3f%n", t.name, t.rows, t.sstables,
+                pool.drain(t);
+                System.out.printf("table %s rows %d sstables %d bytes %d seconds %.3f%n", t.name, t.rows.get(), t.sstables.get(),
                                   t.bytes(), (System.nanoTime() - t.started) / 1e9);
                 System.out.flush();
             } else {
