@@ -124,18 +124,22 @@ class TokenSpill:
         self.dir.mkdir(parents=True)
         self.dtype = dtype
         self.bits = max(0, math.ceil(math.log2(max(n_rows, 1) / self.SPILL_ROWS)))
+        if self.bits > 16:
+            raise ValueError(f"{name}: {n_rows:,} rows are more than 2^16 spill ranges hold")
 
     def _range(self, tokens: np.ndarray) -> np.ndarray:
+        # 16-bit range numbers: numpy's stable sort of them is a radix sort (20M rows: 0.27 s, against
+        # 3.4 s as int64); 2^16 ranges of SPILL_ROWS would be 2^38 rows.
         if not self.bits:
-            return np.zeros(len(tokens), np.int64)
-        return ((tokens.view(np.uint64) ^ _U(1 << 63)) >> _U(64 - self.bits)).astype(np.int64)
+            return np.zeros(len(tokens), np.uint16)
+        return ((tokens.view(np.uint64) ^ _U(1 << 63)) >> _U(64 - self.bits)).astype(np.uint16)
 
     def add(self, tokens: np.ndarray, rows: np.ndarray) -> None:
         """Rows (a record array of `dtype`) with their partitions' tokens, appended to their ranges' files
         (a stable sort: each range keeps the rows' order)."""
         r = self._range(tokens)
         order = np.argsort(r, kind="stable")
-        bounds = np.searchsorted(r[order], np.arange((1 << self.bits) + 1))
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(r, minlength=1 << self.bits))))
         rows = rows[order]
         for i in np.flatnonzero(np.diff(bounds)):
             with open(self.dir / str(i), "ab") as f:

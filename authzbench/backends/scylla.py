@@ -367,19 +367,20 @@ class ScyllaBackend(Backend):
     @staticmethod
     def _sstable_ranges(w: _SSTableWriter, by_res: TokenSpill, by_user: TokenSpill, res_tok: np.ndarray,
                         user_tok: np.ndarray, tick: _Ticker) -> int:
-        """Each spilled range sorted by token (a stable sort: partitions stay together, in clustering order)
-        and sent. The two tables' ranges alternate on the pipe, so the helper's two table threads write at
-        once: one table after the other, its one busy thread (~1 core) was the xl load's bottleneck (1,068 s
-        of 1,155, Python at 7%)."""
+        """Each spilled range's partitions put in token order (ring_order: whole partitions move, their rows
+        in clustering order; a stable argsort of every row's token gave the same bytes, the large profile's
+        ranges in 9.3 s against 6.2) and sent. The two tables' ranges alternate on the pipe: one table
+        after the other, the helper wrote one table at a time."""
         rows = 0
         w.table("perm_by_resource", "resource,user,manage", "iib", [])
         w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
+        flat_user_tok = user_tok.reshape(-1)  # partition (perm code, user) at code * U + user
         for r, u in itertools.zip_longest(by_res.ranges(), by_user.ranges()):
             if r is not None:
-                r = r[np.argsort(res_tok[r["resource"]], kind="stable")]
+                r = r[ring_order(r["resource"], res_tok)]
                 rows += w.rows("perm_by_resource", [r["resource"], r["user"], r["manage"].astype(bool)], tick, 0.5)
             if u is not None:
-                u = u[np.argsort(user_tok[u["perm"], u["user"]], kind="stable")]
+                u = u[ring_order(u["perm"].astype(np.int64) * user_tok.shape[1] + u["user"], flat_user_tok)]
                 rows += w.rows("perm_by_user", [u["user"], u["perm"], u["resource"]], tick, 0.5)
         w.close("perm_by_resource")
         w.close("perm_by_user")

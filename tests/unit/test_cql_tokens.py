@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
 from authzbench.backends.scylla import _lex_order
@@ -48,3 +49,10 @@ def test_spilled_ranges_come_back_in_ring_order_with_every_row(tmp_path, monkeyp
     assert sum(len(r) for r in ranges) == 10_000 and len(ranges) == 16
     assert all(a.max() < b.min() for a, b in itertools.pairwise(ranges))
     assert list(spill.dir.iterdir()) == []
+
+
+def test_a_table_beyond_two_to_the_sixteen_spill_ranges_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(TokenSpill, "SPILL_ROWS", 1)
+    TokenSpill(tmp_path, "fits", np.dtype([("id", "<i4")]), 1 << 16)
+    with pytest.raises(ValueError, match="2\\^16 spill ranges"):
+        TokenSpill(tmp_path, "too-many", np.dtype([("id", "<i4")]), (1 << 16) + 1)
