@@ -174,7 +174,8 @@ def bulk_tool() -> list[str]:
                     log=root / "build.log", what="javac SSTableBulk.java (cassandra bulk helper)", timeout=600)
                 (root / "logback.xml").write_text(BULK_LOGBACK)
                 write_stamp(stamp, want)
-    # 1 GiB: a block of <= 2^20 rows a table (3 int arrays, 12 MiB) plus the partition being written.
+    # 1 GiB: the blocks in flight (one a writer thread, a thread a core, plus 2 queued), each <= 2^20 rows of
+    # 3 int arrays (12 MiB), and the SSTables' writers; the xl stream peaked at 629 MiB resident.
     return [java, "-Xms256M", "-Xmx1G", "-XX:+UseG1GC", *JPMS_FLAGS,
             f"-Dlogback.configurationFile=file://{root / 'logback.xml'}",
             "-cp", f"{root / 'classes'}:{lib}/*", "authzbench.SSTableBulk"]
