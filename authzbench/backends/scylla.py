@@ -369,8 +369,7 @@ class ScyllaBackend(Backend):
                         user_tok: np.ndarray, tick: _Ticker) -> int:
         """Each spilled range's partitions put in token order (ring_order: whole partitions move, their rows
         in clustering order; a stable argsort of every row's token gave the same bytes, the large profile's
-        ranges in 9.3 s against 6.2) and sent. The two tables' ranges alternate on the pipe: one table
-        after the other, the helper wrote one table at a time."""
+        ranges in 9.3 s against 6.2) and sent, the two tables' ranges in turn."""
         rows = 0
         w.table("perm_by_resource", "resource,user,manage", "iib", [])
         w.table("perm_by_user", "user,perm,resource", "iti", ["manage", "view"])
