@@ -34,8 +34,8 @@ def test_every_pair_of_tiny_equals_the_oracle_fully_consistent(live, dataset, or
 def test_server_reports_its_version_and_datastore(live):
     with live.backend() as b:
         info = b.server_info()
-    assert b.server_version == "v1.54.0", "the server did not report its version (build without -X Version?)"
-    assert info.label.startswith("SpiceDB v1.54.0 on PostgreSQL "), info.label
+    assert b.server_version == "v1.56.2", "the server did not report its version (build without -X Version?)"
+    assert info.label.startswith("SpiceDB v1.56.2 on PostgreSQL "), info.label
     assert b.footprint() > 0
 
 

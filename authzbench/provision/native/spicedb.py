@@ -29,7 +29,7 @@ from authzbench.provision.base import (
 from authzbench.provision.gobuild import go_module_binary
 from authzbench.provision.native.postgres import start_cluster
 
-SPICEDB_VERSION = "v1.54.0"  # the reference's v1.46.2 is not served by the Go module proxy
+SPICEDB_VERSION = "v1.56.2"  # the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
 MODULE = "github.com/authzed/spicedb"
 # As upstream's .goreleaser.yml: without it the binary and the server call themselves "(devel)".
 LDFLAGS = f"-s -w -X github.com/jzelinskie/cobrautil/v2.Version={SPICEDB_VERSION}"
