@@ -147,6 +147,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
                    "comma-separated (default: all read scenarios, roundtrip and mixed)")
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
+    p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
+                   help="worker counts of the structural write scenarios (default 1)")
     p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
                    help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
     p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,

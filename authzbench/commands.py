@@ -158,6 +158,7 @@ def _config(args: argparse.Namespace):
         if args.scenario:
             cfg.scenarios = _flat(args.scenario)
         cfg.concurrency = args.concurrency
+        cfg.write_concurrency = args.write_concurrency
         cfg.iterations_scale = args.iterations_scale
         cfg.repeat = args.repeat
         cfg.rounds, cfg.visits, cfg.max_reruns, cfg.pin = args.rounds, args.visits, args.max_reruns, args.pin

@@ -102,6 +102,7 @@ class BenchConfig:
     disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
     pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
     write_share: float = 0.01
+    write_concurrency: list[int] = field(default_factory=lambda: [1])  # worker counts of the write scenarios
     write_kind: str = "acl"  # mixed: acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
     rate: float | None = None  # mixed: open loop at this rate instead of closed loop
     rates: list[float] = field(default_factory=list)  # mixed: one open-loop phase per rate (SLO per rate)
@@ -141,12 +142,14 @@ class BenchConfig:
             raise UserError(f"--dau must be in (0, 1], got {self.dau}")
         if not self.concurrency or any(c < 1 for c in self.concurrency):
             raise UserError("--concurrency values must be integers >= 1")
+        if not self.write_concurrency or any(c < 1 for c in self.write_concurrency):
+            raise UserError("--write-concurrency values must be integers >= 1")
         if self.write_kind not in MIXED_KINDS:
             raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
         if self.write_kind != "acl" and self.model != "rebac":
             raise UserError(f"--write-kind {self.write_kind} needs --model rebac (the social model writes followers)")
-        if max(self.concurrency) > (limit := max_workers()):
-            raise UserError(f"--concurrency {max(self.concurrency)}: at most {limit:,} workers can run here "
+        if max(self.concurrency + self.write_concurrency) > (limit := max_workers()):
+            raise UserError(f"--concurrency {max(self.concurrency + self.write_concurrency)}: at most {limit:,} workers can run here "
                             f"({worker_limit_reason()})")
         if "postgres" in self.backends and self.provision == "native":
             from authzbench.provision.native.postgres import BENCH_SETTINGS

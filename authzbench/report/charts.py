@@ -23,9 +23,28 @@ MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
 NINES_TICKS = [(np.log10(2), "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"), (5.0, "99.999%")]
 
 
+# One colour and marker per backend in every chart of every report: the order of the registry's backends.
+FIXED = ["postgres", "spicedb-pg", "scylla", "clickhouse", "elasticsearch", "mongo", "openfga", "permify",
+         "spicedb-crdb", "cockroach", "reference"]
+MARKERS = "osD^vP*Xhp<>"
+
+
+def colour(b: str) -> str:
+    b = b.rstrip(" †")
+    i = FIXED.index(b) if b in FIXED else len(FIXED) + sum(map(ord, b)) % 9
+    return plt.get_cmap("tab20")(2 * (i % 10) + (i >= 10))
+
+
+def marker(b: str) -> str:
+    b = b.rstrip(" †")
+    return MARKERS[(FIXED.index(b) if b in FIXED else sum(map(ord, b))) % len(MARKERS)]
+
+
 def _style(rd: RunData, b: str) -> dict:
-    """† backends dashed and hollow: never read as a networked server's line."""
-    return {} if rd.comparable(b) else {"linestyle": "--", "markerfacecolor": "none"}
+    """The backend's fixed colour and marker; † backends dashed and hollow: never read as a networked
+    server's line."""
+    base = {"color": colour(b), "marker": marker(b)}
+    return base if rd.comparable(b) else {**base, "linestyle": "--", "markerfacecolor": "none"}
 
 
 def _plain_ticks(ax, xs=None) -> None:
@@ -90,18 +109,17 @@ def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:
         g = g[g["consistency"] == ""] if (g["consistency"] == "").any() else g
     if not g[~g["kind"].isin(["write", "visibility"])].empty:
         g = g[~g["kind"].isin(["write", "visibility"])]
-    levels = sorted({int(g["concurrency"].min()), int(g["concurrency"].max())})
-    fig, axes = plt.subplots(1, len(levels), figsize=(4.6 * len(levels) + 0.6, 3.6), squeeze=False, sharey=True)
+    levels = sorted({int(c) for c in g["concurrency"]})  # every worker count measured
+    fig, axes = plt.subplots(1, len(levels), figsize=(3.6 * len(levels) + 0.6, 3.4), squeeze=False, sharey=True)
     backends = list(dict.fromkeys(g["backend"]))
-    colors = {b: f"C{i % 10}" for i, b in enumerate(backends)}
     top = 0.0
     for ax, c in zip(axes[0], levels, strict=True):
         for b in backends:
             rows = g[(g["backend"] == b) & (g["concurrency"] == c)]
             q, ms = spectrum_points([h for hs in rows["hists"] for h in hs])
             if len(q):
-                ax.plot(_nines(q), ms, label=b + ("" if rd.comparable(b) else " †"), color=colors[b],
-                        linewidth=1.6, **_style(rd, b))
+                ax.plot(_nines(q), ms, label=b + ("" if rd.comparable(b) else " †"), linewidth=1.6,
+                        markevery=12, markersize=4, **_style(rd, b))
                 top = max(top, float(_nines(q)[-1]))
         ax.set_title(f"{c} worker" + ("" if c == 1 else "s"), fontsize=9)
         ax.set_xlabel("percentile", fontsize=8)
@@ -128,7 +146,7 @@ def throughput(rd: RunData, chart_dir: Path) -> str | None:
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for b, g in checks.groupby("backend"):
         s = g.groupby("concurrency")["ops_per_s"].mean()
-        ax.plot(s.index, s.values, marker="o", label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
+        ax.plot(s.index, s.values, label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")  # a linear axis flattens every backend under the fastest one
     ax.set_xlabel("concurrent workers")
@@ -150,7 +168,7 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
     """Check p95 against offered load, one line per backend, the SLO threshold drawn."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for b, g in v.sort_values("rate").groupby("backend", sort=False):
-        ax.plot(g["rate"], g["check_p95"], marker="o", label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
+        ax.plot(g["rate"], g["check_p95"], label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
     if "check_p95_ms" in slo:
         ax.axhline(slo["check_p95_ms"], color="red", linewidth=1, linestyle=":",
                    label=f"SLO: check p95 < {slo['check_p95_ms']:g} ms")
@@ -223,3 +241,73 @@ def _low_edge(lo: pd.DataFrame) -> float:
     v = lo.to_numpy(dtype=float)
     v = v[np.isfinite(v)]
     return float(v.min()) * 0.9 if v.size else 0.9
+
+
+def latency_vs_throughput(rd: RunData, scenario: str, points: dict[str, list[tuple[float, float, float]]],
+                          slo_ms: float | None, chart_dir: Path) -> str | None:
+    """p50 (hollow) and p95 (filled) against achieved checks/s over the concurrency sweep, one colour per
+    backend, the SLO's p95 line drawn: where a curve turns up is the backend's useful capacity.
+    points: backend -> [(ops/s, p50, p95)] in worker order, each the report's one figure."""
+    if not any(len(v) >= 2 for v in points.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for b, pts in points.items():
+        x, p50, p95 = zip(*pts, strict=True)
+        st = _style(rd, b)
+        ax.plot(x, p95, label=b + ("" if rd.comparable(b) else " †"), **st)
+        ax.plot(x, p50, **{**st, "markerfacecolor": "none", "linestyle": ":", "alpha": 0.8})
+    if slo_ms:
+        ax.axhline(slo_ms, color="red", linewidth=1, linestyle="--", label=f"SLO: p95 < {slo_ms:g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("achieved checks/s (1, 8, 32 workers ...)")
+    ax.set_ylabel("latency (ms): p95 solid, p50 dotted")
+    ax.set_title(f"{scenario}: latency against throughput", fontsize=10)
+    _plain_ticks(ax)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_below(fig, ax, len(points) + bool(slo_ms))
+    return _save(fig, chart_dir, f"{scenario}-latency-throughput", tight=False)
+
+
+def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Path) -> str | None:
+    """One horizontal bar panel per measure (ingest, footprint, CPU per 1,000 checks, memory), log axis,
+    each backend in its fixed colour, † hatched."""
+    panels = [(t, v) for t, v in panels if v]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.2), squeeze=False)
+    for ax, (title, vals) in zip(axes[0], panels, strict=True):
+        names = list(vals)[::-1]
+        ax.barh(range(len(names)), [vals[b] for b in names], color=[colour(b) for b in names],
+                hatch=None, edgecolor=["black" if not rd.comparable(b) else "none" for b in names])
+        for i, b in enumerate(names):
+            if not rd.comparable(b):
+                ax.patches[i].set_hatch("//")
+        ax.set_yticks(range(len(names)), [b + ("" if rd.comparable(b) else " †") for b in names], fontsize=8)
+        ax.set_xscale("log")
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    return _save(fig, chart_dir, "resources")
+
+
+def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
+    """Needs x backends, each cell coloured by its rank group (green = group 1, red = the last group of that
+    need) and labelled with its figure."""
+    needs, backends, groups, texts, depth = matrix
+    if not needs or len(backends) < 2:
+        return None
+    val = np.full((len(needs), len(backends)), np.nan)
+    for i, row in enumerate(groups):
+        for j, g in enumerate(row):
+            if g is not None:
+                val[i, j] = 0.0 if depth[i] <= 1 else (g - 1) / (depth[i] - 1)
+    fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.2))
+    ax.imshow(np.ma.masked_invalid(val), cmap="RdYlGn_r", vmin=0, vmax=1, aspect="auto")
+    for i in range(len(needs)):
+        for j in range(len(backends)):
+            if texts[i][j]:
+                ax.text(j, i, f"{texts[i][j]}\n({groups[i][j]})", ha="center", va="center", fontsize=6.5)
+    ax.set_xticks(range(len(backends)), backends, fontsize=8, rotation=30, ha="right")
+    ax.set_yticks(range(len(needs)), needs, fontsize=8)
+    ax.set_title("rank group per need (1 = best; † among † only)", fontsize=9)
+    return _save(fig, chart_dir(out_dir, run_id), "decision")

@@ -1,13 +1,17 @@
-"""The report document: the sections in order, each a function `(rd, out_dir) -> markdown` of the run's
-frames (drawing its own charts into out_dir/<run-id>-charts/). A new section is one such function here."""
+"""The report: a main document a design review reads (the decision summary first, under 400 lines) and an
+appendix beside it with every table, each a section function `(rd, out_dir) -> markdown` of the run's frames
+(drawing its own charts into out_dir/<run-id>-charts/), plus the ranked figures as JSON."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from authzbench.report import (
     capacity,
+    decision,
+    digest,
     findings,
     hosts,
     ingest,
@@ -26,22 +30,35 @@ from authzbench.report.data import RunData, load_run
 
 Section = Callable[[RunData, Path], str]
 
-BEFORE_REFERENCE: list[Section] = [
-    overview.intro, findings.section, overview.environment, overview.dataset, overview.method, ingest.section,
-    ingest.monitor, reads.section, mixed.section, writes.section, hosts.section, outcomes.comparison,
+MAIN: list[Section] = [
+    overview.intro, decision.section, findings.section, overview.environment, overview.dataset, overview.method,
+    ingest.section, digest.reads, digest.mixed, digest.writes_digest, digest.correctness,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
-    outcomes.correctness, outcomes.stability, outcomes.problems, validity.section]
-AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section]  # the timeline is an appendix: where the time went
+    outcomes.problems, digest.appendix_link]
+APPENDIX: list[Section] = [
+    reads.section, ingest.monitor, mixed.section, writes.section, hosts.section, overview.distribution,
+    outcomes.correctness, outcomes.stability, validity.section]
+AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section, digest.figure_table]
 
 
 def render(run_path: Path, out_dir: Path, against_reference: bool | None = None) -> Path:
-    """against_reference None: on for the rebac baseline (reference.default_on)."""
+    """against_reference None: on for the rebac baseline (reference.default_on). Writes <run-id>.md, its
+    appendix <run-id>-appendix.md and the ranked figures <run-id>.json; returns the main document's path."""
     rd = load_run(run_path)
     out_dir.mkdir(parents=True, exist_ok=True)
+    run_id = rd.manifest["run_id"]
     with_reference = reference.default_on(rd) if against_reference is None else against_reference
-    sections = [*BEFORE_REFERENCE, *([reference.section] if with_reference else []), *AFTER_REFERENCE]
-    md = [f"# authzbench report — run `{rd.manifest['run_id']}`\n", *(s(rd, out_dir) for s in sections)]
-    path = out_dir / f"{rd.manifest['run_id']}.md"
-    path.write_text("\n".join(x for x in md if x))
+    appendix = [*APPENDIX, *([reference.section] if with_reference else []), *AFTER_REFERENCE]
+    _write(out_dir / f"{run_id}-appendix.md", f"# authzbench report — run `{run_id}`: appendix\n\n"
+           f"The main report: [`{run_id}.md`]({run_id}.md).\n", rd, out_dir, appendix, numbered=False)
+    digest.write_json(rd, out_dir / f"{run_id}.json")
+    return _write(out_dir / f"{run_id}.md", f"# authzbench report — run `{run_id}`\n", rd, out_dir, MAIN)
+
+
+def _write(path: Path, head: str, rd: RunData, out_dir: Path, sections: list[Section],
+           numbered: bool = True) -> Path:
+    md = "\n".join(x for x in [head, *(s(rd, out_dir) for s in sections)] if x)
+    # the appendix's sections keep their titles, not the main report's section numbers
+    path.write_text(md if numbered else re.sub(r"(?m)^(#{2,4}) \d+(?:\.\d+)*\.? ", r"\1 ", md))
     return path

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from authzbench.report import tables, writes
-from authzbench.report.charts import render_summary_chart
 from authzbench.report.data import RunData
-from authzbench.report.frames import resource_table, scenarios_measured, slo_verdicts
-from authzbench.report.noise import UNSTABLE_RANGE, min_ops, overlap, round_figure, unstable
-from authzbench.report.tables import anchor, merge_repeats
+from authzbench.report.figures import best_rate, cell, rank_groups
+from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
+from authzbench.report.noise import min_ops
+from authzbench.report.tables import anchor, num, ratio_text
 
 MARK = "⚠"  # a percentile from too few ops
 DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs
@@ -69,6 +69,7 @@ class Dimension:
     note: str = ""
     summary: str = ""  # the Findings chart's row this dimension feeds ("" = not charted)
     comparable: dict[str, bool] = field(default_factory=dict)
+    key: str = ""  # the dimension's id in the report's JSON table and the decision summary
 
 
 DimensionFn = Callable[[RunData], list[Dimension]]
@@ -88,20 +89,17 @@ def _closed(rd: RunData, scenario: str, kind: str | None = None) -> pd.DataFrame
 
 def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
                  detail: Callable[[str, pd.DataFrame], str] | None = None) -> list[Figure]:
-    """Percentile q at each backend's lowest concurrency (1 worker): the median over its rounds."""
+    """Percentile q at each backend's lowest concurrency (1 worker): the one computed figure (figures.cell)."""
     sub = _closed(rd, scenario, kind)
     out = []
     for b, g in sub.groupby("backend", sort=False):
-        rows = g[g["concurrency"] == g["concurrency"].min()]
-        m = merge_repeats(rows).iloc[0]
-        v, bounds = round_figure(rows, q, float(m[f"p{q:g}_ms"]))
-        out.append(Figure(b, v, n=int(m["ops"]), q=q, detail=detail(b, rows) if detail else "",
-                          bounds=bounds, unstable=unstable(rows, q), disturbed=_disturbed(rows)))
+        c = int(g["concurrency"].min())
+        x = cell(rd, b, scenario, c, f"p{q:g}_ms", kind)
+        if x is None:
+            continue
+        out.append(Figure(b, x.value, n=x.n, q=q, detail=detail(b, g[g["concurrency"] == c]) if detail else "",
+                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed))
     return out
-
-
-def _disturbed(rows: pd.DataFrame) -> bool:
-    return bool(rows["disturbed"].any()) if "disturbed" in rows else False
 
 
 def _single(value: float, what: str) -> tuple[float, float]:
@@ -122,7 +120,7 @@ def ingest(rd: RunData) -> list[Dimension]:
     return [Dimension("Writes", "Ingest incl. closure / view / index build", "relationships/s", True, figs,
                       anchor("ingest"), f"one load per backend: a clear difference needs more than "
                       f"{SINGLE_FACTOR['ingest'] ** 2:g}x (loads moved up to 2.3x between runs)",
-                      summary="ingest rels/s")]
+                      summary="ingest rels/s", key="ingest")]
 
 
 def footprint(rd: RunData) -> list[Dimension]:
@@ -133,28 +131,19 @@ def footprint(rd: RunData) -> list[Dimension]:
     figs = [Figure(r.backend, float(r.footprint_bytes) / r.relationships,
                    detail=f"{float(r.footprint_bytes) / 2**20:,.1f} MiB") for r in df.itertuples()]
     return [Dimension("Resources", "Footprint on disk", "bytes/relationship", False, figs, anchor("ingest"),
-                      summary="footprint")]
+                      summary="footprint", key="footprint")]
 
 
 def check_latency(rd: RunData) -> list[Dimension]:
-    rt = _closed(rd, "roundtrip")
-    rt_p50 = {b: float(g[g["concurrency"] == g["concurrency"].min()]["p50_ms"].mean())
-              for b, g in rt.groupby("backend")} if not rt.empty else {}
-
-    def vs_rt(b: str, rows: pd.DataFrame) -> str:
-        base = rt_p50.get(b)
-        p50 = float(rows["p50_ms"].mean())
-        return f"{p50 / base:.1f}× its own round trip" if base else ""
-
     out = []
     for s in scenarios_measured(rd, "check"):
         if _closed(rd, s).empty:
             continue
         c = int(_closed(rd, s)["concurrency"].min())
         out.append(Dimension("Checks", f"Check p50, {s}, {_workers(c)}", "ms", False,
-                             _pct_figures(rd, s, 50, detail=vs_rt), anchor(s), summary="check p50"))
+                             _pct_figures(rd, s, 50), anchor(s), summary="check p50", key=f"check_p50/{s}"))
         out.append(Dimension("Checks", f"Check p95, {s}, {_workers(c)}", "ms", False,
-                             _pct_figures(rd, s, 95), anchor(s), summary="check p95"))
+                             _pct_figures(rd, s, 95), anchor(s), summary="check p95", key=f"check_p95/{s}"))
     return out
 
 
@@ -162,15 +151,15 @@ def check_throughput(rd: RunData) -> list[Dimension]:
     out = []
     for s in scenarios_measured(rd, "check"):
         figs = []
-        for b, g in _closed(rd, s).groupby("backend", sort=False):
-            by_c = g.groupby("concurrency")["ops_per_s"].median()
-            c = int(by_c.idxmax())
-            rows = g[g["concurrency"] == c]
-            v, bounds = round_figure(rows, None, float(by_c.max()))
-            figs.append(Figure(b, v, bounds=bounds, unstable=unstable(rows, None), disturbed=_disturbed(rows),
+        for b in dict.fromkeys(_closed(rd, s)["backend"]):
+            best = best_rate(rd, b, s)
+            if best is None:
+                continue
+            c, x = best
+            figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
                                detail=f"at {_workers(c)}"))
         out.append(Dimension("Checks", f"Best throughput over the concurrency sweep, {s}", "checks/s", True,
-                             figs, anchor(s), summary="best check throughput"))
+                             figs, anchor(s), summary="best check throughput", key=f"check_rate/{s}"))
     return out
 
 
@@ -186,17 +175,18 @@ def lookup_latency(rd: RunData) -> list[Dimension]:
         c = int(_closed(rd, s)["concurrency"].min())
         kind = "heavy" if "super" in s else "regular"
         out.append(Dimension("Lookups", f"Lookup p95 ({kind} user), {s}, {_workers(c)}", "ms", False,
-                             _pct_figures(rd, s, 95, detail=per_lookup), anchor(s), summary=f"{kind} lookup p95"))
+                             _pct_figures(rd, s, 95, detail=per_lookup), anchor(s), summary=f"{kind} lookup p95",
+                             key=f"lookup_p95/{s}"))
     return out
 
 
 def mixed_closed(rd: RunData) -> list[Dimension]:
+    """The check throughput at the most workers whose merged rounds met the SLO: the same figure (median over
+    rounds) the mixed table shows for that worker count."""
     v = slo_verdicts(rd)
     v = v[v["mode"] == "closed"] if not v.empty else v
     if v.empty:
         return []
-    rounds = slo_verdicts(rd, by_round=True)
-    rounds = rounds[rounds["mode"] == "closed"]
     figs = []
     for b, g in v.groupby("backend", sort=False):
         ok = g[g["verdict"] == "PASS"]
@@ -205,27 +195,15 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
                                detail=f"tried {_ints(g['concurrency'])} workers"))
             continue
         best = ok.loc[ok["concurrency"].idxmax()]
-        detail = f"up to {_workers(int(best['concurrency']))} (check p95 {best['check_p95']:.3g} ms)"
-        per_round = _slo_rounds(rounds[rounds["backend"] == b])
-        if len(per_round) >= 2:
-            # Which worker count still meets the SLO can change from round to round (a p95 near the bound):
-            # the figure is each round's own answer, their median and range, as for every other figure.
-            med, lo, hi = float(np.median(per_round)), float(min(per_round)), float(max(per_round))
-            figs.append(Figure(b, med, bounds=(lo, hi), unstable=med > 0 and (hi - lo) / med > UNSTABLE_RANGE,
-                               detail=detail))
-        else:
-            figs.append(Figure(b, float(best["check_ops_per_s"]), float(best["rate_spread"]), detail=detail))
+        c = int(best["concurrency"])
+        x = cell(rd, b, str(best["scenario"]), c, "ops_per_s", "check")
+        if x is None:
+            continue
+        figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
+                           detail=f"up to {_workers(c)}"))
     return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
-                      "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO")]
-
-
-def _slo_rounds(rounds: pd.DataFrame) -> list[float]:
-    """Per round: the check throughput at the most workers that met the SLO in that round (0: none did)."""
-    out = []
-    for _, g in rounds.groupby("repeat", sort=True):
-        ok = g[g["verdict"] == "PASS"]
-        out.append(float(ok.loc[ok["concurrency"].idxmax(), "check_ops_per_s"]) if not ok.empty else 0.0)
-    return out
+                      "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",
+                      key="mixed_slo")]
 
 
 def open_loop(rd: RunData) -> list[Dimension]:
@@ -240,18 +218,14 @@ def open_loop(rd: RunData) -> list[Dimension]:
                            detail=f"tried {_ints(g['rate'].dropna())} ops/s"))
     return [Dimension("Under load", "Open loop: highest offered rate that met the SLO", "ops/s", True, figs,
                       anchor("slo"), "rate steps are discrete: the true limit lies between two steps",
-                      summary="open-loop rate within SLO")]
+                      summary="open-loop rate within SLO", key="open_loop")]
 
 
 def server_memory(rd: RunData) -> list[Dimension]:
-    m = rd.monitor_phases
-    if m.empty:
-        return []
-    m = m[~m["phase"].str.contains("/ingest")]
-    figs = [Figure(b, float(g["rss_max_mb"].max()), detail=_in_process(rd, b),
-                   bounds=_single(float(g["rss_max_mb"].max()), "rss")) for b, g in m.groupby("backend", sort=False)]
+    peaks = peak_memory(rd)
+    figs = [Figure(b, mb, detail=_in_process(rd, b), bounds=_single(mb, "rss")) for b, mb in peaks.items()]
     return [Dimension("Resources", "Peak server memory over the read phases", "MiB", False, figs, anchor("resources"),
-                      summary="peak memory")]
+                      summary="peak memory", key="memory")]
 
 
 def cpu_per_1k(rd: RunData) -> list[Dimension]:
@@ -264,18 +238,36 @@ def cpu_per_1k(rd: RunData) -> list[Dimension]:
                    bounds=(min(r.cpu_rounds), max(r.cpu_rounds)) if len(r.cpu_rounds) >= 2 else None)
             for r in t.itertuples() if not math.isnan(r.cpu_s_per_1k)]
     return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False, figs,
-                      anchor("resources"), summary="CPU per 1k checks")]
+                      anchor("resources"), summary="CPU per 1k checks", key="cpu_per_1k")]
 
 
 STRUCTURAL = ("write_membership", "write_hierarchy", "write_org_admin", "write_acl", "revoke_then_check")
 
 
 def structural_writes(rd: RunData) -> list[Dimension]:
-    """Write p95 of the structural-write scenarios, when a run has them (records of kind "write")."""
+    """Write p95 of the structural-write scenarios, when a run has them (records of kind "write"), and the rows
+    each write touched (what keeping a denormalized model fresh costs)."""
     present = set(rd.phases["scenario"]) if not rd.phases.empty else set()
-    return [Dimension("Writes", f"Write p95, {s}", "ms", False, _pct_figures(rd, s, 95, kind="write"),
-                      anchor(s), summary="structural write p95")
-            for s in STRUCTURAL if s in present and not _closed(rd, s, "write").empty]
+    out = []
+    for s in STRUCTURAL:
+        if s not in present or _closed(rd, s, "write").empty:
+            continue
+        out.append(Dimension("Writes", f"Write p95, {s}, 1 worker", "ms", False, _pct_figures(rd, s, 95, kind="write"),
+                             anchor("structural-writes"), summary="structural write p95", key=f"write_p95/{s}"))
+        rows = _rows_touched(rd, s)
+        if rows:
+            out.append(Dimension("Writes", f"Rows touched per write (mean), {s}", "rows", False, rows,
+                                 anchor("structural-writes"), key=f"rows/{s}"))
+    return out
+
+
+def _rows_touched(rd: RunData, s: str) -> list[Figure]:
+    df = writes.write_table(rd)
+    if df.empty:
+        return []
+    df = df[(df["scenario"] == s) & df["session"]]
+    df = df[df["concurrency"] == df["concurrency"].min()] if not df.empty else df
+    return [Figure(r.backend, float(r.rows_mean)) for r in df.itertuples() if not math.isnan(r.rows_mean)]
 
 
 def write_freshness(rd: RunData) -> list[Dimension]:
@@ -295,9 +287,9 @@ def write_freshness(rd: RunData) -> list[Dimension]:
              for b, g in df.groupby("backend", sort=False)]
     return [Dimension("Writes", f"Visibility lag p95 after a structural write (worst write kind), {c} "
                       f"worker{'s' if c > 1 else ''}", "ms", False, lag, anchor("structural-writes"),
-                      summary="visibility lag p95"),
+                      summary="visibility lag p95", key="visibility_p95"),
             Dimension("Writes", "Stale allows after a revocation (all write kinds and worker counts)", "", False,
-                      stale, anchor("structural-writes"))]
+                      stale, anchor("structural-writes"), key="stale_allows")]
 
 
 GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measures ranked by growth exponent
@@ -319,7 +311,8 @@ def size_growth(rd: RunData) -> list[Dimension]:
             if k is not None:
                 figs.append(Figure(b, k, detail=f"{g['relationships'].nunique()} sizes"))
         out.append(Dimension("Growth with size", f"Growth of {scaling.MEASURES[m]} with the dataset (exponent: "
-                             "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size"))
+                             "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size",
+                             key=f"growth/{m}"))
     return out
 
 
@@ -340,21 +333,12 @@ def _ints(s: pd.Series) -> str:
     return ", ".join(f"{x:,.0f}" for x in s)
 
 
-# ranking --------------------------------------------------------------------------------------------
+# ranking ----------------------------------------------------------------------------------------------
 
 def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
-    """Best first; a figure within the noise of its tier's leader joins that tier (no clear difference).
-    Unstable figures are left out: they are listed apart (ranking_text)."""
-    ordered = sorted((f for f in figs if not math.isnan(f.value) and not f.unstable),
-                     key=lambda f: -f.value if higher_is_better else f.value)
-    out: list[list[Figure]] = []
-    for f in ordered:
-        lead = out[-1][0] if out else None
-        if lead is not None and (lead.value == f.value or overlap(lead.interval(), f.interval())):
-            out[-1].append(f)
-        else:
-            out.append([f])
-    return out
+    """Best first, by the one rule (figures.rank_groups): different groups only where every pair across them
+    has disjoint intervals. Unstable figures are ranked by their (wide) interval and keep their flag."""
+    return rank_groups(figs, higher_is_better)
 
 
 def ratio_to_best(best: float, value: float, higher_is_better: bool) -> float:
@@ -373,48 +357,27 @@ def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
+    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": groups best first; members of a group have no clear
+    difference between them. Intervals and op counts are in the appendix's figure table."""
     ts = tiers(figs, d.higher_is_better)
-    shaky = [f for f in figs if f.unstable and not math.isnan(f.value)]
-    if not ts and not shaky:
+    if not ts:
         return "nothing measured"
-    best = ts[0][0].value if ts else math.nan
+    best = ts[0][0].value
     parts = []
     for i, tier in enumerate(ts, 1):
-        cells = [_cell(f, d, label, best, i > 1) for f in tier]  # a tie with the best has no ratio
-        if len(tier) == 1:
-            parts.append(f"{i}. {cells[0]}")
-        else:
-            parts.append(f"{i}. no clear difference between " + ", ".join(cells[:-1]) + f" and {cells[-1]}")
-    if shaky:
-        parts.append("not ranked, its rounds disagree (unstable): " +
-                     ", ".join(_cell(f, d, label, best, False) for f in shaky))
+        parts.append(f"{i}. " + " = ".join(_cell(f, d, label, best) for f in tier))
     return "; ".join(parts)
 
 
-def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float, show_ratio: bool) -> str:
+def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:
     v = f"{MARK} " if f.too_few else ""
     v += f"{DISTURBED} " if f.disturbed else ""
-    v += f"**{label(f.backend)}** " + (f.text or f"{_num(f.value)} {d.unit}".rstrip())
-    bits = []
-    if show_ratio and not f.text:
-        r = ratio_to_best(best, f.value, d.higher_is_better)
-        if math.isfinite(r):  # a best of 0 (no stale allows) has no ratio
-            bits.append(f"{'÷' if d.higher_is_better else '×'}{r:.2g}")
-    if f.bounds is not None and not f.text and f.bounds != (f.value, f.value):
-        bits.append(f"{_num(f.bounds[0])}-{_num(f.bounds[1])}")
-    if f.n is not None:
-        bits.append(f"n={f.n:,}" + (f", too few for a p{f.q:g}" if f.too_few else ""))
-    if f.detail:
-        bits.append(f.detail)
-    return v + (f" ({'; '.join(bits)})" if bits else "")
-
-
-def _num(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}"
+    v += f"**{label(f.backend)}** " + (f.text or f"{num(f.value)} {d.unit}".rstrip())
+    if not f.text and f.value != best:
+        v += " " + ratio_text(ratio_to_best(best, f.value, d.higher_is_better), d.higher_is_better)
+    if f.unstable:
+        v += " (unstable)"
+    return v.rstrip()
 
 
 def compute(rd: RunData, dims: list[DimensionFn] | None = None) -> list[Dimension]:
@@ -425,13 +388,9 @@ def compute(rd: RunData, dims: list[DimensionFn] | None = None) -> list[Dimensio
 
 
 def section(rd: RunData, out_dir: Path) -> str:
-    """The Findings with their chart: per dimension how far each backend is from the best, with intervals."""
-    dims = compute(rd)
-    matrices = [summary_matrix(rd, dims, end) for end in ("value", "lo", "hi")]
-    for m in matrices:
-        m.columns = [tables.label(rd, b) for b in m.columns]
-    chart = render_summary_chart(*matrices, out_dir=out_dir, run_id=rd.manifest["run_id"])
-    return render_section(rd, lambda b: tables.label(rd, b), chart, dims)
+    """The Findings: per dimension the backends in rank groups, best first (the decision summary's heatmap is
+    their picture)."""
+    return render_section(rd, lambda b: tables.label(rd, b))
 
 
 def render_section(rd: RunData, label: Callable[[str], str], chart: str | None = None,
@@ -440,19 +399,16 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     if not dims:
         return ""
     lines = ["## Findings", "",
-             "Computed from this run's tables (each statement links to its table). Per dimension the backends "
-             "are ranked best first; ×N means N times the best's figure (lower is better), ÷N the best's "
-             "figure divided by N (higher is better). Backends marked † are ranked apart, never with networked "
-             "servers. A figure is the median over its rounds (each phase runs in rounds interleaved with "
-             "the other phases and spread over the backend's visits; see Method), shown with its interval: "
-             "the lowest to the highest round, widened to a percentile's 95% confidence interval from its op "
-             "count. Two figures whose intervals overlap are reported as **no clear difference**; a figure "
-             "whose rounds spread wider than the figure itself is **unstable** and not ranked. A load and a "
-             f"peak memory are measured once: they are taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
-             f"{SINGLE_FACTOR['rss']:g}x of their value (the most they moved between runs here); footprint at "
-             f"face value. n = ops a percentile rests on; {MARK} = fewer ops than the percentile needs (p95: "
-             f"20, p99: 100); {DISTURBED} = other processes' CPU disturbed a phase it rests on even after its "
-             "re-runs (see Validity).", ""]
+             "Per dimension, backends in rank groups, best first; within a group (joined by =) there is no clear "
+             "difference. ×N: N times the best's figure; ÷N: the best's divided by N.",
+             "Two backends are in different groups only when their intervals (lowest to highest round, widened "
+             "to a percentile's 95% confidence interval) do not overlap, for every pair across the groups.",
+             f"Loads and peak memory are measured once and taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
+             f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
+             "ranked apart.",
+             f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
+             f"than the percentile needs; {DISTURBED}: other processes disturbed a phase even after re-runs. "
+             "Each figure's interval and op count: appendix, \"Every ranked figure\".", ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
     group = None
@@ -461,15 +417,21 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
             lines += ([""] if group else []) + [f"### {d.group}", ""]
             group = d.group
         net, apart = split(d, rd)
-        text = f"- **{d.title}** ([table](#{d.anchor}); {'higher' if d.higher_is_better else 'lower'} is better): "
-        text += ranking_text(net, d, label) if net else "no networked server measured"
+        unit = f" ({d.unit})" if d.unit else ""
+        text = f"- [{d.title}{unit}](#{d.anchor}), {'higher' if d.higher_is_better else 'lower'} is better: "
+        text += ranking_text(net, _unitless(d), label) if net else "no networked server measured"
         if apart:
-            text += f". † apart: {ranking_text(apart, d, label)}"
-        if d.note:
-            text += f". _{d.note}_"
+            text += f". † apart: {ranking_text(apart, _unitless(d), label)}"
         lines.append(text)
+        if d.note:
+            lines.append(f"  _{d.note}_")
     lines.append("")
     return "\n".join(lines)
+
+
+def _unitless(d: Dimension) -> Dimension:
+    """The dimension with its unit moved to the title: a cell shows the number alone."""
+    return Dimension(d.group, d.title, "", d.higher_is_better, d.figures, d.anchor, key=d.key)
 
 
 def summary_matrix(rd: RunData, dims: list[Dimension], end: str = "value") -> pd.DataFrame:

@@ -50,19 +50,30 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     att = g["attempted"].sum() + g["dropped"].max()
     success = g["ops"].sum() / att if att else float("nan")
-    cp95 = float(chk["p95_ms"].iloc[0]) if not chk.empty else float("nan")
-    wp95 = float(wr["p95_ms"].iloc[0]) if not wr.empty else float("nan")
+    cp95 = _figure(rd, g, "check", "p95_ms", chk)
+    wp95 = _figure(rd, g, "write", "p95_ms", wr)
     ok = cp95 < objective["check_p95_ms"] and (math.isnan(wp95) or wp95 < objective["write_p95_ms"]) and \
         success >= objective["success"]
     raw = rd.phases
     rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
                (raw["concurrency"] == c) & (raw["kind"] == "check") & (raw["target_rate"].fillna(0.0) == rate)]
-    return {"backend": b, "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
+    return {"backend": b, "scenario": g["scenario"].iloc[0], "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
             "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
             "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
             "success": success, "verdict": "PASS" if ok else "FAIL",
-            "check_ops_per_s": float(chk["ops_per_s"].iloc[0]) if not chk.empty else float("nan"),
+            "check_ops_per_s": _figure(rd, g, "check", "ops_per_s", chk),
             "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
+
+
+def _figure(rd: RunData, g: pd.DataFrame, kind: str, metric: str, merged: pd.DataFrame) -> float:
+    """A closed-loop figure is the one computed figure (median over rounds); an open-loop step has one round."""
+    from authzbench.report.figures import cell
+
+    if merged.empty:
+        return float("nan")
+    r = g.iloc[0]
+    x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" else None
+    return x.value if x is not None else float(merged[metric].iloc[0])
 
 
 def write_kind(rd: RunData) -> str:
@@ -81,6 +92,16 @@ def _cpu_per_1k(g: pd.DataFrame) -> float:
     return float((g["cpu_mean"] / 100 * g["wall_s"]).sum() / ops * 1000) if ops else float("nan")
 
 
+def peak_memory(rd: RunData) -> dict[str, float]:
+    """Per backend, the peak server memory (MiB) over its read phases (ingest excluded): the one figure the
+    Findings, the decision summary and the resources table show."""
+    m = rd.monitor_phases
+    if m.empty:
+        return {}
+    m = m[~m["phase"].str.contains("/ingest")]
+    return {b: float(g["rss_max_mb"].max()) for b, g in m.groupby("backend", sort=False)}
+
+
 def resource_table(rd: RunData) -> pd.DataFrame:
     """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak memory, client CPU."""
     m, ph = rd.monitor_phases, rd.phases
@@ -94,5 +115,5 @@ def resource_table(rd: RunData) -> pd.DataFrame:
         rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()), "cpu_s_per_1k": _cpu_per_1k(g),
                      "cpu_rounds": [v for v in per_round if not math.isnan(v)],
                      "cpu_mean": g["cpu_mean"].mean(), "client_cpu_mean": g["client_cpu_mean"].mean(),
-                     "rss_max_mb": g["rss_max_mb"].max()})
+                     "rss_max_mb": peak_memory(rd).get(b, float("nan"))})
     return pd.DataFrame(rows)

@@ -18,7 +18,7 @@ def section(rd: RunData, out_dir: Path) -> str:
                                                                                strict=True)]
     df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
     df["written_mb"] = df["bytes_written"].astype(float) / 2**20
-    df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k}={v}" for k, v in n.items())
+    df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k} {_plain(v)}" for k, v in n.items())
                   for r, n in zip(df["reused"], df["notes"], strict=True)]
     df["bytes_per_rel"] = df["footprint_bytes"].astype(float) / df["relationships"]
     df["rows_per_rel"] = df["rows"] / df["relationships"]
@@ -39,3 +39,10 @@ def section(rd: RunData, out_dir: Path) -> str:
 
 def monitor(rd: RunData, out_dir: Path) -> str:
     return monitor_summary(rd, "ingest", "Monitor summary during ingest")
+
+
+def _plain(v) -> str:
+    """A note's value as a person writes it: 15, not 15.0; 2.5, not 2.50000."""
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v == int(v) else f"{v:,.3g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)

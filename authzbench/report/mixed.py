@@ -6,12 +6,14 @@ from pathlib import Path
 
 from authzbench.report import charts
 from authzbench.report.data import RunData
+from authzbench.report.figures import with_cells
 from authzbench.report.frames import mixed_phases, slo, slo_verdicts
 from authzbench.report.tables import fmt, fmt_pct, label, link_target, marked, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:
     m = mixed_phases(rd)
+    m = with_cells(rd, m) if not m.empty else m
     if m.empty:
         return ""
     cfg = rd.manifest.get("config", {})

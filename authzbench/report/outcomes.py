@@ -64,10 +64,13 @@ def stability(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     if ph.empty or ph["repeat"].max() < 1:
         # Kept (not omitted) so sections keep their numbers from one report to the next.
-        return ("## 9. Stability across repeats\n\nNot measured: each phase ran once. Run with `--repeat N` "
+        return ("## Stability across rounds\n\nNot measured: each phase ran in one round. Run with `--rounds N` "
                 "for the coefficient of variation of every figure.\n")
-    lines = ["## 9. Stability across repeats", "",
-             "Coefficient of variation (stddev / mean) of each figure across the repeated runs.", ""]
+    cfg = rd.manifest.get("config", {})
+    lines = ["## Stability across rounds", "",
+             f"Coefficient of variation (stddev / mean) of each figure across its rounds (this run: "
+             f"{cfg.get('rounds', '?')} rounds of every phase over {cfg.get('visits', 1)} visits, "
+             f"--repeat {cfg.get('repeat', 1)}).", ""]
     rows = []
     for (b, s, c, _k), g in ph[ph["mode"] == "closed"].groupby(["backend", "scenario", "concurrency", "kind"],
                                                                sort=False):
@@ -86,10 +89,20 @@ def problems(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     bad = ph[ph["status"] != "complete"].drop_duplicates("phase") if not ph.empty else ph
     if bad.empty and not rd.errors:
-        return "## 10. Incomplete phases and backend errors\n\nNone: every phase completed.\n"
-    lines = ["## 10. Incomplete phases and backend errors", ""]
+        return "## 9. Incomplete phases and backend errors\n\nNone: every phase completed.\n"
+    lines = ["## 9. Incomplete phases and backend errors", ""]
     for e in rd.errors:
-        lines.append(f"- **{e['backend']}** ({e['stage']}): {e['message']}")
-    for _, r in bad.iterrows():
-        lines.append(f"- `{r['phase']}`: **{r['status']}** — {r['reason']}")
+        lines.append(f"- **{e['backend']}** ({e['stage']}): {_short(str(e['message']))}")
+    for _, r in bad.head(MAX_LISTED).iterrows():
+        lines.append(f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}")
+    if len(bad) > MAX_LISTED:
+        lines.append(f"- and {len(bad) - MAX_LISTED} more phases: "
+                     + ", ".join(f"{b} {n}" for b, n in bad.iloc[MAX_LISTED:]["backend"].value_counts().items()))
     return "\n".join(lines) + "\n"
+
+
+MAX_LISTED = 12  # a main report stays readable; every phase's status is in the appendix's tables
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"

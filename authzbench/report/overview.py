@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.report.data import RunData
+from authzbench.report.noise import min_ops
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BUDGET_STRETCH
@@ -61,23 +62,43 @@ def dataset(rd: RunData, out_dir: Path) -> str:
     ds = rd.manifest.get("dataset", {})
     lines = ["## 2. Dataset", "",
              f"Profile `{ds.get('profile')}`, model `{ds.get('model')}`, content hash `{ds.get('hash')}`.", ""]
+    ent = ds.get("entities") or {}
+    counts = ds.get("counts") or {}
+    authz = set(_authz_relations(ds.get("model") or "rebac", counts))
+    rows = [{"what": f"{k} (objects)", "n": v} for k, v in ent.items()] + \
+        [{"what": f"{k} (relationships{'' if k in authz else ', an attribute: not counted'})", "n": v}
+         for k, v in counts.items()]
+    lines.append(table(pd.DataFrame(rows), {"what": "Kind", "n": "Count"}))
+    attrs = sum(v for k, v in counts.items() if k not in authz)
+    if attrs:
+        lines += ["", f"The {sum(counts.values()):,} rows above hold {ds.get('relationships', 0):,} relationships "
+                  f"and {attrs:,} attribute rows (marked), which no count of relationships includes.", ""]
+    lines.append("Generator parameters and the distribution of each relationship: appendix.")
+    return "\n".join([*lines, ""])
+
+
+def _authz_relations(model: str, counts: dict) -> list[str]:
+    from authzbench.model import relation_defs
+
+    defs = relation_defs(model)
+    return [r for r in counts if r not in defs or defs[r].authz]
+
+
+def distribution(rd: RunData, out_dir: Path) -> str:
+    """The appendix's part of the dataset: generator parameters and each relationship's distribution."""
+    ds = rd.manifest.get("dataset", {})
+    lines = ["## Dataset: parameters and distribution", ""]
     params = ds.get("params") or {}
     if params:
         lines += ["Generator parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()), ""]
-    ent = ds.get("entities") or {}
-    counts = ds.get("counts") or {}
-    rows = [{"what": f"{k} (objects)", "n": v} for k, v in ent.items()] + \
-        [{"what": f"{k} (relationships)", "n": v} for k, v in counts.items()]
-    lines.append(table(pd.DataFrame(rows), {"what": "Kind", "n": "Count"}))
     dist = [r for r in rd.records if r["type"] == "distribution"]
     if dist:
-        lines += ["", "### Distribution characteristics", ""]
         lines.append(table(pd.DataFrame(dist[-1]["rows"]), {"relationship": "Relationship", "mean": "Mean",
                                                             "min": "Min", "max": "Max", "notes": "Notes"}, 2))
         anchors = dist[-1].get("anchors", {})
         if anchors:
             lines += ["", "Scenario anchors: " + ", ".join(f"{k} = **{v}**" for k, v in anchors.items()), ""]
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def method(rd: RunData, out_dir: Path) -> str:
@@ -113,8 +134,8 @@ def method(rd: RunData, out_dir: Path) -> str:
 def _rounds_rule(rd: RunData) -> list[str]:
     cfg = rd.manifest.get("config", {})
     rounds, visits = int(cfg.get("rounds") or 1), int(cfg.get("visits") or 1)
-    lines = [f"- Rounds: every closed-loop phase ran in {rounds} round(s) of 1/{rounds} of its ops, warm-up and "
-             "budget each; every round visits every scenario x worker count once, each round starting at a "
+    each = f"{rounds} rounds of 1/{rounds} of its ops, warm-up and budget each" if rounds > 1 else "one round"
+    lines = [f"- Rounds: every closed-loop read phase ran in {each} (write phases in one round, first visit); every round visits every scenario x worker count once, each round starting at a "
              "different point of the list (rotated), so drift lands on every scenario alike. A figure is the "
              "median over its rounds, its interval their range (Findings)."]
     if visits > 1:
@@ -139,9 +160,10 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
     lines = []
     for (iters, budget), g in b.groupby(["iterations", "budget_s"], sort=False):
         scen = ", ".join(f"`{s}`" for s in dict.fromkeys(g["scenario"]))
-        lines.append(f"- {scen}: {int(iters):,} ops or a {budget:g} s time budget, whichever comes first.")
-    wait = (f" A budget waits for {floor} ops (the fewest a p95 needs), at most {BUDGET_STRETCH:g}x its length."
-            if floor else "")
+        lines.append(f"- {scen}: {int(iters):,} ops or a {budget:.2g} s time budget a round, whichever comes "
+                     "first.")
+    wait = (f" A round's budget waits for {floor} ops, at most {BUDGET_STRETCH:g}x its length, so that its rounds "
+            f"together hold the {min_ops(95)} a p95 needs." if floor else "")
     capped = {s: SCENARIOS[s].max_workers for s in dict.fromkeys(b["scenario"])
               if s in SCENARIOS and SCENARIOS[s].max_workers}
     lines += [f"- `{s}` runs at up to {n} workers: more of its lookups at once on this machine measure the run "

@@ -9,6 +9,7 @@ import pandas as pd
 
 from authzbench.report import charts
 from authzbench.report.data import RunData
+from authzbench.report.figures import with_cells
 from authzbench.report.frames import resource_table
 from authzbench.report.tables import label, link_target, marked, merge_repeats, monitor_summary, table
 from authzbench.scenarios.catalog import SCENARIOS
@@ -28,12 +29,13 @@ def section(rd: RunData, out_dir: Path) -> str:
     # one round trip per backend: with rounds, the 1-worker round trip has a phase per round, merged as every
     # figure is (indexed unmerged, each check row's cell held a pandas Series printed into the table)
     rt = ph[(ph["scenario"] == "roundtrip") & (ph["mode"] == "closed")]
-    rt = merge_repeats(rt).query("concurrency == 1").set_index("backend")["p50_ms"] if not rt.empty else rt
+    rt = with_cells(rd, merge_repeats(rt)).query("concurrency == 1").set_index("backend")["p50_ms"] \
+        if not rt.empty else rt
     for i, (name, sc) in enumerate((n, s) for n, s in SCENARIOS.items() if s.op in ("check", "lookup", "roundtrip")):
         sub = ph[(ph["scenario"] == name) & (ph["mode"] == "closed")]
         if sub.empty:
             continue
-        sub = merge_repeats(sub).sort_values(["concurrency", "p50_ms"])
+        sub = with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"])
         sub["backend"] = [label(rd, b) for b in sub["backend"]]
         lines += [f"### 5.{i + 1} `{name}`", "", sc.description, ""]
         cols = dict(READ_COLS)
@@ -45,6 +47,10 @@ def section(rd: RunData, out_dir: Path) -> str:
             base = [rt.get(b.rstrip(" †"), float("nan")) for b in sub["backend"]]
             sub["vs_roundtrip"] = sub["p50_ms"] / pd.Series(base, index=sub.index)
             cols["vs_roundtrip"] = "p50 ÷ round-trip p50"
+            if (sub["vs_roundtrip"] < 1).any():
+                below = ", ".join(sorted(set(sub[sub["vs_roundtrip"] < 1]["backend"])))
+                lines.append(f"For {below} the round-trip op took longer than these checks (ratio below 1): "
+                             "its round trip is no floor for a check.\n")
         lines += [link_target(name), table(marked(sub), cols)]
         if spectrum := charts.spectrum(rd, name, chart_dir):
             lines += ["", f"![{name} latency percentiles]({spectrum})", ""]

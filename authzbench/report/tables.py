@@ -27,6 +27,25 @@ def fmt(v, digits: int = 3) -> str:
     return str(v)
 
 
+def num(v: float) -> str:
+    """A figure in prose: 0.127, 1.16, 36.4, 1,316 (three significant digits, thousands separated)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if v == 0:
+        return "0"
+    if math.isinf(v):
+        return "∞"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def ratio_text(r: float, higher_is_better: bool) -> str:
+    """×5.5 (lower is better) or ÷5.5 (higher is better); ×160, not ×1.6e+02."""
+    if not math.isfinite(r):
+        return ""
+    short = f"{r:.2f}".rstrip("0").rstrip(".") if r < 10 else f"{r:,.0f}"
+    return ("÷" if higher_is_better else "×") + short
+
+
 def table(df: pd.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
     """columns: df column -> header (with units)."""
     if df.empty:

@@ -37,6 +37,7 @@ BACKEND = {
 BENCH = {
     "--scenario": ["nope", "", "social_view_content"],
     "--concurrency": ["0", "-1", "abc", "", "1,,8", "1.5", "100000"],
+    "--write-concurrency": ["0", "-1", "abc", "", "1,,8", "100000"],
     "--iterations-scale": ["0", "-1", "abc", "nan", "inf", ""],
     "--repeat": ["0", "-1", "abc", "1000000", ""],
     "--rounds": ["0", "-1", "abc", "21", ""],

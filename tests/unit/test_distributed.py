@@ -121,7 +121,8 @@ def test_the_report_shows_ops_latency_and_clock_offset_per_host(client, tiny, tm
     store = RunStore.create(tmp_path / "results")
     run_phase_distributed(_open(concurrency=2, rate=100.0, seconds=1.0), _factory(ds), inputs, store.append, client,
                           clock_skews={0: -2.0})
-    md = render(store.path, tmp_path / "reports").read_text()
+    render(store.path, tmp_path / "reports")
+    md = (tmp_path / "reports" / f"{store.path.name}-appendix.md").read_text()
     section = md[md.index("## Load hosts"):]
     hosts = next(r for r in store.records() if r["type"] == "clock")["hosts"]
     for h in hosts:

@@ -68,14 +68,26 @@ def test_a_backend_slowed_half_way_through_the_run_is_not_ranked_apart_from_its_
     assert _order(_simulated_run(dataset, rounds=1, visits=1).data(), title) == [["postgres"], ["scylla"]]
 
 
-def test_a_figure_whose_rounds_disagree_is_called_unstable_and_not_ranked():
+def test_a_figure_whose_rounds_disagree_is_flagged_unstable_and_ranked_by_its_wide_interval():
     run = Run().server("postgres", NET).server("scylla", CASS)
     for rnd, (a, b) in enumerate([(1.0, 3.0), (1.0, 3.1), (5.0, 2.9)]):  # postgres: one round 5x the others
         run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
-    assert _order(run.data(), "Check p50, check_negative") == [["scylla"]]
+    # postgres's interval (1-5 ms) overlaps scylla's (2.9-3.1): one group, postgres kept and flagged
+    assert _order(run.data(), "Check p50, check_negative") == [["postgres", "scylla"]]
     line = next(ln for ln in findings.render_section(run.data(), str).splitlines() if "Check p50, check_negative" in ln)
-    assert "not ranked, its rounds disagree (unstable): **postgres** 1 ms" in line
+    assert "1. **postgres** 1 (unstable) = **scylla** 3 ×3" in line
+
+
+def test_a_spread_out_figure_whose_worst_round_beats_every_other_best_is_first_not_dropped():
+    # the fresh-run case: postgres's p95 rounds 0.32-1.67 ms (unstable) against others' 1.5-2 ms and up
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd, (a, b) in enumerate([(0.3, 3.0), (0.5, 3.1), (1.6, 2.9)]):
+        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
+        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
+    assert _order(run.data(), "Check p50, check_negative") == [["postgres"], ["scylla"]]
+    d = next(d for d in findings.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    assert next(f for f in d.figures if f.backend == "postgres").unstable
 
 
 def test_rounds_that_agree_give_a_figure_with_their_range_as_its_interval():

@@ -1,0 +1,255 @@
+"""The decision summary, the report's first screen: which backend suits which need, one row per need with
+each backend's figure and rank group, one generated sentence per need, and the trade-offs that would change
+the answer. Every figure is a Findings figure (findings.compute over figures.cell), ranked by the one rule
+(figures.rank_groups); nothing here is written by hand."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from authzbench.report import charts, tables
+from authzbench.report.data import RunData
+from authzbench.report.figures import group_of, rank_groups
+from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
+from authzbench.report.frames import resource_table
+from authzbench.report.tables import num, ratio_text
+
+
+@dataclass(frozen=True)
+class Need:
+    label: str
+    keys: tuple[str, ...]  # Findings dimension keys, first present wins ("check_p50/" = any such scenario)
+    read: bool = False  # a read-side need (the read winner is counted over these)
+
+
+NEEDS = [
+    Need("Check p50 via a group, 1 worker", ("check_p50/check_view_via_group_member", "check_p50/"), True),
+    Need("Check p95 via a group, 1 worker", ("check_p95/check_view_via_group_member", "check_p95/"), True),
+    Need("Check throughput, best worker count", ("check_rate/check_view_via_group_member", "check_rate/"), True),
+    Need("Lookup p95, heavy user", ("lookup_p95/lookup_resources_manage_super",), True),
+    Need("Lookup p95, regular user", ("lookup_p95/lookup_resources_view_regular",), True),
+    Need("Mixed load within the SLO", ("mixed_slo", "open_loop"), True),
+    Need("Group-membership write p95", ("write_p95/write_membership",)),
+    Need("Hierarchy write p95", ("write_p95/write_hierarchy",)),
+    Need("Rows touched per membership write", ("rows/write_membership",)),
+    Need("Visibility lag p95 after a write", ("visibility_p95",)),
+    Need("Stale allows after a revocation", ("stale_allows",)),
+    Need("Ingest", ("ingest",)),
+    Need("Footprint on disk", ("footprint",)),
+    Need("Peak server memory", ("memory",)),
+    Need("Server CPU per 1,000 checks", ("cpu_per_1k",)),
+]
+
+
+def pick(dims: list[Dimension], need: Need) -> Dimension | None:
+    by_key = {d.key: d for d in dims}
+    for k in need.keys:
+        if k in by_key:
+            return by_key[k]
+        if k.endswith("/"):
+            hit = next((d for d in dims if d.key.startswith(k)), None)
+            if hit:
+                return hit
+    return None
+
+
+def rows(rd: RunData, dims: list[Dimension]) -> list[tuple[Need, Dimension]]:
+    return [(n, d) for n in NEEDS if (d := pick(dims, n)) is not None]
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    dims = compute(rd)
+    picked = rows(rd, dims)
+    if not picked:
+        return ""
+    backends = _backends(rd, picked)
+    lines = ["## Decision summary", "", _scope(rd), "",
+             "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
+             "|---|---|" + "---|" * len(backends)]
+    lines += [_row(rd, need, d, backends) for need, d in picked]
+    lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only.", ""]
+    lines += [_sentence(rd, need, d) for need, d in picked]
+    lines += ["", "**What would change the answer**", ""]
+    lines += trade_offs(rd, dims, picked)
+    if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
+        lines += ["", f"![rank group per need and backend]({chart})"]
+    return "\n".join([*lines, ""])
+
+
+def _scope(rd: RunData) -> str:
+    ds = rd.manifest.get("dataset", {})
+    env = rd.manifest.get("environment", {})
+    tier = (rd.manifest.get("config") or {}).get("tier")
+    engines = f"Zanzibar engines in the {tier} tier. " if tier else ""
+    return (f"Dataset `{ds.get('profile')}` ({ds.get('relationships', 0):,} relationships), "
+            f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. {engines}"
+            "Figures are medians over rounds at the workers named; the Findings give every dimension.")
+
+
+def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
+    seen = list(dict.fromkeys(f.backend for _, d in picked for f in d.figures))
+    return sorted(seen, key=lambda b: (not rd.comparable(b), b))
+
+
+def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int, bool]]:
+    """backend -> (figure, rank group, networked)."""
+    out = {}
+    for figs in split(d, rd):
+        groups = rank_groups(figs, d.higher_is_better)
+        for f in figs:
+            g = group_of(groups, f.backend)
+            if g is not None:
+                out[f.backend] = (f, g, rd.comparable(f.backend))
+    return out
+
+
+def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
+    r = ranked(rd, d)
+    cells = []
+    for b in backends:
+        if b not in r:
+            cells.append("—")
+            continue
+        f, g, net = r[b]
+        flag = " ⚠" if f.too_few else ""
+        cells.append(f"{f.text or num(f.value)} ({'' if net else '†'}{g}){flag}")
+    arrow = "↑" if d.higher_is_better else "↓"
+    return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
+
+
+def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
+    net, _ = split(d, rd)
+    groups = rank_groups(net, d.higher_is_better)
+    head = f"- **{need.label}**: "
+    if not groups:
+        return head + "no networked server measured."
+    unit = f" {d.unit}" if d.unit else ""
+    top = groups[0]
+    if len(groups) == 1 and len(top) == 1:
+        return head + f"only {_fig(top[0], unit)} measured."
+    if len(top) > 1:
+        names = ", ".join(_fig(f, unit) for f in top[:-1]) + f" and {_fig(top[-1], unit)}"
+        return head + f"no clear winner between {names}."
+    lead, nxt = top[0], groups[1][0]
+    r = ratio_to_best(lead.value, nxt.value, d.higher_is_better)
+    gap = f", {ratio_text(r, d.higher_is_better)}" if math.isfinite(r) and r != 1 else ""
+    return head + f"{tables_label(rd, lead.backend)} is best, clearly: {_fig_value(lead, unit)} against " \
+        f"{_fig(nxt, unit)}{gap}."
+
+
+def tables_label(rd: RunData, b: str) -> str:
+    return f"**{tables.label(rd, b)}**"
+
+
+def _fig(f: Figure, unit: str) -> str:
+    return f"{f.backend} {_fig_value(f, unit)}"
+
+
+def _fig_value(f: Figure, unit: str) -> str:
+    return f.text or f"{num(f.value)}{unit}"
+
+
+# trade-offs ---------------------------------------------------------------------------------------------
+
+def trade_offs(rd: RunData, dims: list[Dimension], picked: list[tuple[Need, Dimension]]) -> list[str]:
+    out = _write_cost(rd, picked) + _freshness(rd, picked)
+    out.append(_size(rd, dims))
+    out += _stand_ins(rd)
+    out.append(_shared_cores(rd))
+    return [x for x in out if x]
+
+
+def read_winners(rd: RunData, picked: list[tuple[Need, Dimension]]) -> dict[str, int]:
+    """Networked backend -> how many read needs it leads (alone or tied in group 1)."""
+    wins: dict[str, int] = {}
+    for need, d in picked:
+        if need.read:
+            for b, (_, g, net) in ranked(rd, d).items():
+                if net and g == 1:
+                    wins[b] = wins.get(b, 0) + 1
+    return wins
+
+
+def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
+    wins = read_winners(rd, picked)
+    reads = sum(1 for n, _ in picked if n.read)
+    if not wins:
+        return []
+    top = max(wins.values())
+    out = []
+    for b in [b for b, n in wins.items() if n == top]:
+        costs = []
+        for need, d in picked:
+            if need.read or need.label.startswith(("Ingest", "Footprint", "Peak", "Server CPU")):
+                continue
+            r = ranked(rd, d).get(b)
+            if r is None:
+                continue
+            f, g, _ = r
+            net, _ = split(d, rd)
+            best = rank_groups(net, d.higher_is_better)[0][0]
+            vs = "" if best.backend == b or g == 1 else f" (best: {_fig(best, ' ' + d.unit if d.unit else '')})"
+            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, group {g}{vs}")
+        if costs:
+            out.append(f"- The read leader, {tables_label(rd, b)} (group 1 in {top} of {reads} read needs), pays on "
+                       f"the write side: " + "; ".join(costs) + ".")
+    return out
+
+
+def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
+    out = []
+    lag = next((d for n, d in picked if n.keys == ("visibility_p95",)), None)
+    stale = next((d for n, d in picked if n.keys == ("stale_allows",)), None)
+    for d, what in ((lag, "visibility lag p95"), (stale, "stale allows")):
+        if d is None:
+            continue
+        worst = [f for f in d.figures if f.value > 0 and (what == "stale allows" or f.value >= 100)]
+        for f in sorted(worst, key=lambda f: -f.value):
+            out.append(f"- {tables_label(rd, f.backend)} answers can be stale: {what} {num(f.value)}"
+                       f"{' ' + d.unit if d.unit else ''} ({f.detail or 'this run'}); its read consistency: "
+                       f"{_consistency(rd, f.backend)}.")
+    return out
+
+
+def _consistency(rd: RunData, b: str) -> str:
+    return rd.servers.get(b, {}).get("info", {}).get("consistency") or "the backend's own"
+
+
+def _size(rd: RunData, dims: list[Dimension]) -> str:
+    growth = [d for d in dims if d.key.startswith("growth/")]
+    if growth:
+        d = growth[0]
+        worst = max(d.figures, key=lambda f: f.value)
+        return f"- With size, {tables_label(rd, worst.backend)} grows worst in {d.title.lower()}: exponent " \
+               f"{num(worst.value)}."
+    ds = rd.manifest.get("dataset", {})
+    return (f"- Measured at one size only (`{ds.get('profile')}`): `--profiles baseline,large` shows what "
+            "scales worse.")
+
+
+def _stand_ins(rd: RunData) -> list[str]:
+    return [f"- † {b}: {s['info'].get('label', b)}; its figures are not that product's performance."
+            for b, s in rd.servers.items() if not rd.comparable(b)]
+
+
+def _shared_cores(rd: RunData) -> str:
+    t = resource_table(rd)
+    if t.empty or t["client_cpu_mean"].isna().all():
+        return ""
+    c = float(t["client_cpu_mean"].median())
+    cores = rd.manifest.get("environment", {}).get("cpu_logical", "?")
+    return (f"- The client shared the {cores} cores with the servers: {c:.0f}% of one core in a median backend's "
+            "check phases; a server on its own host would do better past 1 worker.")
+
+
+def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[str]):
+    """(needs, backends, groups, texts, n_groups) for the heatmap."""
+    groups, texts, depth = [], [], []
+    for _, d in picked:
+        r = ranked(rd, d)
+        groups.append([r[b][1] if b in r else None for b in backends])
+        texts.append([(r[b][0].text and "—") or num(r[b][0].value) if b in r else "" for b in backends])
+        depth.append(max((g for g in groups[-1] if g), default=1))
+    return [n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts, depth

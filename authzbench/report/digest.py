@@ -1,0 +1,208 @@
+"""The main report's compact sections: reads, mixed load, structural writes and correctness, one short
+table and the charts each, every figure the one computed figure (figures.cell). The full per-phase tables
+are the appendix's (document.APPENDIX)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from authzbench.report import charts, writes
+from authzbench.report.data import RunData
+from authzbench.report.figures import best_rate, cell
+from authzbench.report.findings import Dimension, compute
+from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo, slo_verdicts
+from authzbench.report.tables import label, link_target, num, table
+from authzbench.scenarios.catalog import SCENARIOS
+
+
+def reads(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    cdir = charts.chart_dir(out_dir, rd.manifest["run_id"])
+    lines = ["## 5. Reads", "", "p50 / p95 at 1 worker (ms) and the best throughput over the worker counts "
+             "(ops/s, at the workers named). Every phase's table, with p99, errors and monitors: appendix.", "",
+             *[link_target(s) for s in dict.fromkeys(ph["scenario"])], link_target("comparison"),
+             comparison_table(rd)]
+    objective = slo(rd).get("check_p95_ms")
+    for s in scenarios_measured(rd, "check"):
+        pts = {b: sweep(rd, b, s) for b in dict.fromkeys(ph[ph["scenario"] == s]["backend"])}
+        if chart := charts.latency_vs_throughput(rd, s, pts, objective, cdir):
+            lines += [f"![{s}: latency against throughput]({chart})", ""]
+    for s in [*scenarios_measured(rd, "lookup")]:
+        if spectrum := charts.spectrum(rd, s, cdir):
+            lines += [f"![{s}: latency by percentile]({spectrum})", ""]
+    if bar := charts.bars(rd, _bar_panels(rd), cdir):
+        lines += [link_target("resources") + f"![ingest, footprint, CPU and memory]({bar})", ""]
+    return "\n".join(lines)
+
+
+def sweep(rd: RunData, b: str, s: str) -> list[tuple[float, float, float]]:
+    """(ops/s, p50, p95) per worker count, each the one computed figure."""
+    ph = rd.phases
+    levels = sorted({int(c) for c in ph[(ph["backend"] == b) & (ph["scenario"] == s) & (ph["mode"] == "closed")]
+                     ["concurrency"]})
+    out = []
+    for c in levels:
+        r, p50, p95 = (cell(rd, b, s, c, m) for m in ("ops_per_s", "p50_ms", "p95_ms"))
+        if r and p50 and p95:
+            out.append((r.value, p50.value, p95.value))
+    return out
+
+
+def comparison_table(rd: RunData) -> str:
+    ph = rd.phases
+    names = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup", "roundtrip")]
+    backends = sorted(set(ph["backend"]), key=lambda b: (not rd.comparable(b), b))
+    rows = []
+    for s in [n for n in names if n in set(ph["scenario"])]:
+        row = {"scenario": f"`{s}`"}
+        for b in backends:
+            row[b] = _comparison_cell(rd, b, s)
+        rows.append(row)
+    return table(pd.DataFrame(rows), {"scenario": "Scenario", **{b: label(rd, b) for b in backends}})
+
+
+def _comparison_cell(rd: RunData, b: str, s: str) -> str:
+    sub = rd.phases[(rd.phases["backend"] == b) & (rd.phases["scenario"] == s) & (rd.phases["mode"] == "closed")]
+    if sub.empty:
+        return "—"
+    c = int(sub["concurrency"].min())
+    p50, p95 = cell(rd, b, s, c, "p50_ms"), cell(rd, b, s, c, "p95_ms")
+    best = best_rate(rd, b, s)
+    if p50 is None or p95 is None or best is None:
+        return "—"
+    mark = "⚠ " if p95.too_few else ""
+    return f"{num(p50.value)} / {mark}{num(p95.value)}; {num(best[1].value)}/s @{best[0]}"
+
+
+def _bar_panels(rd: RunData) -> list[tuple[str, dict[str, float]]]:
+    ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
+    res = resource_table(rd)
+    return [("ingest (relationships/s, higher is better)", {r.backend: float(r.rels_per_s) for r in ing.itertuples()}),
+            ("footprint (bytes/relationship)", {r.backend: float(r.footprint_bytes) / r.relationships
+                                                for r in ing.itertuples() if not pd.isna(r.footprint_bytes)}),
+            ("server core-s per 1,000 checks", {} if res.empty else
+             {r.backend: float(r.cpu_s_per_1k) for r in res.itertuples() if not math.isnan(r.cpu_s_per_1k)}),
+            ("peak server memory (MiB)", peak_memory(rd))]
+
+
+def mixed(rd: RunData, out_dir: Path) -> str:
+    v = slo_verdicts(rd)
+    if v.empty:
+        return ""
+    o = slo(rd)
+    v = v[v["mode"] == "closed"]
+    lines = ["## 6. Mixed load", "", f"Checks with {rd.manifest.get('config', {}).get('write_share', 0.01):.0%} "
+             f"writes, closed loop. SLO: check p95 < {o['check_p95_ms']:g} ms, write p95 < {o['write_p95_ms']:g} "
+             f"ms, success ≥ {o['success']:.1%}. Cell: checks/s (median over rounds), PASS or FAIL.", "",
+             link_target("slo")]
+    rows = []
+    for b, g in v.groupby("backend", sort=False):
+        row = {"backend": label(rd, b)}
+        for r in g.itertuples():
+            x = cell(rd, b, str(_mixed_scenario(rd)), int(r.concurrency), "ops_per_s", "check")
+            row[f"c{int(r.concurrency)}"] = f"{num(x.value) if x else '—'} {r.verdict}"
+        rows.append(row)
+    cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: int(k[1:]))
+    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: f"{c[1:]} workers" for c in cols}}))
+    return "\n".join([*lines, ""])
+
+
+def _mixed_scenario(rd: RunData) -> str:
+    return next((n for n, s in SCENARIOS.items() if s.op == "mixed" and n in set(rd.phases["scenario"])), "mixed")
+
+
+def writes_digest(rd: RunData, out_dir: Path) -> str:
+    df = writes.write_table(rd)
+    if df.empty:
+        return ""
+    df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
+    lines = ["## 7. Structural writes", "", "One worker, the backend's own read consistency: write p95 (ms), rows "
+             "touched per write (mean), visibility lag p95 (ms) until a check reflects the write, and stale allows "
+             "(a revocation whose first check still allowed). Every consistency mode and worker count: appendix.",
+             "", link_target("structural-writes")]
+    rows = []
+    for b, g in df.groupby("backend", sort=False):
+        row = {"backend": label(rd, b)}
+        for r in g.itertuples():
+            short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
+            row[short] = (f"{num(r.write_p95_ms)} ms; {num(r.rows_mean)} rows; lag {num(r.vis_p95_ms)} ms"
+                          + (f"; {r.stale_allows} stale" if r.stale_allows else "") + f" (n={r.ops})")
+        rows.append(row)
+    cols = list(dict.fromkeys(k for r in rows for k in r if k != "backend"))
+    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: c for c in cols}}))
+    return "\n".join([*lines, ""])
+
+
+def correctness(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    g = ph[ph["checked"] > 0].groupby("backend", sort=False).agg(checked=("checked", "sum"),
+                                                                  mismatches=("mismatches", "sum")).reset_index()
+    g["backend"] = [label(rd, b) for b in g["backend"]]
+    return "\n".join(["## 8. Correctness", "", "Every answer compared with the oracle (per scenario, with the first "
+                      "mismatches: appendix).", "", table(g, {"backend": "Backend", "checked": "Answers checked",
+                                                              "mismatches": "Mismatches"}), ""])
+
+
+def appendix_link(rd: RunData, out_dir: Path) -> str:
+    run_id = rd.manifest["run_id"]
+    return (f"## Appendix\n\n[`{run_id}-appendix.md`]({run_id}-appendix.md): every phase's table, monitors, "
+            "structural writes in every mode, stability, validity and limitations, the reference report side by "
+            f"side, the run timeline and every ranked figure with its interval. [`{run_id}.json`]({run_id}.json): "
+            "the ranked figures, machine-readable.\n")
+
+
+# the ranked figures, machine-readable ----------------------------------------------------------------
+
+def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dict]:
+    """Every ranked figure: dimension, backend, value, unit, interval, n, rank group and flags."""
+    from authzbench.report.decision import ranked
+
+    out = []
+    for d in dims if dims is not None else compute(rd):
+        r = ranked(rd, d)
+        for f in d.figures:
+            if f.backend not in r:
+                continue
+            lo, hi = f.interval()
+            out.append({"dimension": d.key, "title": d.title, "group": d.group, "backend": f.backend,
+                        "value": _finite(f.value), "unit": d.unit, "interval": [_finite(lo), _finite(hi)],
+                        "n": f.n, "rank_group": r[f.backend][1], "networked": r[f.backend][2],
+                        "higher_is_better": d.higher_is_better, "text": f.text or None,
+                        "flags": [k for k, on in (("unstable", f.unstable), ("too_few", f.too_few),
+                                                  ("disturbed", f.disturbed),
+                                                  ("stand_in", not rd.comparable(f.backend))) if on]})
+    return out
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def write_json(rd: RunData, path: Path) -> None:
+    path.write_text(json.dumps({"run_id": rd.manifest["run_id"], "figures": figure_records(rd)}, indent=1) + "\n")
+
+
+def figure_table(rd: RunData, out_dir: Path) -> str:
+    """The appendix's table of every ranked figure with its interval and op count."""
+    recs = figure_records(rd)
+    if not recs:
+        return ""
+    df = pd.DataFrame(recs)
+    df["backend"] = [label(rd, b) for b in df["backend"]]
+    df["iv"] = [f"{num(a) if a is not None else '—'} - {num(b) if b is not None else '—'}" for a, b in df["interval"]]
+    df["val"] = [t or num(v) for t, v in zip(df["text"], df["value"], strict=True)]
+    df["flag"] = [", ".join(f) for f in df["flags"]]
+    df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]
+    return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
+                      "interval and the ops it rests on (the same values as the JSON beside the report).", "",
+                      table(df, {"title": "Dimension", "backend": "Backend", "val": "Figure", "unit": "Unit",
+                                 "iv": "Interval", "n": "n", "rank_group": "Rank group", "flag": "Flags"}), ""])
+

@@ -1,0 +1,135 @@
+"""The one computed table: every latency / throughput figure the report shows, computed once per
+(backend, scenario, workers, kind, metric), and the rank groups every ranking uses.
+
+A figure is the median over its rounds with its interval (noise.round_figure); every section (the decision
+summary, the Findings, the per-scenario tables, the comparison table, the charts) reads it from `cell`, so
+one (backend, scenario, workers, metric) shows one value everywhere. `rank_groups` is the one rule for
+every ranking: two figures sit in different groups only when their intervals do not overlap, for every
+pair across the groups (not only neighbours). `table_json` writes the ranked figures beside the report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import pandas as pd
+
+from authzbench.report.data import RunData, merged_summary
+from authzbench.report.noise import min_ops, overlap, round_figure, unstable
+
+METRICS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "ops_per_s": None}
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float
+    lo: float
+    hi: float
+    n: int  # ops the figure rests on, over all its rounds
+    q: float | None  # the percentile it is; None for a rate
+    unstable: bool
+    disturbed: bool
+
+    @property
+    def too_few(self) -> bool:
+        return self.q is not None and self.n < min_ops(self.q)
+
+
+def rows_of(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None,
+            mode: str = "closed", consistency: str = "") -> pd.DataFrame:
+    """The phase rows (one per round) of one figure; kind None: the op kinds a read figure is made of."""
+    ph = rd.phases
+    if ph.empty:
+        return ph
+    sub = ph[(ph["backend"] == backend) & (ph["scenario"] == scenario) & (ph["mode"] == mode) &
+             (ph["concurrency"] == concurrency) & (ph["ops"] > 0)]
+    if "consistency" in sub:
+        sub = sub[sub["consistency"] == consistency]
+    return sub[sub["kind"] == kind] if kind else sub[~sub["kind"].isin(["write", "visibility"])]
+
+
+def cell(rd: RunData, backend: str, scenario: str, concurrency: int, metric: str, kind: str | None = None,
+         mode: str = "closed", consistency: str = "") -> Cell | None:
+    """One figure, computed once per run (cached on the RunData); None when nothing was measured."""
+    key = (backend, scenario, int(concurrency), metric, kind, mode, consistency)
+    cache = rd.__dict__.setdefault("_cells", {})
+    if key not in cache:
+        cache[key] = _compute(rows_of(rd, backend, scenario, concurrency, kind, mode, consistency), metric)
+    return cache[key]
+
+
+def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
+    if rows.empty:
+        return None
+    q = METRICS[metric]
+    if q is None:
+        merged = float(rows["ops_per_s"].median())
+    else:
+        merged = float(getattr(merged_summary([h for hs in rows["hists"] for h in hs]), metric))
+    value, bounds = round_figure(rows, q, merged)
+    lo, hi = bounds if bounds is not None else (value, value)
+    disturbed = bool(rows["disturbed"].any()) if "disturbed" in rows else False
+    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed)
+
+
+def with_cells(rd: RunData, merged: pd.DataFrame) -> pd.DataFrame:
+    """A merged phase table (tables.merge_repeats) with its closed-loop percentiles and ops/s replaced by the
+    one computed figure, so a per-phase table shows what the Findings and the summary show."""
+    out = merged.copy()
+    for i, r in out.iterrows():
+        if r.get("mode") != "closed":
+            continue
+        for m in METRICS:
+            x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), m, r["kind"],
+                     consistency=r.get("consistency") or "")
+            if x is not None and m in out:
+                out.at[i, m] = x.value
+    return out
+
+
+def best_rate(rd: RunData, backend: str, scenario: str, kind: str | None = None) -> tuple[int, Cell] | None:
+    """(workers, figure) of a backend's highest throughput over the concurrency sweep of a scenario."""
+    ph = rd.phases
+    if ph.empty:
+        return None
+    levels = sorted(set(ph[(ph["backend"] == backend) & (ph["scenario"] == scenario) &
+                           (ph["mode"] == "closed")]["concurrency"]))
+    cells = [(int(c), cell(rd, backend, scenario, int(c), "ops_per_s", kind)) for c in levels]
+    cells = [(c, x) for c, x in cells if x is not None]
+    return max(cells, key=lambda t: t[1].value) if cells else None
+
+
+# ranking ---------------------------------------------------------------------------------------------
+
+class Ranked(Protocol):
+    value: float
+
+    def interval(self) -> tuple[float, float]: ...
+
+
+def rank_groups(figs: list, higher_is_better: bool) -> list[list]:
+    """Best first. A boundary between two groups is drawn only where every figure above it and every figure
+    below it have disjoint intervals (and different values): any overlap, however far down the list, keeps
+    them in one group. An unstable figure is ranked by its interval like any other."""
+    ordered = sorted((f for f in figs if not math.isnan(f.value)),
+                     key=lambda f: -f.value if higher_is_better else f.value)
+    groups: list[list] = []
+    for i, f in enumerate(ordered):
+        if groups and _joined(ordered[:i], ordered[i:]):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return groups
+
+
+def _joined(above: list, below: list) -> bool:
+    return any(a.value == b.value or overlap(a.interval(), b.interval()) for a in above for b in below)
+
+
+def group_of(groups: list[list], backend: str) -> int | None:
+    for i, g in enumerate(groups, 1):
+        if any(f.backend == backend for f in g):
+            return i
+    return None
