@@ -53,8 +53,9 @@ def environment(rd: RunData, out_dir: Path) -> str:
                                             "notes": "Notes"}))
     cfg = rd.manifest.get("config", {})
     if cfg:
-        lines += ["", "Run configuration: " + ", ".join(f"`{k}={v}`" for k, v in sorted(cfg.items())
-                                                       if k not in ("options",)), ""]
+        items = [f"`{k}={v}`" for k, v in sorted(cfg.items()) if k not in ("options",)]
+        lines += ["", "Run configuration:", ""] + [f"- {', '.join(items[i:i + 6])}" for i in range(0, len(items), 6)]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -114,17 +115,15 @@ def method(rd: RunData, out_dir: Path) -> str:
         *_rounds_rule(rd),
         *_stop_rule(ph),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back; a backend's "
-        "worker processes are started once per visit and kept across its phases (a phase uses the first N; "
-        "they stay connected while the op timeout and consistency mode stay the same). Open loop: ops "
-        "are due on a fixed schedule and latency is measured from the intended start time (no coordinated "
-        "omission); ops due but never started are reported as dropped.",
+        "worker processes are started once per visit and kept across its phases (a phase uses the first N).",
+        "- Open loop: ops are due on a fixed schedule and latency is measured from the intended start time (no "
+        "coordinated omission); ops due but never started are reported as dropped.",
         "- Every answer is compared with the reference oracle; timeouts (check 2 s, lookup 60 s by default) and "
         "exceptions count as errors and are excluded from the latency figures.",
-        "- CPU % is summed over the server processes and their children (100% = one core). Server memory is their "
-        "proportional set size (PSS: a page shared by several processes is split between them, so PostgreSQL's "
-        "shared buffers count once), read every 4 s; RSS in runs recorded before it was read; under compose, "
-        "each container's memory usage. "
-        "Samples are kept only while ops are measured (not while workers start).",
+        "- CPU % is summed over the server processes and their children (100% = one core), sampled only while "
+        "ops are measured.",
+        "- Server memory is their proportional set size (PSS: PostgreSQL's shared buffers count once), read every "
+        "4 s; under compose, each container's memory usage.",
         f"- Client workers and servers share this machine's {rd.manifest.get('environment', {}).get('cpu_logical', '?')} "
         "logical cores: at high concurrency the client processes compete with the server for CPU, so "
         "throughput past the core count measures the pair, not the server alone (use --provision external "

@@ -1,0 +1,159 @@
+"""The report's own rules, checked on a report rendered from recorded results (fixture records, no servers):
+rank groups never split overlapping intervals, the summary and the Findings show the figure its table shows,
+one (backend, scenario, workers, metric) has one value, the main report stays short with the decision first."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from authzbench.report import decision, findings
+from authzbench.report.document import render
+from authzbench.report.figures import cell, rank_groups
+from authzbench.report.noise import overlap
+from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
+
+BACKENDS = {"postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
+
+
+def _recorded_run() -> Run:
+    """Three rounds of every default read scenario at 1 and 8 workers, the mixed load, ingest and writes."""
+    run = Run()
+    rng = np.random.default_rng(7)
+    for b, (info, ms) in BACKENDS.items():
+        run.server(b, info, model="thread" if b == "clickhouse" else "process").ingest(b, 2.0 + ms)
+        for rnd in range(3):
+            wobble = 1 + 0.2 * rng.random()
+            run.phase(b, "roundtrip", steady(ms * 0.6 * wobble, slots=2), repeat=rnd)
+            for s in ("check_manage_direct_user", "check_view_via_group_member", "check_negative"):
+                for c in (1, 8):
+                    run.phase(b, s, steady(ms * wobble * (1 + c / 4), n=100 * c, slots=2), concurrency=c, repeat=rnd)
+            run.phase(b, "lookup_resources_view_regular", steady(ms * 20 * wobble, n=30, slots=2), kind="lookup",
+                      results=50, repeat=rnd)
+            for c in (1, 8):
+                run.phase(b, "mixed", steady(ms * wobble * c, n=100 * c, slots=2), concurrency=c, repeat=rnd,
+                          writes=[ms * 3] * 30)
+        run.phase(b, "write_membership", steady(ms, n=10, slots=1), kind="visibility", writes=[ms * 40] * 25,
+                  extra={"rows": 250, "rows_counted": 25, "stale_allows": 0})
+    return run
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inv")
+    run = _recorded_run()
+    path = render(run.write(root / "run"), root / "out")
+    return run, path
+
+
+def test_every_pair_of_backends_in_different_rank_groups_has_disjoint_intervals(rendered):
+    run, _ = rendered
+    rd = run.data()
+    for d in findings.compute(rd):
+        for figs in findings.split(d, rd):
+            groups = rank_groups(figs, d.higher_is_better)
+            for i, g in enumerate(groups):
+                for later in groups[i + 1:]:
+                    for a in g:
+                        for b in later:
+                            assert not overlap(a.interval(), b.interval()), (d.title, a.backend, b.backend)
+
+
+def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
+    run, path = rendered
+    rd = run.data()
+    table = json.loads(path.with_suffix(".json").read_text())["figures"]
+    by_key = {(f["dimension"], f["backend"]): f for f in table}
+    for d in findings.compute(rd):
+        for f in d.figures:
+            assert by_key[(d.key, f.backend)]["value"] == pytest.approx(f.value)
+    # a check p50 of the Findings is the per-phase table's cell and the comparison table's
+    appendix = path.with_name(f"{path.stem}-appendix.md").read_text()
+    section = appendix.split("### `check_negative`")[1].split("####")[0]
+    row = next(ln for ln in section.splitlines() if ln.startswith("| postgres | 1 |"))
+    p50 = float(row.strip("|").split("|")[4])
+    assert p50 == pytest.approx(cell(rd, "postgres", "check_negative", 1, "p50_ms").value, abs=0.0005)
+    assert by_key[("check_p50/check_negative", "postgres")]["value"] == pytest.approx(p50, abs=0.0005)
+
+
+def test_no_backend_scenario_workers_metric_shows_two_values(rendered):
+    run, path = rendered
+    rd = run.data()
+    text = path.read_text() + path.with_name(f"{path.stem}-appendix.md").read_text()
+    # every printed best-throughput figure of a backend and scenario is the one computed figure
+    for b in BACKENDS:
+        for s in ("check_manage_direct_user", "check_negative"):
+            rate = cell(rd, b, s, 8, "ops_per_s").value
+            shown = {f"{rate:,.0f}", f"{rate:.1f}"}
+            hits = [ln for ln in text.splitlines() if b in ln and s in ln and "/s" in ln]
+            for ln in hits:
+                nums = set(re.findall(r"([\d,]+(?:\.\d)?)/s", ln))
+                assert not nums or nums & shown, (b, s, ln)
+    summary = text.split("## Decision summary")[1].split("## Findings")[0]
+    cells = [ln for ln in summary.splitlines() if ln.startswith("| Mixed load within the SLO")]
+    mixed = findings.mixed_closed(rd)[0]
+    for f in mixed.figures:
+        assert f"{f.value:,.0f}" in cells[0]
+
+
+def test_the_main_report_is_short_with_the_decision_in_its_first_60_lines(rendered):
+    _, path = rendered
+    lines = path.read_text().splitlines()
+    assert len(lines) < 400
+    start = next(i for i, ln in enumerate(lines) if ln == "## Decision summary")
+    end = next(i for i, ln in enumerate(lines) if ln == "## Findings")
+    assert start < 15 and end <= 60
+    prose = [ln for ln in lines if not ln.startswith(("|", "![", "<a "))]
+    assert max(map(len, prose)) <= 400
+    for need in ("Check p50", "Check throughput", "Lookup p95, regular user", "Mixed load",
+                 "Group-membership write p95", "Rows touched", "Visibility lag", "Stale allows", "Ingest",
+                 "Footprint", "Peak server memory", "Server CPU"):
+        assert any(ln.startswith(f"| {need}") for ln in lines[start:end]), need
+
+
+def test_each_sentence_of_the_summary_names_the_best_or_says_there_is_no_clear_winner(rendered):
+    _, path = rendered
+    summary = path.read_text().split("## Decision summary")[1].split("**What would change")[0]
+    sentences = [ln for ln in summary.splitlines() if ln.startswith("- **")]
+    assert len(sentences) >= 10
+    for s in sentences:
+        assert "is best, clearly" in s or "no clear winner" in s or "only" in s, s
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_intervals_rank_with_disjoint_groups_and_no_needless_split(seed):
+    """Property: for random figures and intervals, (a) every pair across groups is disjoint, (b) within the
+    order, each boundary sits where no pair across it overlaps, and (c) adjacent groups are separated by
+    every pair (so merging two groups is never needed and never forced)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 12))
+    figs = []
+    for i in range(n):
+        v = float(rng.lognormal(0, 1))
+        lo, hi = v * float(rng.uniform(0.3, 1.0)), v * float(rng.uniform(1.0, 3.0))
+        figs.append(findings.Figure(f"b{i}", v, bounds=(lo, hi), unstable=bool(rng.random() < 0.2)))
+    for higher in (False, True):
+        groups = rank_groups(figs, higher)
+        assert sorted(f.backend for g in groups for f in g) == sorted(f.backend for f in figs)  # none dropped
+        flat = [f for g in groups for f in g]
+        for i, g in enumerate(groups):
+            for later in groups[i + 1:]:
+                assert all(not overlap(a.interval(), b.interval()) for a in g for b in later)
+        # no needless split: inside a group, every point where it could be cut has an overlapping pair across
+        start = 0
+        for g in groups:
+            for k in range(1, len(g)):
+                above, below = flat[:start + k], flat[start + k:]
+                assert any(overlap(a.interval(), b.interval()) or a.value == b.value for a in above for b in below)
+            start += len(g)
+
+
+def test_the_decision_needs_cover_the_issue_list():
+    labels = [n.label for n in decision.NEEDS]
+    for need in ("Check p50", "Check throughput", "Lookup p95, heavy user", "Lookup p95, regular user",
+                 "Mixed load", "Group-membership write", "Hierarchy write", "Visibility lag", "Stale allows",
+                 "Ingest", "Footprint", "Peak server memory", "CPU per 1,000 checks"):
+        assert any(label.startswith(need) or need in label for label in labels), need
