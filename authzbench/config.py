@@ -135,6 +135,10 @@ class BenchConfig:
         if self.scenarios is None:
             self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
                 else []
+        if self.backends and all(self.model not in entry(b).models for b in self.backends):
+            raise UserError(f"--model {self.model}: {', '.join(self.backends)} "
+                            f"{'does' if len(self.backends) == 1 else 'do'} not implement the {self.model!r} model; "
+                            f"those that do: {', '.join(b for b in BACKENDS if self.model in entry(b).models)}")
         for s in self.scenarios:
             if scenario(s).model != self.model:
                 raise UserError(f"scenario {s!r} belongs to the {scenario(s).model} model, not {self.model}")

@@ -146,7 +146,7 @@ def _rounds_rule(rd: RunData) -> list[str]:
         lines.append(f"- Interference: during every phase the CPU of processes outside the run (neither its "
                      f"workers nor the measured server) and the hypervisor's steal were sampled; a phase where "
                      f"they averaged more than {thr:g}% of one core was re-run, at most "
-                     f"{cfg.get('max_reruns', 0)} time(s) (Validity lists them).")
+                     f"{_times(int(cfg.get('max_reruns', 0)))} (Validity lists them).")
     return lines
 
 
@@ -169,3 +169,7 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
               "queue." for s, n in capped.items()]
     return [*lines, "- Reaching the budget is the intended stop, not an incomplete phase (the Ops columns say how "
                     f"many each got).{wait}"]
+
+
+def _times(n: int) -> str:
+    return {0: "never", 1: "once", 2: "twice"}.get(n, f"{n} times")

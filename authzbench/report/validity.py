@@ -137,20 +137,18 @@ def _stops(rd: RunData, label, table) -> list[str]:
     bad = one[one["status"] != "complete"]
     lines = ["### Phases stopped early", ""]
     if len(budget):
-        lines.append(f"- {len(budget)} phase(s) reached their time budget before their op count, as intended "
-                     "(a phase stops at its op count or its time budget, whichever comes first): "
-                     + ", ".join(f"`{p}` ({int(n):,} ops)" for p, n in zip(budget["phase"], budget["ops"],
-                                                                           strict=True)))
-    if len(bad):
-        lines.append(f"- {len(bad)} phase(s) incomplete, their figures cover only what ran: "
-                     + "; ".join(f"`{p}`: {r}" for p, r in zip(bad["phase"], bad["reason"], strict=True)))
-    if rd.skipped:
-        lines.append(f"- {len(rd.skipped)} phase(s) not run: a lower worker count's op time predicted every op "
-                     "past its timeout (phase_plan.Pace): "
-                     + "; ".join(f"`{r['phase']}`: {r['reason']}" for r in rd.skipped))
-    if rd.errors:
-        lines.append(f"- {len(rd.errors)} backend error(s): "
-                     + "; ".join(f"{e['backend']} ({e['stage']}): {e['message']}" for e in rd.errors))
+        per = budget["phase"].str.split("/").str[0].value_counts()
+        lines.append(f"- {len(budget):,} phases reached their time budget before their op count, as intended (a "
+                     "phase stops at whichever comes first): " + ", ".join(f"{b} {n}" for b, n in per.items()) + ".")
+    lines += [f"- `{p}` incomplete, its figures cover only what ran: {_short(str(r))}"
+              for p, r in zip(bad["phase"], bad["reason"], strict=True)]
+    lines += [f"- `{r['phase']}` not run: a lower worker count's op time predicted every op past its timeout: "
+              f"{_short(str(r['reason']))}" for r in rd.skipped]
+    lines += [f"- backend error, {e['backend']} ({e['stage']}): {_short(str(e['message']))}" for e in rd.errors]
     if len(lines) == 2:
         lines.append("- None: every phase ran to its op count.")
     return [*lines, ""]
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -196,7 +196,7 @@ def test_the_issue_s_command_lines_are_refused_by_the_real_cli(tmp_path):
     env = {**os.environ, **{k: str(tmp_path / v) for k, v in env_dirs.items()}}
     for args in (["--rate", "-5"], ["--rate", "0"], ["--duration", "-1"], ["--stage", "100:-5"], ["--rates", "0"],
                  ["--slo-check-p95", "-1"], ["--slo-success", "5"], ["--concurrency", "100000"],
-                 ["--backend", "cockroach"], ["--backend", "spicedb-crdb"]):
+                 ["--backend", "cockroach"], ["--backend", "spicedb-crdb"], ["--model", "social", "--backend", "scylla"]):
         r = subprocess.run([sys.executable, "-m", "authzbench.cli", "bench", *args], capture_output=True,
                            text=True, cwd=tmp_path, env=env, timeout=120)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

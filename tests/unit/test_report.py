@@ -103,18 +103,20 @@ def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
     assert "mismatches: **0**" in text
 
 
-def test_a_model_the_backend_lacks_is_a_recorded_skip_not_a_crash(tmp_path, monkeypatch):
+def test_a_model_no_chosen_backend_implements_is_refused_before_anything_starts(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from authzbench.backends.registry import BACKENDS
+    from authzbench.errors import UserError
 
     monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
                       concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
-    failures = orchestrate.bench(cfg, store)
-    assert failures and "does not implement the 'social' model" in failures[0]
-    assert "does not implement the 'social' model" in render(store.path, tmp_path / "r").read_text()
+    with pytest.raises(UserError, match="does not implement the 'social' model"):
+        orchestrate.bench(cfg, store)
+    assert not (tmp_path / "data").exists()  # no dataset generated
+    assert not list(store.records())
 
 
 def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own_row(tmp_path, monkeypatch):
