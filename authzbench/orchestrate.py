@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from authzbench import speed
 from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig
 from authzbench.dataset import Dataset
@@ -106,6 +107,7 @@ class _BenchRun:
             return
         cfg, store = self.cfg, self.store
         try:
+            _speed_index(store, name, visit)
             sess = self.sessions.get(name)
             if sess is None:
                 with timed_step(store, name, "start"):
@@ -148,6 +150,17 @@ class _BenchRun:
     def stop_all(self) -> None:
         for name in list(self.sessions):
             self.stop(name)
+
+
+def _speed_index(store: RunStore, name: str, visit: int) -> None:
+    """The machine-speed index (speed.py), before the visit's server starts or loads: the machine as the
+    phases will find it, without this backend's own start-up or background work (a compaction after its
+    load) counted as the machine's slowness."""
+    with timed_step(store, name, "speed index"):
+        s = speed.measure()
+    store.append(s.record(backend=name, visit=visit))
+    say(f"{name}: machine-speed index {s.index:.2f} (cpu {s.cpu_score:.2f}, loopback {s.rtt_score:.2f}; "
+        "1.0 = the reference machine, higher = faster)")
 
 
 def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
