@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.report.data import RunData
+from authzbench.report.speed import speed_line
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BUDGET_STRETCH
@@ -40,6 +41,7 @@ def environment(rd: RunData, out_dir: Path) -> str:
              f"total, {env.get('disk_free_bytes', 0) / 2**30:.0f} GiB free",
              f"- OS: {env.get('os')}, kernel {env.get('kernel')} ({env.get('arch')}); Python {env.get('python')}",
              "- Client libraries: " + ", ".join(f"{k} {v}" for k, v in sorted(env.get("drivers", {}).items())),
+             *([line] if (line := speed_line(rd)) else []),
              "", "### Servers measured", ""]
     rows = []
     for b, s in rd.servers.items():
