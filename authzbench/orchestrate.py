@@ -24,6 +24,7 @@ from authzbench.errors import UserError
 from authzbench.loading import load_backend
 from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
 from authzbench.provision.base import say
+from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
 from authzbench.restore import verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
@@ -44,10 +45,11 @@ from authzbench.stopping import check as check_stop
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     """Start and load every selected backend; leaves servers running. Returns failures (one line each)."""
     cfg.validate()
-    ds = cfg.dataset()
     failures = _skip_unsupported(cfg, store, "prepare")
+    unbuilt = _build_first(cfg, store, failures, "prepare")
+    ds = cfg.dataset()
     for name in cfg.backends:
-        if name in cfg.unsupported():
+        if name in cfg.unsupported() or name in unbuilt:
             continue
         sess = None
         try:
@@ -72,11 +74,13 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
+    failures = _skip_unsupported(cfg, store, "bench")
+    unbuilt = _build_first(cfg, store, failures, "bench")
     with timed_step(store, None, "dataset and oracle"):
         ds, oracle = _dataset_and_oracle(cfg, store)
-    run = _BenchRun(cfg, store, ds, oracle, _skip_unsupported(cfg, store, "bench"), _load_hosts(cfg, store))
+    run = _BenchRun(cfg, store, ds, oracle, failures, _load_hosts(cfg, store))
     _preload_workers(cfg)
-    names = [n for n in cfg.backends if n not in cfg.unsupported()]
+    names = [n for n in cfg.backends if n not in cfg.unsupported() and n not in unbuilt]
     try:
         for visit, name in visit_order(names, cfg.visits):
             run.visit(name, visit)
@@ -276,6 +280,16 @@ def _judge_disturbance(cfg: BenchConfig, store: RunStore, spec: PhaseSpec, d, st
         say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
             f"core (threshold {cfg.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
     return rerun
+
+
+def _build_first(cfg: BenchConfig, store: RunStore | None, failures: list[str], stage: str) -> set[str]:
+    """Every build the selected backends need, before any server starts (provision/builds.py); the backends
+    whose build failed are recorded as failed and returned."""
+    names = [n for n in cfg.backends if n not in cfg.unsupported()]
+    if not (todo := pending_builds(names, cfg.provision)):
+        return set()
+    with timed_step(store, None, "builds before measuring"):
+        return build_all(todo, names, lambda name, e: _backend_failed(failures, store, name, f"{stage} (build)", e))
 
 
 def _skip_unsupported(cfg: BenchConfig, store: RunStore | None, stage: str) -> list[str]:
