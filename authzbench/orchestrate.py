@@ -23,6 +23,7 @@ from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.loading import load_backend
 from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
+from authzbench.progress import RunProgress, planned_seconds, run_progress
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
@@ -82,8 +83,10 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     _preload_workers(cfg)
     names = [n for n in cfg.backends if n not in cfg.unsupported() and n not in unbuilt]
     try:
-        for visit, name in visit_order(names, cfg.visits):
-            run.visit(name, visit)
+        with run_progress(_planned(cfg, ds, names)) as run.progress:
+            for visit, name in visit_order(names, cfg.visits):
+                run.visit(name, visit)
+                say(f"run: {run.progress.eta.line()}")
     finally:
         run.stop_all()
     if run.client is not None:
@@ -105,6 +108,7 @@ class _BenchRun:
     failed: set[str] = field(default_factory=set)
     inputs_cache: dict[str, list] = field(default_factory=dict)
     pace: Pace = field(default_factory=lambda: Pace(os.cpu_count() or 1))
+    progress: RunProgress | None = None
 
     def visit(self, name: str, visit: int) -> None:
         if name in self.failed:
@@ -124,11 +128,13 @@ class _BenchRun:
                 with timed_step(store, name, "load"):
                     load_backend(sess, self.ds, store, cfg.reload)
             _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
-                           visit=visit, others=self._other_pids(name), pace=self.pace)
+                           visit=visit, others=self._other_pids(name), pace=self.pace, progress=self.progress)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (bench's finally stops the servers)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
             self.failed.add(name)
+            if self.progress:
+                self.progress.drop(name)
             _backend_failed(self.failures, store, name, "bench", e)
             self.stop(name)
         except Interrupted:
@@ -167,6 +173,21 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
         "1.0 = the reference machine, higher = faster)")
 
 
+def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[float]]:
+    """Each backend's phases' planned seconds, for the run's estimate (a backend whose driver is missing
+    plans none: it fails at its first visit)."""
+    plan: dict[str, list[float]] = {}
+    for name in names:
+        try:
+            cls = backend_class(name)
+        except Exception:  # noqa: BLE001 - reported at its visit
+            plan[name] = []
+            continue
+        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg, name, ds, cls.concurrency,
+                                                                       cls.consistency_modes)]
+    return plan
+
+
 def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
     """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
     ds = cfg.dataset()
@@ -186,7 +207,7 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
 
 def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
                    inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None,
-                   pace: Pace | None = None) -> None:
+                   pace: Pace | None = None, progress: RunProgress | None = None) -> None:
     """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
     name, cls = sess.name, backend_class(sess.name)
     if visit == 0:
@@ -224,6 +245,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 store.append({"type": "phase_skipped", "phase": spec.phase_id, "backend": name, "scenario": sname,
                               "concurrency": spec.concurrency, "repeat": spec.repeat, "reason": why})
                 say(f"{name}: {spec.phase_id} not run: {why}")
+                if progress:
+                    progress.finished(name, spec)
                 continue
             for attempt in range(cfg.max_reruns + 1):
                 spec.attempt = attempt
@@ -234,6 +257,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                     break
             if pace:
                 pace.note(spec, sc.op, res.ops, res.wall_s)
+            if progress:
+                progress.finished(name, spec)
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
