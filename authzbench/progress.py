@@ -73,8 +73,12 @@ class RunEta:
         return sum(self.left_s.values()) * self.rate()
 
     def line(self) -> str:
-        return (f"{self.done}/{self.total} phases, {self.elapsed_s() / 60:.1f} min elapsed, "
-                f"~{self.left_s_estimate() / 60:.1f} min left")
+        return (f"{self.done}/{self.total} phases, {_duration(self.elapsed_s())} elapsed, "
+                f"~{_duration(self.left_s_estimate())} left")
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 class RunProgress:

@@ -36,7 +36,7 @@ def test_the_rate_moves_from_the_prior_to_what_the_run_took():
         eta.finished("postgres", 4.0)
     want = (PRIOR_RATE * PRIOR_WEIGHT_S + 20.0 + 89 * 6.0) / (PRIOR_WEIGHT_S + 90 * 4.0)
     assert eta.rate() == pytest.approx(want) and 1.5 < eta.rate() < 1.7  # prior 2.0 still weighs 1/4
-    assert eta.line() == f"90/100 phases, {(20 + 89 * 6) / 60:.1f} min elapsed, ~{10 * 4.0 * want / 60:.1f} min left"
+    assert eta.line() == f"90/100 phases, {(20 + 89 * 6) / 60:.1f} min elapsed, ~{10 * 4.0 * want:.0f} s left"
 
 
 def test_a_failed_backend_takes_its_remaining_phases_out_of_the_total_and_the_time_left():
