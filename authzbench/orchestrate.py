@@ -23,7 +23,7 @@ from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.loading import load_backend
 from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
-from authzbench.progress import RunProgress, planned_seconds, run_progress
+from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
@@ -84,9 +84,10 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     names = [n for n in cfg.backends if n not in cfg.unsupported() and n not in unbuilt]
     try:
         with run_progress(_planned(cfg, ds, names)) as run.progress:
+            _record_eta(store, run.progress.eta)
             for visit, name in visit_order(names, cfg.visits):
                 run.visit(name, visit)
-                say(f"run: {run.progress.eta.line()}")
+                _record_eta(store, run.progress.eta)
     finally:
         run.stop_all()
     if run.client is not None:
@@ -171,6 +172,13 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
     store.append(s.record(backend=name, visit=visit))
     say(f"{name}: machine-speed index {s.index:.2f} (cpu {s.cpu_score:.2f}, loopback {s.rtt_score:.2f}; "
         "1.0 = the reference machine, higher = faster)")
+
+
+def _record_eta(store: RunStore, eta: RunEta) -> None:
+    """The estimate as it stood (at the start and after each visit), so a run shows how well it held."""
+    store.append({"type": "eta", "done": eta.done, "total": eta.total, "elapsed_s": eta.elapsed_s(),
+                  "left_s": eta.left_s_estimate(), "rate": eta.rate()})
+    say(f"run: {eta.line()}")
 
 
 def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[float]]:

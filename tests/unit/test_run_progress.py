@@ -54,3 +54,19 @@ def test_a_phase_plans_its_budget_its_schedule_or_its_cap():
     assert planned_seconds(PhaseSpec(mode="closed", iterations=10, budget_s=1.5, **common)) == 1.5
     assert planned_seconds(PhaseSpec(mode="closed", iterations=10, max_seconds=30.0, **common)) == 30.0
     assert planned_seconds(PhaseSpec(mode="open", stages=[(100.0, 5.0), (200.0, 7.0)], **common)) == 12.0
+
+
+def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_with_every_phase_done(tmp_path):
+    from authzbench import orchestrate
+    from authzbench.config import BenchConfig
+    from authzbench.results import RunStore
+
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,
+                      visits=2, iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"],
+                      max_reruns=0)
+    store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
+    assert orchestrate.bench(cfg, store) == []
+    etas = [r for r in store.records() if r["type"] == "eta"]
+    assert len(etas) == 3  # the start, then each of the two visits
+    assert etas[0]["done"] == 0 and etas[0]["left_s"] > 0 and etas[0]["rate"] == pytest.approx(PRIOR_RATE, rel=0.01)
+    assert etas[-1]["done"] == etas[-1]["total"] == 2 and etas[-1]["left_s"] == 0
