@@ -53,8 +53,10 @@ def _reads_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
             "ops_per_s_ratio": "ops/s B/A"}
     if k is not None:
         both["p50_norm"] = normalized(both["p50_ms_ratio"], k, higher_is_better=False)
+        both["p95_norm"] = normalized(both["p95_ms_ratio"], k, higher_is_better=False)
         both["ops_norm"] = normalized(both["ops_per_s_ratio"], k, higher_is_better=True)
-        cols = {**cols, "p50_norm": "p50 B/A normalized", "ops_norm": "ops/s B/A normalized"}
+        cols = {**cols, "p50_norm": "p50 B/A normalized", "p95_norm": "p95 B/A normalized",
+                "ops_norm": "ops/s B/A normalized"}
     return ["## Reads", "", table(both, {**cols, "mismatches_b": "Mismatches B"})]
 
 
@@ -209,16 +211,22 @@ def verdict_section(ra: RunData, rb: RunData) -> list[str]:
              f"not confirmed by B (no clear difference there): {s['unconfirmed']}.",
              f"- Findings figures in both runs: {s['figures']}; differing beyond both intervals: {s['differ']}.",
              f"- p50, throughput and ingest figures within ±25% of each other: **{s['headline_agree']} of "
-             f"{s['headline']}** ({share:.0%}).", ""]
+             f"{s['headline']}** ({share:.0%})" + (f"; normalized by the machine-speed index: **"
+             f"{s['headline_agree_norm']} of {s['headline']}** ({s['headline_agree_norm'] / s['headline']:.0%})"
+             if "speed_ratio" in s and s["headline"] else "") + ".", ""]
     if (bad := v[v["b"] == "reversed"]) is not None and len(bad):
         lines += ["### Reversed verdicts", "", table(bad, {"dimension": "Dimension", "better": "Better in A",
                                                           "worse": "Worse in A", "b": "In B"}), ""]
     if len(f):
         f = f.assign(order=(f["ratio"].map(lambda r: max(r, 1 / r) if r == r and r else float("inf"))))
         worst = f.sort_values("order", ascending=False).head(15)
+        cols = {"dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A"}
+        if (k := speed_ratio(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them
+            worst = worst.assign(norm=[normalized(r, k, h) if t else r for r, h, t in
+                                       zip(worst["ratio"], worst["higher"], worst["timed"], strict=True)])
+            cols["norm"] = "B/A normalized"
         lines += ["### Figures that moved most", "", table(worst, {
-            "dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A",
-            "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]
+            **cols, "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]
     return lines
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.report.data import RunData
-from authzbench.report.speed import speed_line
+from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BUDGET_STRETCH
@@ -43,15 +43,17 @@ def environment(rd: RunData, out_dir: Path) -> str:
              "- Client libraries: " + ", ".join(f"{k} {v}" for k, v in sorted(env.get("drivers", {}).items())),
              *([line] if (line := speed_line(rd)) else []),
              "", "### Servers measured", ""]
-    rows = []
+    rows, speeds = [], by_backend(rd)
     for b, s in rd.servers.items():
         info = s["info"]
         rows.append({"backend": label(rd, b), "server": info["label"], "version": info["version"],
                      "mode": s["mode"], "workers": s.get("concurrency_model", "process"),
+                     "speed": ", ".join(f"{v:.2f}" for v in speeds.get(b, [])),
                      "notes": "; ".join([*info.get("notes", []), *s.get("notes", [])])})
+    speed_col = {"speed": "Machine-speed index at its visits"} if speeds else {}
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "server": "Server (as it reports itself)",
                                             "version": "Version", "mode": "Provisioned", "workers": "Client workers",
-                                            "notes": "Notes"}))
+                                            **speed_col, "notes": "Notes"}))
     cfg = rd.manifest.get("config", {})
     if cfg:
         lines += ["", "Run configuration: " + ", ".join(f"`{k}={v}`" for k, v in sorted(cfg.items())

@@ -25,6 +25,15 @@ def speed_index(rd: RunData) -> SpeedIndex | None:
     return SpeedIndex(statistics.median(vals), min(vals), max(vals), len(vals))
 
 
+def by_backend(rd: RunData) -> dict[str, list[float]]:
+    """Each backend's indexes, one a visit in visit order (empty for a run without the index)."""
+    out: dict[str, list[float]] = {}
+    for r in rd.records:
+        if r.get("type") == "speed_index" and r.get("index"):
+            out.setdefault(r["backend"], []).append(float(r["index"]))
+    return out
+
+
 def speed_parts(rd: RunData) -> dict[str, float] | None:
     """Medians of the index's parts (cpu seconds a unit, loopback round trip) over the visits."""
     recs = [r for r in rd.records if r.get("type") == "speed_index" and r.get("index")]

@@ -469,4 +469,5 @@ def test_the_environment_section_states_the_index_median_and_range_over_the_visi
                          "rtt_p50_us": 13.0, "cpu_score": index, "rtt_score": 1.0, "index": index, "seconds": 2.5})
     text = environment(run.data(), None)
     assert "Machine-speed index: **1.00** (median of 3 backend visit(s), range 0.90-1.10" in text
+    assert "| Machine-speed index at its visits |" in text and "| 0.90, 1.10, 1.00 |" in text
     assert "Machine-speed index" not in environment(_two(1.0, 3.0).data(), None)
