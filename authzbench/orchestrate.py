@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -167,8 +168,13 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
     """The machine-speed index (speed.py), before the visit's server starts or loads: the machine as the
     phases will find it, without this backend's own start-up or background work (a compaction after its
     load) counted as the machine's slowness."""
-    with timed_step(store, name, "speed index"):
-        s = speed.measure()
+    try:
+        with timed_step(store, name, "speed index"):
+            s = speed.measure()
+    except (OSError, ValueError, subprocess.SubprocessError) as e:  # the index is context: never fails a backend
+        store.append({"type": "speed_index", "backend": name, "visit": visit, "error": str(e)[:300]})
+        say(f"[yellow]{name}: machine-speed index not measured: {e}[/yellow]")
+        return
     store.append(s.record(backend=name, visit=visit))
     say(f"{name}: machine-speed index {s.index:.2f} (cpu {s.cpu_score:.2f}, loopback {s.rtt_score:.2f}; "
         "1.0 = the reference machine, higher = faster)")
