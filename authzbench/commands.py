@@ -282,6 +282,13 @@ def _print_compare(a: Path, b: Path) -> None:
     console.print(f"verdicts of A: {s['verdicts']}, reversed by B: {s['reversed']}, not confirmed by B: "
                   f"{s['unconfirmed']}; p50/throughput/ingest figures within ±25%: {s['headline_agree']} of "
                   f"{s['headline']} ({share})", markup=False)
+    if "speed_ratio" in s:
+        norm = f"{s['headline_agree_norm'] / s['headline']:.0%}" if s["headline"] else "n/a"
+        console.print(f"machine-speed index B/A: {s['speed_ratio']:.2f}; normalized by it, within ±25%: "
+                      f"{s['headline_agree_norm']} of {s['headline']} ({norm}); median |ln B/A| "
+                      f"{s['log_raw']:.3f} raw, {s['log_norm']:.3f} normalized", markup=False)
+    else:
+        console.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
 
 
 def _stats(args: argparse.Namespace) -> int:

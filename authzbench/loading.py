@@ -12,7 +12,7 @@ from typing import Any
 from authzbench.backends.registry import entry
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
-from authzbench.provision.base import say
+from authzbench.provision.base import console, say
 from authzbench.results import RunStore
 from authzbench.servers import Session, monitor_for, state_file
 
@@ -66,7 +66,7 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
         b.create_schema()
         total = ds.total_relationships
         with Progress(TextColumn(f"[bold]{what}[/] load"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                      TimeRemainingColumn(), transient=True) as prog:
+                      TimeRemainingColumn(), transient=True, console=console) as prog:  # nests under bench's bar
             task = prog.add_task("load", total=total)
             t0 = time.perf_counter()
             phase = f"{name}/ingest" + (f" via {variant}" if variant else "")

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from authzbench import speed
 from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.loading import load_backend
 from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
+from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.provision.base import say
+from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
 from authzbench.restore import verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
@@ -43,10 +47,11 @@ from authzbench.stopping import check as check_stop
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     """Start and load every selected backend; leaves servers running. Returns failures (one line each)."""
     cfg.validate()
-    ds = cfg.dataset()
     failures = _skip_unsupported(cfg, store, "prepare")
+    unbuilt = _build_first(cfg, store, failures, "prepare")
+    ds = cfg.dataset()
     for name in cfg.backends:
-        if name in cfg.unsupported():
+        if name in cfg.unsupported() or name in unbuilt:
             continue
         sess = None
         try:
@@ -71,14 +76,19 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     clear_internal_stop()
     cfg.validate()
     store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
+    failures = _skip_unsupported(cfg, store, "bench")
+    unbuilt = _build_first(cfg, store, failures, "bench")
     with timed_step(store, None, "dataset and oracle"):
         ds, oracle = _dataset_and_oracle(cfg, store)
-    run = _BenchRun(cfg, store, ds, oracle, _skip_unsupported(cfg, store, "bench"), _load_hosts(cfg, store))
+    run = _BenchRun(cfg, store, ds, oracle, failures, _load_hosts(cfg, store))
     _preload_workers(cfg)
-    names = [n for n in cfg.backends if n not in cfg.unsupported()]
+    names = [n for n in cfg.backends if n not in cfg.unsupported() and n not in unbuilt]
     try:
-        for visit, name in visit_order(names, cfg.visits):
-            run.visit(name, visit)
+        with run_progress(_planned(cfg, ds, names)) as run.progress:
+            _record_eta(store, run.progress.eta)
+            for visit, name in visit_order(names, cfg.visits):
+                run.visit(name, visit)
+                _record_eta(store, run.progress.eta)
     finally:
         run.stop_all()
     if run.client is not None:
@@ -100,12 +110,14 @@ class _BenchRun:
     failed: set[str] = field(default_factory=set)
     inputs_cache: dict[str, list] = field(default_factory=dict)
     pace: Pace = field(default_factory=lambda: Pace(os.cpu_count() or 1))
+    progress: RunProgress | None = None
 
     def visit(self, name: str, visit: int) -> None:
         if name in self.failed:
             return
         cfg, store = self.cfg, self.store
         try:
+            _speed_index(store, name, visit)
             sess = self.sessions.get(name)
             if sess is None:
                 with timed_step(store, name, "start"):
@@ -118,11 +130,13 @@ class _BenchRun:
                 with timed_step(store, name, "load"):
                     load_backend(sess, self.ds, store, cfg.reload)
             _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
-                           visit=visit, others=self._other_pids(name), pace=self.pace)
+                           visit=visit, others=self._other_pids(name), pace=self.pace, progress=self.progress)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (bench's finally stops the servers)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
             self.failed.add(name)
+            if self.progress:
+                self.progress.drop(name)
             _backend_failed(self.failures, store, name, "bench", e)
             self.stop(name)
         except Interrupted:
@@ -150,6 +164,44 @@ class _BenchRun:
             self.stop(name)
 
 
+def _speed_index(store: RunStore, name: str, visit: int) -> None:
+    """The machine-speed index (speed.py), before the visit's server starts or loads: the machine as the
+    phases will find it, without this backend's own start-up or background work (a compaction after its
+    load) counted as the machine's slowness."""
+    try:
+        with timed_step(store, name, "speed index"):
+            s = speed.measure()
+    except (OSError, ValueError, subprocess.SubprocessError) as e:  # the index is context: never fails a backend
+        store.append({"type": "speed_index", "backend": name, "visit": visit, "error": str(e)[:300]})
+        say(f"[yellow]{name}: machine-speed index not measured: {e}[/yellow]")
+        return
+    store.append(s.record(backend=name, visit=visit))
+    say(f"{name}: machine-speed index {s.index:.2f} (cpu {s.cpu_score:.2f}, loopback {s.rtt_score:.2f}; "
+        "1.0 = the reference machine, higher = faster)")
+
+
+def _record_eta(store: RunStore, eta: RunEta) -> None:
+    """The estimate as it stood (at the start and after each visit), so a run shows how well it held."""
+    store.append({"type": "eta", "done": eta.done, "total": eta.total, "elapsed_s": eta.elapsed_s(),
+                  "left_s": eta.left_s_estimate(), "rate": eta.rate()})
+    say(f"run: {eta.line()}")
+
+
+def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[float]]:
+    """Each backend's phases' planned seconds, for the run's estimate (a backend whose driver is missing
+    plans none: it fails at its first visit)."""
+    plan: dict[str, list[float]] = {}
+    for name in names:
+        try:
+            cls = backend_class(name)
+        except Exception:  # noqa: BLE001 - reported at its visit
+            plan[name] = []
+            continue
+        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg, name, ds, cls.concurrency,
+                                                                       cls.consistency_modes)]
+    return plan
+
+
 def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
     """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
     ds = cfg.dataset()
@@ -169,7 +221,7 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
 
 def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
                    inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None,
-                   pace: Pace | None = None) -> None:
+                   pace: Pace | None = None, progress: RunProgress | None = None) -> None:
     """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
     name, cls = sess.name, backend_class(sess.name)
     if visit == 0:
@@ -207,6 +259,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 store.append({"type": "phase_skipped", "phase": spec.phase_id, "backend": name, "scenario": sname,
                               "concurrency": spec.concurrency, "repeat": spec.repeat, "reason": why})
                 say(f"{name}: {spec.phase_id} not run: {why}")
+                if progress:
+                    progress.finished(name, spec)
                 continue
             for attempt in range(cfg.max_reruns + 1):
                 spec.attempt = attempt
@@ -217,6 +271,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                     break
             if pace:
                 pace.note(spec, sc.op, res.ops, res.wall_s)
+            if progress:
+                progress.finished(name, spec)
 
 
 def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
@@ -263,6 +319,16 @@ def _judge_disturbance(cfg: BenchConfig, store: RunStore, spec: PhaseSpec, d, st
         say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
             f"core (threshold {cfg.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
     return rerun
+
+
+def _build_first(cfg: BenchConfig, store: RunStore | None, failures: list[str], stage: str) -> set[str]:
+    """Every build the selected backends need, before any server starts (provision/builds.py); the backends
+    whose build failed are recorded as failed and returned."""
+    names = [n for n in cfg.backends if n not in cfg.unsupported()]
+    if not (todo := pending_builds(names, cfg.provision)):
+        return set()
+    with timed_step(store, None, "builds before measuring"):
+        return build_all(todo, names, lambda name, e: _backend_failed(failures, store, name, f"{stage} (build)", e))
 
 
 def _skip_unsupported(cfg: BenchConfig, store: RunStore | None, stage: str) -> list[str]:

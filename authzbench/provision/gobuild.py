@@ -45,6 +45,12 @@ def go_with_progress(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Pat
         raise BackendUnavailable(f"{what} failed with exit code {proc.returncode} (see {log})")
 
 
+def go_binary_ready(name: str, version: str, build_id: str) -> bool:
+    """True when go_module_binary would reuse the cached binary (nothing to build)."""
+    root = cache_dir() / name
+    return (root / f"{name}-{version}").is_file() and stamp_ok(root / f"{name}-{version}.stamp", build_id)
+
+
 def go_module_binary(name: str, module: str, version: str, build_id: str, package: str, *,
                      build_flags: list[str] | None = None, prepare: Callable[[Path], None] | None = None,
                      expect: str = "", fallback: Callable[[Path, str], None] | None = None) -> Path:
@@ -54,13 +60,13 @@ def go_module_binary(name: str, module: str, version: str, build_id: str, packag
     module's source from elsewhere (or raises one line saying how to provide it)."""
     root = cache_dir() / name
     exe = root / f"{name}-{version}"
-    stamp = root / f"{name}-{version}.stamp"
-    if exe.is_file() and stamp_ok(stamp, build_id):
+    if go_binary_ready(name, version, build_id):
         return exe
     go = require_go()
     with build_lock(root, name):
-        if exe.is_file() and stamp_ok(stamp, build_id):  # built by whoever held the lock
+        if go_binary_ready(name, version, build_id):  # built by whoever held the lock
             return exe
+        stamp = root / f"{name}-{version}.stamp"
         env = go_env()
         log = root / "build.log"
         t0 = time.monotonic()

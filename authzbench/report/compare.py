@@ -2,20 +2,26 @@
 
 Per Findings figure: the ratio B / A and whether the two runs differ beyond both figures' intervals; per
 verdict of A (two backends in different tiers of a dimension: a clear difference), whether B confirms it,
-finds no clear difference, or reverses it. Then the ratio B / A of every per-phase figure."""
+finds no clear difference, or reverses it. Then the two machines' speed indexes (report/speed.py) and how much
+of the figures' drift they explain, and the ratio B / A of every per-phase figure, raw and normalized."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from authzbench.report import findings
 from authzbench.report.data import RunData, load_run
 from authzbench.report.noise import overlap
+from authzbench.report.speed import speed_index
 from authzbench.report.tables import merge_repeats, table
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
+# Figures in these units scale with the machine's speed and are normalized by the index; memory, bytes and
+# counts (stale allows) are not: a faster machine does not use less memory.
+TIMED_UNITS = frozenset({"ms", "checks/s", "ops/s", "relationships/s", "core-seconds"})
 
 
 def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
@@ -24,30 +30,104 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
              "Ratios are B / A (B = the second run). Below 1 means B is faster for latency, and lower for "
              "throughput.", ""]
     lines += verdict_section(ra, rb)
-    keys = ["backend", "scenario", "kind", "concurrency"]
+    lines += speed_section(ra, rb)
+    k = speed_ratio(ra, rb)
     if not ra.phases.empty and not rb.phases.empty:
-        pa, pb = _per_phase(ra), _per_phase(rb)
-        both = pa.merge(pb, on=keys, suffixes=("_a", "_b"), how="inner")
-        for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
-            both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]
-        lines += ["## Reads", "", table(both, {
-            "backend": "Backend", "scenario": "Scenario", "kind": "Op", "concurrency": "Workers",
-            "ops_a": "Ops A", "ops_b": "Ops B",
-            "p50_ms_a": "p50 A (ms)", "p50_ms_b": "p50 B (ms)", "p50_ms_ratio": "p50 B/A",
-            "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A", "ops_per_s_ratio": "ops/s B/A",
-            "mismatches_b": "Mismatches B"})]
+        lines += _reads_table(ra, rb, k)
     if not ra.ingest.empty and not rb.ingest.empty:
-        ing = ra.ingest.merge(rb.ingest, on=["backend", "variant"], suffixes=("_a", "_b"), how="inner")
-        ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
-        ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
-        ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
-        lines += ["## Ingest", "", table(ing, {"backend": "Backend", "rels_per_s_a": "rels/s A",
-                                               "rels_per_s_b": "rels/s B", "rate_ratio": "rels/s B/A",
-                                               "build_ratio": "build time B/A"})]
+        lines += _ingest_table(ra, rb, k)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"compare-{ra.manifest['run_id']}-vs-{rb.manifest['run_id']}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _reads_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
+    both = _per_phase(ra).merge(_per_phase(rb), on=["backend", "scenario", "kind", "concurrency"],
+                                suffixes=("_a", "_b"), how="inner")
+    for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
+        both[f"{col}_ratio"] = both[f"{col}_b"] / both[f"{col}_a"]
+    cols = {"backend": "Backend", "scenario": "Scenario", "kind": "Op", "concurrency": "Workers",
+            "ops_a": "Ops A", "ops_b": "Ops B", "p50_ms_a": "p50 A (ms)", "p50_ms_b": "p50 B (ms)",
+            "p50_ms_ratio": "p50 B/A", "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A",
+            "ops_per_s_ratio": "ops/s B/A"}
+    if k is not None:
+        both["p50_norm"] = normalized(both["p50_ms_ratio"], k, higher_is_better=False)
+        both["p95_norm"] = normalized(both["p95_ms_ratio"], k, higher_is_better=False)
+        both["ops_norm"] = normalized(both["ops_per_s_ratio"], k, higher_is_better=True)
+        cols = {**cols, "p50_norm": "p50 B/A normalized", "p95_norm": "p95 B/A normalized",
+                "ops_norm": "ops/s B/A normalized"}
+    return ["## Reads", "", table(both, {**cols, "mismatches_b": "Mismatches B"})]
+
+
+def _ingest_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
+    ing = ra.ingest.merge(rb.ingest, on=["backend", "variant"], suffixes=("_a", "_b"), how="inner")
+    ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
+    ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
+    ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
+    cols = {"backend": "Backend", "rels_per_s_a": "rels/s A", "rels_per_s_b": "rels/s B", "rate_ratio": "rels/s B/A"}
+    if k is not None:
+        ing["rate_norm"] = normalized(ing["rate_ratio"], k, higher_is_better=True)
+        cols["rate_norm"] = "rels/s B/A normalized"
+    return ["## Ingest", "", table(ing, {**cols, "build_ratio": "build time B/A"})]
+
+
+def speed_ratio(ra: RunData, rb: RunData) -> float | None:
+    """B's machine-speed index over A's (medians over the visits); None when either run lacks it."""
+    sa, sb = speed_index(ra), speed_index(rb)
+    return sb.median / sa.median if sa and sb and sa.median > 0 else None
+
+
+def normalized(ratio, k: float, higher_is_better: bool):
+    """A B / A ratio with the machines' speed taken out: on a machine k times faster a latency is expected
+    k times shorter and a throughput k times higher, so a ratio equal to that expectation becomes 1."""
+    return ratio / k if higher_is_better else ratio * k
+
+
+def _drift(ratios: pd.Series) -> tuple[float, float]:
+    """(share within AGREE of 1, median |ln ratio|) of some B / A ratios."""
+    r = ratios[(ratios > 0) & np.isfinite(ratios)]
+    if r.empty:
+        return float("nan"), float("nan")
+    return float(((r <= AGREE) & (r >= 1 / AGREE)).mean()), float(np.abs(np.log(r)).median())
+
+
+def drift_table(ra: RunData, rb: RunData) -> pd.DataFrame:
+    """How far the figures moved between the runs, raw and normalized by the speed index: per group of
+    figures, the share within ±25% and the median |ln B/A| (0 = identical)."""
+    k, f = speed_ratio(ra, rb), figure_pairs(ra, rb)
+    if k is None or f.empty:
+        return pd.DataFrame()
+    f = f[f["timed"]]
+    f = f.assign(norm=[normalized(r, k, h) for r, h in zip(f["ratio"], f["higher"], strict=True)])
+    rows = []
+    for what, g in (("p50, throughput and ingest figures", f[f["headline"]]),
+                    ("every timed Findings figure (latency, throughput, ingest, CPU per op)", f)):
+        (agree_raw, log_raw), (agree_norm, log_norm) = _drift(g["ratio"]), _drift(g["norm"])
+        rows.append({"what": what, "n": len(g), "agree_raw": agree_raw, "agree_norm": agree_norm,
+                     "log_raw": log_raw, "log_norm": log_norm})
+    return pd.DataFrame(rows)
+
+
+def speed_section(ra: RunData, rb: RunData) -> list[str]:
+    sa, sb = speed_index(ra), speed_index(rb)
+    lines = ["## Machine speed", ""]
+    for run, si in (("A", sa), ("B", sb)):
+        lines.append(f"- {run}: machine-speed index " + (f"**{si.median:.2f}** (range {si.lo:.2f}-{si.hi:.2f} "
+                     f"over {si.n} visits)" if si else "not recorded (a run from before the index)"))
+    k = speed_ratio(ra, rb)
+    if k is None:
+        return [*lines, "- Ratios below are raw: without both indexes nothing can be normalized.", ""]
+    lines += [f"- B's machine ran the reference workload at **{k:.2f}x** A's speed. A normalized ratio takes "
+              f"that out: latency ratios x {k:.2f}, throughput and ingest ratios / {k:.2f}.", ""]
+    d = drift_table(ra, rb)
+    if d.empty:
+        return lines
+    d = d.assign(agree_raw=d["agree_raw"].map("{:.0%}".format), agree_norm=d["agree_norm"].map("{:.0%}".format))
+    return [*lines, "How much of the drift between the runs the index explains:", "",
+            table(d, {"what": "Figures", "n": "N", "agree_raw": "Within ±25% raw",
+                      "agree_norm": "Within ±25% normalized", "log_raw": "Median abs ln(B/A) raw",
+                      "log_norm": "Median abs ln(B/A) normalized"}, 3), ""]
 
 
 def _per_phase(rd: RunData) -> pd.DataFrame:
@@ -72,6 +152,7 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
                 continue
             ratio = f.value / a.value if a.value else float("nan")
             rows.append({"dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
+                         "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS,
                          "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
                          "differ": not overlap(a.interval(), f.interval()),
                          "headline": d.title.startswith(("Check p50", "Best throughput", "Mixed", "Ingest")),
@@ -108,7 +189,18 @@ def summary(ra: RunData, rb: RunData) -> dict:
     return {"verdicts": len(v), "reversed": int((v["b"] == "reversed").sum()) if len(v) else 0,
             "unconfirmed": int((v["b"] == "no clear difference in B").sum()) if len(v) else 0,
             "figures": len(f), "differ": int(f["differ"].sum()) if len(f) else 0,
-            "headline": len(head), "headline_agree": int(head["agree"].sum()) if len(head) else 0}
+            "headline": len(head), "headline_agree": int(head["agree"].sum()) if len(head) else 0,
+            **_normalized_summary(ra, rb)}
+
+
+def _normalized_summary(ra: RunData, rb: RunData) -> dict:
+    """The speed ratio and the headline figures within ±25% after normalizing (absent without both indexes)."""
+    d = drift_table(ra, rb)
+    if d.empty:
+        return {}
+    head = d.iloc[0]
+    return {"speed_ratio": speed_ratio(ra, rb), "headline_agree_norm": round(head["agree_norm"] * head["n"]),
+            "log_raw": head["log_raw"], "log_norm": head["log_norm"]}
 
 
 def verdict_section(ra: RunData, rb: RunData) -> list[str]:
@@ -119,16 +211,22 @@ def verdict_section(ra: RunData, rb: RunData) -> list[str]:
              f"not confirmed by B (no clear difference there): {s['unconfirmed']}.",
              f"- Findings figures in both runs: {s['figures']}; differing beyond both intervals: {s['differ']}.",
              f"- p50, throughput and ingest figures within ±25% of each other: **{s['headline_agree']} of "
-             f"{s['headline']}** ({share:.0%}).", ""]
+             f"{s['headline']}** ({share:.0%})" + (f"; normalized by the machine-speed index: **"
+             f"{s['headline_agree_norm']} of {s['headline']}** ({s['headline_agree_norm'] / s['headline']:.0%})"
+             if "speed_ratio" in s and s["headline"] else "") + ".", ""]
     if (bad := v[v["b"] == "reversed"]) is not None and len(bad):
         lines += ["### Reversed verdicts", "", table(bad, {"dimension": "Dimension", "better": "Better in A",
                                                           "worse": "Worse in A", "b": "In B"}), ""]
     if len(f):
         f = f.assign(order=(f["ratio"].map(lambda r: max(r, 1 / r) if r == r and r else float("inf"))))
         worst = f.sort_values("order", ascending=False).head(15)
+        cols = {"dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A"}
+        if (k := speed_ratio(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them
+            worst = worst.assign(norm=[normalized(r, k, h) if t else r for r, h, t in
+                                       zip(worst["ratio"], worst["higher"], worst["timed"], strict=True)])
+            cols["norm"] = "B/A normalized"
         lines += ["### Figures that moved most", "", table(worst, {
-            "dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A",
-            "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]
+            **cols, "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]
     return lines
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from authzbench.report.data import RunData
 from authzbench.report.noise import min_ops
+from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BUDGET_STRETCH
@@ -41,16 +42,19 @@ def environment(rd: RunData, out_dir: Path) -> str:
              f"total, {env.get('disk_free_bytes', 0) / 2**30:.0f} GiB free",
              f"- OS: {env.get('os')}, kernel {env.get('kernel')} ({env.get('arch')}); Python {env.get('python')}",
              "- Client libraries: " + ", ".join(f"{k} {v}" for k, v in sorted(env.get("drivers", {}).items())),
+             *([line] if (line := speed_line(rd)) else []),
              "", "### Servers measured", ""]
-    rows = []
+    rows, speeds = [], by_backend(rd)
     for b, s in rd.servers.items():
         info = s["info"]
         rows.append({"backend": label(rd, b), "server": info["label"], "version": info["version"],
                      "mode": s["mode"], "workers": s.get("concurrency_model", "process"),
+                     "speed": ", ".join(f"{v:.2f}" for v in speeds.get(b, [])),
                      "notes": "; ".join([*info.get("notes", []), *s.get("notes", [])])})
+    speed_col = {"speed": "Machine-speed index at its visits"} if speeds else {}
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "server": "Server (as it reports itself)",
                                             "version": "Version", "mode": "Provisioned", "workers": "Client workers",
-                                            "notes": "Notes"}))
+                                            **speed_col, "notes": "Notes"}))
     cfg = rd.manifest.get("config", {})
     if cfg:
         items = [f"`{k}={v}`" for k, v in sorted(cfg.items()) if k not in ("options",)]

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -420,3 +421,65 @@ def test_a_server_a_sweep_keeps_running_is_not_measured_as_the_in_process_engine
         assert kept.pid in {p.pid for p in Monitor([os.getpid()], lambda s: None)._processes()}  # as before
     finally:
         kept.kill()
+
+
+# the machine-speed index -------------------------------------------------------------------------------
+
+def _on_machine(run: Run, index: float) -> Run:
+    for visit, backend in enumerate(("postgres", "scylla")):
+        run.recs.append({"type": "speed_index", "backend": backend, "visit": visit, "cpu_s": 0.075 / index,
+                         "rtt_p50_us": 13.0 / index, "cpu_score": index, "rtt_score": index, "index": index,
+                         "seconds": 2.5})
+    return run
+
+
+def _slowed(slowdown: float, index: float) -> Run:
+    """Two backends on a machine `slowdown` times slower: every op that much longer, that many fewer ops."""
+    run = Run().server("postgres", NET).server("scylla", CASS)
+    for rnd in range(3):
+        for b, ms in (("postgres", 1.0), ("scylla", 3.0)):
+            run.phase(b, "check_negative", steady(ms * slowdown, n=round(300 / slowdown), slots=1), repeat=rnd)
+    return _on_machine(run, index)
+
+
+def test_compare_normalizes_each_ratio_by_the_two_runs_speed_indexes(tmp_path):
+    from authzbench.report.compare import drift_table, render_compare, speed_ratio
+
+    # B's machine is 1.5x slower (index 0.8 against 1.2) and B's figures moved by exactly that
+    a, b = _slowed(1.0, 1.2).data(), _slowed(1.5, 0.8).data()
+    assert speed_ratio(a, b) == pytest.approx(0.8 / 1.2)
+    s = summary(a, b)
+    assert s["headline_agree"] == 0 and s["headline_agree_norm"] == s["headline"] > 0
+    assert s["log_raw"] == pytest.approx(np.log(1.5), rel=0.05) and s["log_norm"] < 0.02
+    d = drift_table(a, b).iloc[0]
+    assert d["agree_raw"] == 0.0 and d["agree_norm"] == 1.0
+    text = render_compare(_slowed(1.0, 1.2).write(tmp_path / "a"), _slowed(1.5, 0.8).write(tmp_path / "b"),
+                          tmp_path / "out").read_text()
+    assert "at **0.67x** A's speed" in text and "p50 B/A normalized" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| postgres | check_negative"))
+    cells = [c.strip() for c in row.split("|")]
+    assert float(cells[9]) == pytest.approx(1.5, rel=0.02) and float(cells[13]) == pytest.approx(1.0, rel=0.02)
+
+
+def test_compare_of_runs_without_the_index_gives_raw_ratios_only(tmp_path):
+    from authzbench.report.compare import render_compare
+    from authzbench.report.speed import speed_index
+
+    a = _two(1.0, 3.0)
+    assert speed_index(a.data()) is None and "speed_ratio" not in summary(a.data(), a.data())
+    text = render_compare(a.write(tmp_path / "a"), _on_machine(_two(1.0, 3.0), 1.0).write(tmp_path / "b"),
+                          tmp_path / "out").read_text()
+    assert "A: machine-speed index not recorded" in text and "normalized" not in text.split("## Reads")[1]
+
+
+def test_the_environment_section_states_the_index_median_and_range_over_the_visits():
+    from authzbench.report.overview import environment
+
+    run = _two(1.0, 3.0)
+    for visit, index in enumerate((0.9, 1.1, 1.0)):
+        run.recs.append({"type": "speed_index", "backend": "postgres", "visit": visit, "cpu_s": 0.075 / index,
+                         "rtt_p50_us": 13.0, "cpu_score": index, "rtt_score": 1.0, "index": index, "seconds": 2.5})
+    text = environment(run.data(), None)
+    assert "Machine-speed index: **1.00** (median of 3 backend visit(s), range 0.90-1.10" in text
+    assert "| Machine-speed index at its visits |" in text and "| 0.90, 1.10, 1.00 |" in text
+    assert "Machine-speed index" not in environment(_two(1.0, 3.0).data(), None)

@@ -1,0 +1,109 @@
+"""The whole run's progress and estimate of the time left, shown while bench runs: phases done / total, elapsed,
+time left. The estimate is the phases' planned seconds (their budgets) scaled by how much wall time each
+planned second has taken so far, so the fixed cost around the windows (warm-ups, starts, loads, restore
+checks) is counted from what this run has spent on it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from rich.progress import BarColumn, Progress, TextColumn
+
+from authzbench.provision.base import console
+from authzbench.scenarios.runner import PhaseSpec
+
+# Wall seconds per planned second before any phase has finished: `make bench` 20261127-092345 spent 19.7 min
+# in phases whose measured windows were roughly half of it (issue 45).
+PRIOR_RATE = 2.0
+# The prior counts as this many planned seconds already run, so the first phases (which also carry the first
+# backend's start and load) move the estimate gradually: after 2 min of budgets the run's own rate weighs half.
+PRIOR_WEIGHT_S = 120.0
+
+
+def planned_seconds(spec: PhaseSpec) -> float:
+    """How long a phase is meant to measure: its schedule (open loop), else its budget, else its time cap."""
+    if spec.mode == "open":
+        return spec.duration_s
+    return spec.budget_s or spec.max_seconds
+
+
+@dataclass
+class RunEta:
+    """The arithmetic: plan = each backend's phases' planned seconds; clock = seconds (time.monotonic)."""
+
+    plan: dict[str, list[float]]
+    clock: Callable[[], float] = time.monotonic
+    done: int = 0
+    planned_done_s: float = 0.0
+    left_n: dict[str, int] = field(init=False)
+    left_s: dict[str, float] = field(init=False)
+    t0: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.left_n = {b: len(p) for b, p in self.plan.items()}
+        self.left_s = {b: sum(p) for b, p in self.plan.items()}
+        self.t0 = self.clock()
+
+    @property
+    def total(self) -> int:
+        return self.done + sum(self.left_n.values())
+
+    def finished(self, backend: str, planned_s: float) -> None:
+        """A phase ran (or was skipped: then it took no time, and the rate says so)."""
+        self.done += 1
+        self.planned_done_s += planned_s
+        self.left_n[backend] = max(0, self.left_n.get(backend, 0) - 1)
+        self.left_s[backend] = max(0.0, self.left_s.get(backend, 0.0) - planned_s)
+
+    def drop(self, backend: str) -> None:
+        """A backend failed: its phases not run will not run."""
+        self.left_n[backend], self.left_s[backend] = 0, 0.0
+
+    def elapsed_s(self) -> float:
+        return self.clock() - self.t0
+
+    def rate(self) -> float:
+        """Wall seconds per planned second: the prior, then more and more this run's own."""
+        return (PRIOR_RATE * PRIOR_WEIGHT_S + self.elapsed_s()) / (PRIOR_WEIGHT_S + self.planned_done_s)
+
+    def left_s_estimate(self) -> float:
+        return sum(self.left_s.values()) * self.rate()
+
+    def line(self) -> str:
+        return (f"{self.done}/{self.total} phases, {_duration(self.elapsed_s())} elapsed, "
+                f"~{_duration(self.left_s_estimate())} left")
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+class RunProgress:
+    """RunEta behind a rich progress bar (on the console `say` prints to, so its lines appear above it and the
+    load's own bar nests under it)."""
+
+    def __init__(self, eta: RunEta, prog: Progress) -> None:
+        self.eta, self._prog = eta, prog
+        self._task = prog.add_task(eta.line(), total=max(1, eta.total))
+
+    def finished(self, backend: str, spec: PhaseSpec) -> None:
+        self.eta.finished(backend, planned_seconds(spec))
+        self.refresh()
+
+    def drop(self, backend: str) -> None:
+        self.eta.drop(backend)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self._prog.update(self._task, completed=self.eta.done, total=max(1, self.eta.total),
+                          description=self.eta.line())
+
+
+@contextmanager
+def run_progress(plan: dict[str, list[float]]) -> Iterator[RunProgress]:
+    with Progress(TextColumn("[bold]run[/] {task.description}"), BarColumn(), console=console,
+                  transient=True) as prog:
+        yield RunProgress(RunEta(plan), prog)

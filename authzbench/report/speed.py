@@ -1,0 +1,55 @@
+"""The machine-speed index of a run (authzbench/speed.py): its median and spread over the backend visits, for
+the environment section, `report --compare` and any section that wants to say how fast the machine was.
+Runs recorded before the index existed have none: every caller must take None."""
+
+from __future__ import annotations
+
+import statistics
+from typing import NamedTuple
+
+from authzbench.report.data import RunData
+
+
+class SpeedIndex(NamedTuple):
+    median: float
+    lo: float
+    hi: float
+    n: int  # visits measured
+
+
+def speed_index(rd: RunData) -> SpeedIndex | None:
+    """Median, min and max of the run's speed_index records (1.0 = the reference machine, higher = faster)."""
+    vals = [float(r["index"]) for r in rd.records if r.get("type") == "speed_index" and r.get("index")]
+    if not vals:
+        return None
+    return SpeedIndex(statistics.median(vals), min(vals), max(vals), len(vals))
+
+
+def by_backend(rd: RunData) -> dict[str, list[float]]:
+    """Each backend's indexes, one a visit in visit order (empty for a run without the index)."""
+    out: dict[str, list[float]] = {}
+    for r in rd.records:
+        if r.get("type") == "speed_index" and r.get("index"):
+            out.setdefault(r["backend"], []).append(float(r["index"]))
+    return out
+
+
+def speed_parts(rd: RunData) -> dict[str, float] | None:
+    """Medians of the index's parts (cpu seconds a unit, loopback round trip) over the visits."""
+    recs = [r for r in rd.records if r.get("type") == "speed_index" and r.get("index")]
+    if not recs:
+        return None
+    return {k: statistics.median(float(r[k]) for r in recs) for k in ("cpu_s", "rtt_p50_us", "cpu_score",
+                                                                      "rtt_score")}
+
+
+def speed_line(rd: RunData) -> str:
+    """One line for a report, or '' for a run without the index."""
+    si, parts = speed_index(rd), speed_parts(rd)
+    if si is None or parts is None:
+        return ""
+    return (f"- Machine-speed index: **{si.median:.2f}** (median of {si.n} backend visit(s), range "
+            f"{si.lo:.2f}-{si.hi:.2f}; 1.0 = the reference machine, higher = faster; the geometric mean of a "
+            f"CPU score {parts['cpu_score']:.2f} ({parts['cpu_s'] * 1000:.1f} ms a unit of pure-Python and numpy "
+            f"work) and a loopback score {parts['rtt_score']:.2f} ({parts['rtt_p50_us']:.1f} µs a 64-byte TCP "
+            "round trip), measured before each visit's server started)")
