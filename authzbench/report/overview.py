@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import engines
 from authzbench.report.data import RunData
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
@@ -45,16 +46,32 @@ def environment(rd: RunData, out_dir: Path) -> str:
     for b, s in rd.servers.items():
         info = s["info"]
         rows.append({"backend": label(rd, b), "server": info["label"], "version": info["version"],
-                     "mode": s["mode"], "workers": s.get("concurrency_model", "process"),
+                     "mode": s["mode"], "workers": s.get("concurrency_model", "process"), **engines.columns(rd, b),
                      "notes": "; ".join([*info.get("notes", []), *s.get("notes", [])])})
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "server": "Server (as it reports itself)",
                                             "version": "Version", "mode": "Provisioned", "workers": "Client workers",
+                                            "cache": "Answer cache", "freshness": "Freshness window",
+                                            "pool": "Datastore pool", "consistency": "Read consistency",
                                             "notes": "Notes"}))
+    lines += _tier_line(rd)
     cfg = rd.manifest.get("config", {})
     if cfg:
         lines += ["", "Run configuration: " + ", ".join(f"`{k}={v}`" for k, v in sorted(cfg.items())
                                                        if k not in ("options",)), ""]
     return "\n".join(lines)
+
+
+def _tier_line(rd: RunData) -> list[str]:
+    """Which tier the Zanzibar engines ran in, and what it means (provision/tiers.py)."""
+    tier = engines.engine_tier(rd)
+    if not tier:
+        return []
+    meaning = ("every engine's answer cache on, at one freshness window, reads in each engine's latency-first mode"
+               if tier.startswith("cached") else
+               "fully consistent reads, answer caches off" if tier.startswith("strict") else
+               "servers kept from runs of different tiers: compare their figures with care")
+    return ["", f"The Zanzibar engines ran in the **{tier}**: {meaning}; the columns above give each one's "
+                "cache, freshness window and datastore pool as its server was started.", ""]
 
 
 def dataset(rd: RunData, out_dir: Path) -> str:
