@@ -109,3 +109,15 @@ def test_servers_table_lists_each_engine_s_cache_window_pool_and_consistency(tmp
     assert "dispatch cache, 64MiB" in md and "5 s (cache TTL)" in md and "read 16 + write 4 connections" in md
     assert "minimize_latency (measured phases)" in md
     assert "**cached tier (5 s freshness window)**" in md
+
+
+def test_stale_allows_under_a_fully_consistent_mode_point_to_the_reproduction_outside_the_suite():
+    import pandas as pd
+
+    from authzbench.report.writes import _strict_stale_allows
+
+    rows = pd.DataFrame([{"backend": "spicedb-pg", "consistency": "fully_consistent (session)", "stale_allows": 3},
+                         {"backend": "openfga", "consistency": "minimize_latency", "stale_allows": 5}])
+    text = "\n".join(_strict_stale_allows(rows))
+    assert "tools/newenemy_repro.py" in text and "(spicedb-pg)" in text and "openfga" not in text
+    assert _strict_stale_allows(rows.assign(stale_allows=0)) == []
