@@ -117,6 +117,7 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
                         "official ones (compose/local/local-images.yaml; for machines that cannot pull)")
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                    help="SpiceDB read consistency for the measured phases (default minimize_latency)")
+    _tier_arg(p)
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
     p.add_argument("--ingest-variants", default="none", metavar="none|all|LABEL",
                    help="also measure a backend's other load paths (e.g. WriteRelationships), each by a full "
@@ -127,6 +128,12 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a backend option (repeatable), e.g. --option bulk_docs=500; each backend's Options "
                         "dataclass lists its keys, an unknown key is an error")
+
+
+def _tier_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tier", choices=["cached", "strict"], default="cached",
+                   help="how SpiceDB, OpenFGA and Permify run: cached (answer caches on, one 5 s freshness "
+                        "window, the same pools) or strict (fully consistent reads, caches off) (default: cached)")
 
 
 def _scheduler(s: str) -> str:
@@ -259,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("backend", nargs="*", type=_name)
         p.add_argument("--provision", choices=["native", "compose", "external"])
         p.add_argument("--local-images", action="store_true", help="with --provision compose: locally built images")
+        if name == "up":
+            _tier_arg(p)
 
     en = sub.add_parser("engine", help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
                                        "install and start one; `down` stops only the dockerd authzbench started")

@@ -153,7 +153,8 @@ def _config(args: argparse.Namespace):
     cfg = BenchConfig(backends=_flat(args.backend) or default_backends(),
                       provision=args.provision or default_mode(), profile=args.profile, model=args.model,
                       overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
-                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes)
+                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes,
+                      tier=getattr(args, "tier", "cached"))
     if args.cmd == "bench":
         if args.scenario:
             cfg.scenarios = _flat(args.scenario)
@@ -372,7 +373,7 @@ def _up(args: argparse.Namespace) -> int:
     if not args.backend:
         raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")
     for name in args.backend:
-        cfg = BenchConfig(backends=[name], provision=args.provision or default_mode())
+        cfg = BenchConfig(backends=[name], provision=args.provision or default_mode(), tier=args.tier)
         cfg.validate()
         sess = Session(name, cfg)
         console.print(f"{name}: up ({sess.dep.mode}), endpoint {sess.dep.public_endpoint()}")

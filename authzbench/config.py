@@ -19,6 +19,7 @@ from authzbench.generator import dataset_dir, default_data_dir, generate, reusab
 from authzbench.generator.profiles import resolve
 from authzbench.provision.base import say
 from authzbench.provision.manager import MODES, default_mode, external_url_var
+from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.scenarios.writes import MIXED_KINDS
 
@@ -111,6 +112,7 @@ class BenchConfig:
     dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
     slo: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # backend options (consistency, batch sizes...)
+    tier: str = DEFAULT_TIER  # the Zanzibar engines' tier: cached | strict (provision/tiers.py)
     reload: bool = False
     keep_running: bool = False
     data_dir: Path | None = None
@@ -177,6 +179,7 @@ class BenchConfig:
         if not self.max_load_minutes > 0:
             raise UserError(f"--max-load-minutes must be > 0, got {self.max_load_minutes}")
         self._check_variants()
+        self._validate_tier()
         self._check_options()
         self._validate_target()
 
@@ -206,6 +209,23 @@ class BenchConfig:
         if unknown:
             raise UserError(f"unknown backend option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
                             f"(backends {', '.join(self.backends)}); valid: {', '.join(sorted(known))}")
+
+    def _validate_tier(self) -> None:
+        """--tier strict reads fully consistent (the option every adapter reads), so another --consistency
+        contradicts it; and only the native recipes turn the engines' caches off (compose files and external
+        servers run as they were configured)."""
+        if self.tier not in TIERS:
+            raise UserError(f"--tier must be one of {', '.join(TIERS)}, got {self.tier!r}")
+        if self.tier != "strict":
+            return
+        given = self.options.get("consistency")
+        if given and given != "fully_consistent":
+            raise UserError(f"--tier strict reads fully_consistent; --consistency {given} contradicts it")
+        engines = [b for b in self.backends if b in ENGINES]
+        if engines and self.provision != "native":
+            raise UserError(f"--tier strict needs --provision native for {', '.join(engines)}: only the native "
+                            "recipes turn the engines' caches off")
+        self.options["consistency"] = "fully_consistent"
 
     def _validate_open_loop(self) -> None:
         if self.rate is not None and not 0 < self.rate < math.inf:

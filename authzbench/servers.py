@@ -67,6 +67,13 @@ def stop_saved(name: str) -> bool:
     return True
 
 
+def _same_tier(st: dict, cfg: BenchConfig) -> bool:
+    """Saved servers serve this run only in its tier: an engine started cached is restarted for --tier
+    strict (its caches and flags are fixed at start). Servers that record no tier have none to differ."""
+    tier = (st.get("endpoint") or {}).get("engine_settings", {}).get("tier")
+    return tier is None or tier == cfg.tier
+
+
 class Session:
     """One backend's servers for the duration of a command."""
 
@@ -74,7 +81,7 @@ class Session:
         self.name, self.cfg = name, cfg
         self.started_here = False
         st = _load_state(name) if reuse else None
-        if st and st["mode"] == cfg.provision:
+        if st and st["mode"] == cfg.provision and _same_tier(st, cfg):
             self.dep = Deployment(name, st["mode"], st["endpoint"], st["pids"], st.get("containers", []),
                                   st.get("notes", []))
             say(f"{name}: reusing running servers (pids {st['pids']})")
@@ -84,7 +91,7 @@ class Session:
             shutil.rmtree(run_dir, ignore_errors=True)
             say(f"{name}: starting ({cfg.provision})")
             t0 = time.perf_counter()
-            self.dep = provision(name, cfg.provision, run_dir.resolve(), dict(cfg.options))
+            self.dep = provision(name, cfg.provision, run_dir.resolve(), {**cfg.options, "tier": cfg.tier})
             self.start_seconds = time.perf_counter() - t0
             self.started_here = True
             if not entry(name).in_process:

@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--consistency", default=None,
                 choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
                 help="SpiceDB consistency for the timed phase (correctness always runs fully consistent)")
+    g.addoption("--tier", default="cached", choices=["cached", "strict"],
+                help="how SpiceDB, OpenFGA and Permify run: cached (caches on, 5 s window) or strict (fully "
+                     "consistent, caches off)")
     g.addoption("--report", action="store_true", help="render the markdown report of this pytest run")
     g.addoption("--rounds", type=int, default=200, help="pytest-benchmark rounds per check scenario")
 
@@ -249,7 +252,7 @@ class _Deployments:
             from authzbench.servers import Session
 
             cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
-                              profile=dataset.profile, model=dataset.model)
+                              profile=dataset.profile, model=dataset.model, tier=self.config.getoption("tier"))
             if dataset.model not in entry(name).models:
                 pytest.skip(f"{name} does not implement the {dataset.model!r} model")
             try:

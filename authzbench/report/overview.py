@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import engines
 from authzbench.report.data import RunData
 from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
@@ -48,19 +49,35 @@ def environment(rd: RunData, out_dir: Path) -> str:
     for b, s in rd.servers.items():
         info = s["info"]
         rows.append({"backend": label(rd, b), "server": info["label"], "version": info["version"],
-                     "mode": s["mode"], "workers": s.get("concurrency_model", "process"),
+                     "mode": s["mode"], "workers": s.get("concurrency_model", "process"), **engines.columns(rd, b),
                      "speed": ", ".join(f"{v:.2f}" for v in speeds.get(b, [])),
                      "notes": "; ".join([*info.get("notes", []), *s.get("notes", [])])})
     speed_col = {"speed": "Machine-speed index at its visits"} if speeds else {}
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "server": "Server (as it reports itself)",
                                             "version": "Version", "mode": "Provisioned", "workers": "Client workers",
+                                            "cache": "Answer cache", "freshness": "Freshness window",
+                                            "pool": "Datastore pool", "consistency": "Read consistency",
                                             **speed_col, "notes": "Notes"}))
+    lines += _tier_line(rd)
     cfg = rd.manifest.get("config", {})
     if cfg:
         items = [f"`{k}={v}`" for k, v in sorted(cfg.items()) if k not in ("options",)]
         lines += ["", "Run configuration:", ""] + [f"- {', '.join(items[i:i + 6])}" for i in range(0, len(items), 6)]
         lines.append("")
     return "\n".join(lines)
+
+
+def _tier_line(rd: RunData) -> list[str]:
+    """Which tier the Zanzibar engines ran in, and what it means (provision/tiers.py)."""
+    tier = engines.engine_tier(rd)
+    if not tier:
+        return []
+    meaning = ("every engine's answer cache on, at one freshness window, reads in each engine's latency-first mode"
+               if tier.startswith("cached") else
+               "fully consistent reads, answer caches off" if tier.startswith("strict") else
+               "servers kept from runs of different tiers: compare their figures with care")
+    return ["", f"The Zanzibar engines ran in the **{tier}**: {meaning}; the columns above give each one's "
+                "cache, freshness window and datastore pool as its server was started.", ""]
 
 
 def dataset(rd: RunData, out_dir: Path) -> str:

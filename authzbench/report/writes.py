@@ -55,6 +55,18 @@ def _v(c, fallback: float) -> float:
     return c.value if c is not None else fallback
 
 
+def _strict_stale_allows(df: pd.DataFrame) -> list[str]:
+    """Where a fully consistent mode still allowed after a revocation: the reproduction outside the suite."""
+    strict = df[df["consistency"].str.startswith(("fully_consistent", "HIGHER")) & (df["stale_allows"] > 0)]
+    if strict.empty:
+        return []
+    names = ", ".join(dict.fromkeys(strict["backend"]))
+    return ["", f"Stale allows under a fully consistent mode ({names}): SpiceDB's reproduce outside the suite "
+                "with its public API alone, `tools/newenemy_repro.py` (the shape of authzed/spicedb's e2e/newenemy "
+                "test; its docstring has the counts per thread count and with the write's own ZedToken, and the "
+                "upstream reports: authzed/spicedb#1215, #1130, #3260)."]
+
+
 def session_mode(rd: RunData, backend: str) -> str:
     """The consistency of a phase that named none: the backend's session mode, as its server record says
     (runs recorded before servers named it, and backends without modes: "—")."""
@@ -142,6 +154,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
         "stale_allows": "Stale allows", "never_visible": "Never visible", "mismatches": "Mismatches"}))
+    lines += _strict_stale_allows(df)
     chart = write_chart(df, out_dir / f"{run_id}-charts")
     if chart is not None:
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart.parent.name}/{chart.name})"]

@@ -30,6 +30,7 @@ BACKEND = {
     "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo"],
     "--provision": ["kubernetes", ""],
     "--consistency": ["eventual", ""],
+    "--tier": ["eventual", "", "STRICT"],
     "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],
     "--ingest-variants": ["", "NoSuchPath"],
     "--max-load-minutes": ["0", "-1", "abc", "nan"],
@@ -69,7 +70,8 @@ BAD: dict[str, dict[str, list[str]]] = {
     "bench": {**DATASET, **BACKEND, **BENCH},
     "report": {"run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
                "--out": ["", "{file}/x"]},
-    "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""]},
+    "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""],
+           "--tier": ["eventual", ""]},
     "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
     "loadtest": {"--backend": ["nosuch"], "--profile": ["nosuch"], "--variant": ["nope"], "--scale": ["0", "x"],
                  "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
@@ -228,3 +230,15 @@ def test_concurrency_beyond_the_native_postgres_connection_limit_is_refused(sand
                      f"--concurrency={too_many}"])
     line = capsys.readouterr().err.strip()
     assert code == 2 and f"max_connections={too_many}" in line and "\n" not in line, line
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--backend=spicedb-pg", "--profile=tiny", "--tier=strict", "--consistency=minimize_latency"],
+    ["prepare", "--backend=openfga", "--profile=tiny", "--tier=strict", "--provision=external",
+     "--option=url=http://127.0.0.1:1"],
+], ids=["strict with a latency-first consistency", "strict on a server the suite did not start"])
+def test_a_strict_tier_that_cannot_hold_is_refused_in_one_line_before_anything_starts(sandbox, capsys, argv):
+    code = run_main(argv)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "--tier strict" in lines[0], lines
+    assert sorted(p.name for p in sandbox.iterdir()) == ["afile"], "something was written"

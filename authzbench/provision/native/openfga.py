@@ -28,6 +28,8 @@ from authzbench.provision.base import (
 )
 from authzbench.provision.gobuild import go_module_binary
 from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.tiers import openfga as tier_settings
+from authzbench.provision.tiers import tier_of
 
 OPENFGA_VERSION = "v1.22.1"
 MODULE = "github.com/openfga/openfga"
@@ -66,6 +68,7 @@ def logged_version(log: Path) -> str:
 
 def start(ctx: StartContext) -> Deployment:
     exe = binary()
+    tier = tier_settings(tier_of(ctx.options))
     # Autovacuum looks every 5 s (default 60 s): a fresh tuple table has no planner statistics until its first
     # ANALYZE, and Write's per-tuple reads scan it meanwhile. Baseline's first load: 110.4 s with the default
     # (batches 3-6x slower until the first autovacuum, then as fast as a reload's), 26.6 s with 5 s.
@@ -86,7 +89,7 @@ def start(ctx: StartContext) -> Deployment:
         grpc_port, http_port = free_port(), free_port()
         t0 = time.monotonic()
         proc = spawn([str(exe), "run", "--grpc-addr", f"127.0.0.1:{grpc_port}",
-                      "--http-addr", f"127.0.0.1:{http_port}", *RUN_FLAGS], log=log, env=env)
+                      "--http-addr", f"127.0.0.1:{http_port}", *RUN_FLAGS, *tier.flags], log=log, env=env)
         dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
         wait_until(lambda: port_open(http_port) and port_open(grpc_port), timeout=60, what="openfga run", proc=proc,
                    log=log)
@@ -102,7 +105,8 @@ def start(ctx: StartContext) -> Deployment:
                     "preshared_key": key, "max_results": 0, "deadline_s": 0,
                     "max_tuples_per_write": MAX_TUPLES_PER_WRITE, "datastore_version": cluster.version,
                     "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/openfga",
-                    "datastore_password": cluster.password, "openfga_version": version}
+                    "datastore_password": cluster.password, "openfga_version": version,
+                    "engine_settings": {**tier.settings, "flags": tier.flags}}
     dep.notes = [f"OpenFGA {version} built from the Go module proxy; ListObjects cap and deadline lifted, "
                  f"Write up to {MAX_TUPLES_PER_WRITE:,} tuples",
                  f"datastore: native PostgreSQL {cluster.version.split()[0]}: {cluster.settings_line()}"]

@@ -38,6 +38,8 @@ from authzbench.provision.base import (
 )
 from authzbench.provision.gobuild import go_module_binary
 from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.tiers import permify as tier_settings
+from authzbench.provision.tiers import tier_of
 
 PERMIFY_VERSION = "v1.7.3"
 MODULE = "github.com/Permify/permify"
@@ -157,6 +159,7 @@ def reported_version(exe: Path) -> str:
 def start(ctx: StartContext) -> Deployment:
     exe = binary()
     version = reported_version(exe)
+    tier = tier_settings(tier_of(ctx.options))
     cluster = start_cluster(ctx, name="permify-datastore")
     dep = Deployment("permify", "native", {}, pids=[], notes=[])
     dep.on_stop(cluster.stop)  # registered first so it runs last: Permify stops before its datastore
@@ -175,7 +178,7 @@ def start(ctx: StartContext) -> Deployment:
                       "--database-engine", "postgres", "--database-auto-migrate=true",
                       "--database-max-data-per-write", str(MAX_DATA_PER_WRITE),
                       "--authn-enabled=true", "--authn-method", "preshared", "--profiler-enabled=false",
-                      "--log-output", "json"], log=log, env=env)
+                      "--log-output", "json", *tier.flags], log=log, env=env)
         dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
         wait_until(lambda: port_open(http_port) and port_open(grpc_port), timeout=60, what="permify serve",
                    proc=proc, log=log)
@@ -187,7 +190,8 @@ def start(ctx: StartContext) -> Deployment:
     dep.pids = [proc.pid, cluster.pid]
     # The datastore password travels as its own key so Deployment.public_endpoint() masks it.
     dep.endpoint = {"url": f"http://127.0.0.1:{http_port}", "grpc_addr": f"127.0.0.1:{grpc_port}",
-                    "preshared_key": key, "permify_version": version, "max_data_per_write": MAX_DATA_PER_WRITE, "datastore_version": cluster.version,
+                    "preshared_key": key, "permify_version": version, "max_data_per_write": MAX_DATA_PER_WRITE,
+                    "datastore_version": cluster.version, "engine_settings": {**tier.settings, "flags": tier.flags},
                     "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/permify",
                     "datastore_password": cluster.password}
     dep.notes = [f"Permify {version} {LOOPBACK_NOTE}; data/write up to {MAX_DATA_PER_WRITE:,} tuples",

@@ -28,6 +28,8 @@ from authzbench.provision.base import (
 )
 from authzbench.provision.gobuild import go_module_binary
 from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.tiers import spicedb as tier_settings
+from authzbench.provision.tiers import tier_of
 
 SPICEDB_VERSION = "v1.56.2"  # the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
 MODULE = "github.com/authzed/spicedb"
@@ -52,6 +54,7 @@ def binary_version(exe: Path) -> str:
 def start(ctx: StartContext) -> Deployment:
     exe = binary()
     version = binary_version(exe)
+    tier = tier_settings(tier_of(ctx.options))
     cluster = start_cluster(ctx, name="spicedb-datastore")
     dep = Deployment("spicedb-pg", "native", {}, pids=[], notes=[])
     dep.on_stop(cluster.stop)  # registered first so it runs last: SpiceDB stops before its datastore
@@ -71,7 +74,7 @@ def start(ctx: StartContext) -> Deployment:
         # Defaults listen on all interfaces and send telemetry: loopback only, telemetry and extras off.
         proc = spawn([str(exe), "serve", "--datastore-engine", "postgres", "--grpc-addr", f"127.0.0.1:{port}",
                       "--metrics-enabled=false", "--http-enabled=false", "--telemetry-endpoint", "",
-                      "--skip-release-check", "--dispatch-cluster-enabled=false"], log=log, env=env)
+                      "--skip-release-check", "--dispatch-cluster-enabled=false", *tier.flags], log=log, env=env)
         dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
         wait_until(lambda: port_open(port), timeout=60, what="spicedb serve", proc=proc, log=log)
         say(f"spicedb {version} serving gRPC on 127.0.0.1:{port} (pid {proc.pid}, "
@@ -84,7 +87,8 @@ def start(ctx: StartContext) -> Deployment:
     dep.endpoint = {"addr": f"127.0.0.1:{port}", "preshared_key": key, "datastore": "postgres",
                     "datastore_version": cluster.version,
                     "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/spicedb",
-                    "datastore_password": cluster.password, "spicedb_version": version}
+                    "datastore_password": cluster.password, "spicedb_version": version,
+                    "engine_settings": {**tier.settings, "flags": tier.flags}}
     dep.notes = [f"SpiceDB {version} built from the Go module proxy (the reference's v1.46.2 is not served "
                  f"there)", f"datastore: native PostgreSQL {cluster.version.split()[0]}: {cluster.settings_line()}"]
     return dep
