@@ -57,6 +57,14 @@ LOOKUP_SQL = {p: f"SELECT DISTINCT resource_id FROM authzbench.resource_grant WH
 # social: check(user, "view_content", id) -> the permission function of schema/postgres_social.sql.
 CHECK_SQL.update({p: f"SELECT authzbench.{p}(%s, %s)" for p in SOCIAL_PERMISSIONS})
 
+
+def check_statement(perm: str) -> tuple[str, tuple[str, str]]:
+    """The query check() runs for `perm` and the names of its two parameters in order ("resource", "user"
+    for rebac): what `authzbench crosscheck` hands to pgbench as a custom script."""
+    if perm in SOCIAL_PERMISSIONS:
+        return CHECK_SQL[perm], ("user", "resource")
+    return CHECK_SQL[_perm(perm)], ("resource", "user")
+
 # Binary COPY: 11-byte signature, flags, header-extension length; then per row a field count and
 # (length, value) per field, all big-endian; a -1 field count ends the stream.
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + np.array([0, 0], ">i4").tobytes()
@@ -223,6 +231,7 @@ class PostgresBackend(Backend):
     # operations ----------------------------------------------------------------------------------
     @within_deadline
     def check(self, user: int, perm: str, resource: int) -> bool:
+        # Parameters in check_statement()'s order (tests/unit/test_crosscheck.py holds the two together).
         if perm in SOCIAL_PERMISSIONS:
             return bool(self._one(CHECK_SQL[perm], (user, resource)))
         return bool(self._one(CHECK_SQL[_perm(perm)], (resource, user)))
