@@ -320,53 +320,56 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Mea
     return ours_from_records(seen, spec.phase_id)
 
 
-def run_backend(name: str, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Plan) -> None:
-    """Start (or reuse) and load one backend, then every phase of the plan: theirs, then ours, round by round."""
+def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Plan) -> None:
+    """Load one started backend (skipped when the same dataset is loaded), then every phase of the plan: theirs,
+    then ours, round by round; then, at 1 worker, where our time goes."""
     from dataclasses import asdict
 
     from authzbench.backends.registry import backend_class
     from authzbench.loading import load_backend
     from authzbench.phase_plan import phase_specs
-    from authzbench.scenarios.catalog import scenario
     from authzbench.scenarios.runner import KeptWorkers
-    from authzbench.servers import Session
 
-    sess = Session(name, cfg)
+    name = sess.name
     sess.options["dataset_path"] = str(ds.path)
-    try:
-        load_backend(sess, ds, store, cfg.reload)
-        cls = backend_class(name)
-        specs = phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
-        timeout_s = specs[0][0].timeout_s
-        with sess.backend(dataset_path=str(ds.path), timeout_s=timeout_s) as b, \
-                tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
-            info = b.server_info()
-            theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp)) if TOOL[name] == "pgbench" else \
-                ghz_side(name, b, sess.dep.endpoint, Path(tmp))
-            store.append({"type": "crosscheck_server", "backend": name, "label": info.label, "mode": sess.dep.mode,
-                          "consistency": info.consistency, "tool": theirs.tool, "tool_version": theirs.version,
-                          "info": asdict(info)})
-            say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
-            inputs: dict[str, list] = {}
-            for spec, sname in specs:
-                sc = scenario(sname)
-                if sname not in inputs:
-                    inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * cfg.iterations_scale)))
-                common = {"backend": name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
-                          "phase": spec.phase_id}
-                mine = _slice(inputs[sname], spec.input_offset, spec.iterations)
-                say(f"crosscheck {spec.phase_id}: {theirs.tool}")
-                m, cmd = theirs.run(mine, spec.concurrency, float(plan.seconds), spec.warmup)
-                store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
-                say(f"crosscheck {spec.phase_id}: ours")
-                ours = _our_phase(sess, spec, inputs[sname], store, kept)
-                store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
-            for sname in plan.scenarios if plan.breakdown_calls else []:
-                got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
-                store.append({"type": "crosscheck_breakdown", "backend": name, "scenario": sname, **got})
-    finally:
-        if sess.started_here:
-            sess.stop()
+    load_backend(sess, ds, store, cfg.reload)
+    cls = backend_class(name)
+    specs = phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
+    timeout_s = specs[0][0].timeout_s
+    with sess.backend(dataset_path=str(ds.path), timeout_s=timeout_s) as b, \
+            tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
+        info = b.server_info()
+        theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp)) if TOOL[name] == "pgbench" else \
+            ghz_side(name, b, sess.dep.endpoint, Path(tmp))
+        store.append({"type": "crosscheck_server", "backend": name, "label": info.label, "mode": sess.dep.mode,
+                      "consistency": info.consistency, "tool": theirs.tool, "tool_version": theirs.version,
+                      "info": asdict(info)})
+        say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
+        inputs: dict[str, list] = {}
+        for spec, sname in specs:
+            _one_phase(sess, cfg, ds, oracle, store, spec, sname, theirs, inputs, kept)
+        for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
+            got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
+            store.append({"type": "crosscheck_breakdown", "backend": name, "scenario": sname, **got})
+
+
+def _one_phase(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, spec: Any, sname: str, theirs: Theirs,
+               inputs: dict[str, list], kept: Any) -> None:
+    """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
+    from authzbench.scenarios.catalog import scenario
+
+    sc = scenario(sname)
+    if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures
+        inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * cfg.iterations_scale)))
+    common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
+              "phase": spec.phase_id}
+    say(f"crosscheck {spec.phase_id}: {theirs.tool}")
+    m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
+                        float(spec.budget_s), spec.warmup)
+    store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
+    say(f"crosscheck {spec.phase_id}: ours")
+    ours = _our_phase(sess, spec, inputs[sname], store, kept)
+    store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
 
 
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,
@@ -374,6 +377,7 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     from authzbench.config import BenchConfig
     from authzbench.provision.manager import default_mode
     from authzbench.results import RunStore, default_results_dir
+    from authzbench.servers import Session
     from authzbench.social_oracle import oracle_for
     from authzbench.tools.crosscheck_report import render_run
 
@@ -391,12 +395,17 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     oracle = oracle_for(ds)
     failures = []
     for name in plan.backends:
+        sess = None
         try:
-            run_backend(name, cfg, ds, oracle, store, plan)
+            sess = Session(name, cfg)
+            run_backend(sess, cfg, ds, oracle, store, plan)
         except (BackendUnavailable, subprocess.TimeoutExpired) as e:
             failures.append(f"{name}: {e}")
             store.append({"type": "backend_error", "backend": name, "stage": "crosscheck", "message": str(e)})
             say(f"crosscheck {name}: {e}")
+        finally:
+            if sess is not None and sess.started_here:
+                sess.stop()
     path = render_run(store.path, report_dir)
     if failures:
         raise UserError("crosscheck: " + "; ".join(failures) + f" (report of the rest: {path})")
