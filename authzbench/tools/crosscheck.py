@@ -39,6 +39,11 @@ BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
 TOOL = {"postgres": "pgbench", "spicedb-pg": "ghz", "openfga": "ghz", "permify": "ghz"}
 GRPC_CALL = {"spicedb-pg": "authzed.api.v1.PermissionsService.CheckPermission",
              "openfga": "openfga.v1.OpenFGAService.Check", "permify": "base.v1.Permission.Check"}
+# How our adapter reaches each server (what the tool's figure is compared with).
+OUR_CLIENT = {"postgres": "psycopg 3 over libpq, the query prepared after 5 runs (psycopg's default)",
+              "spicedb-pg": "grpcio with the authzed package's stubs",
+              "openfga": "HTTP/JSON through openfga-sdk (ghz: the same Check over gRPC)",
+              "permify": "grpcio, message classes from the server's reflection"}
 CHECK_SCENARIOS = ("check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member",
                    "check_negative")
 PGBENCH_TX_LOG = re.compile(r"^\d+ \d+ (\d+) \d+ \d+ \d+")  # client tx time(us) script epoch us [lag]
@@ -343,7 +348,7 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
             ghz_side(name, b, sess.dep.endpoint, Path(tmp))
         store.append({"type": "crosscheck_server", "backend": name, "label": info.label, "mode": sess.dep.mode,
                       "consistency": info.consistency, "tool": theirs.tool, "tool_version": theirs.version,
-                      "info": asdict(info)})
+                      "client": OUR_CLIENT[name], "info": asdict(info)})
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         inputs: dict[str, list] = {}
         for spec, sname in specs:

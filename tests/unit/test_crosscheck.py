@@ -181,6 +181,8 @@ def test_render_states_the_servers_tools_and_breakdown_from_the_records():
     assert "`pgbench -n -M prepared`" in text and "PostgreSQL 15.14" in text
     assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.050 | +0.020 | +0.030 |" in text
     assert "median 2.00, range 1.50-2.50" in text
+    assert ("- postgres check_negative: ours 0.500 ms against pgbench's 0.400 ms (+0.100 ms): the runner around the "
+            "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms.") in text
 
 
 @pytest.mark.parametrize("argv, says", [
