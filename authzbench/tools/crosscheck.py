@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,26 @@ def _hist(latencies_us: Iterable[float]) -> HdrHistogram:
 
 # ghz ---------------------------------------------------------------------------------------------------
 
+def _epoch(ts: str) -> float:
+    """Go's RFC 3339 time with nanoseconds ("2026-11-27T14:20:26.123456789Z" or "+01:00") as epoch seconds."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", ts)
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {ts!r}")
+    base = datetime.fromisoformat(m.group(1) + (m.group(3).replace("Z", "+00:00")))
+    return base.timestamp() + float("0." + (m.group(2) or "0"))
+
+
 def parse_ghz(report: dict[str, Any]) -> Measured:
-    """ghz's `--format json` report: every request's latency (details, ns) into a histogram, answered ops =
-    status OK, errors = the rest; seconds = the report's total (ns) and ops / seconds = its rps."""
+    """ghz's `--format json` report: every reported request's latency (details, ns) into a histogram, answered
+    ops = status OK, errors = the rest; seconds = from the first reported request's start to the last one's
+    end (ghz's own total also counts the --skipFirst warm-up requests)."""
     details = report.get("details") or []
     ok = [d["latency"] / 1000 for d in details if d.get("status", "OK") == "OK" and not d.get("error")]
-    total_s = float(report.get("total", 0)) / 1e9
-    return Measured(_hist(ok), len(ok), len(details) - len(ok), total_s)
+    if not details:
+        return Measured(_hist([]), 0, 0, 0.0)
+    starts = [_epoch(d["timestamp"]) for d in details]
+    end = max(t + d["latency"] / 1e9 for t, d in zip(starts, details, strict=True))
+    return Measured(_hist(ok), len(ok), len(details) - len(ok), end - min(starts))
 
 
 def ghz_command(exe: Path, call: str, addr: str, data_file: Path, metadata_file: Path, concurrency: int,
