@@ -5,6 +5,8 @@ two runs were seconds apart, so its ratio is paired); then where our time goes a
 
 from __future__ import annotations
 
+import gzip
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -172,12 +174,22 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def render_run(run: Path, report_dir: Path) -> Path:
-    from authzbench.results import RunStore
+def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run's manifest and records: results/crosscheck/<run-id>, or a committed copy whose records are
+    gzipped (records.jsonl.gz)."""
+    from authzbench.results import MANIFEST, RECORDS, RunStore
 
+    gz = run / (RECORDS + ".gz")
+    if (run / MANIFEST).is_file() and gz.is_file() and not (run / RECORDS).is_file():
+        with gzip.open(gz, "rt") as fh:
+            return json.loads((run / MANIFEST).read_text()), [json.loads(ln) for ln in fh if ln.strip()]
     store = RunStore.open(run)
-    manifest, records = store.manifest(), list(store.records())
+    return store.manifest(), list(store.records())
+
+
+def render_run(run: Path, report_dir: Path) -> Path:
+    manifest, records = read_run(run)
     report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / f"crosscheck-{store.run_id}.md"
+    path = report_dir / f"crosscheck-{manifest.get('run_id') or run.name}.md"
     path.write_text(render(manifest, records))
     return path

@@ -201,3 +201,23 @@ def test_bad_crosscheck_input_is_one_line_and_exit_2(argv, says, capsys, tmp_pat
     err = capsys.readouterr().err
     assert e.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_a_committed_run_with_gzipped_records_renders_like_the_results_dir(tmp_path):
+    import gzip
+    import json
+
+    from authzbench.tools.crosscheck_report import render_run
+
+    recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0)]
+    manifest = {"run_id": "20261127-150000", "config": {"seconds": 3, "rounds": 1}}
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    for d in (plain, packed):
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps(manifest))
+    (plain / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with gzip.open(packed / "records.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in recs)
+    a = render_run(plain, tmp_path / "a").read_text()
+    b = render_run(packed, tmp_path / "b")
+    assert b.name == "crosscheck-20261127-150000.md" and b.read_text() == a and "| 1.25 (1.25-1.25) |" in a
