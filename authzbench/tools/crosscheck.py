@@ -95,16 +95,16 @@ def parse_ghz(report: dict[str, Any]) -> Measured:
     return Measured(_hist(ok), len(ok), len(details) - len(ok), end - min(starts))
 
 
-def ghz_command(exe: Path, call: str, addr: str, data_file: Path, metadata_file: Path, concurrency: int,
-                seconds: float, skip_first: int) -> list[str]:
-    """A closed loop of `concurrency` workers, one connection each, for `seconds`, requests in flight at the
-    end waited for (as the runner waits for its workers' last ops); the first `skip_first` requests (the
-    suite's warm-up ops) left out of the report; protos by server reflection."""
-    return [str(exe), "--insecure", "--call", call, "--data-file", str(data_file), "--metadata-file",
-            str(metadata_file), "--reflect-metadata", metadata_file.read_text(), "-c", str(concurrency),
-            "--connections", str(concurrency), "-z", f"{seconds:g}s", "--duration-stop", "wait",
-            "--skipFirst", str(skip_first),
-            "--format", "json", "--timeout", "20s", addr]
+def ghz_config(call: str, addr: str, data_file: Path, metadata: dict[str, str], concurrency: int,
+               seconds: float = 0.0, requests: int = 0) -> dict[str, Any]:
+    """ghz's settings as its --config file (kept 0600: the key never reaches argv): a closed loop of
+    `concurrency` workers, one connection each, for `seconds` (requests in flight at the end waited for, as
+    the runner waits for its workers' last ops) or for `requests` requests (a warm-up); protos by server
+    reflection, which Permify keeps behind the key too."""
+    length = {"duration": f"{seconds:g}s", "duration-stop": "wait"} if seconds else {"total": requests}
+    return {"call": call, "host": addr, "insecure": True, "data-file": str(data_file), "metadata": metadata,
+            "reflect-metadata": metadata, "concurrency": concurrency, "connections": concurrency, **length,
+            "format": "json", "timeout": "20s"}
 
 
 # pgbench ----------------------------------------------------------------------------------------------
@@ -144,10 +144,12 @@ def parse_pgbench(stdout: str, log_lines: Iterable[str]) -> Measured:
     return Measured(_hist(lat), len(lat), int(failed.group(1)) if failed else 0, len(lat) / rate if rate else 0.0)
 
 
-def pgbench_command(exe: Path, script: Path, dsn: str, concurrency: int, seconds: int, log_prefix: Path) -> list[str]:
-    """`concurrency` clients (and threads, as the suite's workers are processes) for `seconds`, no vacuum,
-    prepared statements, a per-transaction log."""
-    return [str(exe), "-n", "-M", "prepared", "-c", str(concurrency), "-j", str(concurrency), "-T", str(seconds),
+def pgbench_command(exe: Path, script: Path, dsn: str, concurrency: int, seconds: int, log_prefix: Path,
+                    transactions: int = 0) -> list[str]:
+    """`concurrency` clients (and threads, as the suite's workers are processes) for `seconds` (or, for a
+    warm-up, `transactions` each), no vacuum, prepared statements, a per-transaction log."""
+    length = ["-t", str(transactions)] if transactions else ["-T", str(seconds)]
+    return [str(exe), "-n", "-M", "prepared", "-c", str(concurrency), "-j", str(concurrency), *length,
             "-f", str(script), "-l", "--log-prefix", str(log_prefix), dsn]
 
 
@@ -188,15 +190,25 @@ def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path) -> T
         d = Path(tempfile.mkdtemp(dir=workdir))
         script = d / "check.sql"
         script.write_text(pgbench_script(sql, params, rows))
+        if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
+            _pgbench(pgbench_command(exe, script, dsn, concurrency, 0, d / "warm", -(-warmup // concurrency)), env,
+                     120.0)
+            for f in glob.glob(str(d / "warm.*")):
+                os.unlink(f)
         cmd = pgbench_command(exe, script, dsn, concurrency, max(1, round(seconds)), d / "tx")
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 120)
-        if out.returncode != 0:
-            raise BackendUnavailable(f"pgbench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+        out = _pgbench(cmd, env, seconds + 120)
         lines = [ln for f in sorted(glob.glob(str(d / "tx.*"))) for ln in Path(f).read_text().splitlines()]
         shutil.rmtree(d, ignore_errors=True)
         return parse_pgbench(out.stdout, lines), " ".join([*cmd[:-1], "DSN"]).replace(str(d), "DIR")
 
     return Theirs("pgbench", version, run)
+
+
+def _pgbench(cmd: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    if out.returncode != 0:
+        raise BackendUnavailable(f"pgbench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    return out
 
 
 def grpc_requests(backend: Any, name: str, inputs: list) -> list[dict[str, Any]]:
@@ -218,21 +230,35 @@ def ghz_side(name: str, backend: Any, endpoint: dict[str, Any], workdir: Path) -
     addr = endpoint.get("grpc_addr") or endpoint.get("addr")
     if not addr or endpoint.get("tls") or endpoint.get("grpc_tls"):
         raise UserError(f"crosscheck: {name}: ghz needs a plaintext gRPC address in the endpoint")
-    md = workdir / "metadata.json"
-    md.write_text(json.dumps({"authorization": f"Bearer {endpoint.get('preshared_key') or ''}"}))
-    md.chmod(0o600)
+    metadata = {"authorization": f"Bearer {endpoint.get('preshared_key') or ''}"}
 
     def run(inputs: list, concurrency: int, seconds: float, warmup: int) -> tuple[Measured, str]:
         data = workdir / "requests.json"
         data.write_text(json.dumps(grpc_requests(backend, name, inputs)))
-        cmd = ghz_command(exe, GRPC_CALL[name], addr, data, md, concurrency, seconds, warmup)
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
-        if out.returncode != 0 or not out.stdout.strip().startswith("{"):
-            raise BackendUnavailable(f"ghz failed ({out.returncode}): {(out.stderr or out.stdout).strip()[-300:]}")
-        shown = [a if i == 0 or cmd[i - 1] != "--reflect-metadata" else "@metadata.json" for i, a in enumerate(cmd)]
-        return parse_ghz(json.loads(out.stdout)), " ".join(["ghz", *shown[1:]]).replace(str(workdir) + "/", "")
+        if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
+            _ghz_json(exe, workdir, ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency,
+                                               requests=max(warmup, concurrency)), 120.0)
+        cfg = ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency, seconds)
+        report = _ghz_json(exe, workdir, cfg, seconds + 120)
+        m = parse_ghz(report)
+        if m.errors:  # a tool run with failed requests is not a figure to compare: say why
+            raise BackendUnavailable(f"ghz: {m.errors} of {m.ops + m.errors} requests failed: "
+                                     f"{json.dumps(report.get('errorDistribution'))[:300]}")
+        shown = {k: ("Bearer ***" if "metadata" in k else v) for k, v in cfg.items()} | {"data-file": data.name}
+        return m, f"ghz --config {json.dumps(shown)}"
 
     return Theirs("ghz", GHZ_VERSION, run)
+
+
+def _ghz_json(exe: Path, workdir: Path, config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run ghz with `config`; its JSON report (which holds the metadata, key included: never stored)."""
+    path = workdir / "ghz.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config))
+    out = subprocess.run([str(exe), "--config", str(path)], capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0 or not out.stdout.strip().startswith("{"):
+        raise BackendUnavailable(f"ghz failed ({out.returncode}): {(out.stderr or out.stdout).strip()[-300:]}")
+    return json.loads(out.stdout)
 
 
 # our side: the runner's phase -----------------------------------------------------------------------

@@ -8,7 +8,15 @@ import pytest
 from authzbench.backends.postgres import PostgresBackend, check_statement
 from authzbench.cli import main
 from authzbench.metrics import encode, new_histogram
-from authzbench.tools.crosscheck import case_tree, ours_from_records, parse_ghz, parse_pgbench, pgbench_script
+from authzbench.tools.crosscheck import (
+    case_tree,
+    ghz_config,
+    ours_from_records,
+    parse_ghz,
+    parse_pgbench,
+    pgbench_command,
+    pgbench_script,
+)
 from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, verdict
 
 
@@ -221,3 +229,20 @@ def test_a_committed_run_with_gzipped_records_renders_like_the_results_dir(tmp_p
     a = render_run(plain, tmp_path / "a").read_text()
     b = render_run(packed, tmp_path / "b")
     assert b.name == "crosscheck-20261127-150000.md" and b.read_text() == a and "| 1.25 (1.25-1.25) |" in a
+
+
+def test_ghz_runs_one_connection_per_worker_for_the_phase_or_a_warm_up_count(tmp_path):
+    md = {"authorization": "Bearer k3y"}
+    timed = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, seconds=3)
+    assert (timed["concurrency"], timed["connections"], timed["duration"], timed["duration-stop"]) == (8, 8, "3s", "wait")
+    assert "total" not in timed and timed["reflect-metadata"] == md
+    warm = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, requests=34)
+    assert warm["total"] == 34 and "duration" not in warm
+
+
+def test_pgbench_runs_prepared_for_the_phase_or_a_warm_up_count(tmp_path):
+    timed = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 3, tmp_path / "tx")
+    assert timed[1:] == ["-n", "-M", "prepared", "-c", "8", "-j", "8", "-T", "3", "-f", str(tmp_path / "s.sql"),
+                         "-l", "--log-prefix", str(tmp_path / "tx"), "DSN"]
+    warm = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 0, tmp_path / "w", transactions=5)
+    assert warm[8:10] == ["-t", "5"]
