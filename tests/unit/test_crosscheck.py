@@ -77,7 +77,8 @@ def test_check_statement_names_the_parameters_in_the_order_check_passes_them():
 
     b = PostgresBackend({"dsn": "postgresql://unused"}, {})
     b.conn, b._watchdog = Conn(), None
-    for perm in ("manage", "view"):
+    b._check_cur = b.conn
+    for perm in ("manage", "view", "view_content"):
         assert b.check(user=5, perm=perm, resource=9)
         sql, params = check_statement(perm)
         assert b.conn.seen == (sql, tuple({"user": 5, "resource": 9}[p] for p in params))
