@@ -407,13 +407,21 @@ def _one_phase(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, spec: Any,
         inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * cfg.iterations_scale)))
     common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
               "phase": spec.phase_id}
-    say(f"crosscheck {spec.phase_id}: {theirs.tool}")
-    m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
-                        float(spec.budget_s), spec.warmup)
-    store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
-    say(f"crosscheck {spec.phase_id}: ours")
-    ours = _our_phase(sess, spec, inputs[sname], store, kept)
-    store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
+    for side in sides_in_order(spec.repeat):
+        say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else 'ours'}")
+        if side == "theirs":
+            m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
+                                float(spec.budget_s), spec.warmup)
+            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
+        else:
+            ours = _our_phase(sess, spec, inputs[sname], store, kept)
+            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
+
+
+def sides_in_order(round_: int) -> tuple[str, str]:
+    """Theirs first in even rounds, ours first in odd ones (theirs, ours, ours, theirs, ...): the second run
+    on a phase's inputs meets the answers the first left in the engine's caches, so neither side always does."""
+    return ("theirs", "ours") if round_ % 2 == 0 else ("ours", "theirs")
 
 
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,

@@ -133,6 +133,15 @@ def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> li
     return out
 
 
+def _order(records: Sequence[dict[str, Any]]) -> str:
+    """Which side ran first in each round, as recorded (runs before the alternation always ran the tool first)."""
+    first: dict[int, str] = {}
+    for r in records:
+        if r.get("type") == "crosscheck" and r["round"] not in first and r.get("phase"):
+            first[r["round"]] = "the tool" if r["side"] == "theirs" else "ours"
+    return "; ".join(f"round {k}: {v} first" for k, v in sorted(first.items())) or "no run recorded"
+
+
 def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
     cfg, env, ds = manifest.get("config", {}), manifest.get("environment", {}), manifest.get("dataset", {})
     out = [f"Run `{manifest.get('run_id')}`, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
@@ -140,8 +149,8 @@ def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> lis
            f"Dataset rebac `{ds.get('profile')}`, {ds.get('relationships', 0):,} relationships, hash "
            f"`{str(ds.get('hash', ''))[:16]}`.",
            f"Each phase is the suite's own (phase_plan.phase_specs; its warm-up, budget and inputs) at "
-           f"{cfg.get('seconds')} s, in {cfg.get('rounds')} rounds; in each round the tool ran first on the "
-           "phase's inputs, then the runner's phase, on the same server."]
+           f"{cfg.get('seconds')} s, in {cfg.get('rounds')} rounds; in each round the tool and the runner's phase "
+           f"ran one after the other on the phase's inputs, on the same server ({_order(records)})."]
     for s in (r for r in records if r.get("type") == "crosscheck_server"):
         cmd = next((r["command"] for r in records if r.get("type") == "crosscheck" and r["backend"] == s["backend"]
                     and r["side"] == "theirs"), "")

@@ -16,6 +16,7 @@ from authzbench.tools.crosscheck import (
     parse_pgbench,
     pgbench_command,
     pgbench_script,
+    sides_in_order,
 )
 from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, verdict
 
@@ -247,3 +248,7 @@ def test_pgbench_runs_prepared_for_the_phase_or_a_warm_up_count(tmp_path):
                          "-l", "--log-prefix", str(tmp_path / "tx"), "DSN"]
     warm = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 0, tmp_path / "w", transactions=5)
     assert warm[8:10] == ["-t", "5"]
+
+
+def test_the_side_that_runs_first_on_a_phases_inputs_alternates_by_round():
+    assert [sides_in_order(r) for r in range(3)] == [("theirs", "ours"), ("ours", "theirs"), ("theirs", "ours")]
