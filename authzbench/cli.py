@@ -1,5 +1,5 @@
 """`authzbench` command line: the parser of generate, stats, prepare, bench, report, up, down, basis, plan,
-backends, perf, load-host, and main(); what each command does is in commands.py.
+backends, perf, load-host, loadtest, crosscheck, and main(); what each command does is in commands.py.
 
 Bad input is one line on stderr and exit code 2; results already written stay on disk.
 """
@@ -232,6 +232,29 @@ def _capacity_args(sub) -> None:
                          "beside their published vCPUs")
 
 
+def _crosscheck_args(sub) -> None:
+    """`crosscheck` (issue 47): the suite's check phases beside pgbench / ghz on the same server and inputs."""
+    cc = sub.add_parser("crosscheck", help="the suite's check phases beside independent load tools (pgbench for "
+                                           "postgres, ghz for the engines) on the same server and inputs")
+    cc.add_argument("--backend", type=_csv(_name), default=["postgres", "spicedb-pg", "openfga", "permify"],
+                    help="postgres, spicedb-pg, openfga, permify, comma-separated (default: all four)")
+    cc.add_argument("--profile", default="baseline", type=_name, help="rebac dataset profile (default: baseline)")
+    cc.add_argument("--scenario", type=_csv(_name), help="check scenarios, comma-separated (default: the four "
+                    "check scenarios)")
+    cc.add_argument("--concurrency", type=_csv_ints, default=[1, 8], help="workers / clients (default: 1,8)")
+    cc.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
+                    help="rounds: theirs then ours, on every phase, once a round (default 3)")
+    cc.add_argument("--seconds", type=_number(int, 1, high=600), default=3,
+                    help="measured seconds of each run of either side (whole seconds: pgbench's -T; default 3)")
+    cc.add_argument("--breakdown-calls", type=_number(int, 0), default=2000,
+                    help="calls of the adapter and of the bare driver timed at 1 worker, per scenario (0: none)")
+    cc.add_argument("--provision", choices=["native", "compose", "external"])
+    cc.add_argument("--data-dir", type=_path)
+    cc.add_argument("--results-dir", type=_path, help="records go to RESULTS/crosscheck/<run-id>")
+    cc.add_argument("--report-dir", type=_path, default=Path("reports"))
+    cc.add_argument("--render", type=_path, metavar="RUN", help="only render the report of a recorded run")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="authzbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -292,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--results-dir", type=_path)
     lt.add_argument("--report-dir", type=_path, default=Path("reports"))
 
+    _crosscheck_args(sub)
     _capacity_args(sub)
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
@@ -304,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     restore = None
-    if args.cmd in ("prepare", "bench", "loadtest") and threading.current_thread() is threading.main_thread():
+    if args.cmd in ("prepare", "bench", "loadtest", "crosscheck") and threading.current_thread() is threading.main_thread():
         from authzbench.provision.base import say
 
         restore = stopping.install(stopping.kill_children, say)

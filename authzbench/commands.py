@@ -24,6 +24,7 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 # Output directories of each command, checked before anything is generated or started.
 OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
+               "crosscheck": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
 
 
@@ -57,6 +58,31 @@ def _loadtest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _crosscheck(args: argparse.Namespace) -> int:
+    """Every name checked before a server starts: the backends the tools speak to, the check scenarios."""
+    from authzbench.tools.crosscheck import BACKENDS, CHECK_SCENARIOS, Plan, run_command
+    from authzbench.tools.crosscheck_report import render_run
+
+    if args.render:
+        console.print(f"crosscheck report: {render_run(args.render, args.report_dir)}")
+        return 0
+    bad = [b for b in args.backend if b not in BACKENDS]
+    if bad:
+        raise UserError(f"--backend {', '.join(bad)}: crosscheck speaks to {', '.join(BACKENDS)}")
+    from authzbench.generator.profiles import resolve
+
+    resolve(args.profile, {}, "rebac")  # an unknown profile is refused before anything is written
+    scenarios = args.scenario or list(CHECK_SCENARIOS)
+    bad = [s for s in scenarios if s not in CHECK_SCENARIOS]
+    if bad:
+        raise UserError(f"--scenario {', '.join(bad)}: valid: {', '.join(CHECK_SCENARIOS)}")
+    plan = Plan(list(dict.fromkeys(args.backend)), scenarios, sorted(set(args.concurrency)), args.rounds,
+                args.seconds, args.breakdown_calls)
+    path = run_command(plan, args.profile, args.provision, args.results_dir, args.report_dir, args.data_dir)
+    console.print(f"crosscheck report: {path}")
+    return 0
+
+
 def dispatch(args: argparse.Namespace) -> int | None:
     from authzbench.generator.profiles import parse_sets
 
@@ -66,6 +92,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         _dataset_params(args)  # an unknown profile or a bad --set is refused before anything is written
     if args.cmd == "loadtest":
         return _loadtest(args)
+    if args.cmd == "crosscheck":
+        return _crosscheck(args)
     if args.cmd == "generate":
         from authzbench.generator import generate
 

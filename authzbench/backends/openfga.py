@@ -380,6 +380,15 @@ class OpenFGABackend(Backend):
     def _options(self, mode: str | None = None) -> dict[str, Any]:
         return {"consistency": CONSISTENCY[mode or self.mode]}
 
+    def check_message(self, user: int, perm: str, resource: int, mode: str | None = None) -> dict[str, Any]:
+        """check()'s request as OpenFGA's CheckRequest in protobuf JSON: the body the SDK POSTs to
+        /stores/{store}/check (the HTTP API is the gRPC API's gateway), with the store named; what `authzbench
+        crosscheck` hands to ghz for openfga.v1.OpenFGAService/Check."""
+        obj_type, relation = self._target(perm)
+        return {"storeId": self.store_id, "authorizationModelId": self.model_id,
+                "tupleKey": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
+                **self._options(mode)}
+
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         from openfga_sdk.client.models.check_request import ClientCheckRequest
 

@@ -303,12 +303,16 @@ class PermifyBackend(Backend):
         token = self.token if (mode or self.mode) == "at_least_as_fresh" else ""
         return {"snap_token": token, "schema_version": self.schema_version, "depth": DEPTH}
 
-    def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
+    def check_fields(self, user: int, perm: str, resource: int, mode: str | None = None) -> dict[str, Any]:
+        """The fields of the Permission.Check request check() sends, tenant included (also what `authzbench
+        crosscheck` hands to ghz)."""
         obj_type, permission = self._target(perm)
-        resp = self._call("Permission.Check", metadata=self._metadata(mode),
-                          entity={"type": obj_type, "id": str(resource)}, permission=permission,
-                          subject={"type": "user", "id": str(user)})
-        return resp.can == self.allowed
+        return {"tenant_id": self.tenant, "metadata": self._metadata(mode), "entity": {"type": obj_type, "id": str(resource)},
+                "permission": permission, "subject": {"type": "user", "id": str(user)}}
+
+    def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
+        assert self.api is not None, "permify: not connected"
+        return self.api("Permission.Check", **self.check_fields(user, perm, resource, mode)).can == self.allowed
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Every page, as the server sent them (copies across pages are the runner's to count)."""

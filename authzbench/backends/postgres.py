@@ -57,6 +57,14 @@ LOOKUP_SQL = {p: f"SELECT DISTINCT resource_id FROM authzbench.resource_grant WH
 # social: check(user, "view_content", id) -> the permission function of schema/postgres_social.sql.
 CHECK_SQL.update({p: f"SELECT authzbench.{p}(%s, %s)" for p in SOCIAL_PERMISSIONS})
 
+
+def check_statement(perm: str) -> tuple[str, tuple[str, str]]:
+    """The query check() runs for `perm` and the names of its two parameters in order ("resource", "user"
+    for rebac): what `authzbench crosscheck` hands to pgbench as a custom script."""
+    if perm in SOCIAL_PERMISSIONS:
+        return CHECK_SQL[perm], ("user", "resource")
+    return CHECK_SQL[_perm(perm)], ("resource", "user")
+
 # Binary COPY: 11-byte signature, flags, header-extension length; then per row a field count and
 # (length, value) per field, all big-endian; a -1 field count ends the stream.
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + np.array([0, 0], ">i4").tobytes()
@@ -110,6 +118,7 @@ class PostgresBackend(Backend):
             self.conn = psycopg.connect(dsn, **kwargs)
         except psycopg.Error as e:  # refused, bad password, unknown database, malformed DSN
             raise BackendUnavailable(f"{self.name}: cannot connect to {_public(dsn)}: {_first_line(e)}") from None
+        self._check_cur = self.conn.cursor()
         if timeout_s:
             # A frozen server cannot enforce statement_timeout: the client-side deadline ends the op.
             self._watchdog = Watchdog(float(timeout_s), lambda: self.conn.fileno())
@@ -128,6 +137,7 @@ class PostgresBackend(Backend):
                 self.conn.close()
             try:
                 self.conn = psycopg.connect(self._dsn, **self._kwargs)
+                self._check_cur = self.conn.cursor()
             except psycopg.OperationalError as e:
                 if "timeout" in str(e):
                     raise TimeoutError(f"reconnect: no answer within {self._kwargs['connect_timeout']} s") from None
@@ -223,9 +233,12 @@ class PostgresBackend(Backend):
     # operations ----------------------------------------------------------------------------------
     @within_deadline
     def check(self, user: int, perm: str, resource: int) -> bool:
-        if perm in SOCIAL_PERMISSIONS:
-            return bool(self._one(CHECK_SQL[perm], (user, resource)))
-        return bool(self._one(CHECK_SQL[_perm(perm)], (resource, user)))
+        # Parameters in check_statement()'s order (tests/unit/test_crosscheck.py holds the two together). One
+        # cursor kept for every check: conn.execute() makes a cursor per call, 25-30 µs of a 0.16 ms check at
+        # baseline (`authzbench crosscheck`: pgbench's p50 was 0.06 ms).
+        args = (user, resource) if perm in SOCIAL_PERMISSIONS else (resource, user)
+        row = self._check_cur.execute(CHECK_SQL[perm if perm in SOCIAL_PERMISSIONS else _perm(perm)], args).fetchone()
+        return bool(row[0]) if row else False
 
     @within_deadline
     def lookup_resources(self, user: int, perm: str) -> Iterator[int]:

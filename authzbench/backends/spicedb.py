@@ -444,12 +444,17 @@ class SpiceDBBackend(Backend):
     def _target(self, perm: str) -> tuple[str, str]:
         return SOCIAL_PERMS.get(perm, ("resource", perm))
 
-    def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
+    def check_request(self, user: int, perm: str, resource: int, mode: str | None = None) -> CheckPermissionRequest:
+        """The CheckPermissionRequest check() sends (also what `authzbench crosscheck` hands to ghz)."""
         obj_type, permission = self._target(perm)
-        resp = self.client.CheckPermission(CheckPermissionRequest(
+        return CheckPermissionRequest(
             resource=ObjectReference(object_type=obj_type, object_id=str(resource)), permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
-            consistency=_consistency(mode or self.mode, self.token)), timeout=self.timeout, metadata=self._md)
+            consistency=_consistency(mode or self.mode, self.token))
+
+    def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
+        resp = self.client.CheckPermission(self.check_request(user, perm, resource, mode), timeout=self.timeout,
+                                           metadata=self._md)
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:

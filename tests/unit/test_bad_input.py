@@ -83,6 +83,12 @@ BAD: dict[str, dict[str, list[str]]] = {
              "--backend": ["nosuch", "", "postgres,,x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
     "engine": {"action": ["start", ""]},
+    "crosscheck": {"--backend": ["mongo", "", "postgres,,openfga", "reference"], "--profile": ["huge", ""],
+                   "--scenario": ["mixed", "", "nope", "lookup_resources_view_regular"],
+                   "--concurrency": ["0", "abc", "", "1,,8", "100000"], "--rounds": ["0", "21", "abc"],
+                   "--seconds": ["0", "1.5", "abc", "601"], "--breakdown-calls": ["-1", "abc"],
+                   "--provision": ["kubernetes"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
+                   "--report-dir": ["{file}/x"], "--render": ["{missing}", "", "{file}"]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
@@ -104,7 +110,8 @@ RUN = str(Path(__file__).parent / "capacity_run")  # a small results dir of fixt
 BASE = {"basis": [RUN], "plan": ["--qps=1000", "--relationships=1M", RUN],
         "prepare": ["--backend=reference", "--profile=tiny"],
         "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
-        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"], "loadtest": ["--backend=reference", "--profile=tiny"]}
+        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"], "loadtest": ["--backend=reference", "--profile=tiny"],
+        "crosscheck": ["--backend=postgres", "--profile=tiny"]}
 
 
 def parser_options() -> set[tuple[str, str]]:

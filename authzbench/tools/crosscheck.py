@@ -1,0 +1,464 @@
+"""`authzbench crosscheck` (issue 47): the suite's own check phases beside an independent load tool on the same
+server and the same inputs, interleaved in rounds (theirs, ours, theirs, ours ...):
+
+- postgres: pgbench (Debian's PostgreSQL build) running the adapter's own check query
+  (backends/postgres.check_statement) as a custom script, `-M prepared` as psycopg prepares a repeated query;
+  each transaction picks one of the phase's sampled inputs at random;
+- spicedb-pg, openfga, permify: ghz (provision/ghz.py) sending the adapter's own check request (built by the
+  adapter: check_request / check_message / check_fields) for each of the phase's inputs, cycled, one
+  connection per concurrent worker as the suite's workers each hold one, the key as bearer metadata.
+
+Our side is the runner's phase (scenarios/runner.run_phase) on the spec the suite's plan makes
+(phase_plan.phase_specs), so a figure is what `bench` would measure. Every run of either side is one record
+(type "crosscheck", its latencies as an encoded HdrHistogram) in results/crosscheck/<run-id>/, rendered by
+tools/crosscheck_report.py to reports/crosscheck-<run-id>.md.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from authzbench.errors import BackendUnavailable, UserError
+from authzbench.metrics import encode, merge, new_histogram
+from authzbench.provision.base import say
+
+BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
+TOOL = {"postgres": "pgbench", "spicedb-pg": "ghz", "openfga": "ghz", "permify": "ghz"}
+GRPC_CALL = {"spicedb-pg": "authzed.api.v1.PermissionsService.CheckPermission",
+             "openfga": "openfga.v1.OpenFGAService.Check", "permify": "base.v1.Permission.Check"}
+# How our adapter reaches each server (what the tool's figure is compared with).
+OUR_CLIENT = {"postgres": "psycopg 3 over libpq, the query prepared after 5 runs (psycopg's default)",
+              "spicedb-pg": "grpcio with the authzed package's stubs",
+              "openfga": "HTTP/JSON through openfga-sdk (ghz: the same Check over gRPC)",
+              "permify": "grpcio, message classes from the server's reflection"}
+CHECK_SCENARIOS = ("check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member",
+                   "check_negative")
+PGBENCH_TX_LOG = re.compile(r"^\d+ \d+ (\d+) \d+ \d+ \d+")  # client tx time(us) script epoch us [lag]
+
+
+@dataclass
+class Measured:
+    """One run of one side: its latencies (µs histogram), answered ops, failed ops and measured seconds."""
+
+    hist: HdrHistogram
+    ops: int
+    errors: int
+    seconds: float
+
+    @property
+    def throughput(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _hist(latencies_us: Iterable[float]) -> HdrHistogram:
+    h = new_histogram()
+    for v in latencies_us:
+        h.record_value(max(1, int(v)))
+    return h
+
+
+# ghz ---------------------------------------------------------------------------------------------------
+
+def _epoch(ts: str) -> float:
+    """Go's RFC 3339 time with nanoseconds ("2026-11-27T14:20:26.123456789Z" or "+01:00") as epoch seconds."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", ts)
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {ts!r}")
+    base = datetime.fromisoformat(m.group(1) + (m.group(3).replace("Z", "+00:00")))
+    return base.timestamp() + float("0." + (m.group(2) or "0"))
+
+
+def parse_ghz(report: dict[str, Any]) -> Measured:
+    """ghz's `--format json` report: every reported request's latency (details, ns) into a histogram, answered
+    ops = status OK, errors = the rest; seconds = from the first reported request's start to the last one's
+    end (ghz's own total also counts the --skipFirst warm-up requests)."""
+    details = report.get("details") or []
+    ok = [d["latency"] / 1000 for d in details if d.get("status", "OK") == "OK" and not d.get("error")]
+    if not details:
+        return Measured(_hist([]), 0, 0, 0.0)
+    starts = [_epoch(d["timestamp"]) for d in details]
+    end = max(t + d["latency"] / 1e9 for t, d in zip(starts, details, strict=True))
+    return Measured(_hist(ok), len(ok), len(details) - len(ok), end - min(starts))
+
+
+def ghz_config(call: str, addr: str, data_file: Path, metadata: dict[str, str], concurrency: int,
+               seconds: float = 0.0, requests: int = 0) -> dict[str, Any]:
+    """ghz's settings as its --config file (kept 0600: the key never reaches argv): a closed loop of
+    `concurrency` workers, one connection each, for `seconds` (requests in flight at the end waited for, as
+    the runner waits for its workers' last ops) or for `requests` requests (a warm-up); protos by server
+    reflection, which Permify keeps behind the key too."""
+    length = {"duration": f"{seconds:g}s", "duration-stop": "wait"} if seconds else {"total": requests}
+    return {"call": call, "host": addr, "insecure": True, "data-file": str(data_file), "metadata": metadata,
+            "reflect-metadata": metadata, "concurrency": concurrency, "connections": concurrency, **length,
+            "format": "json", "timeout": "20s"}
+
+
+# pgbench ----------------------------------------------------------------------------------------------
+
+def case_tree(values: Sequence[int], var: str = "k", lo: int = 0, hi: int | None = None) -> str:
+    """A pgbench expression worth values[:k:] (the k-th value), as a balanced tree of CASE: pgbench has no
+    arrays, and a flat CASE of 2,000 inputs would cost ~2,000 comparisons a transaction; this costs 11."""
+    hi = len(values) if hi is None else hi
+    if hi - lo == 1:
+        return str(int(values[lo]))
+    mid = (lo + hi) // 2
+    return f"case when :{var} < {mid} then {case_tree(values, var, lo, mid)} else {case_tree(values, var, mid, hi)} end"
+
+
+def pgbench_script(sql: str, params: Sequence[str], inputs: Sequence[dict[str, int]]) -> str:
+    """The adapter's query as a pgbench script: a random input k each transaction, its parameters set from
+    it (\\set, client side), then the query with its %s placeholders as :name variables in order."""
+    if sql.count("%s") != len(params):
+        raise ValueError(f"the query has {sql.count('%s')} placeholders for {len(params)} parameters")
+    lines = [f"\\set k random(0, {len(inputs) - 1})"]
+    lines += [f"\\set {p} {case_tree([x[p] for x in inputs])}" for p in params]
+    query = sql
+    for p in params:
+        query = query.replace("%s", f":{p}", 1)
+    return "\n".join([*lines, query + ";"]) + "\n"
+
+
+def parse_pgbench(stdout: str, log_lines: Iterable[str]) -> Measured:
+    """pgbench's summary (tps without the initial connection time, failed transactions) and its per-
+    transaction log (-l: the 3rd field is the transaction's time in µs)."""
+    lat = [int(m.group(1)) for line in log_lines if (m := PGBENCH_TX_LOG.match(line))]
+    tps = re.search(r"^tps = ([\d.]+) \(without initial connection time\)", stdout, re.M)
+    failed = re.search(r"^number of failed transactions: (\d+)", stdout, re.M)
+    if not tps:
+        raise ValueError("pgbench printed no tps line")
+    rate = float(tps.group(1))
+    return Measured(_hist(lat), len(lat), int(failed.group(1)) if failed else 0, len(lat) / rate if rate else 0.0)
+
+
+def pgbench_command(exe: Path, script: Path, dsn: str, concurrency: int, seconds: int, log_prefix: Path,
+                    transactions: int = 0) -> list[str]:
+    """`concurrency` clients (and threads, as the suite's workers are processes) for `seconds` (or, for a
+    warm-up, `transactions` each), no vacuum, prepared statements, a per-transaction log."""
+    length = ["-t", str(transactions)] if transactions else ["-T", str(seconds)]
+    return [str(exe), "-n", "-M", "prepared", "-c", str(concurrency), "-j", str(concurrency), *length,
+            "-f", str(script), "-l", "--log-prefix", str(log_prefix), dsn]
+
+
+# the independent side of one phase ------------------------------------------------------------------
+
+@dataclass
+class Theirs:
+    """How to run the independent tool on one phase's inputs: run(inputs, concurrency, seconds, warm-up) ->
+    (Measured, the command line with no secret in it)."""
+
+    tool: str
+    version: str
+    run: Callable[[list, int, float, int], tuple[Measured, str]]
+
+
+def _slice(inputs: list, offset: int, n: int) -> list:
+    """The phase's inputs as the runner takes them: n from `offset`, wrapping."""
+    return [inputs[(offset + i) % len(inputs)] for i in range(n)]
+
+
+def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path) -> Theirs:
+    from authzbench.backends.postgres import check_statement
+    from authzbench.provision.native.postgres import bin_dir
+
+    exe = bin_dir() / "pgbench"
+    if not exe.is_file():
+        raise BackendUnavailable(f"pgbench not found beside the PostgreSQL server binaries ({exe})")
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
+    dsn = endpoint.get("dsn") or endpoint.get("url") or ""
+    # The adapter's server-side statement limit (backends/postgres.connect), for pgbench's sessions too.
+    env = {**os.environ, "PGOPTIONS": f"-c statement_timeout={int(timeout_s * 1000)}",
+           **({"PGPASSWORD": endpoint["password"]} if endpoint.get("password") else {})}
+
+    def run(inputs: list, concurrency: int, seconds: float, warmup: int) -> tuple[Measured, str]:
+        perm = inputs[0][1][1]
+        sql, params = check_statement(perm)
+        rows = [dict(zip(("user", "perm", "resource"), args, strict=True)) for _, args, _ in inputs]
+        d = Path(tempfile.mkdtemp(dir=workdir))
+        script = d / "check.sql"
+        script.write_text(pgbench_script(sql, params, rows))
+        if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
+            _pgbench(pgbench_command(exe, script, dsn, concurrency, 0, d / "warm", -(-warmup // concurrency)), env,
+                     120.0)
+            for f in glob.glob(str(d / "warm.*")):
+                os.unlink(f)
+        cmd = pgbench_command(exe, script, dsn, concurrency, max(1, round(seconds)), d / "tx")
+        out = _pgbench(cmd, env, seconds + 120)
+        lines = [ln for f in sorted(glob.glob(str(d / "tx.*"))) for ln in Path(f).read_text().splitlines()]
+        shutil.rmtree(d, ignore_errors=True)
+        return parse_pgbench(out.stdout, lines), " ".join([*cmd[:-1], "DSN"]).replace(str(d), "DIR")
+
+    return Theirs("pgbench", version, run)
+
+
+def _pgbench(cmd: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    if out.returncode != 0:
+        raise BackendUnavailable(f"pgbench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    return out
+
+
+def grpc_requests(backend: Any, name: str, inputs: list) -> list[dict[str, Any]]:
+    """The adapter's own check request for every input, in protobuf JSON (what ghz's --data-file takes)."""
+    from google.protobuf.json_format import MessageToDict
+
+    if name == "openfga":
+        return [backend.check_message(*args) for _, args, _ in inputs]
+    if name == "permify":
+        m = backend.api.method("Permission.Check")
+        return [MessageToDict(m.request(**backend.check_fields(*args))) for _, args, _ in inputs]
+    return [MessageToDict(backend.check_request(*args)) for _, args, _ in inputs]
+
+
+def ghz_side(name: str, backend: Any, endpoint: dict[str, Any], workdir: Path) -> Theirs:
+    from authzbench.provision.ghz import GHZ_VERSION, ghz_binary
+
+    exe = ghz_binary()
+    addr = endpoint.get("grpc_addr") or endpoint.get("addr")
+    if not addr or endpoint.get("tls") or endpoint.get("grpc_tls"):
+        raise UserError(f"crosscheck: {name}: ghz needs a plaintext gRPC address in the endpoint")
+    metadata = {"authorization": f"Bearer {endpoint.get('preshared_key') or ''}"}
+
+    def run(inputs: list, concurrency: int, seconds: float, warmup: int) -> tuple[Measured, str]:
+        data = workdir / "requests.json"
+        data.write_text(json.dumps(grpc_requests(backend, name, inputs)))
+        if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
+            _ghz_json(exe, workdir, ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency,
+                                               requests=max(warmup, concurrency)), 120.0)
+        cfg = ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency, seconds)
+        report = _ghz_json(exe, workdir, cfg, seconds + 120)
+        m = parse_ghz(report)
+        if m.errors:  # a tool run with failed requests is not a figure to compare: say why
+            raise BackendUnavailable(f"ghz: {m.errors} of {m.ops + m.errors} requests failed: "
+                                     f"{json.dumps(report.get('errorDistribution'))[:300]}")
+        shown = {k: ("Bearer ***" if "metadata" in k else v) for k, v in cfg.items()} | {"data-file": data.name}
+        return m, f"ghz --config {json.dumps(shown)}"
+
+    return Theirs("ghz", GHZ_VERSION, run)
+
+
+def _ghz_json(exe: Path, workdir: Path, config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run ghz with `config`; its JSON report (which holds the metadata, key included: never stored)."""
+    path = workdir / "ghz.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config))
+    out = subprocess.run([str(exe), "--config", str(path)], capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0 or not out.stdout.strip().startswith("{"):
+        raise BackendUnavailable(f"ghz failed ({out.returncode}): {(out.stderr or out.stdout).strip()[-300:]}")
+    return json.loads(out.stdout)
+
+
+# our side: the runner's phase -----------------------------------------------------------------------
+
+def ours_from_records(records: Sequence[dict[str, Any]], phase_id: str) -> Measured:
+    """A phase's check latencies, ops, failures and window from the records the runner wrote."""
+    intervals = [r for r in records if r.get("type") == "interval" and r["phase"] == phase_id and r["kind"] == "check"]
+    end = next(r for r in records if r.get("type") == "phase_end" and r["phase"] == phase_id)
+    errors = sum(r["timeouts"] + sum(r["errors"].values()) for r in intervals)
+    return Measured(merge(r["hist"] for r in intervals), int(end["ops"]), errors, float(end["wall_s"]))
+
+
+def record(m: Measured, **fields: Any) -> dict[str, Any]:
+    h = m.hist
+    return {"type": "crosscheck", **fields, "ops": m.ops, "errors": m.errors, "seconds": m.seconds,
+            "throughput": m.throughput, "p50_ms": h.get_value_at_percentile(50) / 1000,
+            "p95_ms": h.get_value_at_percentile(95) / 1000, "hist": encode(h)}
+
+
+def seconds_scale(seconds: float, rounds: int) -> float:
+    """--iterations-scale that makes the suite's read budget (4 s over its rounds) `seconds` a round."""
+    from authzbench.scenarios.catalog import READ_BUDGET_S
+
+    return seconds * rounds / READ_BUDGET_S
+
+
+# where our time goes at 1 worker ---------------------------------------------------------------------
+
+def bare_driver_call(backend: Any, name: str, args: tuple) -> Callable[[], Any]:
+    """The driver's own call for one check with everything the adapter builds made beforehand: the same
+    query / request on the adapter's connection, the adapter's code out of the way."""
+    user, perm, resource = args
+    if name == "postgres":
+        from authzbench.backends.postgres import check_statement
+
+        sql, params = check_statement(perm)
+        values = tuple({"user": user, "resource": resource}[p] for p in params)
+        cur = backend.conn.cursor()
+        return lambda: cur.execute(sql, values).fetchone()
+    if name == "spicedb-pg":
+        req = backend.check_request(user, perm, resource)
+        return lambda: backend.client.CheckPermission(req, timeout=backend.timeout, metadata=backend._md)
+    if name == "permify":
+        m = backend.api.method("Permission.Check")
+        msg = m.request(**backend.check_fields(user, perm, resource))
+        return lambda: m.rpc(msg, timeout=backend.timeout, metadata=backend.api.metadata)
+    return _openfga_post(backend, backend.check_message(user, perm, resource))
+
+
+def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
+    """The SDK's POST /stores/{id}/check as bytes already encoded, on a kept-alive urllib3 pool (the SDK's own
+    HTTP library)."""
+    import urllib3
+
+    body = json.dumps({k: v for k, v in message.items() if k != "storeId"}).encode()
+    url = f"{backend.endpoint['url']}/stores/{message['storeId']}/check"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
+    pool = urllib3.PoolManager(maxsize=1)
+    return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data
+
+
+def breakdown(backend: Any, name: str, inputs: list, n: int) -> dict[str, float]:
+    """p50 (ms) of the adapter's check and of the bare driver call, in this process, call by call alternately
+    on the same n inputs (a slow moment of the machine lands on both), which of the two goes first alternating
+    too (the second asks the server what it was just asked)."""
+    adapter, driver = [], []
+    for i, (_, args, _) in enumerate(inputs[:n]):
+        calls = [(adapter, lambda a=args: backend.check(*a)), (driver, bare_driver_call(backend, name, args))]
+        for into, call in calls if i % 2 == 0 else calls[::-1]:
+            t0 = time.perf_counter_ns()
+            call()
+            into.append((time.perf_counter_ns() - t0) / 1000)
+    return {"adapter_p50_ms": _hist(adapter).get_value_at_percentile(50) / 1000,
+            "driver_p50_ms": _hist(driver).get_value_at_percentile(50) / 1000, "calls": len(adapter)}
+
+
+# the command ---------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    backends: list[str]
+    scenarios: list[str]
+    concurrency: list[int]
+    rounds: int
+    seconds: int
+    breakdown_calls: int
+
+
+def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Measured:
+    from authzbench.backends.registry import backend_class
+    from authzbench.scenarios.runner import run_phase
+
+    seen: list[dict[str, Any]] = []
+
+    def sink(rec: dict[str, Any]) -> None:
+        seen.append(rec)
+        store.append(rec)
+
+    factory = sess.factory(dataset_path=sess.options.get("dataset_path"), timeout_s=spec.timeout_s)
+    res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, kept=kept)
+    if res.status not in ("complete",):
+        raise BackendUnavailable(f"{spec.phase_id}: {res.status}: {res.reason}")
+    return ours_from_records(seen, spec.phase_id)
+
+
+def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Plan) -> None:
+    """Load one started backend (skipped when the same dataset is loaded), then every phase of the plan: theirs,
+    then ours, round by round; then, at 1 worker, where our time goes."""
+    from dataclasses import asdict
+
+    from authzbench.backends.registry import backend_class
+    from authzbench.loading import load_backend
+    from authzbench.phase_plan import phase_specs
+    from authzbench.scenarios.runner import KeptWorkers
+
+    name = sess.name
+    sess.options["dataset_path"] = str(ds.path)
+    load_backend(sess, ds, store, cfg.reload)
+    cls = backend_class(name)
+    specs = phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
+    timeout_s = specs[0][0].timeout_s
+    with sess.backend(dataset_path=str(ds.path), timeout_s=timeout_s) as b, \
+            tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
+        info = b.server_info()
+        theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp)) if TOOL[name] == "pgbench" else \
+            ghz_side(name, b, sess.dep.endpoint, Path(tmp))
+        store.append({"type": "crosscheck_server", "backend": name, "label": info.label, "mode": sess.dep.mode,
+                      "consistency": info.consistency, "tool": theirs.tool, "tool_version": theirs.version,
+                      "client": OUR_CLIENT[name], "info": asdict(info)})
+        say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
+        inputs: dict[str, list] = {}
+        for spec, sname in specs:
+            _one_phase(sess, cfg, ds, oracle, store, spec, sname, theirs, inputs, kept)
+        for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
+            got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
+            store.append({"type": "crosscheck_breakdown", "backend": name, "scenario": sname, **got})
+
+
+def _one_phase(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, spec: Any, sname: str, theirs: Theirs,
+               inputs: dict[str, list], kept: Any) -> None:
+    """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
+    from authzbench.scenarios.catalog import scenario
+
+    sc = scenario(sname)
+    if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures
+        inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * cfg.iterations_scale)))
+    common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
+              "phase": spec.phase_id}
+    for side in sides_in_order(spec.repeat):
+        say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else 'ours'}")
+        if side == "theirs":
+            m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
+                                float(spec.budget_s), spec.warmup)
+            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
+        else:
+            ours = _our_phase(sess, spec, inputs[sname], store, kept)
+            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
+
+
+def sides_in_order(round_: int) -> tuple[str, str]:
+    """Theirs first in even rounds, ours first in odd ones (theirs, ours, ours, theirs, ...): the second run
+    on a phase's inputs meets the answers the first left in the engine's caches, so neither side always does."""
+    return ("theirs", "ours") if round_ % 2 == 0 else ("ours", "theirs")
+
+
+def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,
+                data_dir: Path | None) -> Path:
+    from authzbench.config import BenchConfig
+    from authzbench.provision.manager import default_mode
+    from authzbench.results import RunStore, default_results_dir
+    from authzbench.servers import Session
+    from authzbench.social_oracle import oracle_for
+    from authzbench.tools.crosscheck_report import render_run
+
+    cfg = BenchConfig(backends=plan.backends, provision=provision or default_mode(), profile=profile, model="rebac",
+                      data_dir=data_dir)
+    cfg.scenarios, cfg.concurrency, cfg.rounds = plan.scenarios, plan.concurrency, plan.rounds
+    cfg.iterations_scale, cfg.visits = seconds_scale(plan.seconds, plan.rounds), 1
+    cfg.validate()
+    store = RunStore.create((results_dir or default_results_dir()) / "crosscheck",
+                            config={"command": "crosscheck", "profile": profile, "provision": cfg.provision,
+                                    **{k: v for k, v in plan.__dict__.items()}})
+    say(f"crosscheck results: {store.path}")
+    ds = cfg.dataset()
+    store.update_manifest(dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
+    oracle = oracle_for(ds)
+    failures = []
+    for name in plan.backends:
+        sess = None
+        try:
+            sess = Session(name, cfg)
+            run_backend(sess, cfg, ds, oracle, store, plan)
+        except (BackendUnavailable, subprocess.TimeoutExpired) as e:
+            failures.append(f"{name}: {e}")
+            store.append({"type": "backend_error", "backend": name, "stage": "crosscheck", "message": str(e)})
+            say(f"crosscheck {name}: {e}")
+        finally:
+            if sess is not None and sess.started_here:
+                sess.stop()
+    path = render_run(store.path, report_dir)
+    if failures:
+        raise UserError("crosscheck: " + "; ".join(failures) + f" (report of the rest: {path})")
+    return path

@@ -1,0 +1,204 @@
+"""The cross-check's report (reports/crosscheck-<run-id>.md), from its records only: per backend, scenario and
+worker count, p50, p95 and throughput of ours and of the independent tool, pooled over the rounds (histograms
+merged, ops over seconds), the ratio ours / theirs, and the p50 ratio's range over the rounds (each round's
+two runs were seconds apart, so its ratio is paired); then where our time goes at 1 worker."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from authzbench.metrics import merge
+
+LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
+
+
+@dataclass(frozen=True)
+class Side:
+    p50_ms: float
+    p95_ms: float
+    throughput: float
+    ops: int
+    errors: int
+
+
+@dataclass(frozen=True)
+class Row:
+    backend: str
+    scenario: str
+    concurrency: int
+    tool: str
+    ours: Side
+    theirs: Side
+    p50_ratio_range: tuple[float, float]  # the rounds' lowest and highest ours / theirs p50
+    rounds: int
+
+    def ratio(self, what: str) -> float:
+        return getattr(self.ours, what) / getattr(self.theirs, what)
+
+
+def pooled(records: Sequence[dict[str, Any]]) -> Side:
+    h = merge(r["hist"] for r in records)
+    seconds = sum(r["seconds"] for r in records)
+    ops = sum(r["ops"] for r in records)
+    return Side(h.get_value_at_percentile(50) / 1000, h.get_value_at_percentile(95) / 1000,
+                ops / seconds if seconds else float("nan"), ops, sum(r["errors"] for r in records))
+
+
+def rows(records: Iterable[dict[str, Any]]) -> list[Row]:
+    """One row per (backend, scenario, concurrency) with both sides, in the order first measured."""
+    groups: dict[tuple[str, str, int], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.get("type") == "crosscheck":
+            groups[(r["backend"], r["scenario"], r["concurrency"])][r["side"]].append(r)
+    out = []
+    for (backend, scen, conc), sides in groups.items():
+        if not sides["ours"] or not sides["theirs"]:
+            continue
+        ours_by_round = {r["round"]: r["p50_ms"] for r in sides["ours"]}
+        paired = [ours_by_round[r["round"]] / r["p50_ms"] for r in sides["theirs"] if r["round"] in ours_by_round]
+        out.append(Row(backend, scen, conc, sides["theirs"][0]["tool"], pooled(sides["ours"]), pooled(sides["theirs"]),
+                       (min(paired), max(paired)) if paired else (float("nan"), float("nan")), len(paired)))
+    return out
+
+
+def _f(v: float, digits: int = 3) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def ratio_table(table: Sequence[Row]) -> str:
+    head = ("| backend | scenario | workers | tool | ours p50 ms | theirs p50 ms | p50 ours/theirs (rounds) | "
+            "ours p95 ms | theirs p95 ms | p95 ours/theirs | ours checks/s | theirs checks/s | "
+            "throughput ours/theirs | errors ours / theirs |")
+    lines = [head, "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in table:
+        lo, hi = r.p50_ratio_range
+        lines.append(f"| {r.backend} | {r.scenario} | {r.concurrency} | {r.tool} | {_f(r.ours.p50_ms)} | "
+                     f"{_f(r.theirs.p50_ms)} | {r.ratio('p50_ms'):.2f} ({lo:.2f}-{hi:.2f}) | {_f(r.ours.p95_ms)} | "
+                     f"{_f(r.theirs.p95_ms)} | {r.ratio('p95_ms'):.2f} | {_f(r.ours.throughput, 0)} | "
+                     f"{_f(r.theirs.throughput, 0)} | {r.ratio('throughput'):.2f} | {r.ours.errors} / {r.theirs.errors} |")
+    return "\n".join(lines) + "\n"
+
+
+def verdict(table: Sequence[Row]) -> list[str]:
+    """Which 1-worker p50s are within LIMIT of the tool's, and which are not."""
+    one = [r for r in table if r.concurrency == 1]
+    over = [r for r in one if r.ratio("p50_ms") > LIMIT]
+    if not one:
+        return ["No 1-worker phase was measured."]
+    if not over:
+        return [f"At 1 worker our p50 is within {LIMIT:.2f}x of the independent tool's on all {len(one)} "
+                f"(backend, scenario) pairs (highest {max(r.ratio('p50_ms') for r in one):.2f})."]
+    return [f"At 1 worker our p50 is more than {LIMIT:.2f}x the independent tool's on {len(over)} of {len(one)} "
+            "(backend, scenario) pairs: " + ", ".join(f"{r.backend} {r.scenario} {r.ratio('p50_ms'):.2f}"
+                                                     for r in over) + "."]
+
+
+def breakdown_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
+    """Per backend and scenario at 1 worker: the runner's p50, the adapter's check and the bare driver call
+    timed in one process, and the tool's p50; the differences are where our time goes."""
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1}
+    lines = ["| backend | scenario | ours (runner) p50 ms | adapter check p50 ms | bare driver call p50 ms | "
+             "tool p50 ms | runner - adapter ms | adapter - driver ms | driver - tool ms |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for b in records:
+        if b.get("type") != "crosscheck_breakdown" or (b["backend"], b["scenario"]) not in ones:
+            continue
+        r = ones[(b["backend"], b["scenario"])]
+        ours, ad, dr, th = r.ours.p50_ms, b["adapter_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
+        lines.append(f"| {r.backend} | {r.scenario} | {_f(ours)} | {_f(ad)} | {_f(dr)} | {_f(th)} | "
+                     f"{ours - ad:+.3f} | {ad - dr:+.3f} | {dr - th:+.3f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:
+    """For each 1-worker pair over LIMIT with a breakdown: the gap split into the runner around the call, the
+    adapter's own work and the driver against the tool, all from the records."""
+    bds = {(b["backend"], b["scenario"]): b for b in records if b.get("type") == "crosscheck_breakdown"}
+    out = []
+    for r in table:
+        b = bds.get((r.backend, r.scenario))
+        if r.concurrency != 1 or r.ratio("p50_ms") <= LIMIT or b is None:
+            continue
+        ours, ad, dr, th = r.ours.p50_ms, b["adapter_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
+        out.append(f"- {r.backend} {r.scenario}: ours {ours:.3f} ms against {r.tool}'s {th:.3f} ms "
+                   f"({ours - th:+.3f} ms): the runner around the call {ours - ad:+.3f} ms, the adapter's own work "
+                   f"{ad - dr:+.3f} ms, the driver's call against {r.tool}'s {dr - th:+.3f} ms.")
+    return out
+
+
+def _order(records: Sequence[dict[str, Any]]) -> str:
+    """Which side ran first in each round, as recorded (runs before the alternation always ran the tool first)."""
+    first: dict[int, str] = {}
+    for r in records:
+        if r.get("type") == "crosscheck" and r["round"] not in first and r.get("phase"):
+            first[r["round"]] = "the tool" if r["side"] == "theirs" else "ours"
+    return "; ".join(f"round {k}: {v} first" for k, v in sorted(first.items())) or "no run recorded"
+
+
+def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
+    cfg, env, ds = manifest.get("config", {}), manifest.get("environment", {}), manifest.get("dataset", {})
+    out = [f"Run `{manifest.get('run_id')}`, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
+           f"({env.get('cpu_model', '')}), shared by client, tool and server; {env.get('os', '')}.",
+           f"Dataset rebac `{ds.get('profile')}`, {ds.get('relationships', 0):,} relationships, hash "
+           f"`{str(ds.get('hash', ''))[:16]}`.",
+           f"Each phase is the suite's own (phase_plan.phase_specs; its warm-up, budget and inputs) at "
+           f"{cfg.get('seconds')} s, in {cfg.get('rounds')} rounds; in each round the tool and the runner's phase "
+           f"ran one after the other on the phase's inputs, on the same server ({_order(records)})."]
+    for s in (r for r in records if r.get("type") == "crosscheck_server"):
+        cmd = next((r["command"] for r in records if r.get("type") == "crosscheck" and r["backend"] == s["backend"]
+                    and r["side"] == "theirs"), "")
+        out.append(f"{s['backend']}: {s['label']} ({s['mode']}), consistency {s.get('consistency') or 'n/a'}; "
+                   f"ours: {s.get('client', '')}; {s['tool']} {s['tool_version']}: `{cmd}`")
+    loads = [r["load"][0] for r in records if r.get("type") == "crosscheck" and r.get("load")]
+    if loads:
+        out.append(f"1-minute load average over the runs: median {statistics.median(loads):.2f}, "
+                   f"range {min(loads):.2f}-{max(loads):.2f}.")
+    out += [f"{r['backend']}: FAILED: {r['message']}" for r in records if r.get("type") == "backend_error"]
+    return out
+
+
+def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
+    table = rows(records)
+    parts = ["# Cross-check: the suite's client against independent load tools", "",
+             *(f"- {c}" for c in _context(manifest, records)), "",
+             "Ratios are ours / theirs: above 1 for latency, below 1 for throughput, means ours is slower. "
+             "p50 and p95 pool every round's latencies; throughput is ops over measured seconds.", "",
+             ratio_table(table), *verdict(table), ""]
+    bd = breakdown_table(records, table)
+    if bd:
+        parts += ["## Where our time goes at 1 worker", "",
+                  "The adapter's check and the bare driver call (the same query or request, prebuilt, on the "
+                  "adapter's connection) timed call by call alternately in one process on the phase's inputs.", "",
+                  bd]
+        if gaps := closing_notes(records, table):
+            parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
+                      "of different samples: their differences are indicative, not exact):", "", *gaps, ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run's manifest and records: results/crosscheck/<run-id>, or a committed copy whose records are
+    gzipped (records.jsonl.gz)."""
+    from authzbench.results import MANIFEST, RECORDS, RunStore
+
+    gz = run / (RECORDS + ".gz")
+    if (run / MANIFEST).is_file() and gz.is_file() and not (run / RECORDS).is_file():
+        with gzip.open(gz, "rt") as fh:
+            return json.loads((run / MANIFEST).read_text()), [json.loads(ln) for ln in fh if ln.strip()]
+    store = RunStore.open(run)
+    return store.manifest(), list(store.records())
+
+
+def render_run(run: Path, report_dir: Path) -> Path:
+    manifest, records = read_run(run)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / f"crosscheck-{manifest.get('run_id') or run.name}.md"
+    path.write_text(render(manifest, records))
+    return path

@@ -1,0 +1,254 @@
+"""`authzbench crosscheck` without servers: the tools' output parsed into figures, the pgbench script picking
+the sampled inputs with the adapter's own query, the runner's records read back, and the ratio table."""
+
+from __future__ import annotations
+
+import pytest
+
+from authzbench.backends.postgres import PostgresBackend, check_statement
+from authzbench.cli import main
+from authzbench.metrics import encode, new_histogram
+from authzbench.tools.crosscheck import (
+    case_tree,
+    ghz_config,
+    ours_from_records,
+    parse_ghz,
+    parse_pgbench,
+    pgbench_command,
+    pgbench_script,
+    sides_in_order,
+)
+from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, verdict
+
+
+def _eval_case(expr: str, k: int) -> int:
+    """pgbench's `case when :k < N then A else B end`, evaluated the way pgbench would."""
+    tokens = expr.split()
+
+    def walk(i: int) -> tuple[int, int]:
+        if tokens[i] != "case":
+            return int(tokens[i]), i + 1
+        assert tokens[i + 1:i + 4] == ["when", ":k", "<"] and tokens[i + 5] == "then"
+        bound = int(tokens[i + 4])
+        a, j = walk(i + 6)
+        assert tokens[j] == "else"
+        b, j = walk(j + 1)
+        assert tokens[j] == "end"
+        return (a if k < bound else b), j + 1
+
+    return walk(0)[0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1000])
+def test_case_tree_gives_the_kth_input_for_every_k(n):
+    values = [(i * 7919) % 100_003 for i in range(n)]
+    expr = case_tree(values)
+    assert [_eval_case(expr, k) for k in range(n)] == values
+
+
+def test_case_tree_is_balanced_so_a_pick_costs_log_n_comparisons():
+    expr = case_tree(list(range(2000)))
+    depth = max_depth = 0
+    for t in expr.split():
+        depth += t == "case"
+        depth -= t == "end"
+        max_depth = max(max_depth, depth)
+    assert max_depth == 11  # ceil(log2(2000))
+
+
+def test_pgbench_script_runs_the_adapters_check_query_with_its_parameters_in_order():
+    sql, params = check_statement("manage")
+    script = pgbench_script(sql, params, [{"user": 5, "resource": 9}, {"user": 6, "resource": 10}])
+    lines = script.splitlines()
+    assert lines[0] == "\\set k random(0, 1)"
+    assert lines[1].startswith("\\set resource ") and _eval_case(lines[1].split(" ", 2)[2], 1) == 10
+    assert lines[2].startswith("\\set user ") and _eval_case(lines[2].split(" ", 2)[2], 0) == 5
+    assert lines[3] == sql.replace("%s", ":resource", 1).replace("%s", ":user", 1) + ";"
+    assert "%s" not in script
+
+
+def test_check_statement_names_the_parameters_in_the_order_check_passes_them():
+    class Conn:
+        def execute(self, query, params):
+            self.seen = (query, params)
+            return self
+
+        def fetchone(self):
+            return (True,)
+
+    b = PostgresBackend({"dsn": "postgresql://unused"}, {})
+    b.conn, b._watchdog = Conn(), None
+    b._check_cur = b.conn
+    for perm in ("manage", "view", "view_content"):
+        assert b.check(user=5, perm=perm, resource=9)
+        sql, params = check_statement(perm)
+        assert b.conn.seen == (sql, tuple({"user": 5, "resource": 9}[p] for p in params))
+
+
+PGBENCH_OUT = """pgbench (15.14 (Debian 15.14-0+deb12u1))
+transaction type: check.sql
+scaling factor: 1
+query mode: prepared
+number of clients: 8
+number of threads: 8
+maximum number of tries: 1
+duration: 3 s
+number of transactions actually processed: 4
+number of failed transactions: 1 (20.000%)
+latency average = 0.512 ms
+initial connection time = 12.345 ms
+tps = 2000.000000 (without initial connection time)
+"""
+
+
+def test_pgbench_figures_come_from_its_transaction_log_and_tps_line():
+    log = ["0 0 400 0 1700000000 1", "0 1 500 0 1700000000 2", "1 0 600 0 1700000000 3",
+           "1 1 10000 0 1700000000 4 55", "garbage"]
+    m = parse_pgbench(PGBENCH_OUT, log)
+    assert (m.ops, m.errors) == (4, 1)
+    assert m.seconds == pytest.approx(4 / 2000)
+    assert m.throughput == pytest.approx(2000)
+    assert m.hist.get_value_at_percentile(50) == pytest.approx(500, rel=0.01)
+    assert m.hist.get_max_value() == pytest.approx(10000, rel=0.01)
+
+
+def test_pgbench_output_without_a_tps_line_is_refused():
+    with pytest.raises(ValueError, match="tps"):
+        parse_pgbench("pgbench: error: connection refused\n", [])
+
+
+def test_ghz_figures_count_ok_requests_only_from_the_first_start_to_the_last_end():
+    report = {"count": 4, "total": 9_000_000_000, "rps": 0.4, "details": [  # total: with the skipped warm-up
+        {"timestamp": "2026-11-27T14:20:26.000000000Z", "latency": 1_000_000, "status": "OK", "error": ""},
+        {"timestamp": "2026-11-27T15:20:26.5+01:00", "latency": 2_000_000, "status": "OK", "error": ""},
+        {"timestamp": "2026-11-27T14:20:27.997000001Z", "latency": 3_000_000, "status": "OK", "error": ""},
+        {"timestamp": "2026-11-27T14:20:27.000000000Z", "latency": 9_000_000, "status": "Unavailable",
+         "error": "rpc error"}]}
+    m = parse_ghz(report)
+    assert (m.ops, m.errors) == (3, 1)
+    assert m.seconds == pytest.approx(2.0, abs=1e-6)
+    assert m.throughput == pytest.approx(1.5)
+    assert m.hist.get_value_at_percentile(50) == pytest.approx(2000, rel=0.01)
+    assert m.hist.get_max_value() == pytest.approx(3000, rel=0.01)
+
+
+def _hist(*values_us: int) -> str:
+    h = new_histogram()
+    for v in values_us:
+        h.record_value(v)
+    return encode(h)
+
+
+def test_our_figures_are_the_runners_check_intervals_and_phase_window():
+    recs = [{"type": "interval", "phase": "p", "kind": "check", "hist": _hist(100, 200), "timeouts": 1,
+             "errors": {"X": 2}},
+            {"type": "interval", "phase": "p", "kind": "check", "hist": _hist(300), "timeouts": 0, "errors": {}},
+            {"type": "interval", "phase": "other", "kind": "check", "hist": _hist(9000), "timeouts": 0, "errors": {}},
+            {"type": "phase_end", "phase": "p", "ops": 3, "wall_s": 0.5}]
+    m = ours_from_records(recs, "p")
+    assert (m.ops, m.errors, m.seconds, m.throughput) == (3, 3, 0.5, 6.0)
+    assert m.hist.get_max_value() == pytest.approx(300, rel=0.01)
+
+
+def _rec(side: str, rnd: int, conc: int, p50_us: int, ops: int, seconds: float, backend: str = "postgres") -> dict:
+    return {"type": "crosscheck", "backend": backend, "scenario": "check_negative", "concurrency": conc,
+            "round": rnd, "side": side, "tool": "pgbench" if side == "theirs" else "authzbench",
+            "hist": _hist(*[p50_us] * ops), "p50_ms": p50_us / 1000, "ops": ops, "errors": 0, "seconds": seconds}
+
+
+def test_ratio_rows_pool_the_rounds_and_divide_ours_by_theirs():
+    recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 2.0),
+            _rec("theirs", 1, 1, 400, 10, 1.0), _rec("ours", 1, 1, 600, 10, 2.0)]
+    (r,) = rows(recs)
+    assert (r.backend, r.concurrency, r.tool, r.rounds) == ("postgres", 1, "pgbench", 2)
+    assert r.ours.throughput == pytest.approx(5.0) and r.theirs.throughput == pytest.approx(10.0)
+    assert r.ratio("throughput") == pytest.approx(0.5)
+    assert r.ratio("p95_ms") == pytest.approx(1.5, rel=0.01)  # pooled: ours' p95 is the 600 µs round
+    assert r.p50_ratio_range == pytest.approx((1.25, 1.5))
+    table = ratio_table([r])
+    assert "| postgres | check_negative | 1 | pgbench |" in table and "(1.25-1.50)" in table
+
+
+def test_a_phase_measured_by_one_side_only_has_no_row():
+    assert rows([_rec("theirs", 0, 1, 400, 10, 1.0)]) == []
+
+
+def test_verdict_names_each_1_worker_pair_over_the_limit_and_ignores_8_workers():
+    over = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 800, 10, 1.0)]
+    within = [_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), _rec("ours", 0, 1, 420, 10, 1.0, "openfga"),
+              _rec("theirs", 0, 8, 400, 10, 1.0, "openfga"), _rec("ours", 0, 8, 4000, 10, 1.0, "openfga")]
+    (line,) = verdict(rows(over + within))
+    assert "on 1 of 2" in line and "postgres check_negative 2.00" in line and "openfga" not in line
+    (line,) = verdict(rows(within))
+    assert f"within {LIMIT:.2f}x" in line and "all 1" in line
+
+
+def test_render_states_the_servers_tools_and_breakdown_from_the_records():
+    recs = [{"type": "crosscheck_server", "backend": "postgres", "label": "PostgreSQL 15.14", "mode": "native",
+             "consistency": "", "tool": "pgbench", "tool_version": "pgbench (PostgreSQL) 15.14"},
+            {**_rec("theirs", 0, 1, 400, 10, 1.0), "command": "pgbench -n -M prepared", "load": [1.5, 1, 1]},
+            {**_rec("ours", 0, 1, 500, 10, 1.0), "load": [2.5, 1, 1]},
+            {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
+             "adapter_p50_ms": 0.45, "driver_p50_ms": 0.43, "calls": 10}]
+    text = render({"run_id": "x", "config": {"seconds": 3, "rounds": 1}, "dataset": {"profile": "tiny"}}, recs)
+    assert "`pgbench -n -M prepared`" in text and "PostgreSQL 15.14" in text
+    assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.050 | +0.020 | +0.030 |" in text
+    assert "median 2.00, range 1.50-2.50" in text
+    assert ("- postgres check_negative: ours 0.500 ms against pgbench's 0.400 ms (+0.100 ms): the runner around the "
+            "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms.") in text
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--backend", "mongo"], "crosscheck speaks to postgres"),
+    (["--scenario", "mixed"], "--scenario mixed: valid"),
+    (["--profile", "huge"], "unknown profile"),
+    (["--seconds", "0.5"], "--seconds"),
+    (["--concurrency", "0"], "--concurrency"),
+])
+def test_bad_crosscheck_input_is_one_line_and_exit_2(argv, says, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        raise SystemExit(main(["crosscheck", "--results-dir", str(tmp_path), *argv]))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_a_committed_run_with_gzipped_records_renders_like_the_results_dir(tmp_path):
+    import gzip
+    import json
+
+    from authzbench.tools.crosscheck_report import render_run
+
+    recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0)]
+    manifest = {"run_id": "20261127-150000", "config": {"seconds": 3, "rounds": 1}}
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    for d in (plain, packed):
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps(manifest))
+    (plain / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with gzip.open(packed / "records.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in recs)
+    a = render_run(plain, tmp_path / "a").read_text()
+    b = render_run(packed, tmp_path / "b")
+    assert b.name == "crosscheck-20261127-150000.md" and b.read_text() == a and "| 1.25 (1.25-1.25) |" in a
+
+
+def test_ghz_runs_one_connection_per_worker_for_the_phase_or_a_warm_up_count(tmp_path):
+    md = {"authorization": "Bearer k3y"}
+    timed = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, seconds=3)
+    assert (timed["concurrency"], timed["connections"], timed["duration"], timed["duration-stop"]) == (8, 8, "3s", "wait")
+    assert "total" not in timed and timed["reflect-metadata"] == md
+    warm = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, requests=34)
+    assert warm["total"] == 34 and "duration" not in warm
+
+
+def test_pgbench_runs_prepared_for_the_phase_or_a_warm_up_count(tmp_path):
+    timed = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 3, tmp_path / "tx")
+    assert timed[1:] == ["-n", "-M", "prepared", "-c", "8", "-j", "8", "-T", "3", "-f", str(tmp_path / "s.sql"),
+                         "-l", "--log-prefix", str(tmp_path / "tx"), "DSN"]
+    warm = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 0, tmp_path / "w", transactions=5)
+    assert warm[8:10] == ["-t", "5"]
+
+
+def test_the_side_that_runs_first_on_a_phases_inputs_alternates_by_round():
+    assert [sides_in_order(r) for r in range(3)] == [("theirs", "ours"), ("ours", "theirs"), ("theirs", "ours")]
