@@ -40,14 +40,25 @@ class Cell:
 def rows_of(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None,
             mode: str = "closed", consistency: str = "") -> pd.DataFrame:
     """The phase rows (one per round) of one figure; kind None: the op kinds a read figure is made of."""
-    ph = rd.phases
-    if ph.empty:
-        return ph
-    sub = ph[(ph["backend"] == backend) & (ph["scenario"] == scenario) & (ph["mode"] == mode) &
-             (ph["concurrency"] == concurrency) & (ph["ops"] > 0)]
-    if "consistency" in sub:
-        sub = sub[sub["consistency"] == consistency]
+    sub = _index(rd).get((backend, scenario, mode, int(concurrency), consistency))
+    if sub is None:
+        return pd.DataFrame()
     return sub[sub["kind"] == kind] if kind else sub[~sub["kind"].isin(["write", "visibility"])]
+
+
+def _index(rd: RunData) -> dict[tuple, pd.DataFrame]:
+    """The measured phase rows grouped once per run: a figure's lookup is a dict access, not a scan of every
+    phase (a report asks for some thousands of figures)."""
+    if "_phase_index" not in rd.__dict__:
+        ph = rd.phases
+        if ph.empty:
+            rd.__dict__["_phase_index"] = {}
+        else:
+            ph = ph[ph["ops"] > 0]
+            cons = ph["consistency"] if "consistency" in ph else pd.Series("", index=ph.index)
+            keys = [ph["backend"], ph["scenario"], ph["mode"], ph["concurrency"].astype(int), cons]
+            rd.__dict__["_phase_index"] = {tuple(k): g for k, g in ph.groupby(keys, sort=False)}
+    return rd.__dict__["_phase_index"]
 
 
 def cell(rd: RunData, backend: str, scenario: str, concurrency: int, metric: str, kind: str | None = None,
