@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, tables
+from authzbench.report import charts, engines, speed, tables
 from authzbench.report.data import RunData
 from authzbench.report.figures import group_of, rank_groups
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -81,11 +81,16 @@ def section(rd: RunData, out_dir: Path) -> str:
 def _scope(rd: RunData) -> str:
     ds = rd.manifest.get("dataset", {})
     env = rd.manifest.get("environment", {})
-    tier = (rd.manifest.get("config") or {}).get("tier")
-    engines = f"Zanzibar engines in the {tier} tier. " if tier else ""
+    tier = engines.engine_tier(rd)
+    zanzibar = f"Zanzibar engines' figures: {tier}. " if tier else ""
     return (f"Dataset `{ds.get('profile')}` ({ds.get('relationships', 0):,} relationships), "
-            f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. {engines}"
+            f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. {zanzibar}{_speed(rd)}"
             "Figures are medians over rounds at the workers named; the Findings give every dimension.")
+
+
+def _speed(rd: RunData) -> str:
+    idx = speed.speed_index(rd)
+    return f"Machine-speed index {idx.median:.2f} ({idx.lo:.2f}-{idx.hi:.2f} over {idx.n} visits). " if idx else ""
 
 
 def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:

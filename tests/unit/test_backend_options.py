@@ -79,9 +79,19 @@ def test_a_backend_lacking_the_model_is_skipped_before_any_server_starts(tmp_pat
         raise AssertionError("a server was started for a backend that cannot run the model")
 
     monkeypatch.setattr(orchestrate, "Session", no_server)
-    cfg = BenchConfig(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path)
+    # one chosen backend implements the model: the others are recorded skips
+    cfg = BenchConfig(backends=["scylla", "clickhouse", "reference"], profile="tiny", model="social", data_dir=tmp_path)
     cfg.validate()
     assert set(cfg.unsupported()) == {"scylla", "clickhouse"}
-    failures = orchestrate.prepare(cfg)
+    # none does: refused in one line before anything starts
+    with pytest.raises(UserError, match="do not implement the 'social' model"):
+        BenchConfig(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path).validate()
+    monkeypatch.setattr(cfg, "backends", ["scylla", "clickhouse"])
+    failures = _prepare_skipping_validation(cfg, monkeypatch)  # a mixed set validated above
     assert failures == ["scylla: does not implement the 'social' model",
                         "clickhouse: does not implement the 'social' model"]
+
+
+def _prepare_skipping_validation(cfg, monkeypatch):
+    monkeypatch.setattr(BenchConfig, "validate", lambda self: None)
+    return orchestrate.prepare(cfg)
