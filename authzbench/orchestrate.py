@@ -183,7 +183,7 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
 def _record_eta(store: RunStore, eta: RunEta) -> None:
     """The estimate as it stood (at the start and after each visit), so a run shows how well it held."""
     store.append({"type": "eta", "done": eta.done, "total": eta.total, "elapsed_s": eta.elapsed_s(),
-                  "left_s": eta.left_s_estimate(), "rate": eta.rate()})
+                  "left_s": eta.left_s_estimate(), "overhead_s": eta.overhead_s()})
     say(f"run: {eta.line()}")
 
 

@@ -1,7 +1,7 @@
 """The whole run's progress and estimate of the time left, shown while bench runs: phases done / total, elapsed,
-time left. The estimate is the phases' planned seconds (their budgets) scaled by how much wall time each
-planned second has taken so far, so the fixed cost around the windows (warm-ups, starts, loads, restore
-checks) is counted from what this run has spent on it."""
+time left. The estimate is the phases' planned seconds (their budgets) plus, for each phase left, the wall time
+a phase has cost beyond its window so far in this run (warm-ups, starts, loads, restore checks): a fixed cost a
+phase, not a share of its window, since a tiny run's 1.3-s windows cost as much around them as longer ones."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from rich.progress import BarColumn, Progress, TextColumn
 from authzbench.provision.base import console
 from authzbench.scenarios.runner import PhaseSpec
 
-# Wall seconds per planned second before any phase has finished: `make bench` 20261127-092345 spent 19.7 min
-# in phases whose measured windows were roughly half of it (issue 45).
-PRIOR_RATE = 2.0
-# The prior counts as this many planned seconds already run, so the first phases (which also carry the first
-# backend's start and load) move the estimate gradually: after 2 min of budgets the run's own rate weighs half.
-PRIOR_WEIGHT_S = 120.0
+# Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
+# and the starts and loads spread over the phases), before this run has its own figure: 4.0 s in the `make bench`
+# on tiny of 20261127-135950 (866 phase attempts, 1,155 planned s, 4,579 s of wall clock).
+PRIOR_OVERHEAD_S = 4.0
+# The prior counts as this many phases already run, so the first phases (which also carry the first backend's
+# start and load) move the estimate gradually: after 10 phases the run's own overhead weighs half.
+PRIOR_PHASES = 10
 
 
 def planned_seconds(spec: PhaseSpec) -> float:
@@ -65,12 +66,13 @@ class RunEta:
     def elapsed_s(self) -> float:
         return self.clock() - self.t0
 
-    def rate(self) -> float:
-        """Wall seconds per planned second: the prior, then more and more this run's own."""
-        return (PRIOR_RATE * PRIOR_WEIGHT_S + self.elapsed_s()) / (PRIOR_WEIGHT_S + self.planned_done_s)
+    def overhead_s(self) -> float:
+        """Wall seconds a phase costs beyond its window: the prior, then more and more this run's own."""
+        return ((PRIOR_OVERHEAD_S * PRIOR_PHASES + self.elapsed_s() - self.planned_done_s)
+                / (PRIOR_PHASES + self.done))
 
     def left_s_estimate(self) -> float:
-        return sum(self.left_s.values()) * self.rate()
+        return max(0.0, sum(self.left_s.values()) + sum(self.left_n.values()) * self.overhead_s())
 
     def line(self) -> str:
         return (f"{self.done}/{self.total} phases, {_duration(self.elapsed_s())} elapsed, "
