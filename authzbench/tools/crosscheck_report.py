@@ -144,7 +144,8 @@ def _order(records: Sequence[dict[str, Any]]) -> str:
 
 def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
     cfg, env, ds = manifest.get("config", {}), manifest.get("environment", {}), manifest.get("dataset", {})
-    out = [f"Run `{manifest.get('run_id')}`, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
+    also = f" with `{'`, `'.join(manifest['also'])}`" if manifest.get("also") else ""
+    out = [f"Run `{manifest.get('run_id')}`{also}, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
            f"({env.get('cpu_model', '')}), shared by client, tool and server; {env.get('os', '')}.",
            f"Dataset rebac `{ds.get('profile')}`, {ds.get('relationships', 0):,} relationships, hash "
            f"`{str(ds.get('hash', ''))[:16]}`.",
@@ -196,9 +197,16 @@ def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return store.manifest(), list(store.records())
 
 
-def render_run(run: Path, report_dir: Path) -> Path:
-    manifest, records = read_run(run)
+def render_run(run: Path | Sequence[Path], report_dir: Path) -> Path:
+    """The report of a run, or of several (a backend run again later): the first run's manifest and id, every
+    run's records, the runs named."""
+    runs = [run] if isinstance(run, Path) else list(run)
+    manifest, records = read_run(runs[0])
+    for more in runs[1:]:
+        m, recs = read_run(more)
+        manifest = {**manifest, "also": [*manifest.get("also", []), m.get("run_id") or more.name]}
+        records += recs
     report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / f"crosscheck-{manifest.get('run_id') or run.name}.md"
+    path = report_dir / f"crosscheck-{manifest.get('run_id') or runs[0].name}.md"
     path.write_text(render(manifest, records))
     return path
