@@ -144,7 +144,7 @@ def _order(records: Sequence[dict[str, Any]]) -> str:
 
 def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
     cfg, env, ds = manifest.get("config", {}), manifest.get("environment", {}), manifest.get("dataset", {})
-    also = f" with `{'`, `'.join(manifest['also'])}`" if manifest.get("also") else ""
+    also = f", with the backends measured again in {'; '.join(manifest['also'])}" if manifest.get("also") else ""
     out = [f"Run `{manifest.get('run_id')}`{also}, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
            f"({env.get('cpu_model', '')}), shared by client, tool and server; {env.get('os', '')}.",
            f"Dataset rebac `{ds.get('profile')}`, {ds.get('relationships', 0):,} relationships, hash "
@@ -198,14 +198,16 @@ def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def render_run(run: Path | Sequence[Path], report_dir: Path) -> Path:
-    """The report of a run, or of several (a backend run again later): the first run's manifest and id, every
-    run's records, the runs named."""
+    """The report of a run, or of several: a later run's records of a backend replace an earlier run's (a
+    backend measured again); the first run's manifest and id, the other runs named."""
     runs = [run] if isinstance(run, Path) else list(run)
     manifest, records = read_run(runs[0])
     for more in runs[1:]:
         m, recs = read_run(more)
-        manifest = {**manifest, "also": [*manifest.get("also", []), m.get("run_id") or more.name]}
-        records += recs
+        again = {r["backend"] for r in recs if r.get("type") in ("crosscheck", "backend_error")}
+        manifest = {**manifest, "also": [*manifest.get("also", []), f"{m.get('run_id') or more.name} "
+                                         f"({', '.join(sorted(again))})"]}
+        records = [r for r in records if r.get("backend") not in again] + recs
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / f"crosscheck-{manifest.get('run_id') or runs[0].name}.md"
     path.write_text(render(manifest, records))
