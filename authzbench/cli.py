@@ -252,7 +252,8 @@ def _crosscheck_args(sub) -> None:
     cc.add_argument("--data-dir", type=_path)
     cc.add_argument("--results-dir", type=_path, help="records go to RESULTS/crosscheck/<run-id>")
     cc.add_argument("--report-dir", type=_path, default=Path("reports"))
-    cc.add_argument("--render", type=_path, metavar="RUN", help="only render the report of a recorded run")
+    cc.add_argument("--render", type=_path, nargs="+", metavar="RUN",
+                    help="only render the report of a recorded run (several: one report of all their records)")
 
 
 def build_parser() -> argparse.ArgumentParser:

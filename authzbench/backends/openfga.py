@@ -381,12 +381,13 @@ class OpenFGABackend(Backend):
         return {"consistency": CONSISTENCY[mode or self.mode]}
 
     def check_message(self, user: int, perm: str, resource: int, mode: str | None = None) -> dict[str, Any]:
-        """check()'s request as OpenFGA's CheckRequest in protobuf JSON: the body the SDK POSTs to
-        /stores/{store}/check (the HTTP API is the gRPC API's gateway), with the store named; what `authzbench
-        crosscheck` hands to ghz for openfga.v1.OpenFGAService/Check."""
+        """check()'s request as OpenFGA's CheckRequest in protobuf JSON (OpenFGA's protos name their JSON fields
+        in snake_case): the body the SDK POSTs to /stores/{store}/check (the HTTP API is the gRPC API's
+        gateway), with the store named; what `authzbench crosscheck` hands to ghz for
+        openfga.v1.OpenFGAService/Check."""
         obj_type, relation = self._target(perm)
-        return {"storeId": self.store_id, "authorizationModelId": self.model_id,
-                "tupleKey": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
+        return {"store_id": self.store_id, "authorization_model_id": self.model_id,
+                "tuple_key": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
                 **self._options(mode)}
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:

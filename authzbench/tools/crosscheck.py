@@ -313,8 +313,8 @@ def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
     HTTP library)."""
     import urllib3
 
-    body = json.dumps({k: v for k, v in message.items() if k != "storeId"}).encode()
-    url = f"{backend.endpoint['url']}/stores/{message['storeId']}/check"
+    body = json.dumps({k: v for k, v in message.items() if k != "store_id"}).encode()
+    url = f"{backend.endpoint['url']}/stores/{message['store_id']}/check"
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
     pool = urllib3.PoolManager(maxsize=1)
     return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data

@@ -134,22 +134,25 @@ def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> li
 
 
 def _order(records: Sequence[dict[str, Any]]) -> str:
-    """Which side ran first in each round, as recorded (runs before the alternation always ran the tool first)."""
-    first: dict[int, str] = {}
+    """Which side ran first in each round, per backend, as recorded (runs before the alternation always ran the
+    tool first)."""
+    first: dict[str, dict[int, str]] = {}
     for r in records:
-        if r.get("type") == "crosscheck" and r["round"] not in first and r.get("phase"):
-            first[r["round"]] = "the tool" if r["side"] == "theirs" else "ours"
-    return "; ".join(f"round {k}: {v} first" for k, v in sorted(first.items())) or "no run recorded"
+        if r.get("type") == "crosscheck" and r.get("phase"):
+            first.setdefault(r["backend"], {}).setdefault(r["round"], "the tool" if r["side"] == "theirs" else "ours")
+    return "; ".join(f"{b}: " + ", ".join(f"round {k} {v}" for k, v in sorted(rounds.items())) + " first"
+                     for b, rounds in first.items()) or "no run recorded"
 
 
 def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
     cfg, env, ds = manifest.get("config", {}), manifest.get("environment", {}), manifest.get("dataset", {})
-    out = [f"Run `{manifest.get('run_id')}`, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
+    also = f", with the backends measured again in {'; '.join(manifest['also'])}" if manifest.get("also") else ""
+    out = [f"Run `{manifest.get('run_id')}`{also}, {env.get('captured_at', '')}; {env.get('cpu_logical')} logical CPUs "
            f"({env.get('cpu_model', '')}), shared by client, tool and server; {env.get('os', '')}.",
            f"Dataset rebac `{ds.get('profile')}`, {ds.get('relationships', 0):,} relationships, hash "
            f"`{str(ds.get('hash', ''))[:16]}`.",
            f"Each phase is the suite's own (phase_plan.phase_specs; its warm-up, budget and inputs) at "
-           f"{cfg.get('seconds')} s, in {cfg.get('rounds')} rounds; in each round the tool and the runner's phase "
+           f"{cfg.get('seconds')} s, in rounds; in each round the tool and the runner's phase "
            f"ran one after the other on the phase's inputs, on the same server ({_order(records)})."]
     for s in (r for r in records if r.get("type") == "crosscheck_server"):
         cmd = next((r["command"] for r in records if r.get("type") == "crosscheck" and r["backend"] == s["backend"]
@@ -175,7 +178,9 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     if bd:
         parts += ["## Where our time goes at 1 worker", "",
                   "The adapter's check and the bare driver call (the same query or request, prebuilt, on the "
-                  "adapter's connection) timed call by call alternately in one process on the phase's inputs.", "",
+                  "adapter's connection) timed call by call alternately in one process on the phase's inputs, after "
+                  "every phase: an engine with an answer cache may answer them from it, the runner's phases may "
+                  "not have.", "",
                   bd]
         if gaps := closing_notes(records, table):
             parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
@@ -196,9 +201,18 @@ def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return store.manifest(), list(store.records())
 
 
-def render_run(run: Path, report_dir: Path) -> Path:
-    manifest, records = read_run(run)
+def render_run(run: Path | Sequence[Path], report_dir: Path) -> Path:
+    """The report of a run, or of several: a later run's records of a backend replace an earlier run's (a
+    backend measured again); the first run's manifest and id, the other runs named."""
+    runs = [run] if isinstance(run, Path) else list(run)
+    manifest, records = read_run(runs[0])
+    for more in runs[1:]:
+        m, recs = read_run(more)
+        again = {r["backend"] for r in recs if r.get("type") in ("crosscheck", "backend_error")}
+        manifest = {**manifest, "also": [*manifest.get("also", []), f"{m.get('run_id') or more.name} "
+                                         f"({', '.join(sorted(again))})"]}
+        records = [r for r in records if r.get("backend") not in again] + recs
     report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / f"crosscheck-{manifest.get('run_id') or run.name}.md"
+    path = report_dir / f"crosscheck-{manifest.get('run_id') or runs[0].name}.md"
     path.write_text(render(manifest, records))
     return path

@@ -252,3 +252,20 @@ def test_pgbench_runs_prepared_for_the_phase_or_a_warm_up_count(tmp_path):
 
 def test_the_side_that_runs_first_on_a_phases_inputs_alternates_by_round():
     assert [sides_in_order(r) for r in range(3)] == [("theirs", "ours"), ("ours", "theirs"), ("theirs", "ours")]
+
+
+def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
+    import json
+
+    from authzbench.tools.crosscheck_report import render_run
+
+    first = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
+             _rec("theirs", 0, 1, 400, 10, 1.0, "permify"), _rec("ours", 0, 1, 100, 10, 1.0, "permify")]
+    again = [_rec("theirs", 0, 1, 400, 10, 1.0, "permify"), _rec("ours", 0, 1, 440, 10, 1.0, "permify")]
+    for name, recs in (("a", first), ("b", again)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"run_id": name, "config": {}}))
+        (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    text = render_run([tmp_path / "a", tmp_path / "b"], tmp_path / "out").read_text()
+    assert "| permify | check_negative | 1 | pgbench | 0.440 |" in text and "| 0.100 |" not in text
+    assert "| postgres | check_negative | 1 | pgbench | 0.500 |" in text and "measured again in b (permify)" in text
