@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # headless: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from authzbench.metrics import merge  # noqa: E402
+from authzbench.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
@@ -95,7 +95,7 @@ def spectrum_points(encoded: list[str]) -> tuple[np.ndarray, np.ndarray]:
         return np.array([]), np.array([])
     top = min(np.log10(n), MAX_NINES)
     q = 1 - 10 ** -np.linspace(np.log10(2), top, SPECTRUM_POINTS)
-    return q, np.array([h.get_value_at_percentile(100 * x) / 1000 for x in q])
+    return q, np.array([percentile(h, 100 * x) / 1000 for x in q])
 
 
 def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:

@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from authzbench.metrics import decode, merge, new_histogram
+from authzbench.metrics import decode, merge, new_histogram, percentile
 
 Z95 = 1.96
 
@@ -127,7 +127,7 @@ def _slot_values(hists: tuple[str, ...], slots: tuple[int, ...], q: float) -> li
         for x in hs:
             h.add(decode(x))
         if h.get_total_count() >= min_ops(q):  # a slice too small for this percentile says nothing
-            out.append(h.get_value_at_percentile(q) / 1000)
+            out.append(percentile(h, q) / 1000)
     return out
 
 
@@ -141,7 +141,7 @@ def order_stat_interval(hists: tuple[str, ...], q: float) -> tuple[float, float]
     p = q / 100
     half = Z95 * math.sqrt(n * p * (1 - p))
     lo, hi = max(1.0, n * p - half), min(float(n), n * p + half)
-    return h.get_value_at_percentile(100 * lo / n) / 1000, h.get_value_at_percentile(100 * hi / n) / 1000
+    return percentile(h, 100 * lo / n) / 1000, percentile(h, 100 * hi / n) / 1000
 
 
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
