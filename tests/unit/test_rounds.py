@@ -232,7 +232,8 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     dist = [r for r in rd.records if r["type"] == "disturbance"]
     assert [r["attempt"] for r in dist] == [0, 1] and all(r["disturbed"] for r in dist)
     assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]  # the figure: the re-run
-    text = render(store.path, tmp_path / "out").read_text()
+    main = render(store.path, tmp_path / "out")
+    text = main.read_text() + main.with_name(f"{main.stem}-appendix.md").read_text()
     assert "### Other processes on the cores" in text and "re-run: 1" in text
     assert "⚡ **reference" in text  # still disturbed after its re-run: marked
 
