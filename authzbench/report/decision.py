@@ -119,7 +119,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             continue
         f, g, net = r[b]
         flag = " ⚠" if f.too_few else ""
-        cells.append(f"{f.text or num(f.value)} ({'' if net else '†'}{g}){flag}")
+        cells.append(f"{'none' if f.text else num(f.value)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
 
@@ -132,6 +132,8 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
         return head + "no networked server measured."
     unit = f" {d.unit}" if d.unit else ""
     top = groups[0]
+    if all(f.text for f in top):  # e.g. no worker count met the SLO: nothing to rank
+        return head + f"none qualified ({top[0].text}): " + ", ".join(f.backend for f in top) + "."
     if len(groups) == 1 and len(top) == 1:
         return head + f"only {_fig(top[0], unit)} measured."
     if len(top) > 1:
