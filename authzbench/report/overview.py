@@ -25,12 +25,8 @@ def intro(rd: RunData, out_dir: Path) -> str:
              f"{env.get('cpu_logical', '?')} logical cores, {env.get('ram_bytes', 0) / 2**30:.1f} GiB RAM. "
              f"Dataset `{ds.get('profile', '?')}` ({fmt(ds.get('relationships'))} relationships, "
              f"hash `{str(ds.get('hash', ''))[:12]}`).",
-             "",
-             f"Backends measured: {', '.join(backends) or 'none'}. Answers checked against the oracle: "
-             f"**{checked:,}**, mismatches: **{mism:,}**.",
-             "",
-             "† marks figures that are not comparable with a networked server (embedded engine, wire-compatible "
-             "stand-in, or the in-process oracle): see the Servers table.", ""]
+             f"Backends measured: {', '.join(backends) or 'none'}. Answers checked against the oracle: **{checked:,}**, mismatches: **{mism:,}**. † marks a figure that is "
+             "not a networked server's (see the Servers table).", ""]
     return "\n".join(lines)
 
 
