@@ -20,9 +20,11 @@ def test_the_index_drops_clearly_when_cpu_bound_processes_compete():
         for p in hogs:
             p.kill()
             p.wait(timeout=10)
-    # One busy process a core leaves the workload about half of a core: the index roughly halves. A
-    # generous margin, so co-tenants on a shared machine do not flip the verdict: 20% lower at least.
-    assert loaded.index < 0.8 * quiet.index, (quiet, loaded)
+    # One busy process a core leaves the workload about half of a core: its CPU score roughly halves. A
+    # generous margin, so co-tenants on a shared machine do not flip the verdict: 20% lower at least. The CPU
+    # score is the part that sees CPU load: in a full unit run the quiet loopback once read 29 us against 13 us
+    # loaded (other tests' processes), which moved the combined index the other way.
+    assert loaded.cpu_score < 0.8 * quiet.cpu_score, (quiet, loaded)
     assert loaded.cpu_s > quiet.cpu_s
 
 
