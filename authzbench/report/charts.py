@@ -182,67 +182,6 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
     return _save(fig, chart_dir, "open_loop", tight=False)
 
 
-def render_summary_chart(matrix: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, *, out_dir: Path,
-                         run_id: str) -> str | None:
-    """Findings at a glance: per dimension, how many times worse than the best each backend is (1 = best),
-    with a bar over its interval (lo / hi: the ratios of the interval's ends), networked servers and †
-    backends in separate panels (each measured against its own group)."""
-    if matrix.empty:
-        return None
-    chart_dir = out_dir / f"{run_id}-charts"
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    groups = [[c for c in matrix.columns if not c.endswith("†")], [c for c in matrix.columns if c.endswith("†")]]
-    groups = [g for g in groups if len(g) >= 2]  # a lone backend is its own best everywhere: nothing to show
-    if not groups:
-        return None
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 0.4 * len(matrix) + 1.8), squeeze=False,
-                             sharey=True)
-    rows = list(matrix.index)[::-1]
-    finite = matrix.to_numpy(dtype=float)
-    top = float(np.nanmax(np.where(np.isfinite(finite), finite, np.nan)))
-    edge = max(2.0, top * 1.5)  # where "did not qualify" (no rate met the SLO: infinitely far) is drawn
-    for ax, cols in zip(axes[0], groups, strict=True):
-        for i, b in enumerate(cols):
-            off = (i - (len(cols) - 1) / 2) * min(0.15, 0.7 / len(cols))
-            vals = [matrix.loc[r, b] for r in rows]
-            pts = ax.scatter([v if np.isfinite(v) else np.nan for v in vals], [y + off for y in range(len(rows))],
-                             label=b, s=30, zorder=3, marker="o" if not b.endswith("†") else "D")
-            _interval_bars(ax, rows, b, off, lo, hi, edge, pts.get_facecolor()[0])
-            out = [(edge, y + off) for y, v in enumerate(vals) if np.isinf(v)]
-            if out:
-                ax.scatter(*zip(*out, strict=True), marker="x", s=40, zorder=3, color=pts.get_facecolor()[0])
-        ax.set_xscale("log")
-        ax.set_xlim(min(0.9, _low_edge(lo)), edge * 1.2)
-        ax.axvline(1, color="black", linewidth=0.8)
-        ax.set_yticks(range(len(rows)), rows)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("times worse than the best (log)\n1× = best; x at the right = did not qualify", fontsize=8)
-        ax.set_title("networked servers" if not cols[0].endswith("†") else "† apart (each against the † best)",
-                     fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(4, len(cols)))
-    return _save(fig, chart_dir, "findings")
-
-
-def _interval_bars(ax, rows: list[str], b: str, off: float, lo: pd.DataFrame, hi: pd.DataFrame, edge: float,
-                   color) -> None:
-    """A horizontal bar over each figure's interval (an end that is infinitely far drawn to the edge)."""
-    for y, r in enumerate(rows):
-        if r not in lo.index or b not in lo.columns:
-            continue
-        a, z = float(lo.loc[r, b]), float(hi.loc[r, b])
-        if np.isnan(a) or np.isnan(z) or np.isinf(a):
-            continue
-        ax.hlines(y + off, a, min(z, edge), color=color, linewidth=1.2, alpha=0.6, zorder=2)
-
-
-def _low_edge(lo: pd.DataFrame) -> float:
-    v = lo.to_numpy(dtype=float)
-    v = v[np.isfinite(v)]
-    return float(v.min()) * 0.9 if v.size else 0.9
-
-
 def latency_vs_throughput(rd: RunData, scenario: str, points: dict[str, list[tuple[float, float, float]]],
                           slo_ms: float | None, chart_dir: Path) -> str | None:
     """p50 (hollow) and p95 (filled) against achieved checks/s over the concurrency sweep, one colour per
