@@ -94,11 +94,23 @@ def problems(rd: RunData, out_dir: Path) -> str:
     for e in rd.errors:
         lines.append(f"- **{e['backend']}** ({e['stage']}): {_short(str(e['message']))}")
     for _, r in bad.head(MAX_LISTED).iterrows():
-        lines.append(f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}")
+        lines.append(f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}{_by_type(ph, r['phase'])}")
     if len(bad) > MAX_LISTED:
         lines.append(f"- and {len(bad) - MAX_LISTED} more phases: "
                      + ", ".join(f"{b} {n}" for b, n in bad.iloc[MAX_LISTED:]["backend"].value_counts().items()))
     return "\n".join(lines) + "\n"
+
+
+def _by_type(ph: pd.DataFrame, phase: str) -> str:
+    """The phase's failed ops by error type (every kind of op it ran), largest first: what the server said."""
+    counts: dict[str, int] = {}
+    for types in ph.loc[ph["phase"] == phase, "error_types"]:
+        for k, v in (types or {}).items():
+            counts[k] = counts.get(k, 0) + int(v)
+    if not counts:
+        return ""
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    return "; errors by type: " + ", ".join(f"{k} {v:,}" for k, v in top)
 
 
 MAX_LISTED = 12  # a main report stays readable; every phase's status is in the appendix's tables
