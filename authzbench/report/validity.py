@@ -142,12 +142,19 @@ def _stops(rd: RunData, label, table) -> list[str]:
                      "phase stops at whichever comes first): " + ", ".join(f"{b} {n}" for b, n in per.items()) + ".")
     lines += [f"- `{p}` incomplete, its figures cover only what ran: {_short(str(r))}"
               for p, r in zip(bad["phase"], bad["reason"], strict=True)]
-    lines += [f"- `{r['phase']}` not run: a lower worker count's op time predicted every op past its timeout: "
-              f"{_short(str(r['reason']))}" for r in rd.skipped]
+    lines += [f"- `{r['phase']}` not run: {_skip_cause(str(r['reason']))}: {_short(str(r['reason']))}"
+              for r in rd.skipped]
     lines += [f"- backend error, {e['backend']} ({e['stage']}): {_short(str(e['message']))}" for e in rd.errors]
     if len(lines) == 2:
         lines.append("- None: every phase ran to its op count.")
     return [*lines, ""]
+
+
+def _skip_cause(reason: str) -> str:
+    """Why the planner left a phase out (phase_plan.Pace): its earlier round, or a lower worker count."""
+    if reason.startswith("bounded by op count"):
+        return "an earlier round measured its op count (one op outlasted the round's budget)"
+    return "a lower worker count's op time predicted every op past its timeout"
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -64,8 +64,9 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
 
     monkeypatch.setattr(orchestrate, "_run_phase", slow)
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
+    # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
     cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
-                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+                      iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())
@@ -76,3 +77,44 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     text = "\n".join(_stops(load_run(store.path), str, lambda *a, **k: ""))
     assert text.count(" not run: a lower worker count's op time predicted every op past its timeout") == 3
     assert "reference/check_negative/c8/r0" in text
+
+
+def _round(c: int, **kw) -> PhaseSpec:
+    return _spec(c, budget_s=4 / 3, max_seconds=60.0, **kw)
+
+
+def test_a_later_round_is_bounded_by_op_count_when_an_op_outlasted_the_budgets_stretch():
+    pace = Pace(cores=2)
+    pace.note(_round(1), "lookup", ops=1, wall_s=24.0)  # 24 s an op, past the 5.3 s stretch of a 1.33 s budget
+    why = pace.too_slow(_round(1, repeat=1), "lookup")
+    assert why.startswith("bounded by op count") and "24.0 s" in why and "5.3 s" in why
+
+
+def test_a_later_round_runs_when_its_ops_fit_the_budgets_stretch():
+    pace = Pace(cores=2)
+    pace.note(_round(1), "lookup", ops=9, wall_s=5.3)  # 0.6 s an op: 9 ops a round, enough to keep measuring
+    assert pace.too_slow(_round(1, repeat=1), "lookup") == ""
+    assert pace.too_slow(_round(8), "lookup") == ""  # a higher count is judged by its own first round
+
+
+def test_the_budget_end_stops_a_worker_from_starting_an_op_past_the_stretch():
+    from authzbench.scenarios.runner import BUDGET_STRETCH, budget_end
+    assert budget_end(_round(1), t0=100.0) == 100.0 + 4 / 3 * BUDGET_STRETCH
+    assert budget_end(_round(1, mode="open"), t0=100.0) == float("inf")  # an open loop runs its schedule
+    assert budget_end(_spec(1), t0=100.0) == float("inf")  # no budget: the op count ends it
+
+
+def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(tmp_path, monkeypatch):
+    def slow(spec, *a, **k):  # one 24 s op a round at 1 worker, as Permify's heaviest lookup
+        return PhaseResult(spec.phase_id, "complete", wall_s=24.0, ops=1)
+
+    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                      iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+    store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
+    assert orchestrate.bench(cfg, store) == []
+    recs = list(store.records())
+    assert [r["phase"] for r in recs if r["type"] == "phase_skipped"] == [
+        "reference/check_negative/c1/r1", "reference/check_negative/c1/r2"]  # round 0 ran
+    text = "\n".join(_stops(load_run(store.path), str, lambda *a, **k: ""))
+    assert text.count("not run: an earlier round measured its op count") == 2
