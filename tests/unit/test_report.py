@@ -213,3 +213,16 @@ def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
     text = both(path).split("## Run timeline")[1]
     slowest = df.nlargest(1, "seconds").iloc[0]
     assert f"1. {'reference † ' if slowest.backend else ''}{slowest.step} ({slowest.seconds:,.1f} s)" in text
+
+
+def test_timeline_gives_the_measured_windows_share_of_the_wall_clock(run):
+    from authzbench.report.timeline import measured_windows, steps
+
+    store, path = run
+    recs = list(store.records())
+    windows = measured_windows(recs)
+    assert windows["reference"] == pytest.approx(sum(r["wall_s"] for r in recs if r["type"] == "phase_end"))
+    df = steps(recs)
+    wall = (df["t0"] + df["seconds"]).max() - df["t0"].min()
+    text = both(path).split("## Run timeline")[1]
+    assert f"{windows['reference'] / wall:.0%} of the wall clock" in text
