@@ -324,7 +324,7 @@ def _stats(args: argparse.Namespace) -> int:
     from authzbench.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.generator.stats import anchors, distribution, sampled_inputs, totals_table
+    from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.social_oracle import oracle_for
 
     if args.path:
