@@ -6,6 +6,7 @@ layer of LAYERS is an upward import. docs/ARCHITECTURE.md states the same order.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import authzbench
@@ -150,6 +151,14 @@ def test_the_layer_check_finds_an_import_of_a_higher_layer():
         "upward import:\n  authzbench.model (layer 1 model)\n  imports authzbench.oracle (layer 3 truth)"]
     assert layer_of("authzbench.backends.registry") == (4, "backends")
     assert layer_of("authzbench") == (0, "base")
+
+
+def test_architecture_md_states_the_same_layers():
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (.+) \|$", (ROOT.parent / "docs/ARCHITECTURE.md").read_text(), re.M)
+    assert [(int(n), layer) for n, layer, _ in rows] == [(i, layer) for i, (layer, _) in enumerate(LAYERS)]
+    for (_, layer, mods), (_, names) in zip(rows, LAYERS, strict=True):
+        named = {m.removesuffix(".py").removesuffix("/") for m in re.findall(r"`([\w/.]+)`", mods)}
+        assert {n for n in names if n} <= named, layer
 
 
 def test_no_module_of_authzbench_takes_part_in_an_import_cycle():
