@@ -47,13 +47,16 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from authzbench.scenarios.loadtest import PLANS, run_command
+    from authzbench.loadtest import run_command
+    from authzbench.report import loadtest as report
+    from authzbench.scenarios.loadtest import PLANS
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
         raise UserError(f"--variant {', '.join(bad)}: valid: {', '.join(PLANS)}")
-    path = run_command(args.backend, args.profile, args.variant, args.scale, args.threads, args.report_dir,
-                       args.results_dir, args.data_dir)
+    records, context, run_id = run_command(args.backend, args.profile, args.variant, args.scale, args.threads,
+                                           args.results_dir, args.data_dir)
+    path = report.write(records, context, args.report_dir / f"loadtest-{run_id}.md")
     console.print(f"authzbench load test report: {path}")
     return 0
 
@@ -324,7 +327,7 @@ def _stats(args: argparse.Namespace) -> int:
     from authzbench.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.generator.stats import anchors, distribution, sampled_inputs, totals_table
+    from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.social_oracle import oracle_for
 
     if args.path:

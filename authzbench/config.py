@@ -72,10 +72,10 @@ def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
 def _check_engine() -> None:
     """--provision compose with no engine that answers: one line before the dataset, not one per backend
     after it (a run without `authzbench engine up` printed 12 lines and wrote an empty report)."""
-    from authzbench.provision.compose import _client
+    from authzbench.provision.compose import require_engine
 
     try:
-        _client()
+        require_engine()
     except BackendUnavailable as e:
         raise UserError(f"--provision compose: {e}; `authzbench engine up` finds or starts one") from None
 

@@ -212,7 +212,7 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
     t0 = time.perf_counter()
     oracle = oracle_for(ds)
     store.append({"type": "oracle", "seconds": time.perf_counter() - t0})
-    from authzbench.generator.stats import anchors, distribution
+    from authzbench.scenarios.stats import anchors, distribution
 
     store.append({"type": "distribution", "rows": distribution(ds, oracle),
                   "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})

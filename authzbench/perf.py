@@ -43,7 +43,7 @@ print(json.dumps({"seconds": s, "relationships": ds.total_relationships,
 _ORACLE_CHILD = """
 import json, resource, sys, time
 from authzbench.dataset import Dataset
-from authzbench.generator.stats import anchors, distribution
+from authzbench.scenarios.stats import anchors, distribution
 from authzbench.oracle import Oracle
 ds = Dataset.open(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()

@@ -261,6 +261,11 @@ def _client():
         return client
 
 
+def require_engine() -> None:
+    """A Docker engine answers (its client pinged once and kept), or BackendUnavailable in one line."""
+    _client()
+
+
 def compose_cmd(*args: str) -> list[str]:
     prefix = _engine_cache[0].compose if _engine_cache else ["docker", "compose"]
     files = [a for f in compose_files() for a in ("-f", str(f))]

@@ -1,0 +1,80 @@
+"""`authzbench loadtest`'s driver: the dataset, the servers, one engine after another, each variant of
+`scenarios/loadtest.py` (the plans and the executor) run against it, every record stored. The table is
+written by `report/loadtest.py`, called from commands.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
+
+
+def run_command(backends: list[str], profile: str, variants: list[str], scale: float, threads: int,
+                results_dir: Path | None = None, data_dir: Path | None = None) -> tuple[list[dict], list[str], str]:
+    """`authzbench loadtest`: the social dataset of `profile`, loaded once per engine, each variant run
+    against each engine in turn (one engine's servers up at a time); records under results/. Returns the
+    records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
+    scale multiplies every arrival rate (1 = the document's)."""
+    from dataclasses import asdict
+
+    from authzbench.config import BenchConfig
+    from authzbench.loading import load_backend
+    from authzbench.provision.base import say
+    from authzbench.results import RunStore
+    from authzbench.servers import Session
+
+    cfg = BenchConfig(backends=backends, profile=profile, model="social", data_dir=data_dir)
+    cfg.validate()
+    ds = cfg.dataset()
+    from authzbench.social_oracle import oracle_for
+
+    oracle = oracle_for(ds)
+    n_users, n_content = ds.entities["user"], ds.entities["content"]
+
+    def expect(user: int, content: int) -> bool:  # an id past the dataset is content no one can see
+        return content < n_content and oracle.check(user, "view_content", content)
+
+    store = RunStore.create(results_dir, config={"via": "loadtest", "profile": profile, "backends": backends,
+                                                 "variants": variants, "scale": scale, "threads": threads})
+    records: list[dict] = []
+    for name in backends:
+        sess = Session(name, cfg, reuse=False)
+        try:
+            load_backend(sess, ds, store, reload=False)
+            with sess.backend() as b:
+                info = b.server_info()
+            for v in variants:
+                plan = PLANS[v].scaled(scale)
+                plan = LoadTestPlan(**{**plan.__dict__, "threads": threads})
+                inputs = plan_inputs(plan, n_users, n_content, expect, min(plan.scheduled(), 200_000))
+
+                def connect(sess=sess):
+                    b = sess.backend()
+                    b.connect()
+                    return b
+
+                say(f"{name}: load test `{v}` ({plan.scheduled():,} iterations due over "
+                    f"{sum(s for _, s in plan.stages):.0f} s, {plan.max_vus:,} VUs, think {plan.think_s:g} s)")
+                res = run_plan(plan, connect, inputs)
+                rec = {"type": "loadtest", "backend": name, "label": info.label, "variant": v,
+                       "plan": asdict(plan), "dataset_hash": ds.hash, **res.record()}
+                store.append(rec)
+                records.append(rec)
+                say(f"{name} {v}: {res.iterations:,} requests, {res.dropped:,} dropped, {res.errors:,} errors, "
+                    f"{res.mismatches:,} mismatches")
+        finally:
+            sess.stop()
+    context = [f"Dataset: social `{profile}` ({ds.total_relationships:,} relationships, {n_users:,} users, "
+               f"{n_content:,} content; hash `{ds.hash[:16]}`), loaded identically into every engine. Arrival "
+               f"rates x{scale:g} of the document's; {threads} client threads in one process on this 2-core "
+               "machine, shared with the servers.",
+               "Published variant: the document's script (`sleep(1)` per iteration, at most 1,000 VUs, ids "
+               "uniform over 100,000 with 30% reuse). A VU is busy for a request plus one second, so 1,000 VUs "
+               "finish at most ~1,000 iterations/s whatever the server does; ids past the dataset name users "
+               "and content that do not exist.",
+               "Corrected variant: no think time (a VU is busy only while its request is), ids drawn from the "
+               "dataset's users and content (30% reuse kept).",
+               "Request duration is timed from send (k6's http_req_duration); the last column is timed from "
+               "the iteration's intended start (waiting for a client thread included). Every answer is "
+               "compared with the oracle."]
+    return records, context, store.run_id
