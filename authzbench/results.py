@@ -2,10 +2,13 @@
 
 Records are appended one JSON line at a time and flushed as they are produced, so a crash or
 Ctrl-C loses at most the interval in flight; `authzbench report` rebuilds everything from disk.
+A committed copy of a run (reports/data/<run-id>/) keeps its records gzipped, records.jsonl.gz:
+records() reads that when records.jsonl is absent.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
@@ -147,9 +150,10 @@ class RunStore:
 
     def records(self) -> Iterator[dict]:
         p = self.path / RECORDS
-        if not p.exists():
+        gz = self.path / (RECORDS + ".gz")
+        if not p.exists() and not gz.exists():
             return
-        with open(p) as fh:
+        with open(p) if p.exists() else gzip.open(gz, "rt") as fh:
             for line in fh:
                 line = line.strip()
                 if not line:

@@ -5,8 +5,6 @@ two runs were seconds apart, so its ratio is paired); then where our time goes a
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -191,13 +189,9 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
 def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A run's manifest and records: results/crosscheck/<run-id>, or a committed copy whose records are
     gzipped (records.jsonl.gz)."""
-    from authzbench.results import MANIFEST, RECORDS, RunStore
+    from authzbench.results import RunStore
 
-    gz = run / (RECORDS + ".gz")
-    if (run / MANIFEST).is_file() and gz.is_file() and not (run / RECORDS).is_file():
-        with gzip.open(gz, "rt") as fh:
-            return json.loads((run / MANIFEST).read_text()), [json.loads(ln) for ln in fh if ln.strip()]
-    store = RunStore.open(run)
+    store = RunStore.open(run)  # reads records.jsonl.gz where records.jsonl is absent
     return store.manifest(), list(store.records())
 
 

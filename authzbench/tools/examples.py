@@ -1,0 +1,89 @@
+"""The example reports under reports/: each re-rendered from the results committed beside it.
+
+The index, reports/README.md, has one table row an example: the report's link, the links of its results
+(reports/data/<run-id>/, manifest.json + records.jsonl.gz) and one line on what it shows. The report's name
+says how it is rendered: `compare-A-vs-B.md` by `report --compare`, `crosscheck-<run-id>.md` by the
+cross-check's renderer, anything else by `authzbench report`.
+
+    python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its report
+    python -m authzbench.tools.examples render                 # re-render every example of the index
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from authzbench.results import MANIFEST, RECORDS
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+_LINK = re.compile(r"\]\(([^)]+)\)")
+
+
+@dataclass(frozen=True)
+class Example:
+    report: str  # the main report's file name under reports/
+    runs: tuple[str, ...]  # its results, relative to reports/ (data/<run-id>)
+
+
+def examples(reports: Path = REPORTS) -> list[Example]:
+    """The index's rows: a row whose first cell links a report and whose second cell links its results."""
+    found = []
+    for line in (reports / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not (first := _LINK.findall(cells[0])):
+            continue
+        found.append(Example(first[0], tuple(t.rstrip("/") for t in _LINK.findall(cells[1]))))
+    return found
+
+
+def render(example: Example, out_dir: Path, reports: Path = REPORTS) -> Path:
+    """Renders an example's report from its committed results into out_dir; returns the main report's path.
+    The results are named from the repository's root (`reports/data/<run-id>`, as the report prints them),
+    wherever this is called from, so the same results render the same bytes."""
+    out_dir = out_dir.resolve()
+    with contextlib.chdir(reports.resolve().parent):
+        runs = [Path(reports.name) / r for r in example.runs]
+        if example.report.startswith("compare-"):
+            from authzbench.report.compare import render_compare
+
+            return render_compare(runs[0], runs[1], out_dir)
+        if example.report.startswith("crosscheck-"):
+            from authzbench.tools.crosscheck_report import render_run
+
+            return render_run(runs, out_dir)
+        from authzbench.report import render as render_report
+
+        return render_report(runs[0], out_dir)
+
+
+def add(run: Path, reports: Path = REPORTS) -> Path:
+    """Copies a run's manifest and gzipped records to reports/data/<run-id>/ and renders its report there."""
+    dest = reports / "data" / run.name
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / MANIFEST, dest / MANIFEST)
+    with open(run / RECORDS, "rb") as src, gzip.GzipFile(dest / (RECORDS + ".gz"), "wb", 9, mtime=0) as gz:
+        shutil.copyfileobj(src, gz)
+    return render(Example(f"{run.name}.md", (f"data/{run.name}",)), reports, reports)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["add"] and len(argv) == 2:
+        path = add(Path(argv[1]))
+        print(f"{path}: add its line to {REPORTS / 'README.md'}")
+        return 0
+    if argv == ["render"]:
+        for ex in examples():
+            print(render(ex, REPORTS))
+        return 0
+    print("\n".join(__doc__.strip().splitlines()[-2:]), file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""The example reports under reports/ re-render from the results committed beside them (issue 46)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from authzbench.results import RunStore
+from authzbench.tools.examples import REPORTS, Example, examples, render
+
+EXAMPLES = examples()
+
+
+def _companions(ex: Example) -> list[str]:
+    """The files a render writes beside the main report and the test compares too (charts are not compared)."""
+    stem = ex.report.removesuffix(".md")
+    return [ex.report] + ([] if _quick(ex) else [f"{stem}-appendix.md", f"{stem}.json"])
+
+
+def _quick(ex: Example) -> bool:
+    """A comparison or a cross-check: one markdown file, seconds to render; a bench report draws its charts
+    from ~7 MB of records, a minute or two on 2 shared cores."""
+    return ex.report.startswith(("compare-", "crosscheck-"))
+
+
+def test_a_run_whose_records_are_gzipped_reads_like_the_plain_one(tmp_path):
+    recs = [{"type": "phase_start", "phase": "p1", "ts": 1.0}, {"type": "phase_end", "phase": "p1", "ts": 2.0}]
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    for d in (plain, packed):
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps({"run_id": d.name}))
+    (plain / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with gzip.open(packed / "records.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in recs)
+    assert list(RunStore.open(packed).records()) == list(RunStore.open(plain).records()) == recs
+
+
+def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
+    assert 1 <= len(EXAMPLES) <= 10
+    listed = {"README.md", "data"}
+    for ex in EXAMPLES:
+        assert ex.runs, f"{ex.report}: the index names no results"
+        for run in ex.runs:
+            assert (REPORTS / run / "manifest.json").is_file() and (REPORTS / run / "records.jsonl.gz").is_file(), run
+        assert (REPORTS / ex.report).is_file(), ex.report
+        listed |= {*_companions(ex), ex.report.removesuffix(".md") + "-charts"}
+    # Nothing else committed in reports/: a report not in the index (a lab notebook growing back) fails here.
+    # Committed, not on disk: `make bench` writes its report into reports/ of the checkout it runs in.
+    committed = _committed(REPORTS)
+    used = {f"data/{run.split('/', 1)[1]}" for ex in EXAMPLES for run in ex.runs}
+    assert sorted(committed - listed - used - {"data"}) == []
+
+
+def _committed(folder: Path) -> set[str]:
+    """The entries of folder that git tracks, to two levels (data/<run-id>); every entry where git is absent."""
+    try:
+        out = subprocess.run(["git", "ls-files", "."], cwd=folder, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return {p.name for p in folder.iterdir()} | {f"data/{p.name}" for p in (folder / "data").iterdir()}
+    parts = [line.split("/") for line in out.stdout.splitlines()]
+    return {p[0] for p in parts} | {"/".join(p[:2]) for p in parts if p[0] == "data"}
+
+
+def _slow_if_a_bench(ex: Example):
+    return pytest.param(ex, id=ex.report, marks=[] if _quick(ex) else [pytest.mark.slow])
+
+
+@pytest.mark.parametrize("example", [_slow_if_a_bench(ex) for ex in EXAMPLES])
+def test_every_example_re_renders_from_its_committed_results_to_the_committed_report(example, tmp_path):
+    path = render(example, tmp_path)
+    assert path.name == example.report
+    for name in _companions(example):
+        assert (tmp_path / name).read_text() == (REPORTS / name).read_text(), (
+            f"reports/{name} is not what its committed results render to now: "
+            f"`python -m authzbench.tools.examples render` and commit the result")
