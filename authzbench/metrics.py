@@ -31,6 +31,14 @@ def decode(s: str) -> HdrHistogram:
 
 
 def merge(encoded: Iterable[str]) -> HdrHistogram:
+    """The sum of encoded histograms; read-only (shared between callers asking for the same list)."""
+    return _merge(tuple(encoded))
+
+
+# Rendering make bench's report (20261127-154106) merged 3,158 lists of which 886 distinct, one section
+# after another: 29 s of its 107 s. A merged histogram is ~22 KB, so 2,048 of them stay under ~45 MB.
+@functools.lru_cache(maxsize=2048)
+def _merge(encoded: tuple[str, ...]) -> HdrHistogram:
     total = new_histogram()
     for s in encoded:
         total.add(decode(s))
