@@ -90,8 +90,9 @@ def tests(session: nox.Session) -> None:
     if session.posargs:
         _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", *session.posargs)
         return
+    # the 25 slowest tests named at the end: CI's 90-minute limit is watched from its log
     _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--backend", "all", "--profile", "tiny",
-         "--rounds", "50")
+         "--rounds", "50", "--durations=25")
     _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--provision", "compose", "--local-images",
          "--backend", COMPOSE_BACKENDS, "--profile", "tiny", "--rounds", "20", *COMPOSE_TESTS)
 
