@@ -14,7 +14,7 @@ from authzbench.report.data import RunData
 from authzbench.report.figures import group_of, rank_groups
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
 from authzbench.report.frames import resource_table
-from authzbench.report.tables import num, ratio_text
+from authzbench.report.tables import counted, num, ratio_text
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,11 @@ def _fig(f: Figure, unit: str) -> str:
 
 
 def _fig_value(f: Figure, unit: str) -> str:
-    return f.text or f"{num(f.value)}{unit}"
+    if f.text:
+        return f.text
+    if unit in (" rows", " workers"):  # "1 row", "478 rows"
+        return counted(num(f.value), unit.strip()[:-1])
+    return f"{num(f.value)}{unit}"
 
 
 # trade-offs ---------------------------------------------------------------------------------------------

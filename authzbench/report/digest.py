@@ -15,7 +15,7 @@ from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell
 from authzbench.report.findings import Dimension, compute
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo, slo_verdicts
-from authzbench.report.tables import label, link_target, num, table
+from authzbench.report.tables import counted, label, link_target, num, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 
@@ -109,7 +109,7 @@ def mixed(rd: RunData, out_dir: Path) -> str:
             row[f"c{int(r.concurrency)}"] = f"{num(x.value) if x else '—'} {r.verdict}"
         rows.append(row)
     cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: int(k[1:]))
-    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: f"{c[1:]} workers" for c in cols}}))
+    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: counted(c[1:], "worker") for c in cols}}))
     return "\n".join([*lines, ""])
 
 
@@ -131,7 +131,7 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
         row = {"backend": label(rd, b)}
         for r in g.itertuples():
             short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
-            row[short] = (f"{num(r.write_p95_ms)} ms; {num(r.rows_mean)} rows; lag {num(r.vis_p95_ms)} ms"
+            row[short] = (f"{num(r.write_p95_ms)} ms; {counted(num(r.rows_mean), 'row')}; lag {num(r.vis_p95_ms)} ms"
                           + (f"; {r.stale_allows} stale" if r.stale_allows else "") + f" (n={r.ops})")
         rows.append(row)
     cols = list(dict.fromkeys(k for r in rows for k in r if k != "backend"))

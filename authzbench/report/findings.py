@@ -23,7 +23,7 @@ from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell, rank_groups
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
 from authzbench.report.noise import min_ops
-from authzbench.report.tables import anchor, num, ratio_text
+from authzbench.report.tables import anchor, counted, num, ratio_text
 
 MARK = "⚠"  # a percentile from too few ops
 DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs
@@ -282,9 +282,7 @@ def write_freshness(rd: RunData) -> list[Dimension]:
     c = int(first["concurrency"].min())
     lag = [Figure(b, float(g["vis_p95_ms"].max()), detail=f"worst of {len(g)} write kinds")
            for b, g in first.groupby("backend", sort=False)]
-    stale = [Figure(b, float(g["stale_allows"].sum()), detail=f"{int(g['ops'].sum()):,} writes at "
-                    f"{', '.join(map(str, sorted(set(g['concurrency']))))} workers")
-             for b, g in df.groupby("backend", sort=False)]
+    stale = [Figure(b, float(g["stale_allows"].sum()), detail=_writes_at(g)) for b, g in df.groupby("backend", sort=False)]
     return [Dimension("Writes", f"Visibility lag p95 after a structural write (worst write kind), {c} "
                       f"worker{'s' if c > 1 else ''}", "ms", False, lag, anchor("structural-writes"),
                       summary="visibility lag p95", key="visibility_p95"),
@@ -469,3 +467,9 @@ def _ratio_end(best: float, f: Figure, higher_is_better: bool, end: str) -> floa
     if higher_is_better:
         return best / v if v > 0 else math.inf
     return max(v, best / 10) / best if best > 0 else math.inf
+
+
+def _writes_at(g: pd.DataFrame) -> str:
+    """"10 writes at 1 worker", "4 writes at 1, 8 workers"."""
+    return (f"{counted(f'{int(g.ops.sum()):,}', 'write')} at "
+            + counted(", ".join(map(str, sorted(set(g["concurrency"])))), "worker"))

@@ -75,6 +75,11 @@ def link_target(name: str) -> str:
     return f'<a id="{anchor(name)}"></a>\n'
 
 
+def counted(text: str, noun: str) -> str:
+    """A number and its noun, singular for exactly one: "1 row", "1,041 rows", "1 worker"."""
+    return f"{text} {noun if text == '1' else noun + 's'}"
+
+
 def fmt_pct(value: float, n: int, q: float, fmt: Callable[[float], str]) -> str:
     """A percentile cell: marked when it rests on fewer ops than it needs (then it is near the maximum)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

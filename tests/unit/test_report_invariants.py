@@ -157,3 +157,9 @@ def test_the_decision_needs_cover_the_issue_list():
                  "Mixed load", "Group-membership write", "Hierarchy write", "Visibility lag", "Stale allows",
                  "Ingest", "Footprint", "Peak server memory", "CPU per 1,000 checks"):
         assert any(label.startswith(need) or need in label for label in labels), need
+
+
+def test_a_count_of_one_takes_the_singular_noun():
+    from authzbench.report.tables import counted
+    assert counted("1", "row") == "1 row" and counted("1", "worker") == "1 worker"
+    assert counted("1,041", "row") == "1,041 rows" and counted("1, 8", "worker") == "1, 8 workers"
