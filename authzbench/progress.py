@@ -16,9 +16,10 @@ from authzbench.provision.base import console
 from authzbench.scenarios.runner import PhaseSpec
 
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
-# and the starts and loads spread over the phases), before this run has its own figure: 4.0 s in the `make bench`
-# on tiny of 20261127-135950 (866 phase attempts, 1,155 planned s, 4,579 s of wall clock).
-PRIOR_OVERHEAD_S = 4.0
+# and the starts and loads spread over the phases), before this run has its own figure. In make bench at
+# baseline (20261127-154106: 567 phases, 924 planned s, 2,142 s of wall clock) it was 2.15 s; the prior of
+# 4.0 s, from a loaded run on tiny, made that run's first estimate 53 minutes for a 36-minute run.
+PRIOR_OVERHEAD_S = 2.15
 # The prior counts as this many phases already run, so the first phases (which also carry the first backend's
 # start and load) move the estimate gradually: after 10 phases the run's own overhead weighs half.
 PRIOR_PHASES = 10
