@@ -210,18 +210,20 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
 
 
 def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
-    out = []
+    """One line a backend whose answers can be stale: its visibility lag (>= 100 ms) and stale allows."""
     lag = next((d for n, d in picked if n.keys == ("visibility_p95",)), None)
     stale = next((d for n, d in picked if n.keys == ("stale_allows",)), None)
+    found: dict[str, list[tuple[float, str]]] = {}
     for d, what in ((lag, "visibility lag p95"), (stale, "stale allows")):
         if d is None:
             continue
-        worst = [f for f in d.figures if f.value > 0 and (what == "stale allows" or f.value >= 100)]
-        for f in sorted(worst, key=lambda f: -f.value):
-            out.append(f"- {tables_label(rd, f.backend)} answers can be stale: {what} {num(f.value)}"
-                       f"{' ' + d.unit if d.unit else ''} ({f.detail or 'this run'}); its read consistency: "
-                       f"{_consistency(rd, f.backend)}.")
-    return out
+        for f in d.figures:
+            if f.value > 0 and (what == "stale allows" or f.value >= 100):
+                found.setdefault(f.backend, []).append(
+                    (f.value, f"{what} {num(f.value)}{' ' + d.unit if d.unit else ''} ({f.detail or 'this run'})"))
+    order = sorted(found, key=lambda b: -max(v for v, _ in found[b]))
+    return [f"- {tables_label(rd, b)} answers can be stale: " + "; ".join(t for _, t in found[b])
+            + f"; its read consistency: {_consistency(rd, b)}." for b in order]
 
 
 def _consistency(rd: RunData, b: str) -> str:
