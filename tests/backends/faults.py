@@ -55,8 +55,10 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
     monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
     cfg = BenchConfig(backends=[backend, "reference"], provision="native", profile="tiny",
                       scenarios=["check_manage_direct_user", "check_manage_org_admin"],
-                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes
-                      concurrency=[2], iterations_scale=30, data_dir=tmp_path / "data")
+                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
+                      # 30x (no budget: 120 s over the 60 s cap) each kill test waited out the cap, failing ops
+                      # for ~50 s; at 3x the 12 s budget ends it (24,000 ops, 2-8 s before a kill here)
+                      concurrency=[2], iterations_scale=3, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     t0 = time.monotonic()
     orchestrate.bench(cfg, store)
