@@ -45,12 +45,12 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.backends.expansion import Expansion
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, group_closure, pair_state, reach, walk
-from authzbench.oracle import Oracle, shared
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")
@@ -242,7 +242,7 @@ class ElasticsearchBackend(Backend):
         from elasticsearch.helpers import parallel_bulk
 
         t0 = time.perf_counter()
-        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        expansion = Expansion(ds)  # the closure is expanded chunk by chunk as documents go out
         closure_s = [time.perf_counter() - t0]
         index_s = closure_s[0]
         data = [self.ix[n] for n in ("resources", "users", "groups", "orgs")]
@@ -259,7 +259,7 @@ class ElasticsearchBackend(Backend):
         batch_seconds: list[float] = []
         written, reported, expanded = 0, 0.0, [0]
         t1 = time.perf_counter()
-        actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, oracle, closure_s, expanded)])
+        actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, expansion, closure_s, expanded)])
         client = _TimedBulk(self.es, batch_seconds)
         for ok, item in parallel_bulk(client, actions, thread_count=self.bulk_threads, chunk_size=self.bulk_docs,
                                       max_chunk_bytes=BULK_MAX_BYTES, queue_size=4):
@@ -277,7 +277,7 @@ class ElasticsearchBackend(Backend):
                                       "relationships_per_s": ["relationships", "ingest_seconds"],
                                       "acl_relationships_per_s": ["acl_relationships", "ingest_seconds"]},
                             "expanded_entries": expanded[0], "rejected_requests_retried": client.retries,
-                            "group_membership_pairs": len(oracle.user_groups.values),
+                            "group_membership_pairs": expansion.membership_pairs,
                             "method": f"closure in numpy chunk by chunk of resources ({closure_s[0]:.2f} s), "
                                       f"streamed to parallel_bulk: {self.bulk_threads} threads x {self.bulk_docs} "
                                       "documents, refresh_interval -1, 0 replicas; refresh in build()"}
@@ -563,10 +563,11 @@ def _joined(keys: np.ndarray, values: np.ndarray, n_keys: int, names: np.ndarray
     return lambda i: ",".join(flat[bounds[i]:bounds[i + 1]])
 
 
-def _id_names(ds: Dataset, oracle: Oracle) -> np.ndarray:
-    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them). The oracle's
+def _id_names(ds: Dataset, expansion: Expansion) -> np.ndarray:
+    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them). The expansion's
     counts cover ids a relation uses past the generated ones."""
-    top = max(*ds.entities.values(), oracle.n_users, oracle.n_resources, oracle.n_groups, oracle.n_orgs)
+    top = max(*ds.entities.values(), expansion.n_users, expansion.n_resources, expansion.n_groups,
+              expansion.n_orgs)
     return np.array([str(v) for v in range(top + 1)], dtype=object)
 
 
@@ -582,12 +583,12 @@ def _docs(ds: Dataset, collection: str, names: np.ndarray, extra: dict[str, Call
     return ((i, _text(i, fields)) for i in range(ds.entities[ENTITY[collection]]))
 
 
-def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: list[float], expanded: list[int]
+def _resource_docs(ds: Dataset, expansion: Expansion, names: np.ndarray, closure_s: list[float], expanded: list[int]
                    ) -> Iterator[tuple[int, str]]:
     """Resource documents with their expanded managers and view-only viewers, chunk by chunk of resources."""
     source = field_getters(ds, "resources", lambda k, v, n: _joined(k, v, n, names))
-    U = oracle.n_users
-    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
+    U = expansion.n_users
+    for lo, hi, keys in layout.resource_closure(expansion, closure_s):
         expanded[0] += len(keys["view"]) + len(keys["manage"])
         # view-only viewers: a manager already matches the view query through `managers`
         keys["view_only"] = keys["view"][~np.isin(keys["view"], keys["manage"], assume_unique=True)]
@@ -597,11 +598,11 @@ def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: li
         yield from ((i, _text(i, {**source, **extra})) for i in range(lo, hi))
 
 
-def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+def _all_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[tuple[int, str]]]]:
-    names = _id_names(ds, oracle)
-    u, g = layout.user_groups(oracle)
+    names = _id_names(ds, expansion)
+    u, g = layout.user_groups(expansion)
     users = {"groups": _joined(u, g, ds.entities["user"], names)}
     return [("orgs", _docs(ds, "orgs", names)), ("groups", _docs(ds, "groups", names)),
             ("users", _docs(ds, "users", names, users)),
-            ("resources", _resource_docs(ds, oracle, names, closure_s, expanded))]
+            ("resources", _resource_docs(ds, expansion, names, closure_s, expanded))]

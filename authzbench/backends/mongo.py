@@ -43,12 +43,12 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
+from authzbench.backends.expansion import Expansion, timed
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, group_closure, holds, pair_state, reach, walk
-from authzbench.oracle import Oracle, shared, timed
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
@@ -187,7 +187,7 @@ class MongoBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         t0 = time.perf_counter()
-        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        expansion = Expansion(ds)  # the closure is expanded chunk by chunk as documents go out
         closure_s, expanded = [time.perf_counter() - t0], [0]
         index_s = closure_s[0]
         n = ds.entities
@@ -197,7 +197,7 @@ class MongoBackend(Backend):
         reported = 0.0
         written = 0
         t1 = time.perf_counter()
-        for coll, docs in _all_docs(ds, oracle, closure_s, expanded):
+        for coll, docs in _all_docs(ds, expansion, closure_s, expanded):
             for batch in _chunks(docs, self.batch_docs):
                 tb = time.perf_counter()
                 self.db[coll].insert_many(batch, ordered=False)
@@ -213,7 +213,7 @@ class MongoBackend(Backend):
                                 "rates": {"documents_per_s": ["documents", "insert_seconds"],
                                           "relationships_per_s": ["relationships", "insert_seconds"]},
                                 "expanded_entries": expanded[0],
-                                "group_membership_pairs": len(oracle.user_groups.values),
+                                "group_membership_pairs": expansion.membership_pairs,
                                 "method": f"closure in numpy chunk by chunk ({closure_s[0]:.2f} s), then unordered "
                                           f"insert_many of {self.batch_docs} documents (resources, users, per-user "
                                           "grants); indexes built after the load"})
@@ -530,12 +530,12 @@ def _docs(ds: Dataset, collection: str, extra: dict[str, Callable[[int], list[in
         yield {"_id": i, **{f: get(i) for f, get in getters.items()}}
 
 
-def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+def _resource_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
                    ) -> Iterator[dict[str, Any]]:
     """Resource documents with their expanded managers and viewers, chunk by chunk of resources."""
     source = field_getters(ds, "resources", _grouped)
-    U = oracle.n_users
-    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
+    U = expansion.n_users
+    for lo, hi, keys in layout.resource_closure(expansion, closure_s):
         expanded[0] += len(keys["view"]) + len(keys["manage"])
         extra = {f: _grouped(keys[k] // U, keys[k] % U, hi - lo) for f, k in (("managers", "manage"),
                                                                             ("viewers", "view"))}
@@ -544,20 +544,20 @@ def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded
                    **{f: get(i - lo) for f, get in extra.items()}}
 
 
-def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+def _all_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[dict[str, Any]]]]:
-    users = {"groups": _grouped(*layout.user_groups(oracle), ds.entities["user"])}
+    users = {"groups": _grouped(*layout.user_groups(expansion), ds.entities["user"])}
     return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
-            ("resources", _resource_docs(ds, oracle, closure_s, expanded)),
-            ("grants", _grant_docs(oracle, closure_s))]
+            ("resources", _resource_docs(ds, expansion, closure_s, expanded)),
+            ("grants", _grant_docs(expansion, closure_s))]
 
 
-def _grant_docs(oracle: Oracle, closure_s: list[float]) -> Iterator[dict[str, Any]]:
+def _grant_docs(expansion: Expansion, closure_s: list[float]) -> Iterator[dict[str, Any]]:
     """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}, from
     the closure chunk by chunk of users. The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under
     the 16 MB document limit."""
-    R = oracle.n_resources
-    for chunk in timed(oracle.iter_keys(), closure_s):
+    R = expansion.n_resources
+    for chunk in timed(expansion.iter_user_keys(), closure_s):
         for perm, k in zip(("manage", "view"), chunk, strict=True):
             if not len(k):
                 continue  # a range of users without this permission anywhere

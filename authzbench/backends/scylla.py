@@ -42,13 +42,13 @@ import numpy as np
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
+from authzbench.backends.expansion import Expansion, timed
 from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, walk
-from authzbench.oracle import Oracle, shared, timed
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # A source row (serialized per row in Python) costs ~5 permission rows (one numpy-built slice per batch):
@@ -224,11 +224,11 @@ class ScyllaBackend(Backend):
         path = self._ingest_path()
         batch_seconds: list[float] = []
         cpu0 = time.process_time()
-        # The oracle's compact indexes: exact closure sizes for the progress bar, then the closure itself
-        # chunk by chunk (bounded memory: at xl it is ~600M keys).
+        # The expansion's exact closure sizes for the progress bar, then the closure itself chunk by chunk
+        # (bounded memory: at xl it is ~600M keys).
         t0 = time.perf_counter()
-        oracle = shared(ds)
-        view_n, manage_n = oracle.total("view"), oracle.total("manage")
+        expansion = Expansion(ds)
+        view_n, manage_n = expansion.total("view"), expansion.total("manage")
         spent = [time.perf_counter() - t0]  # closure seconds, the chunks' expansion added as it streams
         source = {rel: ds.table(rel) for rel in ds.relations()}
         source_n = sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
@@ -240,12 +240,12 @@ class ScyllaBackend(Backend):
         # planned, so --max-load-minutes projects from a rate that holds for the whole load.
         tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
         if path == "sstable":
-            stats = self._load_sstables(source, oracle, tick, spent)
+            stats = self._load_sstables(source, expansion, tick, spent)
         else:
-            stats = self._load_cql(source, oracle, tick, spent, batch_seconds)
+            stats = self._load_cql(source, expansion, tick, spent, batch_seconds)
         tick.flush()
         closure_s = spent[0]
-        notes = {"closure_seconds": closure_s, "group_membership_pairs": len(oracle.user_groups.values),
+        notes = {"closure_seconds": closure_s, "group_membership_pairs": expansion.membership_pairs,
                  # where the time goes: this process's CPU (the node's is in the ingest monitor)
                  "client_cpu_seconds": round(time.process_time() - cpu0, 3), "ingest": path, **stats,
                  "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
@@ -264,7 +264,7 @@ class ScyllaBackend(Backend):
                             "compose; for an external cluster use ingest=cql")
         return path
 
-    def _load_cql(self, source: dict[str, Any], oracle: Oracle, tick: _Ticker, spent: list[float],
+    def _load_cql(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker, spent: list[float],
                   batch_seconds: list[float]) -> dict[str, Any]:
         """Prepared INSERTs in unlogged batches; the permission rows serialized by numpy."""
         t1 = time.perf_counter()
@@ -272,7 +272,7 @@ class ScyllaBackend(Backend):
         raw_s = time.perf_counter() - t1
         t2 = time.perf_counter()
         before = spent[0]
-        perm_rows = self._load_permissions(oracle, tick, batch_seconds, spent)
+        perm_rows = self._load_permissions(expansion, tick, batch_seconds, spent)
         perm_s = time.perf_counter() - t2 - (spent[0] - before)  # the chunks' expansion is not ingest
         # bytes_written: the BATCH entries sent (statement ids, values and their lengths)
         return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
@@ -283,7 +283,7 @@ class ScyllaBackend(Backend):
                           f"{self.in_flight} batches in flight; permission rows serialized "
                           f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} per batch"}
 
-    def _load_sstables(self, source: dict[str, Any], oracle: Oracle, tick: _Ticker,
+    def _load_sstables(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker,
                        spent: list[float]) -> dict[str, Any]:
         """Every table written as SSTables by the helper, then imported by the node."""
         t1 = time.perf_counter()
@@ -295,7 +295,7 @@ class ScyllaBackend(Backend):
                 source_rows = self._sstable_source(w, source, tick)
                 raw_s = time.perf_counter() - t1
                 t2, before = time.perf_counter(), spent[0]
-                perm_rows = self._sstable_permissions(w, oracle, tick, spent, out)
+                perm_rows = self._sstable_permissions(w, expansion, tick, spent, out)
                 written = w.finish()
             write_s = time.perf_counter() - t1 - (spent[0] - before)
             perm_s = time.perf_counter() - t2 - (spent[0] - before)
@@ -337,18 +337,18 @@ class ScyllaBackend(Backend):
         w.close("rel_by_subject")
         return rows
 
-    def _sstable_permissions(self, w: _SSTableWriter, oracle: Oracle, tick: _Ticker,
+    def _sstable_permissions(self, w: _SSTableWriter, expansion: Expansion, tick: _Ticker,
                              closure_s: list[float], work: Path) -> int:
         """Both permission tables from the closure, chunk by chunk, spilled to per-token-range files
         (TokenSpill), then written range by range in token order, as the CQL path writes them."""
-        U, R = oracle.n_users, oracle.n_resources
-        view_n, manage_n = oracle.total("view"), oracle.total("manage")
+        U, R = expansion.n_users, expansion.n_resources
+        view_n, manage_n = expansion.total("view"), expansion.total("manage")
         res_tok = id_tokens(R)
         user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])  # the dictionary's order
         by_res = TokenSpill(work, "perm_by_resource", _RESOURCE_ROW, view_n)
         by_user = TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n)
-        by_resource = timed(oracle.iter_resource_keys(), closure_s)  # keys (resource - lo) * U + user
-        for res_chunk, user_chunk in itertools.zip_longest(by_resource, timed(oracle.iter_keys(), closure_s)):
+        by_resource = timed(expansion.iter_resource_keys(), closure_s)  # keys (resource - lo) * U + user
+        for res_chunk, user_chunk in itertools.zip_longest(by_resource, timed(expansion.iter_user_keys(), closure_s)):
             if res_chunk is not None:
                 lo, _hi, manage, view = res_chunk
                 rows = np.empty(len(view), _RESOURCE_ROW)
@@ -453,18 +453,18 @@ class ScyllaBackend(Backend):
             "INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)",
             key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick, batch_seconds)
 
-    def _load_permissions(self, oracle: Oracle, tick: _Ticker, batch_seconds: list[float],
+    def _load_permissions(self, expansion: Expansion, tick: _Ticker, batch_seconds: list[float],
                           closure_s: list[float]) -> int:
         """The precomputed permissions, by resource and by user, from the closure chunk by chunk."""
-        perm_rows, U, R = 0, oracle.n_users, oracle.n_resources
-        for lo, _hi, manage, view in timed(oracle.iter_resource_keys(), closure_s):  # keys (resource, user)
+        perm_rows, U, R = 0, expansion.n_users, expansion.n_resources
+        for lo, _hi, manage, view in timed(expansion.iter_resource_keys(), closure_s):  # keys (resource, user)
             v_res, v_user = lo + view // U, view % U
             rb = _ser_int(v_res)
             perm_rows += self._ingest_fixed(
                 "INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
                 v_res, [v_res, v_user, np.isin(view, manage, assume_unique=True)], lambda i, rb=rb: rb[i],
                 tick, batch_seconds)
-        for chunk in timed(oracle.iter_keys(), closure_s):  # keys user * R + resource
+        for chunk in timed(expansion.iter_user_keys(), closure_s):  # keys user * R + resource
             for perm, k in zip(("manage", "view"), chunk, strict=True):
                 ub = _ser_int(k // R)
                 rk = _composite_after(perm.encode())

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from authzbench.backends import expansion
 from authzbench.backends.scylla import ScyllaBackend
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import shared
 from authzbench.provision.base import free_port
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -116,9 +116,9 @@ def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(
     closure in many small chunks, so the two permission tables' blocks alternate on the helper's pipe (and
     one table's chunks run out first), as at xl."""
     if path == "sstable-chunked":
-        o = shared(dataset)
-        monkeypatch.setattr(o, "chunk_pairs", 2_000)
-        assert len(list(o.chunks())) > 2 and len(list(o.resource_chunks())) > 2
+        monkeypatch.setattr(expansion, "CHUNK_PAIRS", 2_000)  # the loader's expansion, built in load()
+        e = expansion.Expansion(dataset)
+        assert len(e.user_chunks()) > 2 and len(e.resource_chunks()) > 2
         path = "sstable"
     with ScyllaBackend({**session.dep.endpoint, "keyspace": f"authzbench_{path}"}, {"timeout_s": 10,
                                                                                    "ingest": path}) as b:
@@ -152,7 +152,7 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
 
     monkeypatch.setattr(scylla, "SSTABLE_BLOCK_ROWS", 500)
     monkeypatch.setattr(TokenSpill, "SPILL_ROWS", 2_000)
-    monkeypatch.setattr(shared(dataset), "chunk_pairs", 2_000)
+    monkeypatch.setattr(expansion, "CHUNK_PAIRS", 2_000)
     with ScyllaBackend({**session.dep.endpoint, "keyspace": "authzbench_slices"}, {"timeout_s": 10,
                                                                                   "ingest": "sstable"}) as b:
         b.drop()
