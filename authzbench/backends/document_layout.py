@@ -69,3 +69,38 @@ def resource_closure(expansion: Expansion, spent: list[float]
 def user_groups(expansion: Expansion) -> tuple[np.ndarray, np.ndarray]:
     """(user, group) for every group whose membership holds the user: a user document's closure."""
     return expansion.user_groups()
+
+
+# (id, field -> (id -> values)) -> the store's document of that id (a dict, or (id, JSON text))
+Render = Callable[[int, dict[str, Callable[[int], Any]]], Any]
+
+
+def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
+              expanded: list[int], *, view_only: bool) -> list[tuple[str, Iterator[Any]]]:
+    """Every document of orgs, groups, users (with the user's closure, `groups`) and resources (with the
+    expanded `managers` and `viewers`, chunk by chunk of resources; viewers view-only where the store's
+    view query also matches `managers`), in the store's format: (collection, documents)."""
+    u, g = user_groups(expansion)
+    users = {"groups": grouper(u, g, ds.entities["user"])}
+
+    def plain(collection: str, extra: dict[str, Callable[[int], Any]] | None = None) -> Iterator[Any]:
+        fields = {**field_getters(ds, collection, grouper), **(extra or {})}
+        return (render(i, fields) for i in range(ds.entities[ENTITY[collection]]))
+
+    return [("orgs", plain("orgs")), ("groups", plain("groups")), ("users", plain("users", users)),
+            ("resources", _resource_documents(ds, expansion, grouper, render, spent, expanded, view_only))]
+
+
+def _resource_documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
+                        expanded: list[int], view_only: bool) -> Iterator[Any]:
+    source = field_getters(ds, "resources", grouper)
+    U = expansion.n_users
+    for lo, hi, keys in resource_closure(expansion, spent):
+        expanded[0] += len(keys["view"]) + len(keys["manage"])
+        viewers = keys["view"]
+        if view_only:  # a manager already matches the view query through `managers`
+            viewers = viewers[~np.isin(viewers, keys["manage"], assume_unique=True)]
+        local = {"managers": grouper(keys["manage"] // U, keys["manage"] % U, hi - lo),
+                 "viewers": grouper(viewers // U, viewers % U, hi - lo)}
+        extra = {f: (lambda i, get=get, lo=lo: get(i - lo)) for f, get in local.items()}
+        yield from (render(i, {**source, **extra}) for i in range(lo, hi))

@@ -40,15 +40,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
 from authzbench.backends.expansion import Expansion, timed
-from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
+from authzbench.backends.locks import EXPIRE_S, spin_lock
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
-from authzbench.model_rules import ACL_ROLE, group_closure, pair_state, reach, walk
+from authzbench.model_rules import ACL_ROLE, Reach, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 # A source row (serialized per row in Python) costs ~5 permission rows (one numpy-built slice per batch):
@@ -608,13 +609,13 @@ class ScyllaBackend(Backend):
         self._apply(rel, insert=False)
 
     def _apply(self, rel: Relationship, *, insert: bool) -> None:
-        d = REBAC_RELATIONS.get(rel.relation)
-        if d is None:
+        """The source tables, then exactly the affected permission pairs (closure_maintenance)."""
+        if rel.relation not in REBAC_RELATIONS:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        with serialized(rel.relation, self._group_lock):
-            self._apply_edge(rel, d.object_type, insert=insert)
+        self._walk = _Walk(self)  # graph walks memoized for this write only
+        maintenance.apply(self, rel, insert=insert)
 
-    def _group_lock(self) -> contextlib.AbstractContextManager:
+    def group_lock(self) -> contextlib.AbstractContextManager:
         """A lightweight transaction (Paxos) on a lock row (locks.py) that expires by TTL if its writer died."""
         token = uuid.uuid4().hex
         take = self.prep(f"INSERT INTO {{ks}}.meta (key, value) VALUES ('group_write_lock', ?) IF NOT EXISTS "
@@ -623,9 +624,12 @@ class ScyllaBackend(Backend):
         return spin_lock(lambda: bool(self.session.execute(take, (token,)).one()[0]),
                          lambda: self.session.execute(give, (token,)), "scylla")
 
-    def _apply_edge(self, rel: Relationship, object_type: str, *, insert: bool) -> None:
+    # closure_maintenance.Store: the storage calls -------------------------------------------------
+    keeps_closures = False  # a user's closure is computed from the source tables when a pair needs it
+
+    def write_edge(self, rel: Relationship, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        table = SOURCE_TABLE[object_type]
+        table = SOURCE_TABLE[REBAC_RELATIONS[rel.relation].object_type]
         stmts: list[tuple[str, tuple]] = [(
             f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, ?, ?)" if insert else
             f"DELETE FROM {{ks}}.{table} WHERE object = ? AND relation = ? AND subject = ?",
@@ -635,60 +639,61 @@ class ScyllaBackend(Backend):
                           "DELETE FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ? AND object = ?",
                           (rel.relation, s, o)))
         self.rows_touched += len(stmts)
-        if insert:
-            self._execute_all(stmts)  # then compute the affected pairs with the edge present
-            resources, users = self._affected(rel.relation, o, s)
-        else:
-            resources, users = self._affected(rel.relation, o, s)  # with the edge still present
-            self._execute_all(stmts)
-        self._recompute(resources, users)
+        self._execute_all(stmts)
+        self._walk = _Walk(self)  # what was walked before a delete may include the deleted edge
 
-    def _affected(self, relation: str, o: int, s: int) -> tuple[set[int], set[int]]:
-        """The (resource, user) pairs the edge (o, s) can change (model_rules.reach), resolved from the
-        source tables while the edge is present, so they cover the state before and after the change."""
-        rc, w = reach(relation, o, s), _Walk(self)
+    def find_resources(self, rc: Reach) -> set[int]:
+        """The resources of a Reach (model_rules.reach), from the source tables."""
+        w = self._walk
         if rc.empty:
-            return set(), set()
-        resources = {"resource": lambda r: {r}, "org_resources": lambda org: w.objects("resource_org", org),
-                     "granted_via_ancestors": lambda g: w.resources_via(w.ancestors(g))}[rc.resources]
-        users = {"user": lambda u: {u}, "membership": w.membership,
-                 "org_admins": lambda org: w.subjects("rel_org", org, "admin")}[rc.users]
-        return resources(rc.resource_arg), users(rc.user_arg)
+            return set()
+        return {"resource": lambda r: {r}, "org_resources": lambda org: w.objects("resource_org", org),
+                "granted_via_ancestors": lambda g: w.resources_via(w.ancestors(g))}[rc.resources](rc.resource_arg)
 
-    def _recompute(self, resources: set[int], users: set[int]) -> None:
-        """New state of each affected pair from the source tables (after the change), then only the rows
-        that differ from perm_by_resource are written to the three permission rows of that pair. The
-        reads are issued concurrently: a single-pair change costs ~2 round trips of reads, not 5."""
-        if not resources or not users:
-            return
-        us, rs = sorted(users), sorted(resources)
-        reads = [("SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?", (rel, u))
-                 for u in us for rel in ("group_member", "group_manager", "org_admin")]
-        reads += [("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", (r,)) for r in rs]
-        reads += [("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", (r,)) for r in rs]
-        got = iter(self._execute_all(reads))
-        w = _Walk(self)
-        groups: dict[int, list[int]] = {}
-        admin_of: dict[int, set[int]] = {}
+    def find_users(self, rc: Reach) -> set[int]:
+        """The users of a Reach, from the source tables."""
+        w = self._walk
+        if rc.empty:
+            return set()
+        return {"user": lambda u: {u}, "membership": w.membership,
+                "org_admins": lambda org: w.subjects("rel_org", org, "admin")}[rc.users](rc.user_arg)
+
+    def parents(self, groups: list[int]) -> list[int]:
+        return [p for g in groups for p in self._walk.parents(g)]
+
+    def user_states(self, users: set[int], closure: maintenance.Closure, *, refresh: bool
+                    ) -> dict[int, maintenance.UserState]:
+        """Each user's closure from the direct groups, and the orgs the user administers (reads issued
+        concurrently)."""
+        us = sorted(users)
+        got = iter(self._execute_all([("SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?",
+                                       (rel, u)) for u in us for rel in ("group_member", "group_manager", "org_admin")]))
+        out = {}
         for u in us:
             direct = [row[0] for row in next(got)] + [row[0] for row in next(got)]
-            groups[u] = group_closure(direct, w.ancestors)
-            admin_of[u] = {row[0] for row in next(got)}
-        acls: list[dict[str, set[int]]] = []
-        for _ in rs:
-            acl: dict[str, set[int]] = {}
-            for rel, sub in next(got):  # rel_resource keeps the relation without its "resource_" prefix
-                acl.setdefault(ACL_ROLE["resource_" + rel], set()).add(sub)
-            acls.append(acl)
+            out[u] = maintenance.UserState(closure(direct), {row[0] for row in next(got)})
+        return out
+
+    def rewrite_pairs(self, resources: set[int], users: dict[int, maintenance.UserState]) -> None:
+        """Each resource's ACL and permission rows (reads issued concurrently); only the rows that differ
+        are written to the three permission rows of a pair."""
+        rs = sorted(resources)
+        reads = [("SELECT relation, subject FROM {ks}.rel_resource WHERE object = ?", (r,)) for r in rs]
+        reads += [("SELECT user, manage FROM {ks}.perm_by_resource WHERE resource = ?", (r,)) for r in rs]
+        got = list(self._execute_all(reads))
         stmts: list[tuple[str, tuple, tuple]] = []
-        for r, acl in zip(rs, acls, strict=True):
-            current = dict(next(got))
-            for u in us:
-                new = pair_state(u, groups[u], admin_of[u], acl)
-                old = None if u not in current else "manage" if current[u] else "view"
-                if new != old:
-                    stmts += _pair_statements(r, u, old, new)
+        for r, acl_rows, perm_rows in zip(rs, got[:len(rs)], got[len(rs):], strict=True):
+            acl: dict[str, set[int]] = {}
+            for rel, sub in acl_rows:  # rel_resource keeps the relation without its "resource_" prefix
+                acl.setdefault(ACL_ROLE["resource_" + rel], set()).add(sub)
+            current = dict(perm_rows)
+            for u, old, new in maintenance.changes(acl, lambda u, cur=current: maintenance.stored_state(
+                    u in cur and bool(cur[u]), u in cur and not cur[u]), users):
+                stmts += _pair_statements(r, u, old, new)
         self._execute_batched(stmts)
+
+    def finish(self) -> None:
+        pass
 
     def _execute_batched(self, stmts: list[tuple[str, tuple, tuple]]) -> None:
         """Permission-row statements grouped by partition into unlogged batches of <= batch_rows (one
@@ -787,15 +792,15 @@ class _Walk:
         return {r[0] for r in self.b._rows(
             f"SELECT subject FROM {{ks}}.{table} WHERE object = ? AND relation = ?", obj, relation)}
 
+    def parents(self, g: int) -> set[int]:
+        """The groups right above g."""
+        if g not in self._parents:
+            self._parents[g] = self.objects("group_child", g)
+        return self._parents[g]
+
     def ancestors(self, g: int) -> set[int]:
         """g and every group that has g below it."""
-        def parents(frontier: list[int]) -> list[int]:
-            for x in frontier:
-                if x not in self._parents:
-                    self._parents[x] = self.objects("group_child", x)
-            return [p for x in frontier for p in self._parents[x]]
-
-        return walk([g], parents)
+        return walk([g], lambda frontier: [p for x in frontier for p in self.parents(x)])
 
     def membership(self, g: int) -> set[int]:
         """Direct members and managers of g and of every group below it."""
