@@ -2,7 +2,8 @@
 
 The whole-closure form, in numpy, not row by row: the oracle uses its pieces (expand, group_reach)
 and `permission_keys` is the full closure the tests and `authzbench perf` compare the oracle's
-chunked expansion with (the loaders stream that chunked expansion: see oracle.py).
+chunked expansion with. The ground truth's code: the loaders expand their rows apart
+(backends/expansion.py), and no backend but the reference imports this (tests/unit/test_imports.py).
 """
 
 from __future__ import annotations

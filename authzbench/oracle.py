@@ -7,20 +7,19 @@ Per-user counts (the distribution table, the scenario anchors) stream through us
 bounded size, so nothing ever holds the full closure: at `xl` the view closure is ~10x `large`'s 46M
 pairs, which as int64 keys plus sort buffers is what no longer fitted in memory.
 
-Loaders that precompute permissions (Cassandra tables, Elasticsearch and FerretDB documents) take the
-closure from here chunk by chunk (`iter_keys` in user order, `iter_resource_keys` in resource order),
-so they expand the graph exactly as the ground truth does, in bounded memory. The full closure
-(`closure.permission_keys`) stays: `keys` exposes it for small datasets and for the tests that prove
-both agree on every pair.
+The loaders that precompute permissions (Cassandra tables, Elasticsearch and FerretDB documents) do
+not take their rows from here: backends/expansion.py expands them apart, so a defect in either shows as a
+difference (tests/unit/test_expansion.py) instead of being loaded into the backends and agreeing with the
+truth that produced it. `iter_keys` streams the closure in user order for `authzbench perf` and the tests;
+the full closure (`closure.permission_keys`) stays: `keys` exposes it for small datasets and for the tests
+that prove both agree on every pair.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
@@ -28,8 +27,6 @@ from authzbench.closure import expand, group_reach, permission_keys, sorted_uniq
 from authzbench.dataset import Dataset
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS
 
-T = TypeVar("T")
-_END = object()
 # Pairs expanded per chunk of users before dedup: 8M int64 keys = 64 MB, a few copies while sorting.
 CHUNK_PAIRS = 8_000_000
 # Cells of one chunk's (user, org, rank) bitmap; a chunk needing more is split in two.
@@ -67,18 +64,6 @@ def _local_keys(manage: list[tuple[np.ndarray, np.ndarray]], viewer: list[tuple[
         return m, m
     # Two sorted runs: the stable sort (timsort) merges them in linear time.
     return m, _unique(np.concatenate([m, keys(viewer)]), kind="stable")
-
-
-def timed(items: Iterator[T], spent: list[float]) -> Iterator[T]:
-    """`items`, adding the time spent producing each to spent[0]: a loader streaming the closure chunk by
-    chunk reports the expansion apart from its writes."""
-    while True:
-        t0 = time.perf_counter()
-        item = next(items, _END)
-        spent[0] += time.perf_counter() - t0
-        if item is _END:
-            return
-        yield item
 
 
 def _ranges(estimate: np.ndarray, max_pairs: int, max_width: int) -> Iterator[tuple[int, int]]:
@@ -254,28 +239,6 @@ class Oracle:
         return _local_keys(manage, self._paths(lo, hi, "viewer") if with_view else None, lo, hi,
                            self.n_resources)
 
-    def _resource_paths(self, lo: int, hi: int, role: str) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(resource, user) pairs of resources lo..hi-1 through one role's direct users and groups."""
-        r, u = self.by_res[f"resource_{role}_user"].span(lo, hi)
-        rg, g = self.by_res[f"resource_{role}_group"].span(lo, hi)
-        return [(r, u), self._group_users.join(rg, g)]
-
-    def _resource_chunk_keys(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted unique local keys (resource - lo) * n_users + user of resources lo..hi-1: (manage, view)."""
-        ro, o = self.res_orgs.span(lo, hi)
-        manage = [*self._resource_paths(lo, hi, "manager"), self._org_admins.join(ro, o)]
-        return _local_keys(manage, self._resource_paths(lo, hi, "viewer"), lo, hi, self.n_users)
-
-    @cached_property
-    def _group_users(self) -> _Index:
-        u, g = self.user_groups.span(0, self.n_users)
-        return _Index(g, u, self.n_groups)
-
-    @cached_property
-    def _org_admins(self) -> _Index:
-        a, o = self.admin_orgs.span(0, self.n_users)
-        return _Index(o, a, self.n_orgs)
-
     def _estimate(self) -> np.ndarray:
         """An upper bound of each user's (manage + view) path count, to size the chunks."""
         gu, g = self.user_groups.span(0, self.n_users)
@@ -286,38 +249,15 @@ class Oracle:
                + np.bincount(au, weights=self.org_res.degree()[ao], minlength=self.n_users).astype(np.int64))
         return 2 * est  # manage keys are concatenated again into view's dedup
 
-    def _resource_estimate(self) -> np.ndarray:
-        """An upper bound of each resource's (manage + view) path count, to size resource chunks."""
-        members, admins = self._group_users.degree(), self._org_admins.degree()
-        est = self.by_res["resource_manager_user"].degree() + self.by_res["resource_viewer_user"].degree()
-        for name in ("resource_manager_group", "resource_viewer_group"):
-            r, g = self.by_res[name].span(0, self.n_resources)
-            est = est + np.bincount(r, weights=members[g], minlength=self.n_resources).astype(np.int64)
-        r, o = self.res_orgs.span(0, self.n_resources)
-        est = est + np.bincount(r, weights=admins[o], minlength=self.n_resources).astype(np.int64)
-        return 2 * est
-
     def chunks(self, max_pairs: int | None = None) -> Iterator[tuple[int, int]]:
         """User ranges whose expanded paths stay under max_pairs (a heavier single user is its own chunk)."""
         return _ranges(self._estimate(), max_pairs or self.chunk_pairs, max(1, 2**32 // self.n_resources))
-
-    def resource_chunks(self, max_pairs: int | None = None) -> Iterator[tuple[int, int]]:
-        """Resource ranges whose expanded paths stay under max_pairs."""
-        return _ranges(self._resource_estimate(), max_pairs or self.chunk_pairs, max(1, 2**32 // self.n_users))
 
     def iter_keys(self, max_pairs: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The closure chunk by chunk in user order: concatenated, each equals permission_keys()."""
         for lo, hi in self.chunks(max_pairs):
             m, v = self._chunk_keys(lo, hi)
             yield m.astype(np.int64) + lo * self.n_resources, v.astype(np.int64) + lo * self.n_resources
-
-    def iter_resource_keys(self, max_pairs: int | None = None
-                           ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
-        """The closure chunk by chunk in resource order, for loaders that write it per resource in bounded
-        memory: (lo, hi, manage, view), keys (resource - lo) * n_users + user, sorted unique (int64)."""
-        for lo, hi in self.resource_chunks(max_pairs):
-            m, v = self._resource_chunk_keys(lo, hi)
-            yield lo, hi, m.astype(np.int64), v.astype(np.int64)
 
     @cached_property
     def _counts(self) -> dict[str, np.ndarray]:
@@ -380,8 +320,8 @@ _SHARED: dict[tuple[str, str], Oracle] = {}
 
 
 def shared(ds: Dataset) -> Oracle:
-    """The process's one Oracle of a dataset: the run checks answers with it and the loaders expand the
-    closure from it, where each built its own (at xl a second copy took the suite past 4 GB of RSS).
+    """The process's one Oracle of a dataset: the run checks answers with it, the samplers and counts read
+    it, where each built its own (at xl a second copy took the suite past 4 GB of RSS).
     Keyed by path and hash (an edited copy is another dataset); it keeps only the latest dataset's."""
     key = (str(Path(ds.path).resolve()), ds.hash)
     if key not in _SHARED:

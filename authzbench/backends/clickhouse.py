@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
@@ -28,12 +29,12 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.locks import serialized
+from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import ACL_RELATIONS, Relationship
-from authzbench.model_rules import Reach, reach
+from authzbench.model_rules import Reach
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "clickhouse.sql"
 # Load order: the closure's inputs first, then what the materialized views expand (they join the
@@ -85,7 +86,7 @@ class ClickHouseBackend(Backend):
         dsn = str(self.endpoint.get("dsn") or "")
         if not re.match(r"(chdb|https?|clickhouse)://", dsn):
             raise UserError(f"clickhouse: DSN must be chdb:///DATA_DIR or http(s)://user:password@host:port, "
-                            f"got {_public(dsn)!r}")
+                            f"got {public_dsn(dsn)!r}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.db):
             raise UserError(f"clickhouse: invalid database name {self.db!r}")
         try:
@@ -107,8 +108,8 @@ class ClickHouseBackend(Backend):
                                      f"'authzbench[clickhouse]'") from None
         except Exception as e:  # noqa: BLE001 - any driver/transport failure is one line
             why = ("the data dir is in use by another process (chdb opens a data dir in one process at a time)"
-                   if self.embedded and _locked(dsn) else _first_line(e))
-            raise BackendUnavailable(f"clickhouse: cannot connect to {_public(dsn)}: {why}") from None
+                   if self.embedded and _locked(dsn) else first_line(e, 200))
+            raise BackendUnavailable(f"clickhouse: cannot connect to {public_dsn(dsn)}: {why}") from None
         self.sql = {k: [s.replace("{db}", self.db) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
         db = self.db
         self._check_sql = {
@@ -276,31 +277,40 @@ class ClickHouseBackend(Backend):
 
     def write(self, rel: Relationship) -> None:
         _relation(rel)
-        with serialized(rel.relation, lambda: GROUP_LOCK):
-            self._write(rel, reach(rel.relation, int(rel.object), int(rel.subject)))
-
-    def _write(self, rel: Relationship, rc: Reach) -> None:
-        # membership(child) is unchanged by an edge into child: read it before the insert
-        users = self._users(rc) if rc.closure_changes or rel.relation == "org_admin" else []
-        self.client.insert(rel.relation, [[int(rel.object), int(rel.subject)]], column_names=["object", "subject"],
-                           database=self.db)  # resource_org and ACL rows flow through their MV here
-        if rc.closure_changes or rel.relation == "org_admin":  # no MV on org_admin or the group tables
-            self._rederive(rc, users)
+        self._insert, self._rel = True, rel.relation
+        maintenance.apply(self, rel, insert=True)
 
     def delete(self, rel: Relationship) -> None:
         _relation(rel)
-        with serialized(rel.relation, lambda: GROUP_LOCK):
-            self._delete(rel, reach(rel.relation, int(rel.object), int(rel.subject)))
+        self._insert, self._rel = False, rel.relation
+        maintenance.apply(self, rel, insert=False)
 
-    def _delete(self, rel: Relationship, rc: Reach) -> None:
-        users = self._users(rc)  # while the edge is present
-        self.client.command(f"DELETE FROM {self.db}.{rel.relation} WHERE object = {int(rel.object)} "
-                            f"AND subject = {int(rel.subject)}")
-        # Another path may still grant what this edge granted: drop the affected pairs, re-derive them.
-        self._rederive(rc, users)
+    # closure_maintenance.Store: the storage calls. The closures and pairs are re-derived in SQL from
+    # the source tables (the schema's sections), so the pairs' states are not compared in Python.
+    keeps_closures = True  # group_reach and group_membership
 
-    def _users(self, rc: Reach) -> list[int]:
-        """The users of a Reach (model_rules), from the source tables and the membership closure."""
+    def group_lock(self) -> threading.Lock:
+        return GROUP_LOCK
+
+    def write_edge(self, rel: Relationship, *, insert: bool) -> None:
+        if insert:  # resource_org and ACL rows flow through their MV here
+            self.client.insert(rel.relation, [[int(rel.object), int(rel.subject)]],
+                               column_names=["object", "subject"], database=self.db)
+        else:
+            self.client.command(f"DELETE FROM {self.db}.{rel.relation} WHERE object = {int(rel.object)} "
+                                f"AND subject = {int(rel.subject)}")
+        if rel.relation == "group_child":
+            self._close_groups()  # group_reach again (membership(child), read next, does not depend on it)
+
+    def find_resources(self, rc: Reach) -> tuple[int | None, ...]:
+        """(the one resource, or None: all of the users' resources); () for none."""
+        return () if rc.resources == "none" else (rc.resource_arg if rc.resources == "resource" else None,)
+
+    def find_users(self, rc: Reach) -> list[int]:
+        """The users of a Reach (model_rules), from the source tables and the membership closure; none
+        after an insert the MVs derived (no MV on org_admin or the group tables)."""
+        if self._insert and not (rc.closure_changes or self._rel == "org_admin"):
+            return []
         if rc.users == "user":
             return [rc.user_arg]
         if rc.users == "membership":
@@ -310,32 +320,30 @@ class ClickHouseBackend(Backend):
                               o=rc.user_arg)
         return []
 
-    def _rederive(self, rc: Reach, users: list[int]) -> None:
-        """Recompute the perm rows of the Reach's pairs: a group edge re-derives the users' memberships
-        (after closing the hierarchy again when it changed); otherwise one resource or all of theirs."""
-        if rc.closure_changes:
-            if rc.users == "membership":  # a hierarchy edge
-                self._close_groups()
-            self._recompute_users(users)
-        else:
-            self._recompute_perm(users, rc.resource_arg if rc.resources == "resource" else None)
+    def parents(self, groups: list[int]) -> list[int]:
+        return self._ints(f"SELECT object FROM {self.db}.group_child WHERE subject IN {_in(groups)}")
+
+    def user_states(self, users: list[int], closure: maintenance.Closure, *, refresh: bool
+                    ) -> dict[int, maintenance.UserState]:
+        """refresh: the users' group_membership rows re-derived."""
+        if refresh:
+            ids = _in(users)
+            self.client.command(f"DELETE FROM {self.db}.group_membership WHERE user IN {ids}")
+            self._run("membership", f"subject IN {ids}")
+        return {u: maintenance.UserState() for u in users}
+
+    def rewrite_pairs(self, resources: tuple[int | None, ...], users: dict[int, maintenance.UserState]) -> None:
+        """The users' perm rows re-derived: on one resource, or on all of theirs. Another path may still
+        grant what a deleted edge granted: the rows are dropped and derived again."""
+        resource = resources[0]
+        self._run("recompute", f"user IN {_in(users)}" + (f" AND resource = {int(resource)}"
+                                                         if resource is not None else ""))
+
+    def finish(self) -> None:
+        pass
 
     def _members(self, group: int) -> list[int]:
         return self._ints(f"SELECT DISTINCT user FROM {self.db}.group_membership WHERE group = {{g:Int32}}", g=group)
-
-    def _recompute_users(self, users: list[int]) -> None:
-        """A user's group memberships changed: re-derive their group_membership rows, then all their perm rows."""
-        if not users:
-            return
-        ids = _in(users)
-        self.client.command(f"DELETE FROM {self.db}.group_membership WHERE user IN {ids}")
-        self._run("membership", f"subject IN {ids}")
-        self._recompute_perm(users)
-
-    def _recompute_perm(self, users: list[int], resource: int | None = None) -> None:
-        if users:
-            self._run("recompute", f"user IN {_in(users)}" + (f" AND resource = {int(resource)}"
-                                                             if resource is not None else ""))
 
     def baseline_roundtrip(self) -> None:
         self.client.query("SELECT 1")
@@ -380,12 +388,3 @@ def _locked(dsn: str) -> bool:
     except OSError:
         return False
     return False
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return (lines[0] if lines else type(e).__name__)[:200]
-
-
-def _public(dsn: str) -> str:
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)

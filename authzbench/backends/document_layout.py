@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.closure import csr
+from authzbench.backends.expansion import Expansion, timed
 from authzbench.dataset import Dataset
 from authzbench.model_rules import ACL_ROLES
-from authzbench.oracle import Oracle, timed
 
 # relation -> [(collection or index, id side, array field, other side)]: "object"/"subject" name which end
 # of the edge is the document id and which the array element. Some edges are kept at both ends, so that
@@ -54,18 +53,54 @@ def sorted_csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[list[
     """Values grouped by key, ascending within each key: (bounds, values) with key k's values at
     values[bounds[k]:bounds[k+1]]."""
     order = np.lexsort((values, keys))
-    indptr, vals = csr(keys[order], values[order], n_keys)
-    return indptr.tolist(), vals
+    bounds = np.searchsorted(keys[order], np.arange(n_keys + 1), side="left")
+    return bounds.tolist(), values[order]
 
 
-def resource_closure(oracle: Oracle, spent: list[float]) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+def resource_closure(expansion: Expansion, spent: list[float]
+                     ) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The expanded permissions chunk by chunk of resources (bounded memory: at xl the whole closure is
     ~600M keys), the time spent computing them added to spent[0]: (lo, hi, keys) with keys "manage" and
     "view" as (resource - lo) * n_users + user, sorted unique."""
-    for lo, hi, manage, view in timed(oracle.iter_resource_keys(), spent):
+    for lo, hi, manage, view in timed(expansion.iter_resource_keys(), spent):
         yield lo, hi, {"manage": manage, "view": view}
 
 
-def user_groups(oracle: Oracle) -> tuple[np.ndarray, np.ndarray]:
+def user_groups(expansion: Expansion) -> tuple[np.ndarray, np.ndarray]:
     """(user, group) for every group whose membership holds the user: a user document's closure."""
-    return oracle.user_groups.span(0, oracle.n_users)
+    return expansion.user_groups()
+
+
+# (id, field -> (id -> values)) -> the store's document of that id (a dict, or (id, JSON text))
+Render = Callable[[int, dict[str, Callable[[int], Any]]], Any]
+
+
+def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
+              expanded: list[int], *, view_only: bool) -> list[tuple[str, Iterator[Any]]]:
+    """Every document of orgs, groups, users (with the user's closure, `groups`) and resources (with the
+    expanded `managers` and `viewers`, chunk by chunk of resources; viewers view-only where the store's
+    view query also matches `managers`), in the store's format: (collection, documents)."""
+    u, g = user_groups(expansion)
+    users = {"groups": grouper(u, g, ds.entities["user"])}
+
+    def plain(collection: str, extra: dict[str, Callable[[int], Any]] | None = None) -> Iterator[Any]:
+        fields = {**field_getters(ds, collection, grouper), **(extra or {})}
+        return (render(i, fields) for i in range(ds.entities[ENTITY[collection]]))
+
+    return [("orgs", plain("orgs")), ("groups", plain("groups")), ("users", plain("users", users)),
+            ("resources", _resource_documents(ds, expansion, grouper, render, spent, expanded, view_only))]
+
+
+def _resource_documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
+                        expanded: list[int], view_only: bool) -> Iterator[Any]:
+    source = field_getters(ds, "resources", grouper)
+    U = expansion.n_users
+    for lo, hi, keys in resource_closure(expansion, spent):
+        expanded[0] += len(keys["view"]) + len(keys["manage"])
+        viewers = keys["view"]
+        if view_only:  # a manager already matches the view query through `managers`
+            viewers = viewers[~np.isin(viewers, keys["manage"], assume_unique=True)]
+        local = {"managers": grouper(keys["manage"] // U, keys["manage"] % U, hi - lo),
+                 "viewers": grouper(viewers // U, viewers % U, hi - lo)}
+        extra = {f: (lambda i, get=get, lo=lo: get(i - lo)) for f, get in local.items()}
+        yield from (render(i, {**source, **extra}) for i in range(lo, hi))

@@ -23,7 +23,6 @@ search with PIT, count, settings, stats), and the test suite runs this module ag
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import re
 import time
@@ -34,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends import document_layout as layout
 from authzbench.backends.base import (
     Backend,
@@ -44,13 +44,13 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
-from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
+from authzbench.backends.document_layout import ACL_FIELDS, SOURCE, sorted_csr
+from authzbench.backends.expansion import Expansion
+from authzbench.backends.locks import EXPIRE_S, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
-from authzbench.model_rules import Reach, group_closure, pair_state, reach, walk
-from authzbench.oracle import Oracle, shared
+from authzbench.model_rules import Reach, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")
@@ -242,7 +242,8 @@ class ElasticsearchBackend(Backend):
         from elasticsearch.helpers import parallel_bulk
 
         t0 = time.perf_counter()
-        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        expansion = Expansion(ds)  # the closure is expanded chunk by chunk as documents go out
+        expansion.user_groups()  # the users' closures: expansion time, not insert time
         closure_s = [time.perf_counter() - t0]
         index_s = closure_s[0]
         data = [self.ix[n] for n in ("resources", "users", "groups", "orgs")]
@@ -259,7 +260,7 @@ class ElasticsearchBackend(Backend):
         batch_seconds: list[float] = []
         written, reported, expanded = 0, 0.0, [0]
         t1 = time.perf_counter()
-        actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, oracle, closure_s, expanded)])
+        actions = _actions([(self.ix[c], docs) for c, docs in _all_docs(ds, expansion, closure_s, expanded)])
         client = _TimedBulk(self.es, batch_seconds)
         for ok, item in parallel_bulk(client, actions, thread_count=self.bulk_threads, chunk_size=self.bulk_docs,
                                       max_chunk_bytes=BULK_MAX_BYTES, queue_size=4):
@@ -277,7 +278,7 @@ class ElasticsearchBackend(Backend):
                                       "relationships_per_s": ["relationships", "ingest_seconds"],
                                       "acl_relationships_per_s": ["acl_relationships", "ingest_seconds"]},
                             "expanded_entries": expanded[0], "rejected_requests_retried": client.retries,
-                            "group_membership_pairs": len(oracle.user_groups.values),
+                            "group_membership_pairs": expansion.membership_pairs,
                             "method": f"closure in numpy chunk by chunk of resources ({closure_s[0]:.2f} s), "
                                       f"streamed to parallel_bulk: {self.bulk_threads} threads x {self.bulk_docs} "
                                       "documents, refresh_interval -1, 0 replicas; refresh in build()"}
@@ -358,17 +359,17 @@ class ElasticsearchBackend(Backend):
         self._apply(rel, insert=False)
 
     def _apply(self, rel: Relationship, *, insert: bool) -> None:
-        """1. the relationship arrays; 2. for group edges, the closure of the users the edge reaches;
-        3. managers/viewers of the affected (resource, user) pairs, recomputed from the documents after
-        the change; 4. a refresh of what was touched. Documents are read by realtime GET/mget (they see
-        this write's own changes); the searches only read fields no earlier step of the same write
-        changed, and every earlier write was refreshed before it returned."""
+        """The edge, then what it changes (closure_maintenance): the relationship arrays; for group edges,
+        the closure of the users the edge reaches; managers/viewers of the affected (resource, user) pairs,
+        recomputed from the documents after the change; a refresh of what was touched. Documents are read
+        by realtime GET/mget (they see this write's own changes); the searches only read fields no earlier
+        step of the same write changed, and every earlier write was refreshed before it returned."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        with serialized(rel.relation, self._group_lock):
-            self._apply_edge(rel, reach(rel.relation, int(rel.object), int(rel.subject)), insert=insert)
+        self._touched: set[str] = set()
+        maintenance.apply(self, rel, insert=insert)
 
-    def _group_lock(self) -> contextlib.AbstractContextManager:
+    def group_lock(self) -> contextlib.AbstractContextManager:
         """A lock document (locks.py): create fails while it exists; one left by a writer that died is
         taken over. Optimistic concurrency guards one document, not the set a group write rewrites."""
         from elasticsearch import ConflictError, NotFoundError
@@ -388,11 +389,11 @@ class ElasticsearchBackend(Backend):
 
         return spin_lock(take, lambda: self.es.options(ignore_status=404).delete(**lock), "elasticsearch")
 
-    def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
+    # closure_maintenance.Store: the storage calls -------------------------------------------------
+    keeps_closures = True
+
+    def write_edge(self, rel: Relationship, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        touched: set[str] = set()
-        if not insert:
-            res_ids = self._resources(rc)
         for index, id_side, field, val_side in SOURCE[rel.relation]:
             ends = {"object": o, "subject": s}
             doc_id, value = ends[id_side], ends[val_side]
@@ -405,42 +406,75 @@ class ElasticsearchBackend(Backend):
 
             # a missing document on insert is created (e.g. the runner's scratch users): upsert semantics
             if self._modify(index, [doc_id], edit, create=insert):
-                touched.add(index)
-        if insert:
-            res_ids = self._resources(rc)
-        user_ids = self._users(rc)
-        if user_ids:
-            # closures are kept exact even when no resource is granted through the group yet: a later
-            # resource_*_group write finds the users it affects by their closure
-            if rc.closure_changes:
-                users, changed = self._recompute_closures(user_ids)
-                if changed:
-                    touched.add("users")
-            elif res_ids:
-                users = self._mget("users", sorted(user_ids))
-            if res_ids and self._recompute_pairs(res_ids, users):
-                touched.add("resources")
-        if touched:
-            self.es.indices.refresh(index=[self.ix[t] for t in sorted(touched)])
+                self._touched.add(index)
 
-    def _resources(self, rc: Reach) -> list[int]:
+    def find_resources(self, rc: Reach) -> list[int]:
         """The resources of a Reach (model_rules), by search; a group's ancestors by realtime reads."""
         if rc.resources == "resource":
             return [rc.resource_arg]
         if rc.resources == "org_resources":
             return self._search_ids("resources", {"term": {"orgs": rc.resource_arg}})
         if rc.resources == "granted_via_ancestors":
-            anc = sorted(self._ancestors(rc.resource_arg))
+            anc = sorted(walk([rc.resource_arg], self.parents))
             return self._search_ids("resources", {"bool": {"should": [
                 {"terms": {"manager_groups": anc}}, {"terms": {"viewer_groups": anc}}]}})
         return []
 
-    def _users(self, rc: Reach) -> set[int] | None:
+    def find_users(self, rc: Reach) -> set[int] | None:
         """The users of a Reach: membership(g) = users whose closure holds g."""
         if rc.users == "user":
             return {rc.user_arg}
         field = {"membership": "groups", "org_admins": "admin_orgs"}.get(rc.users)
         return set(self._search_ids("users", {"term": {field: rc.user_arg}})) if field else None
+
+    def parents(self, groups: list[int]) -> list[int]:
+        """The groups right above `groups`, by realtime reads of `parents`."""
+        return [p for d in self._mget("groups", groups).values() for p in d.get("parents", ())]
+
+    def user_states(self, users: set[int], closure: maintenance.Closure, *, refresh: bool
+                    ) -> dict[int, maintenance.UserState]:
+        """refresh: groups = closure(member_of ∪ manager_of) per user, rewritten only where it changed;
+        otherwise the stored closures."""
+        if not refresh:
+            docs = self._mget("users", sorted(users))
+        else:
+            docs = {}
+
+            def edit(u: int, src: dict[str, Any] | None) -> dict | None:
+                d = src or {}
+                groups = closure([*d.get("member_of", ()), *d.get("manager_of", ())])
+                docs[u] = {**d, "groups": groups}
+                return None if groups == sorted(d.get("groups", ())) else {**d, "groups": groups}
+
+            if self._modify("users", sorted(users), edit, create=False):
+                self._touched.add("users")
+        return {u: maintenance.UserState(set(d.get("groups", ())), set(d.get("admin_orgs", ())))
+                for u, d in docs.items()}
+
+    def rewrite_pairs(self, resources: list[int], users: dict[int, maintenance.UserState]) -> None:
+        """Each resource document's managers / viewers (view-only) after the pairs' changes; a document is
+        rewritten only if one of its pairs changed."""
+        def edit(_r: int, src: dict[str, Any] | None) -> dict | None:
+            if src is None:
+                return None  # a resource with no document has no relationships: nothing to derive
+            managers, viewers = set(src.get("managers", ())), set(src.get("viewers", ()))
+            changed = maintenance.changes({f: set(src.get(f, ())) for f in ACL_FIELDS},
+                           lambda u: maintenance.stored_state(u in managers and u not in viewers,
+                                                              u in viewers and u not in managers,
+                                                              u in managers and u in viewers), users)
+            if not changed:
+                return None
+            for u, _old, new in changed:
+                (managers.add if new == "manage" else managers.discard)(u)
+                (viewers.add if new == "view" else viewers.discard)(u)  # viewers: view-only
+            return {**src, "managers": sorted(managers), "viewers": sorted(viewers)}
+
+        if self._modify("resources", resources, edit, create=False):
+            self._touched.add("resources")
+
+    def finish(self) -> None:
+        if self._touched:
+            self.es.indices.refresh(index=[self.ix[t] for t in sorted(self._touched)])
 
     def _search_ids(self, name: str, query: dict[str, Any]) -> list[int]:
         return self._stream_ids(self.ix[name], query)
@@ -452,11 +486,6 @@ class ElasticsearchBackend(Backend):
             r = self.es.mget(index=self.ix[name], ids=[str(x) for x in ids[i:i + 1000]])
             out.update({int(d["_id"]): (d["_source"] if d.get("found") else {}) for d in r["docs"]})
         return out
-
-    def _ancestors(self, g: int) -> set[int]:
-        """g and every group above it, by realtime reads of `parents`."""
-        return walk([g], lambda frontier: [p for d in self._mget("groups", frontier).values()
-                                           for p in d.get("parents", ())])
 
     def _modify(self, name: str, ids: list[int], edit: Callable[[int, dict[str, Any] | None], dict | None],
                 *, create: bool = True) -> int:
@@ -498,41 +527,6 @@ class ElasticsearchBackend(Backend):
         raise BackendUnavailable(f"elasticsearch: {len(pending)} documents of {index} kept changing under "
                                  f"{CONFLICT_RETRIES} read-modify-write attempts")
 
-    def _recompute_closures(self, ids: set[int]) -> tuple[dict[int, dict[str, Any]], bool]:
-        """groups = ancestors of (member_of ∪ manager_of) for each user; rewritten only where it changed."""
-        ancestors = functools.cache(self._ancestors)
-        result: dict[int, dict[str, Any]] = {}
-
-        def edit(u: int, src: dict[str, Any] | None) -> dict | None:
-            d = src or {}
-            groups = group_closure([*d.get("member_of", ()), *d.get("manager_of", ())], ancestors)
-            result[u] = {**d, "groups": groups}
-            return None if groups == sorted(d.get("groups", ())) else {**d, "groups": groups}
-
-        changed = self._modify("users", sorted(ids), edit, create=False)
-        return result, changed > 0
-
-    def _recompute_pairs(self, res_ids: list[int], users: dict[int, dict[str, Any]]) -> int:
-        """New manage/view state of every affected (resource, user) pair from the resource's ACL arrays and
-        the users' closures; a resource document is rewritten only if one of its pairs changed."""
-        user_sets = {u: (set(d.get("groups", ())), set(d.get("admin_orgs", ()))) for u, d in users.items()}
-
-        def edit(_r: int, src: dict[str, Any] | None) -> dict | None:
-            if src is None:
-                return None  # a resource with no document has no relationships: nothing to derive
-            acl = {f: set(src.get(f, ())) for f in ACL_FIELDS}
-            managers, viewers = set(src.get("managers", ())), set(src.get("viewers", ()))
-            new_m, new_v = set(managers), set(viewers)
-            for u, (groups, admin) in user_sets.items():
-                state = pair_state(u, groups, admin, acl)
-                (new_m.add if state == "manage" else new_m.discard)(u)
-                (new_v.add if state == "view" else new_v.discard)(u)  # viewers: view-only
-            if new_m == managers and new_v == viewers:
-                return None
-            return {**src, "managers": sorted(new_m), "viewers": sorted(new_v)}
-
-        return self._modify("resources", res_ids, edit, create=False)
-
     # footprint and drop ----------------------------------------------------------------------------
     def footprint(self) -> int:
         """Bytes on disk of this backend's indices (store size of every shard copy)."""
@@ -563,10 +557,11 @@ def _joined(keys: np.ndarray, values: np.ndarray, n_keys: int, names: np.ndarray
     return lambda i: ",".join(flat[bounds[i]:bounds[i + 1]])
 
 
-def _id_names(ds: Dataset, oracle: Oracle) -> np.ndarray:
-    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them). The oracle's
+def _id_names(ds: Dataset, expansion: Expansion) -> np.ndarray:
+    """str(v) for every id the documents hold, made once (a chunk's lookup reuses them). The expansion's
     counts cover ids a relation uses past the generated ones."""
-    top = max(*ds.entities.values(), oracle.n_users, oracle.n_resources, oracle.n_groups, oracle.n_orgs)
+    top = max(*ds.entities.values(), expansion.n_users, expansion.n_resources, expansion.n_groups,
+              expansion.n_orgs)
     return np.array([str(v) for v in range(top + 1)], dtype=object)
 
 
@@ -574,34 +569,8 @@ def _text(i: int, fields: dict[str, Callable[[int], str]]) -> str:
     return "{" + f'"id":{i},' + ",".join(f'"{f}":[{get(i)}]' for f, get in fields.items()) + "}"
 
 
-def _docs(ds: Dataset, collection: str, names: np.ndarray, extra: dict[str, Callable[[int], str]] | None = None
-          ) -> Iterator[tuple[int, str]]:
-    """(id, JSON text) per id of the collection's entity: its relationship arrays (document_layout.SOURCE)
-    plus `extra` arrays (the user's closure)."""
-    fields = {**field_getters(ds, collection, lambda k, v, n: _joined(k, v, n, names)), **(extra or {})}
-    return ((i, _text(i, fields)) for i in range(ds.entities[ENTITY[collection]]))
-
-
-def _resource_docs(ds: Dataset, oracle: Oracle, names: np.ndarray, closure_s: list[float], expanded: list[int]
-                   ) -> Iterator[tuple[int, str]]:
-    """Resource documents with their expanded managers and view-only viewers, chunk by chunk of resources."""
-    source = field_getters(ds, "resources", lambda k, v, n: _joined(k, v, n, names))
-    U = oracle.n_users
-    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
-        expanded[0] += len(keys["view"]) + len(keys["manage"])
-        # view-only viewers: a manager already matches the view query through `managers`
-        keys["view_only"] = keys["view"][~np.isin(keys["view"], keys["manage"], assume_unique=True)]
-        local = {f: _joined(keys[k] // U, keys[k] % U, hi - lo, names)
-                 for f, k in (("managers", "manage"), ("viewers", "view_only"))}
-        extra = {f: (lambda i, get=get, lo=lo: get(i - lo)) for f, get in local.items()}
-        yield from ((i, _text(i, {**source, **extra})) for i in range(lo, hi))
-
-
-def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+def _all_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[tuple[int, str]]]]:
-    names = _id_names(ds, oracle)
-    u, g = layout.user_groups(oracle)
-    users = {"groups": _joined(u, g, ds.entities["user"], names)}
-    return [("orgs", _docs(ds, "orgs", names)), ("groups", _docs(ds, "groups", names)),
-            ("users", _docs(ds, "users", names, users)),
-            ("resources", _resource_docs(ds, oracle, names, closure_s, expanded))]
+    names = _id_names(ds, expansion)
+    return layout.documents(ds, expansion, lambda k, v, n: _joined(k, v, n, names),
+                            lambda i, fields: (i, _text(i, fields)), closure_s, expanded, view_only=True)

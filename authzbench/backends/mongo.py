@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends import document_layout as layout
 from authzbench.backends.base import (
     Backend,
@@ -42,13 +43,13 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
-from authzbench.backends.document_layout import ACL_FIELDS, ENTITY, SOURCE, field_getters, sorted_csr
-from authzbench.backends.locks import EXPIRE_S, serialized, spin_lock
+from authzbench.backends.document_layout import ACL_FIELDS, SOURCE, sorted_csr
+from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.locks import EXPIRE_S, spin_lock
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
-from authzbench.model_rules import Reach, group_closure, holds, pair_state, reach, walk
-from authzbench.oracle import Oracle, shared, timed
+from authzbench.model_rules import Reach, holds, walk
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
@@ -187,7 +188,8 @@ class MongoBackend(Backend):
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         t0 = time.perf_counter()
-        oracle = shared(ds)  # compact indexes; the closure is expanded chunk by chunk as documents go out
+        expansion = Expansion(ds)  # the closure is expanded chunk by chunk as documents go out
+        expansion.user_groups()  # the users' closures: expansion time, not insert time
         closure_s, expanded = [time.perf_counter() - t0], [0]
         index_s = closure_s[0]
         n = ds.entities
@@ -197,7 +199,7 @@ class MongoBackend(Backend):
         reported = 0.0
         written = 0
         t1 = time.perf_counter()
-        for coll, docs in _all_docs(ds, oracle, closure_s, expanded):
+        for coll, docs in _all_docs(ds, expansion, closure_s, expanded):
             for batch in _chunks(docs, self.batch_docs):
                 tb = time.perf_counter()
                 self.db[coll].insert_many(batch, ordered=False)
@@ -213,7 +215,7 @@ class MongoBackend(Backend):
                                 "rates": {"documents_per_s": ["documents", "insert_seconds"],
                                           "relationships_per_s": ["relationships", "insert_seconds"]},
                                 "expanded_entries": expanded[0],
-                                "group_membership_pairs": len(oracle.user_groups.values),
+                                "group_membership_pairs": expansion.membership_pairs,
                                 "method": f"closure in numpy chunk by chunk ({closure_s[0]:.2f} s), then unordered "
                                           f"insert_many of {self.batch_docs} documents (resources, users, per-user "
                                           "grants); indexes built after the load"})
@@ -326,16 +328,16 @@ class MongoBackend(Backend):
         self._apply(rel, insert=False)
 
     def _apply(self, rel: Relationship, *, insert: bool) -> None:
-        """1. the relationship arrays; 2. for group edges, the closure of the users the edge reaches;
-        3. the expanded managers/viewers of the pairs the edge can change (model_rules.reach), read back
-        from the documents after the change. The resources are found while the edge is present (after an
-        insert, before a delete), so they cover the state before and after."""
+        """The edge, then what it changes (closure_maintenance): the relationship arrays; for group edges,
+        the closure of the users the edge reaches; the expanded managers/viewers of the pairs the edge can
+        change (model_rules.reach), read back from the documents after the change. The resources are found
+        while the edge is present (after an insert, before a delete), so they cover the state before and
+        after."""
         if rel.relation not in SOURCE:
             raise UserError(f"unknown relation {rel.relation!r}; valid: {', '.join(REBAC_RELATIONS)}")
-        with serialized(rel.relation, self._group_lock):
-            self._apply_edge(rel, reach(rel.relation, int(rel.object), int(rel.subject)), insert=insert)
+        maintenance.apply(self, rel, insert=insert)
 
-    def _group_lock(self) -> contextlib.AbstractContextManager:
+    def group_lock(self) -> contextlib.AbstractContextManager:
         """A lock document (locks.py): one insert wins; one left by a writer that died is taken over."""
         from pymongo.errors import DuplicateKeyError
 
@@ -353,86 +355,80 @@ class MongoBackend(Backend):
 
         return spin_lock(take, lambda: meta.delete_one(lock), "mongo")
 
-    def _apply_edge(self, rel: Relationship, rc: Reach, *, insert: bool) -> None:
+    # closure_maintenance.Store: the storage calls -------------------------------------------------
+    keeps_closures = True
+
+    def write_edge(self, rel: Relationship, *, insert: bool) -> None:
         o, s = int(rel.object), int(rel.subject)
-        if not insert:
-            res_filters = self._resource_filters(rc)
         op = "$addToSet" if insert else "$pull"
         for coll, id_side, field, val_side in SOURCE[rel.relation]:
             ends = {"object": o, "subject": s}
             # upsert on insert: an id seen for the first time (e.g. the runner's scratch users) gets a document
             self.db[coll].update_one({"_id": ends[id_side]}, {op: {field: ends[val_side]}}, upsert=insert)
             self.rows_touched += 1
-        if insert:
-            res_filters = self._resource_filters(rc)
-        user_filter = self._user_filter(rc)
-        if user_filter is None or not res_filters:
-            return
-        if rc.closure_changes:
-            users = self._recompute_closures(user_filter)
-        else:
-            users = {d["_id"]: d for d in self.users.find(user_filter, {"groups": 1, "admin_orgs": 1})}
-            if "_id" in user_filter and not users:
-                users = {user_filter["_id"]: {"_id": user_filter["_id"]}}  # a user with no document: no groups
-        if users:
-            self._recompute_pairs(res_filters, users)
 
-    def _resource_filters(self, rc: Reach) -> list[dict[str, Any]]:
+    def find_resources(self, rc: Reach) -> list[dict[str, Any]]:
         """Filters selecting the resources of a Reach (a group's ancestors walked through `parents`)."""
         if rc.resources == "resource":
             return [{"_id": rc.resource_arg}]
         if rc.resources == "org_resources":
             return [{"orgs": rc.resource_arg}]
         if rc.resources == "granted_via_ancestors":
-            return [{f: g} for g in sorted(self._ancestors(rc.resource_arg)) for f in ("manager_groups", "viewer_groups")]
+            return [{f: g} for g in sorted(walk([rc.resource_arg], self.parents))
+                    for f in ("manager_groups", "viewer_groups")]
         return []
 
-    def _user_filter(self, rc: Reach) -> dict[str, Any] | None:
+    def find_users(self, rc: Reach) -> dict[str, Any] | None:
         """Filter selecting the users of a Reach: membership(g) = users whose closure holds g."""
         field = {"user": "_id", "membership": "groups", "org_admins": "admin_orgs"}.get(rc.users)
         return {field: rc.user_arg} if field else None
 
-    def _ancestors(self, g: int) -> set[int]:
-        """g and every group above it (one read of `parents` per group)."""
-        return walk([g], lambda frontier: [p for x in frontier for p in
-                                           (self.groups.find_one({"_id": x}, {"parents": 1}) or {}).get("parents", ())])
+    def parents(self, groups: list[int]) -> list[int]:
+        """The groups right above `groups` (one read of `parents` per group)."""
+        return [p for x in groups for p in (self.groups.find_one({"_id": x}, {"parents": 1}) or {}).get("parents", ())]
 
-    def _recompute_closures(self, user_filter: dict[str, Any]) -> dict[int, dict[str, Any]]:
-        """groups = ancestors of (member_of ∪ manager_of), for each selected user; written only if changed."""
-        out: dict[int, dict[str, Any]] = {}
-        ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        ancestors = functools.cache(self._ancestors)
-        for d in self.users.find(user_filter, {"member_of": 1, "manager_of": 1, "groups": 1, "admin_orgs": 1}):
-            groups = group_closure([*d.get("member_of", ()), *d.get("manager_of", ())], ancestors)
-            if groups != sorted(d.get("groups", ())):
-                ops.append(({"_id": d["_id"]}, {"$set": {"groups": groups}}))
-            out[d["_id"]] = {**d, "groups": groups}
-        self._bulk(self.users, ops)
-        return out
+    def user_states(self, users: dict[str, Any], closure: maintenance.Closure, *, refresh: bool
+                    ) -> dict[int, maintenance.UserState]:
+        """refresh: groups = closure(member_of ∪ manager_of) per selected user, written only if changed;
+        otherwise the stored closures (a user with no document: no groups)."""
+        if not refresh:
+            docs = {d["_id"]: d for d in self.users.find(users, {"groups": 1, "admin_orgs": 1})}
+            if "_id" in users and not docs:
+                docs = {users["_id"]: {"_id": users["_id"]}}
+        else:
+            docs, ops = {}, []
+            for d in self.users.find(users, {"member_of": 1, "manager_of": 1, "groups": 1, "admin_orgs": 1}):
+                groups = closure([*d.get("member_of", ()), *d.get("manager_of", ())])
+                if groups != sorted(d.get("groups", ())):
+                    ops.append(({"_id": d["_id"]}, {"$set": {"groups": groups}}))
+                docs[d["_id"]] = {**d, "groups": groups}
+            self._bulk(self.users, ops)
+        return {u: maintenance.UserState(d.get("groups", ()), d.get("admin_orgs", ())) for u, d in docs.items()}
 
-    def _recompute_pairs(self, res_filters: list[dict[str, Any]], users: dict[int, dict[str, Any]]) -> None:
-        """New manage/view state of every affected (resource, user) pair (model_rules.pair_state) from the ACL
-        arrays and the users' closures; only differing pairs are written ($addToSet / $pullAll)."""
+    def rewrite_pairs(self, resources: list[dict[str, Any]], users: dict[int, maintenance.UserState]) -> None:
+        """Only differing pairs are written to the resource documents ($addToSet / $pullAll) and to the
+        users' grants documents."""
         proj = {f: 1 for f in (*ACL_FIELDS, "managers", "viewers")}
-        resources: dict[int, dict[str, Any]] = {}
-        for f in res_filters:
+        docs: dict[int, dict[str, Any]] = {}
+        for f in resources:
             for d in self.res.find(f, proj):
-                resources[d["_id"]] = d
+                docs[d["_id"]] = d
         ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
         changes: list[tuple[int, str, int, bool]] = []  # (user, perm, resource, granted): the grants documents
-        for r, d in resources.items():
-            acl = {f: set(d.get(f, ())) for f in ACL_FIELDS}
-            have = {"manage": set(d.get("managers", ())), "view": set(d.get("viewers", ()))}
+        fields = {"manage": "managers", "view": "viewers"}
+        for r, d in docs.items():
+            have = {p: set(d.get(f, ())) for p, f in fields.items()}
+            changed = maintenance.changes({f: set(d.get(f, ())) for f in ACL_FIELDS}, lambda u, have=have: (
+                maintenance.stored_state(u in have["manage"] and u in have["view"], u in have["view"],
+                                         u in have["manage"])), users)
             add: dict[str, list[int]] = {"manage": [], "view": []}
             rm: dict[str, list[int]] = {"manage": [], "view": []}
-            for u, ud in users.items():
-                state = pair_state(u, ud.get("groups", ()), ud.get("admin_orgs", ()), acl)
+            for u, _old, new in changed:
                 for perm in ("manage", "view"):
-                    if holds(state, perm) != (u in have[perm]):
-                        (add if holds(state, perm) else rm)[perm].append(u)
+                    if holds(new, perm) != (u in have[perm]):
+                        (add if holds(new, perm) else rm)[perm].append(u)
             changes += [(u, p, r, True) for p, us in add.items() for u in us]
             changes += [(u, p, r, False) for p, us in rm.items() for u in us]
-            fields = {"manage": "managers", "view": "viewers"}
             adds = {fields[p]: {"$each": v} for p, v in add.items() if v}
             rms = {fields[p]: v for p, v in rm.items() if v}
             if adds:
@@ -441,6 +437,9 @@ class MongoBackend(Backend):
                 ops.append(({"_id": r}, {"$pullAll": rms}))
         self._bulk(self.res, ops)
         self._bulk(self.grants, grant_updates(changes), upsert=True)  # a user's first grant makes the document
+
+    def finish(self) -> None:
+        pass
 
     def _bulk(self, coll, ops: list[tuple[dict[str, Any], dict[str, Any]]], upsert: bool = False) -> None:
         """Unordered bulk_write on MongoDB. On FerretDB 1.24 a bulk of 50 or more updates never returns and
@@ -521,43 +520,20 @@ def _grouped(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int
     return lambda i: flat[bounds[i]:bounds[i + 1]]
 
 
-def _docs(ds: Dataset, collection: str, extra: dict[str, Callable[[int], list[int]]] | None = None
-          ) -> Iterator[dict[str, Any]]:
-    """One document per id of the collection's entity: its relationship arrays (document_layout.SOURCE)
-    plus `extra` arrays (the user's closure)."""
-    getters = {**field_getters(ds, collection, _grouped), **(extra or {})}
-    for i in range(ds.entities[ENTITY[collection]]):
-        yield {"_id": i, **{f: get(i) for f, get in getters.items()}}
-
-
-def _resource_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
-                   ) -> Iterator[dict[str, Any]]:
-    """Resource documents with their expanded managers and viewers, chunk by chunk of resources."""
-    source = field_getters(ds, "resources", _grouped)
-    U = oracle.n_users
-    for lo, hi, keys in layout.resource_closure(oracle, closure_s):
-        expanded[0] += len(keys["view"]) + len(keys["manage"])
-        extra = {f: _grouped(keys[k] // U, keys[k] % U, hi - lo) for f, k in (("managers", "manage"),
-                                                                            ("viewers", "view"))}
-        for i in range(lo, hi):
-            yield {"_id": i, **{f: get(i) for f, get in source.items()},
-                   **{f: get(i - lo) for f, get in extra.items()}}
-
-
-def _all_docs(ds: Dataset, oracle: Oracle, closure_s: list[float], expanded: list[int]
+def _all_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
               ) -> list[tuple[str, Iterator[dict[str, Any]]]]:
-    users = {"groups": _grouped(*layout.user_groups(oracle), ds.entities["user"])}
-    return [("orgs", _docs(ds, "orgs")), ("groups", _docs(ds, "groups")), ("users", _docs(ds, "users", users)),
-            ("resources", _resource_docs(ds, oracle, closure_s, expanded)),
-            ("grants", _grant_docs(oracle, closure_s))]
+    return [*layout.documents(ds, expansion, _grouped, lambda i, fields: {"_id": i, **{f: get(i) for f, get in
+                                                                                      fields.items()}},
+                              closure_s, expanded, view_only=False),
+            ("grants", _grant_docs(expansion, closure_s))]
 
 
-def _grant_docs(oracle: Oracle, closure_s: list[float]) -> Iterator[dict[str, Any]]:
+def _grant_docs(expansion: Expansion, closure_s: list[float]) -> Iterator[dict[str, Any]]:
     """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}, from
     the closure chunk by chunk of users. The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under
     the 16 MB document limit."""
-    R = oracle.n_resources
-    for chunk in timed(oracle.iter_keys(), closure_s):
+    R = expansion.n_resources
+    for chunk in timed(expansion.iter_user_keys(), closure_s):
         for perm, k in zip(("manage", "view"), chunk, strict=True):
             if not len(k):
                 continue  # a range of users without this permission anywhere

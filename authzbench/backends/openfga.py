@@ -46,6 +46,7 @@ from authzbench.backends.base import (
     load_concurrently,
     no_progress,
 )
+from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -54,9 +55,6 @@ from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 RENAMES = {"self": "identity"}  # .zed relation -> OpenFGA relation (`self` is reserved there)
-SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
-                "view_interaction": ("interaction", "view")}
-REBAC_PERMS = {"manage": ("resource", "manage"), "view": ("resource", "view")}
 CONSISTENCY = {"minimize_latency": "MINIMIZE_LATENCY", "fully_consistent": "HIGHER_CONSISTENCY"}
 HASH_OBJECT = re.compile(r"^[a-z]+:authzbench-dataset-([0-9a-f]{64})$")
 DEFAULT_MAX_RESULTS, DEFAULT_DEADLINE_S = 1000, 3.0  # OpenFGA's own defaults (pkg/server/config)
@@ -372,10 +370,7 @@ class OpenFGABackend(Backend):
                                      f"{type(e).__name__} ({type(cause).__name__})") from None
 
     def _target(self, perm: str) -> tuple[str, str]:
-        try:
-            return (SOCIAL_PERMS if self.model == "social" else REBAC_PERMS)[perm]
-        except KeyError:
-            raise UserError(f"openfga: unknown permission {perm!r} for the {self.model} model") from None
+        return permission_target("openfga", self.model, perm)
 
     def _options(self, mode: str | None = None) -> dict[str, Any]:
         return {"consistency": CONSISTENCY[mode or self.mode]}

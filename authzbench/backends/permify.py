@@ -47,10 +47,11 @@ from authzbench.backends.base import (
     load_concurrently,
     no_progress,
 )
+from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import PERMISSION_TARGETS, RelationDef, relation_defs
+from authzbench.model import RelationDef, relation_defs
 from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
@@ -294,10 +295,7 @@ class PermifyBackend(Backend):
 
     # operations ----------------------------------------------------------------------------------
     def _target(self, perm: str) -> tuple[str, str]:
-        try:
-            return PERMISSION_TARGETS[self.model][perm]
-        except KeyError:
-            raise UserError(f"permify: unknown permission {perm!r} for the {self.model} model") from None
+        return permission_target("permify", self.model, perm)
 
     def _metadata(self, mode: str | None = None) -> dict[str, Any]:
         token = self.token if (mode or self.mode) == "at_least_as_fresh" else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.deadline import Watchdog, within_deadline
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.dataset import Dataset
@@ -117,7 +117,7 @@ class PostgresBackend(Backend):
         try:
             self.conn = psycopg.connect(dsn, **kwargs)
         except psycopg.Error as e:  # refused, bad password, unknown database, malformed DSN
-            raise BackendUnavailable(f"{self.name}: cannot connect to {_public(dsn)}: {_first_line(e)}") from None
+            raise BackendUnavailable(f"{self.name}: cannot connect to {public_dsn(dsn)}: {first_line(e)}") from None
         self._check_cur = self.conn.cursor()
         if timeout_s:
             # A frozen server cannot enforce statement_timeout: the client-side deadline ends the op.
@@ -149,7 +149,7 @@ class PostgresBackend(Backend):
             if wd.fired(seq):
                 raise TimeoutError(f"no answer within {wd.timeout_s:g} s (client-side deadline)") from None
             if isinstance(e, psycopg.errors.QueryCanceled):  # the server's statement_timeout
-                raise TimeoutError(f"statement_timeout ({wd.timeout_s:g} s): {_first_line(e)}") from None
+                raise TimeoutError(f"statement_timeout ({wd.timeout_s:g} s): {first_line(e)}") from None
             raise
         finally:
             wd.disarm()
@@ -310,18 +310,6 @@ def _perm(perm: str) -> str:
     if perm not in PERMISSIONS:
         raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
     return perm
-
-
-def _first_line(e: BaseException) -> str:
-    """The error's first line: libpq puts the reason there ("... failed: Connection refused") and a
-    generic hint ("Is the server running ...?") on the lines after it."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
-
-
-def _public(dsn: str) -> str:
-    dsn = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)  # URL form
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)  # key=value form
 
 
 assert set(COLUMNS) == set(REBAC_RELATIONS) | set(SOCIAL_RELATIONS), "COLUMNS must cover every relation"

@@ -51,6 +51,7 @@ from authzbench.backends.base import (
     ServerInfo,
     no_progress,
 )
+from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
@@ -59,9 +60,6 @@ from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 HASH_MARK = re.compile(r"authzbench dataset ([0-9a-f]{64})")
-# social checks name the object type through the permission: view_content -> content#view
-SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
-                "view_interaction": ("interaction", "view")}
 DATASTORES = {"postgres": ("spicedb-pg", "PostgreSQL"), "cockroachdb": ("spicedb-crdb", "CockroachDB")}
 IMPORT_METHOD = "/authzed.api.v1.PermissionsService/ImportBulkRelationships"
 # SpiceDB's serverversion middleware answers this request header with a response trailer.
@@ -442,7 +440,7 @@ class SpiceDBBackend(Backend):
 
     # operations ----------------------------------------------------------------------------------
     def _target(self, perm: str) -> tuple[str, str]:
-        return SOCIAL_PERMS.get(perm, ("resource", perm))
+        return permission_target("spicedb", self.model, perm, strict=False)  # the server answers an unknown one
 
     def check_request(self, user: int, perm: str, resource: int, mode: str | None = None) -> CheckPermissionRequest:
         """The CheckPermissionRequest check() sends (also what `authzbench crosscheck` hands to ghz)."""

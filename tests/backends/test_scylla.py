@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from authzbench.backends import expansion
 from authzbench.backends.scylla import ScyllaBackend
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import shared
 from authzbench.provision.base import free_port
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -94,7 +94,7 @@ def _source_state(b: ScyllaBackend) -> set[tuple[str, int, str, int]]:
 
 
 def _dataset_source(ds: Dataset) -> set[tuple[str, int, str, int]]:
-    from authzbench.backends.scylla import REVERSE, SOURCE_TABLE, _short
+    from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short
     from authzbench.model import REBAC_RELATIONS
 
     out = set()
@@ -116,9 +116,9 @@ def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(
     closure in many small chunks, so the two permission tables' blocks alternate on the helper's pipe (and
     one table's chunks run out first), as at xl."""
     if path == "sstable-chunked":
-        o = shared(dataset)
-        monkeypatch.setattr(o, "chunk_pairs", 2_000)
-        assert len(list(o.chunks())) > 2 and len(list(o.resource_chunks())) > 2
+        monkeypatch.setattr(expansion, "CHUNK_PAIRS", 2_000)  # the loader's expansion, built in load()
+        e = expansion.Expansion(dataset)
+        assert len(e.user_chunks()) > 2 and len(e.resource_chunks()) > 2
         path = "sstable"
     with ScyllaBackend({**session.dep.endpoint, "keyspace": f"authzbench_{path}"}, {"timeout_s": 10,
                                                                                    "ingest": path}) as b:
@@ -147,12 +147,12 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
     each one slice of the ring. The node imports them and merges none (as many Data.db files on disk as
     the helper wrote); written in user or resource order every SSTable spans the ring and the node merges
     them (a baseline load spent 10-13 s in it). The tokens computed here equal the node's own."""
-    from authzbench.backends import scylla
+    from authzbench.backends import scylla_sstable
     from authzbench.backends.cql_tokens import TokenSpill, id_tokens
 
-    monkeypatch.setattr(scylla, "SSTABLE_BLOCK_ROWS", 500)
+    monkeypatch.setattr(scylla_sstable, "SSTABLE_BLOCK_ROWS", 500)
     monkeypatch.setattr(TokenSpill, "SPILL_ROWS", 2_000)
-    monkeypatch.setattr(shared(dataset), "chunk_pairs", 2_000)
+    monkeypatch.setattr(expansion, "CHUNK_PAIRS", 2_000)
     with ScyllaBackend({**session.dep.endpoint, "keyspace": "authzbench_slices"}, {"timeout_s": 10,
                                                                                   "ingest": "sstable"}) as b:
         b.drop()
@@ -178,7 +178,8 @@ def test_the_sstable_helper_refuses_a_partition_whose_rows_are_out_of_clustering
     rows out of clustering order would make an SSTable the node cannot read, so the load stops instead."""
     import numpy as np
 
-    from authzbench.backends.scylla import _SSTableWriter, _Ticker
+    from authzbench.backends.scylla_sstable import _SSTableWriter
+    from authzbench.backends.scylla_tables import _Ticker
     from authzbench.errors import BackendUnavailable
     from authzbench.provision.native.cassandra import bulk_tool
 

@@ -1,4 +1,4 @@
-"""The SSTable path's ordering helpers (backends/cql_tokens.py, scylla._lex_order): rows regrouped in ring
+"""The SSTable path's ordering helpers (backends/cql_tokens.py, scylla_sstable._lex_order): rows regrouped in ring
 order without losing or splitting a partition, spilled ranges that cover the ring in order, and the
 combined-key sort equal to np.lexsort. The tokens themselves are checked against a real node in
 tests/backends/test_scylla.py."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
-from authzbench.backends.scylla import _lex_order
+from authzbench.backends.scylla_sstable import _lex_order
 
 
 def test_ring_order_moves_whole_partitions_into_token_order_keeping_their_rows_in_order():

@@ -8,9 +8,9 @@ import json
 import numpy as np
 
 from authzbench.backends import elasticsearch, mongo
+from authzbench.backends.expansion import Expansion
 from authzbench.closure import group_membership, permission_keys
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
 
 
 def _expected(ds) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:
@@ -27,10 +27,10 @@ def _expected(ds) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int,
     return by_res["manage"], by_res["view"], {u: sorted(g) for u, g in groups.items()}
 
 
-def _small_chunks(ds) -> Oracle:
-    o = Oracle(ds, chunk_pairs=50)
-    assert len(list(o.resource_chunks())) > 5
-    return o
+def _small_chunks(ds) -> Expansion:
+    e = Expansion(ds, chunk_pairs=50)
+    assert len(e.resource_chunks()) > 5
+    return e
 
 
 def test_elasticsearch_documents_from_small_chunks_hold_the_full_closure(tmp_path):

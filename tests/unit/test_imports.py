@@ -174,3 +174,36 @@ def test_the_report_sections_import_the_shared_helpers_and_never_the_document():
     assert "authzbench.report.tables" in g["authzbench.report.reads"]
     assert not any("authzbench.report.document" in deps for n, deps in g.items()
                    if n not in ("authzbench.report", "authzbench.report.document"))
+
+
+# The ground truth and its expansion code: what the backends are checked against must not feed them.
+TRUTH = {"authzbench.oracle", "authzbench.closure", "authzbench.social_oracle"}
+# The oracle served as a backend for the harness tests: the one backend that is the truth.
+TRUTH_BACKEND = "authzbench.backends.reference"
+
+
+def reachable(g: dict[str, set[str]], start: str, stop: set[str]) -> set[str]:
+    """Every module `start` imports, directly or through others, not walking into the `stop` modules."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for m in g.get(todo.pop(), ()):
+            if m not in seen and m not in stop:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def test_no_backend_but_reference_reaches_the_oracle_through_any_import():
+    g = graph()
+    backends = [n for n in g if n.startswith("authzbench.backends.") and n != TRUTH_BACKEND]
+    assert "authzbench.backends.expansion" in backends and "authzbench.backends.scylla" in backends
+    leaks = {n: sorted(reachable(g, n, {TRUTH_BACKEND}) & TRUTH) for n in backends}
+    assert {n: t for n, t in leaks.items() if t} == {}
+    assert reachable(g, TRUTH_BACKEND, set()) & TRUTH  # the check sees the reference's import of the truth
+
+
+def test_the_reachability_check_finds_an_import_two_modules_away():
+    g = {"b.x": {"y"}, "y": {"authzbench.oracle"}, "b.ref": {"authzbench.oracle"}}
+    assert reachable(g, "b.x", set()) & TRUTH == {"authzbench.oracle"}
+    assert reachable(g, "b.x", {"y"}) == set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from authzbench.backends.expansion import Expansion
 from authzbench.backends.mongo import _grant_docs, grant_id, grant_updates
 from authzbench.generator import generate
 from authzbench.model import PERMISSIONS
@@ -12,8 +13,8 @@ from authzbench.oracle import Oracle
 
 def test_grants_documents_hold_exactly_each_users_lookup_even_from_many_small_chunks(tmp_path):
     ds = generate("tiny", tmp_path / "ds")
-    chunked = Oracle(ds, chunk_pairs=50)
-    assert len(list(chunked.chunks())) > 5
+    chunked = Expansion(ds, chunk_pairs=50)
+    assert len(chunked.user_chunks()) > 5
     docs = {d["_id"]: d["resources"] for d in _grant_docs(chunked, [0.0])}
     o = Oracle(ds)
     for u in range(ds.entities["user"]):
@@ -54,7 +55,7 @@ def test_a_chunk_of_users_without_a_permission_makes_no_grant_document():
     class OneChunk:
         n_resources = 10
 
-        def iter_keys(self):
+        def iter_user_keys(self):
             yield np.array([], dtype=np.int64), np.array([3 * 10 + 4, 3 * 10 + 7], dtype=np.int64)
 
     docs = list(_grant_docs(OneChunk(), [0.0]))
