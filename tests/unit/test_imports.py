@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ALLOWED_UP: dict[tuple[str, str], str] = {
     ("authzbench.backends.scylla", "authzbench.provision.compose"):
         "endpoint_from_compose records the compose command that uploads SSTables into the container",
-    ("authzbench.backends.scylla", "authzbench.provision.native.cassandra"):
+    ("authzbench.backends.scylla_sstable", "authzbench.provision.native.cassandra"):
         "ingest=sstable under compose builds the SSTable helper here, lazily, when the endpoint has none",
 }
 
