@@ -47,6 +47,7 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.pgsize import schema_bytes
+from authzbench.backends.zanzibar import permission_target, relationship_batches
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -54,9 +55,6 @@ from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 RENAMES = {"self": "identity"}  # .zed relation -> OpenFGA relation (`self` is reserved there)
-SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
-                "view_interaction": ("interaction", "view")}
-REBAC_PERMS = {"manage": ("resource", "manage"), "view": ("resource", "view")}
 CONSISTENCY = {"minimize_latency": "MINIMIZE_LATENCY", "fully_consistent": "HIGHER_CONSISTENCY"}
 HASH_OBJECT = re.compile(r"^[a-z]+:authzbench-dataset-([0-9a-f]{64})$")
 DEFAULT_MAX_RESULTS, DEFAULT_DEADLINE_S = 1000, 3.0  # OpenFGA's own defaults (pkg/server/config)
@@ -306,15 +304,13 @@ class OpenFGABackend(Backend):
     def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(tuples, Write request body) as plain dicts: the SDK's typed models cost more client CPU per
         tuple than the server spends writing it."""
-        defs = relation_defs(ds.model)
-        for name in ds.authz_relations():  # metadata relations (group_org) are not tuples
-            key = tuple_key(defs[name], "{o}", "{s}")
+        for d, objs, subs in relationship_batches(ds, n):
+            key = tuple_key(d, "{o}", "{s}")
             user, rel, obj = key["user"], key["relation"], key["object"]
-            for df in ds.iter_batches(name, n):
-                keys = [{"user": user.format(s=s), "relation": rel, "object": obj.format(o=o)}
-                        for o, s in zip(df["object"].tolist(), df["subject"].tolist(), strict=True)]
-                yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
-                                  "authorization_model_id": self.model_id}
+            keys = [{"user": user.format(s=s), "relation": rel, "object": obj.format(o=o)}
+                    for o, s in zip(objs, subs, strict=True)]
+            yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
+                              "authorization_model_id": self.model_id}
 
     def _post_write(self, body: dict[str, Any]) -> None:
         self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
@@ -371,12 +367,6 @@ class OpenFGABackend(Backend):
             raise BackendUnavailable(f"openfga: lost the connection to OpenFGA at {self.endpoint['url']}: "
                                      f"{type(e).__name__} ({type(cause).__name__})") from None
 
-    def _target(self, perm: str) -> tuple[str, str]:
-        try:
-            return (SOCIAL_PERMS if self.model == "social" else REBAC_PERMS)[perm]
-        except KeyError:
-            raise UserError(f"openfga: unknown permission {perm!r} for the {self.model} model") from None
-
     def _options(self, mode: str | None = None) -> dict[str, Any]:
         return {"consistency": CONSISTENCY[mode or self.mode]}
 
@@ -385,7 +375,7 @@ class OpenFGABackend(Backend):
         in snake_case): the body the SDK POSTs to /stores/{store}/check (the HTTP API is the gRPC API's
         gateway), with the store named; what `authzbench crosscheck` hands to ghz for
         openfga.v1.OpenFGAService/Check."""
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         return {"store_id": self.store_id, "authorization_model_id": self.model_id,
                 "tuple_key": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
                 **self._options(mode)}
@@ -393,7 +383,7 @@ class OpenFGABackend(Backend):
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         from openfga_sdk.client.models.check_request import ClientCheckRequest
 
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         with self._transport_errors():
             resp = self.client.check(ClientCheckRequest(user=f"user:{user}", relation=relation,
                                                         object=f"{obj_type}:{resource}"), self._options(mode))
@@ -404,7 +394,7 @@ class OpenFGABackend(Backend):
         took the server's deadline, may be cut short by the server, and is refused."""
         from openfga_sdk.client.models.list_objects_request import ClientListObjectsRequest
 
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         t0 = time.perf_counter()
         with self._transport_errors():
             objects = self.client.list_objects(ClientListObjectsRequest(user=f"user:{user}", relation=relation,

@@ -52,6 +52,7 @@ from authzbench.backends.base import (
     no_progress,
 )
 from authzbench.backends.pgsize import schema_bytes
+from authzbench.backends.zanzibar import permission_target, relationship_batches
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -59,9 +60,6 @@ from authzbench.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 HASH_MARK = re.compile(r"authzbench dataset ([0-9a-f]{64})")
-# social checks name the object type through the permission: view_content -> content#view
-SOCIAL_PERMS = {"view_user": ("user", "view"), "view_content": ("content", "view"),
-                "view_interaction": ("interaction", "view")}
 DATASTORES = {"postgres": ("spicedb-pg", "PostgreSQL"), "cockroachdb": ("spicedb-crdb", "CockroachDB")}
 IMPORT_METHOD = "/authzed.api.v1.PermissionsService/ImportBulkRelationships"
 # SpiceDB's serverversion middleware answers this request header with a response trailer.
@@ -291,12 +289,6 @@ class SpiceDBBackend(Backend):
         return Relationship(resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
                             subject=subject)
 
-    def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[RelationDef, list[int], list[int]]]:
-        defs = relation_defs(ds.model)
-        for name in ds.authz_relations():  # metadata relations (group_org) are not relationships
-            for df in ds.iter_batches(name, n):
-                yield defs[name], df["object"].tolist(), df["subject"].tolist()
-
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         # A relationship that must be visible once the import is: build() waits for it.
         rel = "user_self" if ds.model == "social" else "resource_manager_user"
@@ -384,7 +376,7 @@ class SpiceDBBackend(Backend):
         answers only at its end: one stream per dataset would fail beyond ~30 s of import."""
         chunk: list[tuple[RelationDef, list[int], list[int]]] = []
         n = 0
-        for item in self._batches(ds, self.import_batch):
+        for item in relationship_batches(ds, self.import_batch):
             chunk.append(item)
             n += len(item[1])
             if n >= self.import_stream_rows:
@@ -397,7 +389,7 @@ class SpiceDBBackend(Backend):
         """The reference's path: WriteRelationships, <= 1,000 TOUCH updates per call."""
         batch_seconds: list[float] = []
         rows = 0
-        for d, objs, subs in self._batches(ds, self.write_batch):
+        for d, objs, subs in relationship_batches(ds, self.write_batch):
             t0 = time.perf_counter()
             # Built inside the timed span, as the import's per-batch time includes its encoding.
             req = WriteRelationshipsRequest(updates=[
@@ -441,12 +433,9 @@ class SpiceDBBackend(Backend):
                                 metadata=self._md)
 
     # operations ----------------------------------------------------------------------------------
-    def _target(self, perm: str) -> tuple[str, str]:
-        return SOCIAL_PERMS.get(perm, ("resource", perm))
-
     def check_request(self, user: int, perm: str, resource: int, mode: str | None = None) -> CheckPermissionRequest:
         """The CheckPermissionRequest check() sends (also what `authzbench crosscheck` hands to ghz)."""
-        obj_type, permission = self._target(perm)
+        obj_type, permission = permission_target(self.name, self.model, perm)
         return CheckPermissionRequest(
             resource=ObjectReference(object_type=obj_type, object_id=str(resource)), permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
@@ -460,7 +449,7 @@ class SpiceDBBackend(Backend):
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Streamed to the end and returned as streamed: SpiceDB may send a resource once per path to
         it, and the runner counts those copies (the report's Duplicates column), so none are removed here."""
-        obj_type, permission = self._target(perm)
+        obj_type, permission = permission_target(self.name, self.model, perm)
         stream = self.client.LookupResources(LookupResourcesRequest(
             resource_object_type=obj_type, permission=permission,
             subject=SubjectReference(object=ObjectReference(object_type="user", object_id=str(user))),
