@@ -256,6 +256,44 @@ def _crosscheck_args(sub) -> None:
                     help="only render the report of a recorded run (several: one report of all their records)")
 
 
+def _server_args(sub) -> None:
+    """The commands that manage servers and load hosts: up, down, engine, load-host."""
+    for name, hlp in (("up", "start a backend's servers and leave them running"),
+                      ("down", "stop servers started by prepare/up (default: all)")):
+        p = sub.add_parser(name, help=hlp)
+        p.add_argument("backend", nargs="*", type=_name)
+        p.add_argument("--provision", choices=["native", "compose", "external"])
+        p.add_argument("--local-images", action="store_true", help="with --provision compose: locally built images")
+        if name == "up":
+            _tier_arg(p)
+
+    en = sub.add_parser("engine", help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
+                                       "install and start one; `down` stops only the dockerd authzbench started")
+    en.add_argument("action", nargs="?", choices=["up", "down", "status"], default="status")
+
+    lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
+    lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786", type=_scheduler)
+    lh.add_argument("--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
+    lh.add_argument("--name", type=_word, help="worker name shown by the scheduler")
+
+
+def _loadtest_args(sub) -> None:
+    """`authzbench loadtest`: Permify's published k6 load test and a corrected variant."""
+    lt = sub.add_parser("loadtest", help="Permify's published k6 load test (and a corrected variant) against "
+                                         "each engine on the same social dataset")
+    lt.add_argument("--backend", type=_csv(_name), default=["permify", "spicedb-pg", "openfga"],
+                    help="engines, comma-separated (default: permify,spicedb-pg,openfga)")
+    lt.add_argument("--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
+    lt.add_argument("--variant", type=_csv(_name), default=["published", "corrected"],
+                    help="published | corrected, comma-separated (default: both)")
+    lt.add_argument("--scale", type=_number(float, 0, above=True), default=1.0,
+                    help="multiply every arrival rate of the document's ramp (default: 1)")
+    lt.add_argument("--threads", type=_number(int, 1), default=32, help="client threads (default: 32)")
+    lt.add_argument("--data-dir", type=_path)
+    lt.add_argument("--results-dir", type=_path)
+    lt.add_argument("--report-dir", type=_path, default=Path("reports"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="authzbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -284,38 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--against-reference", action=argparse.BooleanOptionalAction, default=None,
                    help="the reference report's figures beside ours (default: on for the rebac baseline)")
 
-    for name, hlp in (("up", "start a backend's servers and leave them running"),
-                      ("down", "stop servers started by prepare/up (default: all)")):
-        p = sub.add_parser(name, help=hlp)
-        p.add_argument("backend", nargs="*", type=_name)
-        p.add_argument("--provision", choices=["native", "compose", "external"])
-        p.add_argument("--local-images", action="store_true", help="with --provision compose: locally built images")
-        if name == "up":
-            _tier_arg(p)
-
-    en = sub.add_parser("engine", help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
-                                       "install and start one; `down` stops only the dockerd authzbench started")
-    en.add_argument("action", nargs="?", choices=["up", "down", "status"], default="status")
-
-    lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
-    lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786", type=_scheduler)
-    lh.add_argument("--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
-    lh.add_argument("--name", type=_word, help="worker name shown by the scheduler")
-
-    lt = sub.add_parser("loadtest", help="Permify's published k6 load test (and a corrected variant) against "
-                                         "each engine on the same social dataset")
-    lt.add_argument("--backend", type=_csv(_name), default=["permify", "spicedb-pg", "openfga"],
-                    help="engines, comma-separated (default: permify,spicedb-pg,openfga)")
-    lt.add_argument("--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
-    lt.add_argument("--variant", type=_csv(_name), default=["published", "corrected"],
-                    help="published | corrected, comma-separated (default: both)")
-    lt.add_argument("--scale", type=_number(float, 0, above=True), default=1.0,
-                    help="multiply every arrival rate of the document's ramp (default: 1)")
-    lt.add_argument("--threads", type=_number(int, 1), default=32, help="client threads (default: 32)")
-    lt.add_argument("--data-dir", type=_path)
-    lt.add_argument("--results-dir", type=_path)
-    lt.add_argument("--report-dir", type=_path, default=Path("reports"))
-
+    _server_args(sub)
+    _loadtest_args(sub)
     _crosscheck_args(sub)
     _capacity_args(sub)
     sub.add_parser("backends", help="list backends and whether each can run here")

@@ -4,7 +4,9 @@ written by `report/loadtest.py`, called from commands.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
 
@@ -15,11 +17,8 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     against each engine in turn (one engine's servers up at a time); records under results/. Returns the
     records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
     scale multiplies every arrival rate (1 = the document's)."""
-    from dataclasses import asdict
-
     from authzbench.config import BenchConfig
     from authzbench.loading import load_backend
-    from authzbench.provision.base import say
     from authzbench.results import RunStore
     from authzbench.servers import Session
 
@@ -29,7 +28,7 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     from authzbench.social_oracle import oracle_for
 
     oracle = oracle_for(ds)
-    n_users, n_content = ds.entities["user"], ds.entities["content"]
+    n_content = ds.entities["content"]
 
     def expect(user: int, content: int) -> bool:  # an id past the dataset is content no one can see
         return content < n_content and oracle.check(user, "view_content", content)
@@ -41,40 +40,59 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
         sess = Session(name, cfg, reuse=False)
         try:
             load_backend(sess, ds, store, reload=False)
-            with sess.backend() as b:
-                info = b.server_info()
-            for v in variants:
-                plan = PLANS[v].scaled(scale)
-                plan = LoadTestPlan(**{**plan.__dict__, "threads": threads})
-                inputs = plan_inputs(plan, n_users, n_content, expect, min(plan.scheduled(), 200_000))
-
-                def connect(sess=sess):
-                    b = sess.backend()
-                    b.connect()
-                    return b
-
-                say(f"{name}: load test `{v}` ({plan.scheduled():,} iterations due over "
-                    f"{sum(s for _, s in plan.stages):.0f} s, {plan.max_vus:,} VUs, think {plan.think_s:g} s)")
-                res = run_plan(plan, connect, inputs)
-                rec = {"type": "loadtest", "backend": name, "label": info.label, "variant": v,
-                       "plan": asdict(plan), "dataset_hash": ds.hash, **res.record()}
-                store.append(rec)
-                records.append(rec)
-                say(f"{name} {v}: {res.iterations:,} requests, {res.dropped:,} dropped, {res.errors:,} errors, "
-                    f"{res.mismatches:,} mismatches")
+            records += _run_variants(sess, name, ds, store, (variants, scale, threads), expect)
         finally:
             sess.stop()
-    context = [f"Dataset: social `{profile}` ({ds.total_relationships:,} relationships, {n_users:,} users, "
-               f"{n_content:,} content; hash `{ds.hash[:16]}`), loaded identically into every engine. Arrival "
-               f"rates x{scale:g} of the document's; {threads} client threads in one process on this 2-core "
-               "machine, shared with the servers.",
-               "Published variant: the document's script (`sleep(1)` per iteration, at most 1,000 VUs, ids "
-               "uniform over 100,000 with 30% reuse). A VU is busy for a request plus one second, so 1,000 VUs "
-               "finish at most ~1,000 iterations/s whatever the server does; ids past the dataset name users "
-               "and content that do not exist.",
-               "Corrected variant: no think time (a VU is busy only while its request is), ids drawn from the "
-               "dataset's users and content (30% reuse kept).",
-               "Request duration is timed from send (k6's http_req_duration); the last column is timed from "
-               "the iteration's intended start (waiting for a client thread included). Every answer is "
-               "compared with the oracle."]
-    return records, context, store.run_id
+    return records, _context(profile, ds, scale, threads), store.run_id
+
+
+def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str], float, int],
+                  expect: Callable[[int, int], bool]) -> list[dict]:
+    """Each variant against one loaded engine (how: variants, scale, threads); every record stored as it comes."""
+    from dataclasses import asdict
+
+    from authzbench.provision.base import say
+
+    variants, scale, threads = how
+    n_users, n_content = ds.entities["user"], ds.entities["content"]
+    with sess.backend() as b:
+        info = b.server_info()
+    records: list[dict] = []
+    for v in variants:
+        plan = PLANS[v].scaled(scale)
+        plan = LoadTestPlan(**{**plan.__dict__, "threads": threads})
+        inputs = plan_inputs(plan, n_users, n_content, expect, min(plan.scheduled(), 200_000))
+
+        def connect(sess=sess):
+            b = sess.backend()
+            b.connect()
+            return b
+
+        say(f"{name}: load test `{v}` ({plan.scheduled():,} iterations due over "
+            f"{sum(s for _, s in plan.stages):.0f} s, {plan.max_vus:,} VUs, think {plan.think_s:g} s)")
+        res = run_plan(plan, connect, inputs)
+        rec = {"type": "loadtest", "backend": name, "label": info.label, "variant": v,
+               "plan": asdict(plan), "dataset_hash": ds.hash, **res.record()}
+        store.append(rec)
+        records.append(rec)
+        say(f"{name} {v}: {res.iterations:,} requests, {res.dropped:,} dropped, {res.errors:,} errors, "
+            f"{res.mismatches:,} mismatches")
+    return records
+
+
+def _context(profile: str, ds: Any, scale: float, threads: int) -> list[str]:
+    """The report's context lines: the dataset, the two variants, what is timed."""
+    n_users, n_content = ds.entities["user"], ds.entities["content"]
+    return [f"Dataset: social `{profile}` ({ds.total_relationships:,} relationships, {n_users:,} users, "
+            f"{n_content:,} content; hash `{ds.hash[:16]}`), loaded identically into every engine. Arrival "
+            f"rates x{scale:g} of the document's; {threads} client threads in one process on this 2-core "
+            "machine, shared with the servers.",
+            "Published variant: the document's script (`sleep(1)` per iteration, at most 1,000 VUs, ids "
+            "uniform over 100,000 with 30% reuse). A VU is busy for a request plus one second, so 1,000 VUs "
+            "finish at most ~1,000 iterations/s whatever the server does; ids past the dataset name users "
+            "and content that do not exist.",
+            "Corrected variant: no think time (a VU is busy only while its request is), ids drawn from the "
+            "dataset's users and content (30% reuse kept).",
+            "Request duration is timed from send (k6's http_req_duration); the last column is timed from "
+            "the iteration's intended start (waiting for a client thread included). Every answer is "
+            "compared with the oracle."]

@@ -31,13 +31,8 @@ from authzbench.provision.manager import external_url_var
 from authzbench.restore import verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import scenario
-from authzbench.scenarios.runner import (
-    BackendFactory,
-    KeptWorkers,
-    PhaseSpec,
-    preload_worker_modules,
-    run_phase,
-)
+from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.servers import Session, monitor_for, pin_cores, running_pids
 from authzbench.social_oracle import oracle_for
 from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
@@ -245,7 +240,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
     # s of them: 200 checks and a lookup, fully consistent), and after any mixed phase that did not end
     # cleanly. Write scenarios repair what a stopped op left, so theirs always run.
     visit_last = max((w for w in writes if w[0] == visit), key=lambda w: w[1], default=(0, 0, None))[2]
-    # The visit's phases share their worker processes (runner.KeptWorkers); the servers' idle connections
+    # The visit's phases share their worker processes (pools.KeptWorkers); the servers' idle connections
     # to them between phases are the visit's, like the servers themselves.
     with KeptWorkers() as kept:
         for spec, sname in specs:

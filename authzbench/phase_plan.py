@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from authzbench.config import BenchConfig
 from authzbench.dataset import Dataset
 from authzbench.scenarios.catalog import SCRATCH_WRITES, scenario
-from authzbench.scenarios.runner import BUDGET_STRETCH, PhaseSpec
+from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import mixed_targets
 
 

@@ -20,7 +20,7 @@ from authzbench.config import BenchConfig, own_options
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
 from authzbench.provision.manager import provision
-from authzbench.scenarios.runner import BackendFactory
+from authzbench.scenarios.spec import BackendFactory
 
 # server state between commands ----------------------------------------------------------------
 

@@ -184,7 +184,7 @@ class Backend(ABC):
     # "thread": the engine lives in-process (chdb) or cannot be opened twice.
     concurrency: ClassVar[str] = "process"
     # Modules a worker imports to connect (drivers imported inside connect()): imported once into the
-    # forkserver the workers fork from, not by each of them (see runner.preload_worker_modules).
+    # forkserver the workers fork from, not by each of them (see pools.preload_worker_modules).
     worker_modules: ClassVar[tuple[str, ...]] = ()
     # Other ingest paths measured beside the default one on every load: label -> options. Each reloads
     # the same dataset through that path (and is reported as its own row); the default path loads last,

@@ -48,6 +48,7 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
+from authzbench.backends.zanzibar import relationship_batches
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -304,15 +305,13 @@ class OpenFGABackend(Backend):
     def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(tuples, Write request body) as plain dicts: the SDK's typed models cost more client CPU per
         tuple than the server spends writing it."""
-        defs = relation_defs(ds.model)
-        for name in ds.authz_relations():  # metadata relations (group_org) are not tuples
-            key = tuple_key(defs[name], "{o}", "{s}")
+        for d, objs, subs in relationship_batches(ds, n):
+            key = tuple_key(d, "{o}", "{s}")
             user, rel, obj = key["user"], key["relation"], key["object"]
-            for df in ds.iter_batches(name, n):
-                keys = [{"user": user.format(s=s), "relation": rel, "object": obj.format(o=o)}
-                        for o, s in zip(df["object"].tolist(), df["subject"].tolist(), strict=True)]
-                yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
-                                  "authorization_model_id": self.model_id}
+            keys = [{"user": user.format(s=s), "relation": rel, "object": obj.format(o=o)}
+                    for o, s in zip(objs, subs, strict=True)]
+            yield len(keys), {"writes": {"tuple_keys": keys, "on_duplicate": "error"},
+                              "authorization_model_id": self.model_id}
 
     def _post_write(self, body: dict[str, Any]) -> None:
         self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
@@ -369,9 +368,6 @@ class OpenFGABackend(Backend):
             raise BackendUnavailable(f"openfga: lost the connection to OpenFGA at {self.endpoint['url']}: "
                                      f"{type(e).__name__} ({type(cause).__name__})") from None
 
-    def _target(self, perm: str) -> tuple[str, str]:
-        return permission_target("openfga", self.model, perm)
-
     def _options(self, mode: str | None = None) -> dict[str, Any]:
         return {"consistency": CONSISTENCY[mode or self.mode]}
 
@@ -380,7 +376,7 @@ class OpenFGABackend(Backend):
         in snake_case): the body the SDK POSTs to /stores/{store}/check (the HTTP API is the gRPC API's
         gateway), with the store named; what `authzbench crosscheck` hands to ghz for
         openfga.v1.OpenFGAService/Check."""
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         return {"store_id": self.store_id, "authorization_model_id": self.model_id,
                 "tuple_key": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
                 **self._options(mode)}
@@ -388,7 +384,7 @@ class OpenFGABackend(Backend):
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         from openfga_sdk.client.models.check_request import ClientCheckRequest
 
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         with self._transport_errors():
             resp = self.client.check(ClientCheckRequest(user=f"user:{user}", relation=relation,
                                                         object=f"{obj_type}:{resource}"), self._options(mode))
@@ -399,7 +395,7 @@ class OpenFGABackend(Backend):
         took the server's deadline, may be cut short by the server, and is refused."""
         from openfga_sdk.client.models.list_objects_request import ClientListObjectsRequest
 
-        obj_type, relation = self._target(perm)
+        obj_type, relation = permission_target("openfga", self.model, perm)
         t0 = time.perf_counter()
         with self._transport_errors():
             objects = self.client.list_objects(ClientListObjectsRequest(user=f"user:{user}", relation=relation,

@@ -49,6 +49,7 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
+from authzbench.backends.zanzibar import relationship_batches
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -234,16 +235,13 @@ class PermifyBackend(Backend):
 
     def _bodies(self, ds: Dataset, n: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(rows, Data.Write fields) as plain dicts, at most n tuples and attributes each."""
-        defs = relation_defs(ds.model)
-        for name in ds.authz_relations():  # metadata relations (group_org) are not tuples
-            d = defs[name]
-            for df in ds.iter_batches(name, n):
-                pairs = zip(df["object"].tolist(), df["subject"].tolist(), strict=True)
-                if d.wildcard:
-                    body = {"attributes": [attribute_json(d, o) for o, _ in pairs]}
-                else:
-                    body = {"tuples": [tuple_json(d, o, s) for o, s in pairs]}
-                yield len(df), {"metadata": {"schema_version": self.schema_version}, **body}
+        for d, objs, subs in relationship_batches(ds, n):
+            pairs = zip(objs, subs, strict=True)
+            if d.wildcard:
+                body = {"attributes": [attribute_json(d, o) for o, _ in pairs]}
+            else:
+                body = {"tuples": [tuple_json(d, o, s) for o, s in pairs]}
+            yield len(objs), {"metadata": {"schema_version": self.schema_version}, **body}
 
     def _write_body(self, body: dict[str, Any]) -> None:
         self.token = self._call("Data.Write", **body).snap_token or self.token
@@ -294,9 +292,6 @@ class PermifyBackend(Backend):
         self.token = ""
 
     # operations ----------------------------------------------------------------------------------
-    def _target(self, perm: str) -> tuple[str, str]:
-        return permission_target("permify", self.model, perm)
-
     def _metadata(self, mode: str | None = None) -> dict[str, Any]:
         token = self.token if (mode or self.mode) == "at_least_as_fresh" else ""
         return {"snap_token": token, "schema_version": self.schema_version, "depth": DEPTH}
@@ -304,7 +299,7 @@ class PermifyBackend(Backend):
     def check_fields(self, user: int, perm: str, resource: int, mode: str | None = None) -> dict[str, Any]:
         """The fields of the Permission.Check request check() sends, tenant included (also what `authzbench
         crosscheck` hands to ghz)."""
-        obj_type, permission = self._target(perm)
+        obj_type, permission = permission_target("permify", self.model, perm)
         return {"tenant_id": self.tenant, "metadata": self._metadata(mode), "entity": {"type": obj_type, "id": str(resource)},
                 "permission": permission, "subject": {"type": "user", "id": str(user)}}
 
@@ -314,7 +309,7 @@ class PermifyBackend(Backend):
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Every page, as the server sent them (copies across pages are the runner's to count)."""
-        obj_type, permission = self._target(perm)
+        obj_type, permission = permission_target("permify", self.model, perm)
         fields = {"metadata": self._metadata(), "entity_type": obj_type, "permission": permission,
                   "subject": {"type": "user", "id": str(user)}, "page_size": self.page_size, "continuous_token": ""}
         out: list[int] = []

@@ -53,6 +53,7 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
+from authzbench.backends.zanzibar import relationship_batches
 from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import RelationDef, relation_defs
@@ -289,12 +290,6 @@ class SpiceDBBackend(Backend):
         return Relationship(resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
                             subject=subject)
 
-    def _batches(self, ds: Dataset, n: int) -> Iterator[tuple[RelationDef, list[int], list[int]]]:
-        defs = relation_defs(ds.model)
-        for name in ds.authz_relations():  # metadata relations (group_org) are not relationships
-            for df in ds.iter_batches(name, n):
-                yield defs[name], df["object"].tolist(), df["subject"].tolist()
-
     def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
         # A relationship that must be visible once the import is: build() waits for it.
         rel = "user_self" if ds.model == "social" else "resource_manager_user"
@@ -382,7 +377,7 @@ class SpiceDBBackend(Backend):
         answers only at its end: one stream per dataset would fail beyond ~30 s of import."""
         chunk: list[tuple[RelationDef, list[int], list[int]]] = []
         n = 0
-        for item in self._batches(ds, self.import_batch):
+        for item in relationship_batches(ds, self.import_batch):
             chunk.append(item)
             n += len(item[1])
             if n >= self.import_stream_rows:
@@ -395,7 +390,7 @@ class SpiceDBBackend(Backend):
         """The reference's path: WriteRelationships, <= 1,000 TOUCH updates per call."""
         batch_seconds: list[float] = []
         rows = 0
-        for d, objs, subs in self._batches(ds, self.write_batch):
+        for d, objs, subs in relationship_batches(ds, self.write_batch):
             t0 = time.perf_counter()
             # Built inside the timed span, as the import's per-batch time includes its encoding.
             req = WriteRelationshipsRequest(updates=[

@@ -68,10 +68,9 @@ def entities(p: RebacParams) -> dict[str, int]:
 def generate(p: RebacParams, emit: Emit) -> None:
     """Generate every relation, calling emit(relation, objects, subjects) chunk by chunk.
 
-    Each relation's chunks arrive in increasing object order, each sorted by (object, subject).
-    Longer than ~60 lines on purpose: the steps run in the order that fixes the dataset's bytes for a
-    seed, and each reads the arrays of the steps before it (memberships, weights, group ids); kept as one
-    top-to-bottom sequence rather than helpers passing ten arrays around.
+    Each relation's chunks arrive in increasing object order, each sorted by (object, subject). The steps
+    run in this order and each reads the arrays of the ones before it (memberships, weights, group ids);
+    every step draws from its own random stream (seed, stream, chunk).
     """
     U, G, n_orgs = n_users(p), p.orgs * p.groups_per_org, p.orgs
     user_w = _pareto(_rng(p, _USERS), p.pareto_alpha, U)
@@ -82,10 +81,33 @@ def generate(p: RebacParams, emit: Emit) -> None:
     # Org memberships: each user joins k orgs (geometric, mean orgs_per_user), popular orgs favoured.
     org_of, user_of = _org_memberships(p, U, n_orgs, org_w)
     emit("org_member", org_of, user_of)
+    org_of, user_of, mem_start, mem_end = _every_org_has_a_member(org_of, user_of, user_w, n_orgs)
+    mem_cum = np.concatenate([[0.0], np.cumsum(np.minimum(user_w, p.acl_weight_cap)[user_of])])
+    emit("org_admin", *_org_admins(p, org_of, user_of, mem_start, U))
+
+    # Groups: contiguous ids per org; group g belongs to org g // groups_per_org.
+    group_org = np.repeat(np.arange(n_orgs, dtype=np.int32), p.groups_per_org)
+    emit("group_org", np.arange(G, dtype=np.int32), group_org)
+    group_w = _pareto(_rng(p, _GROUPS), p.pareto_alpha, G)
+    if p.group_weight_cap > 0:
+        group_w = np.minimum(group_w, p.group_weight_cap)
+    group_cum = np.concatenate([[0.0], np.cumsum(group_w)])
+    emit("group_member", *_group_members(p, org_of, user_of, user_w, group_w, U))
+    emit("group_manager", *_group_managers(p, group_org, user_of, (mem_cum, mem_start, mem_end), U, G))
+    emit("group_child", *_hierarchy(p, group_org, G))
+
+    # Resources, chunked by org so that xl runs in bounded memory.
+    for lo, hi in _chunks(n_orgs, p.chunk_orgs):
+        _resources(p, lo, hi, emit, user_of, mem_cum, mem_start, mem_end, group_cum, U, G)
+
+
+def _every_org_has_a_member(org_of: np.ndarray, user_of: np.ndarray, user_w: np.ndarray,
+                            n_orgs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(org_of, user_of, first, end) of each org's memberships. An org without members cannot hold groups or
+    ACLs: it gets the heaviest user (not emitted as org_member: only groups and ACLs draw from it)."""
     mem_start = np.searchsorted(org_of, np.arange(n_orgs), side="left")
     mem_end = np.searchsorted(org_of, np.arange(n_orgs), side="right")
     if np.any(mem_end == mem_start):
-        # An org without members cannot hold groups or ACLs: give it the heaviest user.
         empty = np.flatnonzero(mem_end == mem_start)
         org_of = np.concatenate([org_of, empty.astype(np.int32)])
         user_of = np.concatenate([user_of, np.full(len(empty), int(np.argmax(user_w)), np.int32)])
@@ -93,53 +115,54 @@ def generate(p: RebacParams, emit: Emit) -> None:
         org_of, user_of = org_of[order], user_of[order]
         mem_start = np.searchsorted(org_of, np.arange(n_orgs), side="left")
         mem_end = np.searchsorted(org_of, np.arange(n_orgs), side="right")
-    mem_cum = np.concatenate([[0.0], np.cumsum(np.minimum(user_w, p.acl_weight_cap)[user_of])])
+    return org_of, user_of, mem_start, mem_end
 
-    # Org admins: distinct members picked uniformly (by activity, the heaviest users would administer
-    # every org they are in and dwarf every other path to "manage").
+
+def _org_admins(p: RebacParams, org_of: np.ndarray, user_of: np.ndarray, mem_start: np.ndarray,
+                U: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct members picked uniformly (by activity, the heaviest users would administer every org they are
+    in and dwarf every other path to "manage")."""
     rng = _rng(p, _ADMINS)
     keys = rng.random(len(user_of))
     order = np.lexsort((-keys, org_of))
     rank = np.arange(len(order)) - mem_start[org_of[order]]
     pick = order[rank < p.admins_per_org]
-    emit("org_admin", *_unique_pairs(org_of[pick], user_of[pick], U))
+    return _unique_pairs(org_of[pick], user_of[pick], U)
 
-    # Groups: contiguous ids per org; group g belongs to org g // groups_per_org.
+
+def _group_members(p: RebacParams, org_of: np.ndarray, user_of: np.ndarray, user_w: np.ndarray,
+                   group_w: np.ndarray, U: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per org membership, 1 + Poisson(groups_per_user - 1) groups of that org, more for active users."""
     gpo = p.groups_per_org
-    group_org = np.repeat(np.arange(n_orgs, dtype=np.int32), gpo)
-    emit("group_org", np.arange(G, dtype=np.int32), group_org)
-    group_w = _pareto(_rng(p, _GROUPS), p.pareto_alpha, G)
-    if p.group_weight_cap > 0:
-        group_w = np.minimum(group_w, p.group_weight_cap)
-    group_cum = np.concatenate([[0.0], np.cumsum(group_w)])
-
-    # Group members: per org membership, 1 + Poisson(groups_per_user - 1) groups, more for active users.
     rng = _rng(p, _GROUP_MEMBERS)
     activity = user_w[user_of] / user_w.mean()
     k = np.minimum(1 + rng.poisson((p.groups_per_user - 1) * np.sqrt(activity)), gpo)
-    rows, cols = _top_k_per_row(rng, np.log(group_w).reshape(n_orgs, gpo)[org_of], k)
-    emit("group_member", *_unique_pairs(org_of[rows] * gpo + cols, user_of[rows], U))
+    rows, cols = _top_k_per_row(rng, np.log(group_w).reshape(p.orgs, gpo)[org_of], k)
+    return _unique_pairs(org_of[rows] * gpo + cols, user_of[rows], U)
 
-    # Group managers: a share of groups get 1-3 managers from their org's members.
+
+def _group_managers(p: RebacParams, group_org: np.ndarray, user_of: np.ndarray,
+                    members: tuple[np.ndarray, np.ndarray, np.ndarray], U: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """A share of groups get 1-3 managers from their org's members (members: mem_cum, mem_start, mem_end)."""
+    mem_cum, mem_start, mem_end = members
     rng = _rng(p, _GROUP_MANAGERS)
     managed = np.flatnonzero(rng.random(G) < p.group_manager_share)
     n_mgr = rng.integers(1, 4, len(managed))
     g_rep = np.repeat(managed, n_mgr)
     o_rep = group_org[g_rep]
     idx = sample_in_slices(rng, mem_cum, mem_start[o_rep], mem_end[o_rep])
-    emit("group_manager", *_unique_pairs(g_rep, user_of[idx], U))
+    return _unique_pairs(g_rep, user_of[idx], U)
 
-    # Hierarchy: a share of groups become children of an earlier group of the same org -> acyclic.
+
+def _hierarchy(p: RebacParams, group_org: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray]:
+    """A share of groups become children of an earlier group of the same org -> acyclic."""
+    gpo = p.groups_per_org
     rng = _rng(p, _HIERARCHY)
-    local = np.tile(np.arange(gpo), n_orgs)
+    local = np.tile(np.arange(gpo), p.orgs)
     is_child = (local > 0) & (rng.random(G) < p.child_group_share)
     child = np.flatnonzero(is_child)
     parent = group_org[child] * gpo + np.floor(rng.random(len(child)) * local[child]).astype(np.int64)
-    emit("group_child", *_unique_pairs(parent, child, G))
-
-    # Resources, chunked by org so that xl runs in bounded memory.
-    for lo, hi in _chunks(n_orgs, p.chunk_orgs):
-        _resources(p, lo, hi, emit, user_of, mem_cum, mem_start, mem_end, group_cum, U, G)
+    return _unique_pairs(parent, child, G)
 
 
 def _org_memberships(p: RebacParams, U: int, n_orgs: int, org_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BUDGET_STRETCH
+from authzbench.scenarios.spec import BUDGET_STRETCH
 
 
 def intro(rd: RunData, out_dir: Path) -> str:

@@ -47,7 +47,7 @@ class Scenario:
     timeout_s: float = 2.0
     max_seconds: float = 60.0  # a phase stops here even if iterations are not done (reported)
     budget_s: float | None = READ_BUDGET_S  # intended stop: whichever comes first, this or `iterations`
-    min_ops: int = MIN_OPS  # the budget waits for this many ops (runner.BUDGET_STRETCH bounds the wait)
+    min_ops: int = MIN_OPS  # the budget waits for this many ops (spec.BUDGET_STRETCH bounds the wait)
     reference: bool = False  # one of the reference report's five read scenarios
     model: str = "rebac"
     max_workers: int | None = None  # closed-loop worker counts above this are not run (see HEAVY_LOOKUP_WORKERS)

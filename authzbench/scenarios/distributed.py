@@ -28,7 +28,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authzbench.errors import UserError
-from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase, worker_main
+from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase
+from authzbench.scenarios.worker import worker_main
 
 EXTRA = "pip install 'authzbench[distributed]'"
 PROBES = 5  # clock probes per host; the lowest round trip wins (its midpoint error is at most rtt/2)

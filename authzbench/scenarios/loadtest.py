@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from authzbench.metrics import encode, new_histogram
-from authzbench.scenarios.runner import cumulative_ops, schedule_times
+from authzbench.scenarios.spec import cumulative_ops, schedule_times
 
 PUBLISHED_STAGES = [(100.0, 10.0), (1000.0, 30.0), (10000.0, 60.0)]  # k6 `stages`: (target/s, seconds)
 PUBLISHED_START_RATE = 10.0

@@ -189,7 +189,7 @@ def _verified(op: WriteOp, ev: SimpleEvaluator) -> WriteOp:
 
 def run_write_op(backend, op: WriteOp, rec, bound_s: float = VISIBILITY_BOUND_S) -> None:
     """Setup, the timed change, visibility, the timed undo (grants only), visibility again, teardown.
-    `rec` is the worker's recorder (runner._WriteRecorder): rec.write(ns, rows), rec.visible(ns),
+    `rec` is the worker's recorder (worker._WriteRecorder): rec.write(ns, rows), rec.visible(ns),
     rec.read(ok, example), rec.count(name), rec.never_visible(example)."""
     for rel in op.setup:
         backend.write(rel)
@@ -277,7 +277,7 @@ def mixed_targets(ds: Dataset) -> dict[str, list[int]]:
 
 
 def mixed_write(spec, rng: np.random.Generator, scratch_user: int) -> Relationship:
-    """One write of a mixed phase (spec: runner.PhaseSpec), for the worker's scratch user."""
+    """One write of a mixed phase (spec: spec.PhaseSpec), for the worker's scratch user."""
     kind = spec.write_kind
     if kind == "realistic":
         kinds, weights = zip(*REALISTIC_MIX, strict=True)

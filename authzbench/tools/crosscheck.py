@@ -372,7 +372,7 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     from authzbench.backends.registry import backend_class
     from authzbench.loading import load_backend
     from authzbench.phase_plan import phase_specs
-    from authzbench.scenarios.runner import KeptWorkers
+    from authzbench.scenarios.pools import KeptWorkers
 
     name = sess.name
     sess.options["dataset_path"] = str(ds.path)

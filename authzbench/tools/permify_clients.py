@@ -303,16 +303,37 @@ def _versions() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import psutil
-
-    from authzbench.backends.permify import DEPTH
-    from authzbench.config import BenchConfig
-    from authzbench.loading import load_backend
-    from authzbench.oracle import Oracle
     from authzbench.provision.base import say
+    from authzbench.servers import Session
+
+    cfg, ds, inputs = _dataset_and_inputs(args)
+    load0 = os.getloadavg()
+    sess = Session("permify", cfg)
+    try:
+        info, clients, ref, samples, seconds, bad = _measure_clients(sess, ds, inputs, args)
+    finally:
+        if sess.started_here:
+            sess.stop()
+    load1 = os.getloadavg()
+    if bad:
+        print(f"permify_clients: MISMATCH: {len(bad)} answers differ from the oracle's or between clients:",
+              *bad[:20], sep="\n  ", file=sys.stderr)
+        return 1
+    context = _context(args, f"{info.label} ({sess.dep.mode})", ds, inputs, seconds, (load0, load1))
+    text = render(summarize(clients, samples, ref=ref), context, ref=ref)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    say(f"permify_clients: table written to {args.out}")
+    return 0
+
+
+def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckInput]]:
+    """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
+    from authzbench.config import BenchConfig
+    from authzbench.oracle import Oracle
     from authzbench.provision.manager import default_mode
     from authzbench.scenarios.catalog import sample_mixed_reads
-    from authzbench.servers import Session
 
     cfg = BenchConfig(backends=["permify"], provision=args.provision or default_mode(), profile=args.profile,
                       model="rebac", data_dir=args.data_dir)
@@ -321,8 +342,19 @@ def run(args: argparse.Namespace) -> int:
     oracle = Oracle(ds)
     inputs: list[CheckInput] = [(int(u), str(p), int(r), bool(want))
                                 for _, (u, p, r), want in sample_mixed_reads(ds, oracle, args.checks)]
-    load0 = os.getloadavg()
-    sess = Session("permify", cfg)
+    return cfg, ds, inputs
+
+
+def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argparse.Namespace
+                     ) -> tuple[Any, list[Client], str, dict[str, Samples], float, list[str]]:
+    """Load the dataset, warm Permify's check cache through the adapter, then measure every client: (server
+    info, the clients, the reference client's name, samples per client, seconds measured, mismatches)."""
+    import psutil
+
+    from authzbench.backends.permify import DEPTH
+    from authzbench.loading import load_backend
+    from authzbench.provision.base import say
+
     rest: RestDict | None = None
     try:
         load_backend(sess, ds, None, reload=False)
@@ -347,18 +379,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if rest is not None:
             rest.close()
-        if sess.started_here:
-            sess.stop()
-    load1 = os.getloadavg()
-    if bad:
-        print(f"permify_clients: MISMATCH: {len(bad)} answers differ from the oracle's or between clients:",
-              *bad[:20], sep="\n  ", file=sys.stderr)
-        return 1
-    positives = sum(x[3] for x in inputs)
-    context = [
+    return info, clients, adapter.name, samples, seconds, bad
+
+
+def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckInput], seconds: float,
+             loads: tuple[tuple[float, float, float], tuple[float, float, float]]) -> list[str]:
+    """The table's context lines: the command, the server, the checks, the machine's load, the clients."""
+    (load0, load1), positives = loads, sum(x[3] for x in inputs)
+    return [
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"`{' '.join(['python -m authzbench.tools.permify_clients', *args.argv])}`, {seconds:.0f} s measured.",
-        f"Server: {info.label} ({sess.dep.mode}), on this {os.cpu_count()}-core machine. Dataset: rebac "
+        f"Server: {server}, on this {os.cpu_count()}-core machine. Dataset: rebac "
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
         f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
         f"turn), every one asked of every client in {args.rounds} rounds (round i: chunk i, client order "
@@ -369,12 +400,6 @@ def run(args: argparse.Namespace) -> int:
         f"Clients: {_versions()}, Python {sys.version.split()[0]}. Client CPU = this process's CPU "
         "(all threads) per call; server CPU = the Permify process's, per call (10 ms ticks over a block).",
     ]
-    text = render(summarize(clients, samples, ref=adapter.name), context, ref=adapter.name)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    say(f"permify_clients: table written to {args.out}")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     from pymongo.errors import AutoReconnect, _OperationCancelled
 
     from authzbench.backends.mongo import _heartbeat_timeout_is_a_timeout
-    from authzbench.scenarios.runner import _is_timeout
+    from authzbench.scenarios.worker import _is_timeout
 
     def raising(exc: Exception):
         @_heartbeat_timeout_is_a_timeout

@@ -98,7 +98,7 @@ def test_a_later_round_runs_when_its_ops_fit_the_budgets_stretch():
 
 
 def test_the_budget_end_stops_a_worker_from_starting_an_op_past_the_stretch():
-    from authzbench.scenarios.runner import BUDGET_STRETCH, budget_end
+    from authzbench.scenarios.spec import BUDGET_STRETCH, budget_end
     assert budget_end(_round(1), t0=100.0) == 100.0 + 4 / 3 * BUDGET_STRETCH
     assert budget_end(_round(1, mode="open"), t0=100.0) == float("inf")  # an open loop runs its schedule
     assert budget_end(_spec(1), t0=100.0) == float("inf")  # no budget: the op count ends it

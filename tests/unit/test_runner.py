@@ -9,7 +9,8 @@ from authzbench.generator import generate
 from authzbench.oracle import Oracle
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, cumulative_ops, run_phase, schedule_times
+from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.scenarios.spec import cumulative_ops, schedule_times
 
 
 @pytest.fixture(scope="module")
@@ -163,12 +164,12 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 
     from authzbench.backends.clickhouse import ClickHouseBackend
     from authzbench.backends.scylla import ScyllaBackend
-    from authzbench.scenarios import runner
+    from authzbench.scenarios import pools
 
     seen: list[list[str]] = []
     ctx = mp.get_context("forkserver")
     monkeypatch.setattr(type(ctx), "set_forkserver_preload", lambda self, mods: seen.append(mods))
-    runner.preload_worker_modules([ScyllaBackend, ClickHouseBackend])
+    pools.preload_worker_modules([ScyllaBackend, ClickHouseBackend])
     assert seen and "cassandra.cluster" in seen[0] and "authzbench.backends.scylla" in seen[0]
     assert not any("clickhouse" in m or "chdb" in m for m in seen[0])  # in-process engine: threads, no fork
 
@@ -176,10 +177,11 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 def _slow_write_phase(monkeypatch, ds, n_ops: int, overrun: float) -> list:
     """Heartbeats every 50 ms, hung after 0.5 s without progress, the wait bounded at overrun x the 0.2 s op
     timeout; the inputs: n_ops ACL write ops."""
-    from authzbench.scenarios import runner
+    from authzbench.scenarios import runner, worker
     from authzbench.scenarios.writes import sample_write_ops
 
-    for name, value in (("HEARTBEAT_S", 0.05), ("HANG_S", 0.5), ("GRACE_S", 0.1), ("OVERRUN", overrun)):
+    monkeypatch.setattr(worker, "HEARTBEAT_S", 0.05)  # the worker's; the rest are the driver's
+    for name, value in (("HANG_S", 0.5), ("GRACE_S", 0.1), ("OVERRUN", overrun)):
         monkeypatch.setattr(runner, name, value)
     return [("structural", op, None) for op in sample_write_ops(ds, "acl", n_ops)]
 

@@ -1,0 +1,358 @@
+"""The worker side of a phase: connect, warm up, run this worker's share of the ops, time every call with
+perf_counter_ns into an HdrHistogram (µs) per op kind, compare each answer with the oracle's, and ship the
+interval counters to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a
+forkserver process, a thread (in-process engines) or on a load host (scenarios/distributed.py).
+
+Open loop: op k starts at its intended time t_k from the schedule and its latency runs from t_k, not from when
+the worker got to it, so queueing shows (no coordinated omission)."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from authzbench.metrics import encode, new_histogram
+from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
+from authzbench.scenarios.writes import mixed_write, run_write_op
+
+HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.HANG_S judges the silence)
+
+
+class _Kind:
+    """Per op kind (check, lookup, write, ...) interval counters."""
+
+    __slots__ = ("hist", "ops", "errors", "timeouts", "mismatches", "examples", "results", "duplicates",
+                 "checked", "late", "extra")
+
+    def __init__(self) -> None:
+        self.hist = new_histogram()
+        self.ops = 0
+        self.errors: dict[str, int] = {}
+        self.timeouts = 0
+        self.mismatches = 0
+        self.examples: list[dict] = []
+        self.results = 0
+        self.duplicates = 0
+        self.checked = 0
+        self.late = 0
+        self.extra: dict[str, int] = {}  # kind-specific counters (writes: rows touched, stale reads...)
+
+    def payload(self) -> dict:
+        return {"hist": encode(self.hist), "ops": self.ops, "errors": self.errors, "timeouts": self.timeouts,
+                "mismatches": self.mismatches, "examples": self.examples, "results": self.results,
+                "duplicates": self.duplicates, "checked": self.checked, "late": self.late, "extra": self.extra}
+
+
+class _WriteRecorder:
+    """What a structural write op reports (scenarios/writes.py), into the worker's interval counters:
+    kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
+    (the lag from a write's return until a check reflected it)."""
+
+    def __init__(self, kinds: dict[str, _Kind], max_examples: int, progress: list[int] | None = None) -> None:
+        self.kinds, self.max_examples = kinds, max_examples
+        self.progress = progress if progress is not None else [0]  # every step bumps it (the heartbeat's evidence)
+
+    def _kind(self, name: str) -> _Kind:
+        self.progress[0] += 1
+        kd = self.kinds.get(name)
+        if kd is None:
+            kd = self.kinds[name] = _Kind()
+        return kd
+
+    def write(self, ns: int, rows: int | None) -> None:
+        kd = self._kind("write")
+        kd.ops += 1
+        kd.hist.record_value(max(1, ns // 1000))
+        if rows is not None:
+            self.count("rows", rows)
+            self.count("rows_counted")
+            kd.extra["rows_max"] = max(kd.extra.get("rows_max", 0), rows)
+
+    def visible(self, ns: int) -> None:
+        kd = self._kind("visibility")
+        kd.ops += 1
+        kd.hist.record_value(max(1, ns // 1000))
+
+    def count(self, name: str, n: int = 1) -> None:
+        extra = self._kind("write").extra
+        extra[name] = extra.get(name, 0) + n
+
+    def read(self, ok: bool, example: dict | None = None) -> None:
+        kd = self._kind("write")
+        kd.checked += 1
+        if not ok:
+            kd.mismatches += 1
+            self.example(example or {})
+
+    def never_visible(self, example: dict) -> None:
+        kd = self._kind("write")
+        kd.errors["NeverVisible"] = kd.errors.get("NeverVisible", 0) + 1
+        self.example(example)
+
+    def example(self, ex: dict) -> None:
+        kd = self._kind("write")
+        if len(kd.examples) < self.max_examples:
+            kd.examples.append(ex)
+
+
+def _is_timeout(e: BaseException) -> bool:
+    name = type(e).__name__.lower()  # ConnectionTimeout, ExecutionTimeout, OperationTimedOut (Cassandra)
+    return isinstance(e, TimeoutError) or "timeout" in name or "timedout" in name or \
+        "deadline" in str(e).lower()[:200]
+
+
+def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
+                stop: Any, t0_shared: Any, release: Any) -> None:
+    """One worker of one phase: connect, run the phase, disconnect."""
+    _ignore_sigint()
+    try:
+        backend = factory()
+        backend.connect()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which decides
+        out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
+        return
+    try:
+        _phase_body(wid, spec, backend, inputs, out, (go, start, stop, release), t0_shared)
+    except BaseException as e:  # noqa: BLE001
+        out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
+    finally:
+        with contextlib.suppress(Exception):
+            backend.close()
+        out.put(("done", wid, None))
+
+
+# A kept worker holds up to this many connections, one per factory, least recently used closed first: a round
+# switches between the checks' 2 s and the lookups' 60 s timeout, and each switch reconnected all 32 workers
+# (Cassandra: ~0.5 s more a 32-worker phase, twice a round).
+KEPT_CONNECTIONS = 2
+
+
+def kept_worker_main(wid: int, commands: Any, out: Any, events: tuple, t0_shared: Any) -> None:
+    """One worker kept across the phases of a backend's visit (KeptWorkers): each command is a phase. Its
+    connections are kept per factory (same timeout and consistency mode), its inputs per key: the parent sends
+    a phase's inputs to a worker once a visit (KeptWorkers.payload)."""
+    _ignore_sigint()
+    conns: list[tuple[Any, Any]] = []  # (factory, connected backend), least recently used first
+    held: dict[int, list] = {}
+    while (cmd := commands.get()) is not None:
+        spec, factory, key, blob = cmd
+        backend = None
+        try:
+            if blob is not None:
+                held[key] = pickle.loads(blob)
+            backend = _connection(conns, factory)
+            _phase_body(wid, spec, backend, held[key], out, events, t0_shared)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent; the next phase reconnects
+            out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
+            conns[:] = [(f, b) for f, b in conns if b is not backend]
+            _close(backend)
+        out.put(("done", wid, None))
+    for _, b in conns:
+        _close(b)
+
+
+def _connection(conns: list[tuple[Any, Any]], factory: Callable) -> Any:
+    """The kept connection made by an equal factory (now the most recently used), else a new one."""
+    for i, (f, b) in enumerate(conns):
+        if f == factory:
+            conns.append(conns.pop(i))
+            return b
+    backend = factory()
+    backend.connect()
+    conns.append((factory, backend))
+    while len(conns) > KEPT_CONNECTIONS:
+        _close(conns.pop(0)[1])
+    return backend
+
+
+def _ignore_sigint() -> None:
+    if mp.parent_process() is not None:  # a worker process: Ctrl-C hits the whole group; the parent decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _close(backend) -> None:
+    if backend is not None:
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
+def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, events: tuple, t0_shared: Any) -> None:
+    """One phase on a connected backend: ready, warm up, run this worker's share, clean up after itself."""
+    go, start, stop, release = events
+    state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid,
+             "progress": [0]}
+    beating = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True)
+    beat.start()
+    try:
+        out.put(("ready", wid, None))
+        go.wait()
+        out.put(("warm", wid, _warm_up(backend, inputs, spec, state, wid, stop)))
+        start.wait()
+        _measure_share(backend, inputs, spec, state, wid, stop, t0_shared.value, out)
+        # Stay connected until the parent closed the measured window: the monitor's last sample must
+        # still see the server processes serving us (PostgreSQL forks one per connection).
+        out.put(("measured", wid, None))
+        release.wait(60)
+        # Leave the dataset as we found it: delete the scratch relationships still written.
+        for rel in state["pending"]:
+            with contextlib.suppress(Exception):
+                backend.delete(rel)
+    finally:
+        beating.set()
+        beat.join(HEARTBEAT_S + 1)  # no heartbeat may follow "done" into the next phase's messages
+
+
+def _heartbeat(out: Any, wid: int, backend, progress: list[int], done: Any) -> None:
+    """Every HEARTBEAT_S: how far this worker got (its op steps plus the rows its backend wrote), so the
+    parent can tell an op still running past its bound from a hung one."""
+    while not done.wait(HEARTBEAT_S):
+        with contextlib.suppress(Exception):
+            out.put(("alive", wid, progress[0] + int(getattr(backend, "rows_touched", 0))))
+
+
+def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any) -> int:
+    """This worker's share of the warm-up ops: run, not recorded. Returns how many it ran."""
+    n = spec.concurrency
+    for k in range(wid, spec.warmup, n):
+        if stop.is_set():
+            break
+        with contextlib.suppress(Exception):
+            inp = inputs[k % len(inputs)]
+            if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
+                run_write_op(backend, inp[2] or inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
+            else:
+                _call(backend, inp, spec, state)
+    return spec.warmup // n + (1 if wid < spec.warmup % n else 0)
+
+
+def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any, t0: float,
+                   out: Any) -> None:
+    """This worker's measured ops (every n-th from wid), each timed and checked; intervals shipped as they
+    fill. Open loop: op k starts at its intended time and its latency runs from that time."""
+    n = spec.concurrency
+    kinds: dict[str, _Kind] = {}
+    timeout_ns = int(spec.timeout_s * 1e9)
+    next_flush = time.perf_counter() + spec.interval_s
+    if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
+        time.sleep(t0 - time.perf_counter())
+    due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
+    last_start = budget_end(spec, t0)
+    for i, k in enumerate(range(wid, spec.iterations if due is None else len(due) * n, n)):
+        if stop.is_set() or time.perf_counter() >= last_start:
+            break
+        inp = inputs[(k + spec.input_offset) % len(inputs)]
+        state["progress"][0] += 1
+        if inp[0] == "structural":  # times its own steps: write, visibility, undo
+            _structural(backend, inp[1], spec, kinds, state["progress"])
+        else:
+            if due is not None:
+                intended = t0 + float(due[i])
+                if (delay := intended - time.perf_counter()) > 0:
+                    time.sleep(delay)
+                if stop.is_set():
+                    break
+                begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
+            else:
+                begin_ns, late = time.perf_counter_ns(), False
+            kind_name, answer, exc = _timed_call(backend, inp, spec, state)
+            _record(kinds, kind_name, inp, answer, exc, time.perf_counter_ns() - begin_ns, late, timeout_ns, spec)
+        if time.perf_counter() >= next_flush:
+            out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+            kinds = {}
+            next_flush = time.perf_counter() + spec.interval_s
+    out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+
+
+def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind], progress: list[int]) -> None:
+    rec = _WriteRecorder(kinds, spec.max_examples, progress)
+    try:
+        run_write_op(backend, op, rec, spec.visibility_bound_s)
+    except Exception as e:  # noqa: BLE001 - counted like any failed op
+        errs = rec._kind("write").errors
+        errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
+
+
+def _record(kinds: dict[str, _Kind], kind_name: str, inp, answer, exc: BaseException | None, lat_ns: int,
+            late: bool, timeout_ns: int, spec: PhaseSpec) -> None:
+    """One timed op into its kind's interval counters: a timeout, an error by type, or a latency + check."""
+    kd = kinds.get(kind_name)
+    if kd is None:
+        kd = kinds[kind_name] = _Kind()
+    kd.late += int(late)
+    if exc is not None:
+        if _is_timeout(exc):
+            kd.timeouts += 1
+        else:
+            name = type(exc).__name__
+            kd.errors[name] = kd.errors.get(name, 0) + 1
+            if len(kd.examples) < spec.max_examples:
+                kd.examples.append({"error": f"{name}: {str(exc)[:200]}"})
+    elif lat_ns > timeout_ns:
+        kd.timeouts += 1
+    else:
+        kd.ops += 1
+        kd.hist.record_value(max(1, lat_ns // 1000))
+        _compare(kd, inp, answer, kind_name, spec)
+
+
+def _call(backend, inp, spec: PhaseSpec, state: dict):
+    return _timed_call(backend, inp, spec, state)
+
+
+def _timed_call(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Any, BaseException | None]:
+    """Run one op; returns (kind, answer, exception). Mixed phases turn a share of ops into writes."""
+    if spec.write_share > 0 and state["rng"].random() < spec.write_share:
+        pending = state["pending"]
+        try:
+            if pending and state["rng"].random() < 0.5:
+                backend.delete(pending.pop())
+            else:
+                rel = mixed_write(spec, state["rng"], state["scratch"])
+                backend.write(rel)
+                pending.append(rel)
+            return "write", None, None
+        except Exception as e:  # noqa: BLE001
+            return "write", None, e
+    op, args, _expected = inp
+    try:
+        if op == "check":
+            return "check", backend.check(*args), None
+        if op == "lookup":
+            return "lookup", list(backend.lookup_resources(*args)), None
+        if op == "roundtrip":
+            backend.baseline_roundtrip()
+            return "roundtrip", None, None
+        raise ValueError(f"unknown op {op!r}")
+    except Exception as e:  # noqa: BLE001
+        return op, None, e
+
+
+def _compare(kd: _Kind, inp, answer, kind: str, spec: PhaseSpec) -> None:
+    op, args, expected = inp
+    if kind != op or op == "roundtrip":
+        return
+    kd.checked += 1
+    if op == "check":
+        ok = bool(answer) == expected
+        got_repr: Any = bool(answer)
+    else:
+        got = set(answer)
+        kd.results += len(answer)
+        kd.duplicates += len(answer) - len(got)
+        ok = got == set(expected)
+        got_repr = {"count": len(got), "missing": len(set(expected) - got), "extra": len(got - set(expected))}
+    if not ok:
+        kd.mismatches += 1
+        if len(kd.examples) < spec.max_examples:
+            kd.examples.append({"args": list(args), "expected": expected if op == "check" else len(expected),
+                                "got": got_repr})
+

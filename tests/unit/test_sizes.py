@@ -1,0 +1,57 @@
+"""No module under authzbench/ over MAX_MODULE_LINES lines and no function over MAX_FUNCTION_LINES (issue 46),
+counted with ast: a module's lines as `len(text.splitlines())`, a function's (methods and nested functions
+too) as end_lineno - lineno + 1, its decorators not counted.
+
+STILL_OVER lists the modules not yet split. The list can only shrink: each must still be over, so a module
+brought under the bound fails this test until it is taken off the list."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import authzbench
+
+ROOT = Path(authzbench.__file__).parent
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 60
+
+# Not yet split (issue 46): the two document stores, whose closure maintenance already moved to
+# backends/closure_maintenance.py (607 -> 576 and 568 -> 544 lines); their load paths are next.
+STILL_OVER: dict[str, str] = {
+    "backends/elasticsearch.py": "its bulk load and index build to move beside the adapter",
+    "backends/mongo.py": "its bulk load and grant documents to move beside the adapter",
+}
+
+
+def _modules() -> dict[str, Path]:
+    return {p.relative_to(ROOT).as_posix(): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_over_the_bound_but_the_listed_ones():
+    over = {name: n for name, p in _modules().items() if (n := _lines(p)) > MAX_MODULE_LINES}
+    unlisted = {name: n for name, n in over.items() if name not in STILL_OVER}
+    assert not unlisted, f"modules over {MAX_MODULE_LINES} lines (split them along their jobs): {unlisted}"
+
+
+def test_every_listed_module_is_still_over_so_the_list_only_shrinks():
+    modules = _modules()
+    gone = [name for name in STILL_OVER if name not in modules]
+    under = {name: _lines(modules[name]) for name in STILL_OVER if name in modules
+             and _lines(modules[name]) <= MAX_MODULE_LINES}
+    assert not gone, f"STILL_OVER names modules that no longer exist; take them off: {gone}"
+    assert not under, f"now within {MAX_MODULE_LINES} lines; take them off STILL_OVER: {under}"
+
+
+def test_no_function_is_over_the_bound():
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{name}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
