@@ -203,6 +203,13 @@ def _normalized_summary(ra: RunData, rb: RunData) -> dict:
             "log_raw": head["log_raw"], "log_norm": head["log_norm"]}
 
 
+def _move(r: float) -> float:
+    """How far a ratio moved either way; a figure gone to zero moved furthest, 0 / 0 (no ratio) not at all."""
+    if r != r:
+        return -1.0
+    return float("inf") if r == 0 else max(r, 1 / r)
+
+
 def verdict_section(ra: RunData, rb: RunData) -> list[str]:
     s, v, f = summary(ra, rb), verdict_pairs(ra, rb), figure_pairs(ra, rb)
     share = s["headline_agree"] / s["headline"] if s["headline"] else float("nan")
@@ -218,7 +225,7 @@ def verdict_section(ra: RunData, rb: RunData) -> list[str]:
         lines += ["### Reversed verdicts", "", table(bad, {"dimension": "Dimension", "better": "Better in A",
                                                           "worse": "Worse in A", "b": "In B"}), ""]
     if len(f):
-        f = f.assign(order=(f["ratio"].map(lambda r: max(r, 1 / r) if r == r and r else float("inf"))))
+        f = f.assign(order=f["ratio"].map(_move))
         worst = f.sort_values("order", ascending=False).head(15)
         cols = {"dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A"}
         if (k := speed_ratio(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them

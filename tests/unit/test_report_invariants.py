@@ -178,3 +178,8 @@ def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its
     lines = _freshness(rd, [(need[("visibility_p95",)], lag), (need[("stale_allows",)], stale)])
     assert len(lines) == 2 and lines[0].startswith("- **a** answers can be stale: visibility lag p95 5,000 ms")
     assert "stale allows 6" in lines[0] and "stale allows" not in lines[1]  # c: its lag only; b: fresh
+
+
+def test_figures_that_moved_most_put_an_undefined_ratio_last_and_a_drop_to_zero_first():
+    from authzbench.report.compare import _move
+    assert _move(float("nan")) < _move(1.0) < _move(1.3) == _move(1 / 1.3) < _move(0.0)
