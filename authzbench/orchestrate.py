@@ -341,7 +341,7 @@ def _backend_failed(failures: list[str], store: RunStore | None, name: str, stag
     """One line for the user and the report; an error that is not ours (a driver's, a bug) keeps its type
     and traceback in the results. The run goes on with the next backend."""
     ours = isinstance(e, UserError)
-    line = str(e) if ours else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+    line = str(e) if ours else _error_line(e)
     failures.append(f"{name}: {line}")
     say(f"[red]{name}: {line}[/red]")
     if store:
@@ -349,6 +349,16 @@ def _backend_failed(failures: list[str], store: RunStore | None, name: str, stag
         if not ours:
             rec["traceback"] = traceback.format_exc()
         store.append(rec)
+
+
+def _error_line(e: Exception) -> str:
+    """A driver's error in one line. A gRPC error's first line is only "<_InactiveRpcError of RPC that
+    terminated with:", which hid the status of a SpiceDB start-up failure in CI: its code and details."""
+    code, details = getattr(e, "code", None), getattr(e, "details", None)
+    if callable(code) and callable(details):
+        with contextlib.suppress(Exception):
+            return f"{type(e).__name__}: {code().name}: {details()}"[:500]
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
 
 
 def _load_hosts(cfg: BenchConfig, store: RunStore):

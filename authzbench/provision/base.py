@@ -239,6 +239,19 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def grpc_serving(port: int, service: str, host: str = "127.0.0.1") -> bool:
+    """grpc.health.v1.Health/Check of `service` answers SERVING. An open port is not readiness: SpiceDB
+    accepts connections before its health manager has seen the datastore ready, and a schema write in
+    that gap failed a CI run. The request and reply are two-field protobufs, encoded by hand."""
+    import grpc
+
+    name = service.encode()
+    request = b"\x0a" + bytes([len(name)]) + name if name else b""  # field 1 (service), length-delimited
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        reply = channel.unary_unary("/grpc.health.v1.Health/Check")(request, timeout=2)
+    return reply == b"\x08\x01"  # field 1 (status) = 1, SERVING
+
+
 def _tail(log: Path | None, lines: int = 1) -> str:
     if not log or not log.exists():
         return ""

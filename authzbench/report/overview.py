@@ -10,7 +10,7 @@ from authzbench.report import engines
 from authzbench.report.data import RunData
 from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
-from authzbench.report.tables import fmt, label, table
+from authzbench.report.tables import counted, fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.spec import BUDGET_STRETCH
 
@@ -184,6 +184,10 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
               if s in SCENARIOS and SCENARIOS[s].max_workers}
     lines += [f"- `{s}` runs at up to {n} workers: more of its lookups at once on this machine measure the run "
               "queue." for s, n in capped.items()]
+    rt = set(b[b["scenario"] == "roundtrip"]["concurrency"])
+    if len(rt) == 1 and len(set(b["concurrency"])) > 1:
+        lines.append(f"- `roundtrip` runs at {counted(str(int(min(rt))), 'worker')} only: it is the floor a "
+                     "check's p50 is divided by, and no figure reads it at more.")
     return [*lines, "- Reaching the budget is the intended stop, not an incomplete phase (the Ops columns say how "
                     f"many each got).{wait}"]
 

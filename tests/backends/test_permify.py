@@ -23,6 +23,7 @@ from tests.backends.edits import (
     assert_every_lookup_equals_oracle,
     big_org,
     cycle_steps,
+    lookup_state,
     mutated,
     oracle_pairs,
     replay_edits,
@@ -103,8 +104,7 @@ def test_writes_and_deletes_of_every_relation_kind_equal_the_recomputed_oracle(s
         n = dataset.entities["resource"]
 
         def state(be):
-            return {perm: {(u, r) for u in range(dataset.entities["user"] + 4)
-                           for r in be.lookup_resources(u, perm)} for perm in ("manage", "view")}
+            return lookup_state(be, dataset)
 
         def expected(ds):
             pairs = oracle_pairs(ds)

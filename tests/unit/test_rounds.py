@@ -30,6 +30,13 @@ def _cfg(rounds: int, visits: int) -> BenchConfig:
                        concurrency=[1, 8], rounds=rounds, visits=visits)
 
 
+def test_the_round_trip_runs_at_the_fewest_workers_only_and_checks_at_every_count(dataset):
+    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny",
+                      scenarios=["roundtrip", "check_negative"], concurrency=[8, 2, 32], rounds=1, visits=1)
+    levels = {(s.scenario, s.concurrency) for s, _ in phase_specs(cfg, "reference", dataset, "process")}
+    assert levels == {("roundtrip", 2), ("check_negative", 2), ("check_negative", 8), ("check_negative", 32)}
+
+
 def test_every_round_visits_every_phase_once_in_a_rotated_order_with_its_share_of_the_ops(dataset):
     cfg = _cfg(3, 1)
     specs = phase_specs(cfg, "reference", dataset, "thread")

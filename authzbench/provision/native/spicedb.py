@@ -19,6 +19,7 @@ from authzbench.provision.base import (
     Deployment,
     StartContext,
     free_port,
+    grpc_serving,
     port_open,
     run,
     say,
@@ -77,6 +78,8 @@ def start(ctx: StartContext) -> Deployment:
                       "--skip-release-check", "--dispatch-cluster-enabled=false", *tier.flags], log=log, env=env)
         dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
         wait_until(lambda: port_open(port), timeout=60, what="spicedb serve", proc=proc, log=log)
+        wait_until(lambda: grpc_serving(port, "authzed.api.v1.PermissionsService"), timeout=60,
+                   what="spicedb health (PermissionsService SERVING)", proc=proc, log=log)
         say(f"spicedb {version} serving gRPC on 127.0.0.1:{port} (pid {proc.pid}, "
             f"{time.monotonic() - t0:.1f} s)")
     except BaseException:
