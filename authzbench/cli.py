@@ -152,7 +152,8 @@ def _word(s: str) -> str:
 def _bench_args(p: argparse.ArgumentParser) -> None:
     """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
     p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
-                   "comma-separated (default: all read scenarios, roundtrip and mixed)")
+                   "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
+                   "write_membership, write_hierarchy, revoke_then_check)")
     p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
     p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
                    help="worker counts of the structural write scenarios (default 1)")

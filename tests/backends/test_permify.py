@@ -110,7 +110,8 @@ def test_writes_and_deletes_of_every_relation_kind_equal_the_recomputed_oracle(s
             pairs = oracle_pairs(ds)
             return {perm: {(u, r) for u, r in pairs[perm] if r < n} for perm in pairs}
 
-        replay_edits(b, dataset, state, expected, cycles=False)
+        replay_edits(b, dataset, state, expected, cycles=False,
+                     users_state=lambda be, users: lookup_state(be, dataset, users))
     finally:
         b.drop()
         b.close()

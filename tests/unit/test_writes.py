@@ -217,3 +217,34 @@ def test_the_report_tells_workers_still_running_from_hung_ones():
     assert list(t.index) == ["mongo/write_hierarchy/c8/r0", "old/write_acl/c1/r0"]
     assert t.loc["mongo/write_hierarchy/c8/r0", ["stopped", "running", "hung"]].tolist() == [3, 2, 1]
     assert t.loc["old/write_acl/c1/r0", ["running", "hung"]].isna().all()  # unknown, not "running"
+
+
+class _Session:
+    """What verify_restored needs of a Session: a name and a fresh backend per call (one per client)."""
+
+    def __init__(self, cls):
+        self.name, self.cls, self.opened = "reference", cls, 0
+
+    def backend(self, **options):
+        self.opened += 1
+        return self.cls({}, options)
+
+
+@pytest.mark.parametrize("wrong_checks", [False, True])
+def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
+    from authzbench.backends.reference import ReferenceBackend
+    from authzbench.oracle import Oracle
+    from authzbench.restore import RESTORE_CLIENTS, verify_restored
+    from authzbench.results import RunStore
+
+    class Flipped(ReferenceBackend):  # a dataset left changed: every check answers the opposite
+        def check(self, user, permission, resource):
+            return not super().check(user, permission, resource) if wrong_checks else super().check(
+                user, permission, resource)
+
+    sess = _Session(Flipped)
+    rec = verify_restored(sess, tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1", n_checks=200)
+    assert rec["checked"] == 202 and "error" not in rec, rec  # 200 checks and the two anchor lookups
+    assert rec["mismatches"] == (200 if wrong_checks else 0)
+    assert len(rec["examples"]) == (5 if wrong_checks else 0)
+    assert sess.opened == RESTORE_CLIENTS
