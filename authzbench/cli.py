@@ -164,9 +164,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
                    help="split every phase into N rounds, interleaved with the other phases (default 3); "
                         "a figure's interval is the spread between its rounds")
-    p.add_argument("--visits", type=_number(int, 1, high=MAX_ROUNDS), default=2,
+    p.add_argument("--visits", type=_number(int, 1, high=MAX_ROUNDS), default=None,
                    help="visit every backend N times, in order then in reverse, its rounds spread over the "
-                        "visits; its servers stay up in between (default 2)")
+                        "visits; its servers stay up in between (default 2; 1 when there is one round)")
     p.add_argument("--max-reruns", type=_number(int, 0, high=10), default=2,
                    help="re-run a phase disturbed by other processes' CPU at most N times (default 2)")
     p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",

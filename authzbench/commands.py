@@ -193,7 +193,9 @@ def _config(args: argparse.Namespace):
         cfg.write_concurrency = args.write_concurrency
         cfg.iterations_scale = args.iterations_scale
         cfg.repeat = args.repeat
-        cfg.rounds, cfg.visits, cfg.max_reruns, cfg.pin = args.rounds, args.visits, args.max_reruns, args.pin
+        cfg.rounds, cfg.max_reruns, cfg.pin = args.rounds, args.max_reruns, args.pin
+        # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
+        cfg.visits = args.visits if args.visits is not None else min(2, args.rounds * args.repeat)
         if args.disturbed_cpu is not None:
             cfg.disturbed_cpu = args.disturbed_cpu
         cfg.write_share = args.write_share

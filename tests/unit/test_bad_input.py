@@ -249,3 +249,16 @@ def test_a_strict_tier_that_cannot_hold_is_refused_in_one_line_before_anything_s
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and "--tier strict" in lines[0], lines
     assert sorted(p.name for p in sandbox.iterdir()) == ["afile"], "something was written"
+
+
+@pytest.mark.parametrize("argv,visits", [(["--rounds=1"], 1), ([], 2), (["--rounds=1", "--repeat=2"], 2)])
+def test_one_round_alone_is_accepted_and_visits_each_backend_once(sandbox, monkeypatch, argv, visits):
+    """`--rounds 1` was refused ("--visits must be between 1 and ...") because visits defaulted to 2."""
+    from authzbench import commands
+
+    seen = []
+    real = commands._config
+    monkeypatch.setattr(commands, "_config", lambda args: seen.append(cfg := real(args)) or cfg)
+    with pytest.raises(Started):
+        run_main(["bench", *BASE["bench"], *argv])
+    assert seen[0].visits == visits
