@@ -15,10 +15,10 @@ import authzbench
 ROOT = Path(authzbench.__file__).parent
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 60
 
-# Not yet split (issue 46): the two document stores, whose closure maintenance already moved to
-# backends/closure_maintenance.py (607 -> 576 and 568 -> 544 lines); their load paths are next.
+# Not yet split (issue 46): FerretDB's adapter, whose closure maintenance already moved to
+# backends/closure_maintenance.py (568 -> 544 lines); its load path is next. Elasticsearch's bulk load
+# moved to backends/elasticsearch_load.py (576 -> 433 lines).
 STILL_OVER: dict[str, str] = {
-    "backends/elasticsearch.py": "its bulk load and index build to move beside the adapter",
     "backends/mongo.py": "its bulk load and grant documents to move beside the adapter",
 }
 
