@@ -17,63 +17,34 @@ FerretDB, and saves the user read on every check.
 
 Writes update the relationship arrays, then recompute exactly the (resource, user) pairs the edge can
 affect (model_rules.reach) from the documents, and write only the pairs whose state changed.
+
+This module is the adapter (connection, schema, reads, writes); its parts sit beside it, named for the
+backend as scylla's are: mongo_load.py (the bulk load and the index build) and mongo_grants.py (the
+`grants` documents: their ids, their load, their write updates).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from authzbench.backends import closure_maintenance as maintenance
-from authzbench.backends import document_layout as layout
-from authzbench.backends.base import (
-    Backend,
-    BackendOptions,
-    BuildStats,
-    LoadStats,
-    Progress,
-    ServerInfo,
-    no_progress,
-)
-from authzbench.backends.document_layout import ACL_FIELDS, SOURCE, sorted_csr
-from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.base import Backend, BackendOptions, ServerInfo
+from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.backends.locks import EXPIRE_S, spin_lock
-from authzbench.dataset import Dataset
+from authzbench.backends.mongo_grants import grant_id, grant_updates
+from authzbench.backends.mongo_load import COLLECTIONS, BulkLoad
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.model_rules import Reach, holds, walk
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
-COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
 FERRETDB_IN_FLIGHT = 4  # single-update commands in flight on FerretDB (see MongoBackend._bulk)
 MONGO_BULK = 1000  # updates per bulk_write on MongoDB (pymongo splits at its message size limit anyway)
-
-
-def grant_id(user: int, perm: str) -> int:
-    """_id of a user's grants document for one permission (an int: FerretDB pushes _id equality down)."""
-    return user * 2 + (perm == "manage")
-
-
-def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """What the write path must apply to `grants` for changed (user, perm, resource, granted) pairs:
-    exactly the pairs it adds to (granted=True) or removes from (False) `managers` / `viewers`.
-    One update per (user, perm): $addToSet with $each (upsert: a user's first grant creates the
-    document) or $pullAll. For `self._bulk(self.grants, grant_updates(...))` in _recompute_pairs."""
-    adds: dict[int, list[int]] = {}
-    rms: dict[int, list[int]] = {}
-    for user, perm, resource, granted in changes:
-        (adds if granted else rms).setdefault(grant_id(user, perm), []).append(resource)
-    ops = [({"_id": g}, {"$addToSet": {"resources": {"$each": rs}}}) for g, rs in adds.items()]
-    return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
 
 
 def _heartbeat_timeout_is_a_timeout(fn: Callable) -> Callable:
@@ -110,7 +81,7 @@ class MongoOptions(BackendOptions):
             raise UserError(f"mongo: unknown query mode {self.query!r}; valid: expanded, acl")
 
 
-class MongoBackend(Backend):
+class MongoBackend(BulkLoad, Backend):
     Options = MongoOptions
     name: ClassVar[str] = "mongo"
     worker_modules = ("pymongo",)
@@ -186,60 +157,6 @@ class MongoBackend(Backend):
             if c not in existing:
                 self.db.create_collection(c)
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
-        t0 = time.perf_counter()
-        expansion = Expansion(ds)  # the closure is expanded chunk by chunk as documents go out
-        expansion.user_groups()  # the users' closures: expansion time, not insert time
-        closure_s, expanded = [time.perf_counter() - t0], [0]
-        index_s = closure_s[0]
-        n = ds.entities
-        docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
-        per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
-        batch_seconds: list[float] = []
-        reported = 0.0
-        written = 0
-        t1 = time.perf_counter()
-        for coll, docs in _all_docs(ds, expansion, closure_s, expanded):
-            for batch in _chunks(docs, self.batch_docs):
-                tb = time.perf_counter()
-                self.db[coll].insert_many(batch, ordered=False)
-                batch_seconds.append(time.perf_counter() - tb)
-                written += len(batch)
-                reported += len(batch) * per_doc
-                if int(reported) > 0:
-                    progress(int(reported))
-                    reported -= int(reported)
-        insert_s = time.perf_counter() - t1 - (closure_s[0] - index_s)  # the chunks' expansion is not insert
-        return LoadStats(rows=written, batch_rows=self.batch_docs, batch_seconds=batch_seconds, documents=written,
-                         notes={"closure_seconds": closure_s[0], "insert_seconds": insert_s,
-                                "rates": {"documents_per_s": ["documents", "insert_seconds"],
-                                          "relationships_per_s": ["relationships", "insert_seconds"]},
-                                "expanded_entries": expanded[0],
-                                "group_membership_pairs": expansion.membership_pairs,
-                                "method": f"closure in numpy chunk by chunk ({closure_s[0]:.2f} s), then unordered "
-                                          f"insert_many of {self.batch_docs} documents (resources, users, per-user "
-                                          "grants); indexes built after the load"})
-
-    def build(self) -> BuildStats:
-        """Indexes after the load (one sort per index instead of per-insert maintenance). On FerretDB:
-        GIN expression indexes in its PostgreSQL, the only kind its `@>` filters can use."""
-        spec = json.loads(SCHEMA_FILE.read_text())["collections"]
-        fields = {c: [next(iter(ix["key"])) for ix in spec[c]["indexes"]] for c in COLLECTIONS}
-        t0 = time.perf_counter()
-        if self.ferretdb and self.endpoint.get("pg_dsn"):
-            made = self._ferretdb_gin(fields)
-            what = f"{made} GIN (jsonb_path_ops) expression indexes in FerretDB's PostgreSQL + ANALYZE"
-        else:
-            from pymongo import ASCENDING, IndexModel
-
-            made = 0
-            for c, fs in fields.items():
-                if fs:
-                    self.db[c].create_indexes([IndexModel([(f, ASCENDING)]) for f in fs])
-                    made += len(fs)
-            what = f"{made} createIndexes (multikey where arrays)"
-        return BuildStats(what=what, seconds=time.perf_counter() - t0, notes={"indexes": fields})
-
     def _pg(self):
         import psycopg
 
@@ -249,25 +166,6 @@ class MongoBackend(Backend):
         except psycopg.Error as e:
             raise BackendUnavailable(f"mongo: cannot reach FerretDB's PostgreSQL at {self.endpoint['pg_dsn']}: "
                                      f"{str(e).splitlines()[0]:.200}") from None
-
-    def _tables(self, conn) -> dict[str, str]:
-        """Collection -> PostgreSQL table, from FerretDB's own metadata table in the database's schema."""
-        rows = conn.execute(f'SELECT _jsonb->>\'_id\', _jsonb->>\'table\' FROM "{self.db.name}"."_ferretdb_database_'
-                            f'metadata"').fetchall()
-        return {c: t for c, t in rows}
-
-    def _ferretdb_gin(self, fields: dict[str, list[str]]) -> int:
-        made = 0
-        with self._pg() as conn:
-            tables = self._tables(conn)
-            for c in COLLECTIONS:
-                table = f'"{self.db.name}"."{tables[c]}"'
-                for f in ["_id", *fields[c]]:
-                    conn.execute(f'CREATE INDEX IF NOT EXISTS "{tables[c]}_{f}_gin" ON {table} '
-                                 f"USING gin ((_jsonb -> '{f}') jsonb_path_ops)")
-                    made += 1
-                conn.execute(f"ANALYZE {table}")
-        return made
 
     def loaded_hash(self) -> str | None:
         doc = self.db["meta"].find_one({"_id": "dataset"})
@@ -498,47 +396,3 @@ class MongoBackend(Backend):
 
     def drop(self) -> None:
         self.client.drop_database(self.db.name)
-
-
-# documents from the dataset ------------------------------------------------------------------------
-
-def _chunks(docs: Iterator[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    for d in docs:
-        batch.append(d)
-        if len(batch) == n:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _grouped(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int], list[int]]:
-    """Values grouped by key as Python lists: a lookup i -> [values of i], sorted."""
-    bounds, vals = sorted_csr(keys, values, n_keys)
-    flat = vals.tolist()  # one conversion; slicing a list per document is cheap
-    return lambda i: flat[bounds[i]:bounds[i + 1]]
-
-
-def _all_docs(ds: Dataset, expansion: Expansion, closure_s: list[float], expanded: list[int]
-              ) -> list[tuple[str, Iterator[dict[str, Any]]]]:
-    return [*layout.documents(ds, expansion, _grouped, lambda i, fields: {"_id": i, **{f: get(i) for f, get in
-                                                                                      fields.items()}},
-                              closure_s, expanded, view_only=False),
-            ("grants", _grant_docs(expansion, closure_s))]
-
-
-def _grant_docs(expansion: Expansion, closure_s: list[float]) -> Iterator[dict[str, Any]]:
-    """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}, from
-    the closure chunk by chunk of users. The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under
-    the 16 MB document limit."""
-    R = expansion.n_resources
-    for chunk in timed(expansion.iter_user_keys(), closure_s):
-        for perm, k in zip(("manage", "view"), chunk, strict=True):
-            if not len(k):
-                continue  # a range of users without this permission anywhere
-            users = k // R
-            starts = np.flatnonzero(np.concatenate(([True], users[1:] != users[:-1]))).tolist()
-            res = (k % R).tolist()
-            for s, e in zip(starts, [*starts[1:], len(k)], strict=True):
-                yield {"_id": grant_id(int(users[s]), perm), "resources": res[s:e]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.backends.expansion import Expansion
-from authzbench.backends.mongo import _grant_docs, grant_id, grant_updates
+from authzbench.backends.mongo_grants import _grant_docs, grant_id, grant_updates
 from authzbench.generator import generate
 from authzbench.model import PERMISSIONS
 from authzbench.oracle import Oracle
