@@ -21,7 +21,7 @@ def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[d
     """What the write path must apply to `grants` for changed (user, perm, resource, granted) pairs:
     exactly the pairs it adds to (granted=True) or removes from (False) `managers` / `viewers`.
     One update per (user, perm): $addToSet with $each (upsert: a user's first grant creates the
-    document) or $pullAll. For `self._bulk(self.grants, grant_updates(...))` in _recompute_pairs."""
+    document) or $pullAll. For `self._bulk(self.grants, grant_updates(...))` in rewrite_pairs."""
     adds: dict[int, list[int]] = {}
     rms: dict[int, list[int]] = {}
     for user, perm, resource, granted in changes:
