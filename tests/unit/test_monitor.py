@@ -58,8 +58,12 @@ def test_an_in_process_engine_has_no_separate_client_share():
 
     samples: list[dict] = []
     with Monitor([os.getpid()], samples.append, interval_s=0.1):
-        time.sleep(0.4)
-    assert samples and all("client_cpu_percent" not in s for s in samples)
+        # Until a few samples came, not a fixed 0.4 s: late in a full run the first (priming) sample of this
+        # process, its PSS and every process's CPU, outlasted 0.4 s and the test got none.
+        deadline = time.monotonic() + 20
+        while len(samples) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(samples) >= 3 and all("client_cpu_percent" not in s for s in samples), samples
 
 
 def test_server_memory_counts_a_page_shared_by_its_processes_once():
