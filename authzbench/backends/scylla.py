@@ -95,11 +95,9 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
-        from authzbench.provision.compose import compose_cmd
-
         # compose_*: how `--option ingest=sstable` reaches the container to upload its files and refresh
         return {"hosts": ["127.0.0.1"], "port": c.port("scylla", 9042), "keyspace": "authzbench",
-                "compose_cmd": compose_cmd(), "compose_service": "scylla"}
+                "compose_cmd": c.cli(), "compose_service": "scylla"}
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:

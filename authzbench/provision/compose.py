@@ -188,6 +188,11 @@ class ComposeFile:
     def pg_settings(self, service: str) -> dict[str, str]:
         return _pg_settings(self.command(service))
 
+    def cli(self) -> list[str]:
+        """The compose command line of this project (`docker compose -p ... -f ...`), for an adapter that
+        must reach into its container (Scylla's SSTable upload)."""
+        return compose_cmd()
+
     def copy_from(self, service: str, path: str) -> str:
         """A file that exists only inside `service`'s container (a generated CA): compose_up copies it
         out once the service is up; returns where the copy will be."""
