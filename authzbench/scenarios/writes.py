@@ -24,6 +24,7 @@ import numpy as np
 from authzbench.dataset import Dataset
 from authzbench.evaluator import SimpleEvaluator
 from authzbench.model import Relationship
+from authzbench.scenarios.timing import timed
 
 KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")
 SCRATCH_BASE = 1_000_000  # scratch ids start at n + this: far from the mixed workloads' n + worker id
@@ -207,10 +208,11 @@ def run_write_op(backend, op: WriteOp, rec, bound_s: float = VISIBILITY_BOUND_S)
 
 def _timed_change(backend, op: WriteOp, *, insert: bool, rec, bound_s: float) -> None:
     rows0 = backend.rows_touched
-    t0 = time.perf_counter_ns()
-    (backend.write if insert else backend.delete)(op.change)
-    t1 = time.perf_counter_ns()
-    rec.write(t1 - t0, backend.rows_touched - rows0 if backend.counts_rows else None)
+    change = timed(lambda: (backend.write if insert else backend.delete)(op.change))
+    if change.error is not None:  # the op fails; the worker counts it (worker._structural)
+        raise change.error
+    t1 = change.end_ns
+    rec.write(t1 - change.sent_ns, backend.rows_touched - rows0 if backend.counts_rows else None)
     _await(backend, op.probe, insert, bound_s, t1, rec)
     applied = insert != op.revoke_first
     want, before = (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied)
