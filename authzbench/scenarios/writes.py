@@ -228,15 +228,16 @@ def _await(backend, probe: tuple[int, str, int], want: bool, bound_s: float, t1:
     """Check until the probe answers `want`. With t1 (the write's return): the lag from t1 to the start of
     the first check that reflects the write is recorded; earlier answers are stale reads (the state
     before the write), and a revocation whose first check still allows is a stale allow."""
-    start = time.perf_counter_ns()
+    start = time.perf_counter_ns()  # the bound on the polling, not an op's latency
     first = True
     while True:
-        began = time.perf_counter_ns()
-        got = bool(backend.check(*probe))
-        if got == want:
+        asked = timed(lambda: bool(backend.check(*probe)))
+        if asked.error is not None:
+            raise asked.error
+        if asked.answer == want:
             if t1 is not None:
                 rec.read(True)
-                rec.visible(max(0, began - t1))
+                rec.visible(max(0, asked.sent_ns - t1))
             return
         if t1 is not None:  # the answer of the state before the write: stale, not wrong
             rec.count("stale_reads")
