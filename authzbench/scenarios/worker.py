@@ -1,7 +1,8 @@
 """The worker side of a phase: connect, warm up, run this worker's share of the ops, time every call with
 scenarios/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
-oracle's: the measurement the load test and the client experiment share), and ship the interval counters to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a
-forkserver process, a thread (in-process engines) or on a load host (scenarios/distributed.py).
+oracle's: the measurement the load test and the client experiment share), and ship the interval counters
+to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a forkserver process, a
+thread (in-process engines) or on a load host (scenarios/distributed.py).
 
 Open loop: op k starts at its intended time t_k from the schedule and its latency runs from t_k, not from when
 the worker got to it, so queueing shows (no coordinated omission)."""
