@@ -88,12 +88,14 @@ class SocialOracle:
         return creator >= 0 and parent >= 0 and self.view_user(v, creator) and self.view_content(v, parent)
 
     def check(self, user: int, perm: str, obj: int) -> bool:
+        """An object past the dataset does not exist: no one may see it, as every engine answers (the load
+        test's published ids run to 100,000; the in-process reference answered them with an IndexError)."""
         if perm == "view_user":
-            return self.view_user(user, obj)
+            return 0 <= obj < self.n_users and self.view_user(user, obj)
         if perm == "view_content":
-            return self.view_content(user, obj)
+            return 0 <= obj < self.n_content and self.view_content(user, obj)
         if perm == "view_interaction":
-            return self.view_interaction(user, obj)
+            return 0 <= obj < self.n_interactions and self.view_interaction(user, obj)
         raise ValueError(f"unknown social permission {perm!r}")
 
     def lookup_resources(self, user: int, perm: str) -> list[int]:

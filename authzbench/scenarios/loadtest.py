@@ -13,10 +13,11 @@ while its request is), and draws ids from the dataset's own users and content (3
 check has a subject the graph knows.
 
 The executor is k6's model in one process: VUs are counters (a sleeping VU needs no thread); requests run
-on `threads` client threads, each with its own connected adapter. A request's duration is timed from the
-moment a thread sends it (k6's http_req_duration) and, separately, from its intended start (what the
-arrival schedule promised: includes waiting for a client thread, so coordinated omission is visible).
-Every answer is compared with the oracle.
+on `threads` client threads, each with its own connected adapter. Each request is timed, counted and its
+answer compared with the oracle's by the bench's own measurement (scenarios/timing.py, as a worker's op):
+its duration from the moment a thread sends it (k6's http_req_duration) and, separately, from its intended
+start (what the arrival schedule promised: includes waiting for a client thread, so coordinated omission is
+visible). As in every bench phase, a failed request is counted, not timed.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from authzbench.metrics import encode, new_histogram
+from authzbench.metrics import encode
 from authzbench.scenarios.spec import cumulative_ops, schedule_times
+from authzbench.scenarios.timing import OpCounters, timed
 
 PUBLISHED_STAGES = [(100.0, 10.0), (1000.0, 30.0), (10000.0, 60.0)]  # k6 `stages`: (target/s, seconds)
 PUBLISHED_START_RATE = 10.0
+MAX_EXAMPLES = 5  # wrong answers and errors kept with their arguments in the record
 
 
 @dataclass(frozen=True)
@@ -88,25 +91,39 @@ def plan_inputs(plan: LoadTestPlan, n_users: int, n_content: int, expect: Callab
 
 @dataclass
 class LoadTestResult:
-    """k6's summary fields, computed from what the executor recorded."""
+    """k6's summary fields, computed from what the executor recorded through the bench's own measurement
+    (scenarios/timing.py): every request timed, counted and its answer compared as a worker's op is."""
 
     scheduled: int = 0
-    iterations: int = 0  # requests sent (k6 `iterations` / `http_reqs`)
     dropped: int = 0  # due while every VU was busy
-    errors: int = 0  # requests that failed (k6 `http_req_failed`)
-    mismatches: int = 0  # answered, but not the oracle's answer
     allowed: int = 0  # answers that allowed (how much of the work was trivial denials)
     wall_s: float = 0.0
     max_busy_vus: int = 0
-    duration: object = field(default_factory=new_histogram)  # µs from send (k6 http_req_duration)
-    from_intended: object = field(default_factory=new_histogram)  # µs from the intended start
-    error_types: dict[str, int] = field(default_factory=dict)
+    sent: OpCounters = field(default_factory=OpCounters)  # latency from send (k6 http_req_duration)
+    intended: OpCounters = field(default_factory=OpCounters)  # latency from the intended start; answers not compared
+
+    @property
+    def iterations(self) -> int:  # requests sent (k6 `iterations` / `http_reqs`)
+        return self.sent.ops + self.errors
+
+    @property
+    def errors(self) -> int:  # requests that failed (k6 `http_req_failed`)
+        return self.sent.timeouts + sum(self.sent.errors.values())
+
+    @property
+    def mismatches(self) -> int:  # answered, but not the oracle's answer
+        return self.sent.mismatches
+
+    @property
+    def error_types(self) -> dict[str, int]:
+        return {**self.sent.errors, **({"timeout": self.sent.timeouts} if self.sent.timeouts else {})}
 
     def record(self) -> dict:
         return {"scheduled": self.scheduled, "iterations": self.iterations, "dropped": self.dropped,
                 "errors": self.errors, "mismatches": self.mismatches, "allowed": self.allowed,
+                "checked": self.sent.checked, "examples": self.sent.examples,
                 "wall_s": self.wall_s, "max_busy_vus": self.max_busy_vus, "error_types": self.error_types,
-                "duration_hist": encode(self.duration), "from_intended_hist": encode(self.from_intended)}
+                "duration_hist": encode(self.sent.hist), "from_intended_hist": encode(self.intended.hist)}
 
 
 class _VUs:
@@ -153,23 +170,13 @@ def run_plan(plan: LoadTestPlan, connect: Callable[[], object], inputs: list[tup
 
     def one(k: int, intended: float) -> None:
         user, content, want = inputs[k % len(inputs)]
-        sent = time.perf_counter()
-        try:
-            got, err = adapter().check(user, perm, content), None
-        except Exception as e:  # noqa: BLE001 - counted, as k6 counts a failed request
-            got, err = None, type(e).__name__
-        end = time.perf_counter()
+        t = timed(lambda: adapter().check(user, perm, content))  # a thread the pool started late connects here
+        end = t.end_ns / 1e9  # perf_counter's clock, as the schedule's
         vus.release(end + plan.think_s, end)
-        with lock:
-            res.iterations += 1
-            res.duration.record_value(max(1, int((end - sent) * 1e6)))
-            res.from_intended.record_value(max(1, int((end - intended) * 1e6)))
-            if err:
-                res.errors += 1
-                res.error_types[err] = res.error_types.get(err, 0) + 1
-            else:
-                res.allowed += bool(got)
-                res.mismatches += got != want
+        with lock:  # the request counted as a bench worker counts an op; a failed one is counted, not timed
+            if res.sent.add(("check", (user, perm, content), want), t, max_examples=MAX_EXAMPLES):
+                res.allowed += bool(t.answer)
+            res.intended.add(None, t, begin_ns=int(intended * 1e9))
 
     with ThreadPoolExecutor(plan.threads) as pool:
         list(pool.map(lambda _: adapter(), range(plan.threads)))  # connect every thread before t0

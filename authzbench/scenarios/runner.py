@@ -2,8 +2,8 @@
 
 A phase = one scenario on one backend at one concurrency (closed loop) or one arrival-rate
 schedule (open loop). Workers run in separate processes (forkserver: no inherited driver threads)
-or, for in-process engines, threads. Each worker times every call with perf_counter_ns, records
-it in an HdrHistogram (µs), compares the answer with the oracle's, and ships its interval
+or, for in-process engines, threads. Each worker times every call (scenarios/timing.py: perf_counter_ns
+around it, an HdrHistogram in µs), compares the answer with the oracle's, and ships its interval
 histogram to the parent every `interval_s`, which appends it to the results store at once.
 
 Open loop: op k is due at its intended time t_k from the schedule; latency is measured from

@@ -1,7 +1,8 @@
 """The worker side of a phase: connect, warm up, run this worker's share of the ops, time every call with
-perf_counter_ns into an HdrHistogram (µs) per op kind, compare each answer with the oracle's, and ship the
-interval counters to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a
-forkserver process, a thread (in-process engines) or on a load host (scenarios/distributed.py).
+scenarios/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
+oracle's: the measurement the load test and the client experiment share), and ship the interval counters
+to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a forkserver process, a
+thread (in-process engines) or on a load host (scenarios/distributed.py).
 
 Open loop: op k starts at its intended time t_k from the schedule and its latency runs from t_k, not from when
 the worker got to it, so queueing shows (no coordinated omission)."""
@@ -19,36 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.metrics import encode, new_histogram
 from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
+from authzbench.scenarios.timing import OpCounters, timed
 from authzbench.scenarios.writes import mixed_write, run_write_op
 
 HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.HANG_S judges the silence)
-
-
-class _Kind:
-    """Per op kind (check, lookup, write, ...) interval counters."""
-
-    __slots__ = ("hist", "ops", "errors", "timeouts", "mismatches", "examples", "results", "duplicates",
-                 "checked", "late", "extra")
-
-    def __init__(self) -> None:
-        self.hist = new_histogram()
-        self.ops = 0
-        self.errors: dict[str, int] = {}
-        self.timeouts = 0
-        self.mismatches = 0
-        self.examples: list[dict] = []
-        self.results = 0
-        self.duplicates = 0
-        self.checked = 0
-        self.late = 0
-        self.extra: dict[str, int] = {}  # kind-specific counters (writes: rows touched, stale reads...)
-
-    def payload(self) -> dict:
-        return {"hist": encode(self.hist), "ops": self.ops, "errors": self.errors, "timeouts": self.timeouts,
-                "mismatches": self.mismatches, "examples": self.examples, "results": self.results,
-                "duplicates": self.duplicates, "checked": self.checked, "late": self.late, "extra": self.extra}
 
 
 class _WriteRecorder:
@@ -56,15 +32,15 @@ class _WriteRecorder:
     kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
     (the lag from a write's return until a check reflected it)."""
 
-    def __init__(self, kinds: dict[str, _Kind], max_examples: int, progress: list[int] | None = None) -> None:
+    def __init__(self, kinds: dict[str, OpCounters], max_examples: int, progress: list[int] | None = None) -> None:
         self.kinds, self.max_examples = kinds, max_examples
         self.progress = progress if progress is not None else [0]  # every step bumps it (the heartbeat's evidence)
 
-    def _kind(self, name: str) -> _Kind:
+    def _kind(self, name: str) -> OpCounters:
         self.progress[0] += 1
         kd = self.kinds.get(name)
         if kd is None:
-            kd = self.kinds[name] = _Kind()
+            kd = self.kinds[name] = OpCounters()
         return kd
 
     def write(self, ns: int, rows: int | None) -> None:
@@ -98,15 +74,7 @@ class _WriteRecorder:
         self.example(example)
 
     def example(self, ex: dict) -> None:
-        kd = self._kind("write")
-        if len(kd.examples) < self.max_examples:
-            kd.examples.append(ex)
-
-
-def _is_timeout(e: BaseException) -> bool:
-    name = type(e).__name__.lower()  # ConnectionTimeout, ExecutionTimeout, OperationTimedOut (Cassandra)
-    return isinstance(e, TimeoutError) or "timeout" in name or "timedout" in name or \
-        "deadline" in str(e).lower()[:200]
+        self._kind("write").example(ex, self.max_examples)
 
 
 def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
@@ -230,7 +198,7 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
             if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
                 run_write_op(backend, inp[2] or inp[1], _WriteRecorder({}, 0), spec.visibility_bound_s)
             else:
-                _call(backend, inp, spec, state)
+                _op(backend, inp, spec, state)[1]()
     return spec.warmup // n + (1 if wid < spec.warmup % n else 0)
 
 
@@ -239,7 +207,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     """This worker's measured ops (every n-th from wid), each timed and checked; intervals shipped as they
     fill. Open loop: op k starts at its intended time and its latency runs from that time."""
     n = spec.concurrency
-    kinds: dict[str, _Kind] = {}
+    kinds: dict[str, OpCounters] = {}
     timeout_ns = int(spec.timeout_s * 1e9)
     next_flush = time.perf_counter() + spec.interval_s
     if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
@@ -254,6 +222,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
         if inp[0] == "structural":  # times its own steps: write, visibility, undo
             _structural(backend, inp[1], spec, kinds, state["progress"])
         else:
+            begin_ns, late = None, False
             if due is not None:
                 intended = t0 + float(due[i])
                 if (delay := intended - time.perf_counter()) > 0:
@@ -261,10 +230,12 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
                 if stop.is_set():
                     break
                 begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
-            else:
-                begin_ns, late = time.perf_counter_ns(), False
-            kind_name, answer, exc = _timed_call(backend, inp, spec, state)
-            _record(kinds, kind_name, inp, answer, exc, time.perf_counter_ns() - begin_ns, late, timeout_ns, spec)
+            kind_name, call = _op(backend, inp, spec, state)
+            kd = kinds.get(kind_name)
+            if kd is None:
+                kd = kinds[kind_name] = OpCounters()
+            kd.add(inp if kind_name == inp[0] else None, timed(call), begin_ns=begin_ns, late=late,
+                   timeout_ns=timeout_ns, max_examples=spec.max_examples)
         if time.perf_counter() >= next_flush:
             out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
             kinds = {}
@@ -272,7 +243,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
 
 
-def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind], progress: list[int]) -> None:
+def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, OpCounters], progress: list[int]) -> None:
     rec = _WriteRecorder(kinds, spec.max_examples, progress)
     try:
         run_write_op(backend, op, rec, spec.visibility_bound_s)
@@ -281,78 +252,30 @@ def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, _Kind], progress:
         errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
 
 
-def _record(kinds: dict[str, _Kind], kind_name: str, inp, answer, exc: BaseException | None, lat_ns: int,
-            late: bool, timeout_ns: int, spec: PhaseSpec) -> None:
-    """One timed op into its kind's interval counters: a timeout, an error by type, or a latency + check."""
-    kd = kinds.get(kind_name)
-    if kd is None:
-        kd = kinds[kind_name] = _Kind()
-    kd.late += int(late)
-    if exc is not None:
-        if _is_timeout(exc):
-            kd.timeouts += 1
-        else:
-            name = type(exc).__name__
-            kd.errors[name] = kd.errors.get(name, 0) + 1
-            if len(kd.examples) < spec.max_examples:
-                kd.examples.append({"error": f"{name}: {str(exc)[:200]}"})
-    elif lat_ns > timeout_ns:
-        kd.timeouts += 1
-    else:
-        kd.ops += 1
-        kd.hist.record_value(max(1, lat_ns // 1000))
-        _compare(kd, inp, answer, kind_name, spec)
-
-
-def _call(backend, inp, spec: PhaseSpec, state: dict):
-    return _timed_call(backend, inp, spec, state)
-
-
-def _timed_call(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Any, BaseException | None]:
-    """Run one op; returns (kind, answer, exception). Mixed phases turn a share of ops into writes."""
+def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]]:
+    """What one op runs, as (kind, call) for scenarios/timing.timed. A mixed phase turns a share of ops into a
+    write or a delete of a scratch relationship, drawn here, before the clock starts."""
     if spec.write_share > 0 and state["rng"].random() < spec.write_share:
         pending = state["pending"]
-        try:
-            if pending and state["rng"].random() < 0.5:
-                backend.delete(pending.pop())
-            else:
-                rel = mixed_write(spec, state["rng"], state["scratch"])
-                backend.write(rel)
-                pending.append(rel)
-            return "write", None, None
-        except Exception as e:  # noqa: BLE001
-            return "write", None, e
+        if pending and state["rng"].random() < 0.5:
+            gone = pending.pop()
+            return "write", lambda: backend.delete(gone)
+        rel = mixed_write(spec, state["rng"], state["scratch"])
+
+        def write() -> None:
+            backend.write(rel)
+            pending.append(rel)  # written: deleted by a later op or after the phase
+
+        return "write", write
     op, args, _expected = inp
-    try:
-        if op == "check":
-            return "check", backend.check(*args), None
-        if op == "lookup":
-            return "lookup", list(backend.lookup_resources(*args)), None
-        if op == "roundtrip":
-            backend.baseline_roundtrip()
-            return "roundtrip", None, None
-        raise ValueError(f"unknown op {op!r}")
-    except Exception as e:  # noqa: BLE001
-        return op, None, e
-
-
-def _compare(kd: _Kind, inp, answer, kind: str, spec: PhaseSpec) -> None:
-    op, args, expected = inp
-    if kind != op or op == "roundtrip":
-        return
-    kd.checked += 1
     if op == "check":
-        ok = bool(answer) == expected
-        got_repr: Any = bool(answer)
-    else:
-        got = set(answer)
-        kd.results += len(answer)
-        kd.duplicates += len(answer) - len(got)
-        ok = got == set(expected)
-        got_repr = {"count": len(got), "missing": len(set(expected) - got), "extra": len(got - set(expected))}
-    if not ok:
-        kd.mismatches += 1
-        if len(kd.examples) < spec.max_examples:
-            kd.examples.append({"args": list(args), "expected": expected if op == "check" else len(expected),
-                                "got": got_repr})
+        return "check", lambda: backend.check(*args)
+    if op == "lookup":
+        return "lookup", lambda: list(backend.lookup_resources(*args))
+    if op == "roundtrip":
+        return "roundtrip", backend.baseline_roundtrip
 
+    def unknown() -> None:  # counted as the op's error, as a backend's failure is
+        raise ValueError(f"unknown op {op!r}")
+
+    return op, unknown

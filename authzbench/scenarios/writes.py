@@ -24,6 +24,7 @@ import numpy as np
 from authzbench.dataset import Dataset
 from authzbench.evaluator import SimpleEvaluator
 from authzbench.model import Relationship
+from authzbench.scenarios.timing import timed
 
 KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")
 SCRATCH_BASE = 1_000_000  # scratch ids start at n + this: far from the mixed workloads' n + worker id
@@ -207,10 +208,11 @@ def run_write_op(backend, op: WriteOp, rec, bound_s: float = VISIBILITY_BOUND_S)
 
 def _timed_change(backend, op: WriteOp, *, insert: bool, rec, bound_s: float) -> None:
     rows0 = backend.rows_touched
-    t0 = time.perf_counter_ns()
-    (backend.write if insert else backend.delete)(op.change)
-    t1 = time.perf_counter_ns()
-    rec.write(t1 - t0, backend.rows_touched - rows0 if backend.counts_rows else None)
+    change = timed(lambda: (backend.write if insert else backend.delete)(op.change))
+    if change.error is not None:  # the op fails; the worker counts it (worker._structural)
+        raise change.error
+    t1 = change.end_ns
+    rec.write(t1 - change.sent_ns, backend.rows_touched - rows0 if backend.counts_rows else None)
     _await(backend, op.probe, insert, bound_s, t1, rec)
     applied = insert != op.revoke_first
     want, before = (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied)
@@ -226,15 +228,16 @@ def _await(backend, probe: tuple[int, str, int], want: bool, bound_s: float, t1:
     """Check until the probe answers `want`. With t1 (the write's return): the lag from t1 to the start of
     the first check that reflects the write is recorded; earlier answers are stale reads (the state
     before the write), and a revocation whose first check still allows is a stale allow."""
-    start = time.perf_counter_ns()
+    start = time.perf_counter_ns()  # the bound on the polling, not an op's latency
     first = True
     while True:
-        began = time.perf_counter_ns()
-        got = bool(backend.check(*probe))
-        if got == want:
+        asked = timed(lambda: bool(backend.check(*probe)))
+        if asked.error is not None:
+            raise asked.error
+        if asked.answer == want:
             if t1 is not None:
                 rec.read(True)
-                rec.visible(max(0, began - t1))
+                rec.visible(max(0, asked.sent_ns - t1))
             return
         if t1 is not None:  # the answer of the state before the write: stale, not wrong
             rec.count("stale_reads")

@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +34,7 @@ from hdrh.histogram import HdrHistogram
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.metrics import encode, merge, new_histogram
 from authzbench.provision.base import say
+from authzbench.scenarios.timing import timed
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
 TOOL = {"postgres": "pgbench", "spicedb-pg": "ghz", "openfga": "ghz", "permify": "ghz"}
@@ -328,9 +328,10 @@ def breakdown(backend: Any, name: str, inputs: list, n: int) -> dict[str, float]
     for i, (_, args, _) in enumerate(inputs[:n]):
         calls = [(adapter, lambda a=args: backend.check(*a)), (driver, bare_driver_call(backend, name, args))]
         for into, call in calls if i % 2 == 0 else calls[::-1]:
-            t0 = time.perf_counter_ns()
-            call()
-            into.append((time.perf_counter_ns() - t0) / 1000)
+            t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
+            if t.error is not None:
+                raise t.error
+            into.append((t.end_ns - t.sent_ns) / 1000)
     return {"adapter_p50_ms": _hist(adapter).get_value_at_percentile(50) / 1000,
             "driver_p50_ms": _hist(driver).get_value_at_percentile(50) / 1000, "calls": len(adapter)}
 

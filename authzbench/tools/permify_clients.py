@@ -22,19 +22,22 @@ grpc.health.v1.Health/Check on the adapter's channel.
 The list is cut into `rounds` chunks; round i runs chunk i through every client, in an order rotated by i, so
 a slow period of the shared machine lands on every client. Before the rounds the adapter asks the whole list
 once (Permify's check cache then answers every measured call alike) and each client warms its connection.
-Figures: latency p50/p95 over all calls; client CPU per call = this process's CPU over a block
+Every call is timed, counted and its answer compared with the oracle's by the bench's own measurement
+(scenarios/timing.py, as a worker's op in every `bench` phase). Figures: latency p50/p95 over all calls (its
+HdrHistogram, µs at 3 significant digits); client CPU per call = this process's CPU over a block
 (time.process_time: every thread, grpc's own included) / the block's calls, the median of the rounds with
 their range; server CPU per call = the Permify process's CPU over the block (psutil; Linux counts it in
 10 ms ticks, so only a block of many calls says anything) / the block's calls; overhead = a check client's
 figure minus its transport's round trip.
 
-Every answer is compared with the oracle's and with the other clients': a mismatch ends the run with exit
-code 1 and no table.
+Every answer is compared with the oracle's and with the other clients': a mismatch, or a call that failed,
+ends the run with exit code 1 and no table.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -47,8 +50,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from authzbench.metrics import percentile
+from authzbench.scenarios.timing import OpCounters, Timed, timed
 
+MAX_EXAMPLES = 5  # failed calls kept with their error, per client
 CheckInput = tuple[int, str, int, bool]  # user, permission, resource, the oracle's answer
 Call = Callable[[CheckInput], bool | None]  # a check's answer; None from a round trip
 
@@ -64,7 +69,7 @@ class Client:
 
 @dataclass
 class Samples:
-    latencies_ns: list[int] = field(default_factory=list)
+    ops: OpCounters = field(default_factory=OpCounters)  # the bench's measurement: latency (µs), errors, answers
     cpu_ns: list[float] = field(default_factory=list)  # a round's client CPU per call
     server_ns: list[float] = field(default_factory=list)  # a round's server CPU per call (empty: unknown)
     answers: dict[int, bool] = field(default_factory=dict)  # input index -> the client's answer
@@ -112,8 +117,11 @@ def mismatches(inputs: Sequence[CheckInput], answers: dict[str, dict[int, bool]]
     return out
 
 
-def _pct(values: Sequence[int], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q, method="higher"))
+def failures(name: str, s: Samples) -> list[str]:
+    """One line for a client whose calls failed or timed out (every call must answer for its figures to hold)."""
+    n = s.ops.timeouts + sum(s.ops.errors.values())
+    shown = "; ".join(e["error"] for e in s.ops.examples if "error" in e)
+    return [f"{name}: {n:,} calls failed ({s.ops.timeouts:,} timed out) {shown}".rstrip()] if n else []
 
 
 def summarize(clients: Sequence[Client], samples: dict[str, Samples], ref: str | None = None) -> list[Row]:
@@ -123,8 +131,8 @@ def summarize(clients: Sequence[Client], samples: dict[str, Samples], ref: str |
     rows: dict[str, Row] = {}
     for c in clients:
         s = samples[c.name]
-        rows[c.name] = Row(c.name, c.transport, c.what, len(s.latencies_ns), _pct(s.latencies_ns, 50) / 1e6,
-                           _pct(s.latencies_ns, 95) / 1e6, statistics.median(s.cpu_ns) / 1e3,
+        rows[c.name] = Row(c.name, c.transport, c.what, s.ops.ops, percentile(s.ops.hist, 50) / 1e3,
+                           percentile(s.ops.hist, 95) / 1e3, statistics.median(s.cpu_ns) / 1e3,
                            min(s.cpu_ns) / 1e3, max(s.cpu_ns) / 1e3,
                            statistics.median(s.server_ns) / 1e3 if s.server_ns else None)
     floor = {c.transport: rows[c.name] for c in clients if c.roundtrip}
@@ -263,19 +271,23 @@ def _cpu_ns(proc: Any) -> float | None:
 
 
 def run_block(c: Client, inputs: Sequence[CheckInput], idx: range, s: Samples, server: Any) -> None:
+    """The block's calls, each timed by the bench's measurement (scenarios/timing.py); they are counted, and
+    a check's answer compared with the oracle's, after the block's CPU is read, so the client CPU per call
+    holds the client's work, not the bookkeeping's."""
     gc.collect()  # one client's garbage is not collected on another's time
-    lat, ans = s.latencies_ns, s.answers
+    done: list[Timed] = []
     srv0, cpu0 = _cpu_ns(server), time.process_time_ns()
     for i in idx:
-        t0 = time.perf_counter_ns()
-        a = c.call(inputs[i])
-        lat.append(time.perf_counter_ns() - t0)
-        if a is not None:
-            ans[i] = a
+        done.append(timed(functools.partial(c.call, inputs[i])))
     cpu1, srv1 = time.process_time_ns(), _cpu_ns(server)
     s.cpu_ns.append((cpu1 - cpu0) / len(idx))
     if srv0 is not None and srv1 is not None:
         s.server_ns.append((srv1 - srv0) / len(idx))
+    for i, t in zip(idx, done, strict=True):
+        user, perm, resource, want = inputs[i]
+        s.ops.add(None if c.roundtrip else ("check", (user, perm, resource), want), t, max_examples=MAX_EXAMPLES)
+        if t.answer is not None:
+            s.answers[i] = t.answer
 
 
 def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int, warmup: int,
@@ -285,6 +297,7 @@ def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int
     for c in clients:
         w = Samples()
         run_block(c, inputs, range(min(warmup, len(inputs))), w, server)
+        bad += failures(f"{c.name} (warm-up)", w)
         if not c.roundtrip:
             bad += [f"{c.name} (warm-up): {m}" for m in mismatches(inputs[: len(w.answers)], {c.name: w.answers})]
     samples = {c.name: Samples() for c in clients}
@@ -292,6 +305,7 @@ def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int
         for c in rotated(clients, i):
             run_block(c, inputs, idx, samples[c.name], server)
     bad += mismatches(inputs, {c.name: samples[c.name].answers for c in clients if not c.roundtrip})
+    bad += [line for c in clients for line in failures(c.name, samples[c.name])]
     return samples, bad
 
 
@@ -316,7 +330,8 @@ def run(args: argparse.Namespace) -> int:
             sess.stop()
     load1 = os.getloadavg()
     if bad:
-        print(f"permify_clients: MISMATCH: {len(bad)} answers differ from the oracle's or between clients:",
+        print(f"permify_clients: MISMATCH: {len(bad)} answers differ from the oracle's or between clients, "
+              "or calls failed:",
               *bad[:20], sep="\n  ", file=sys.stderr)
         return 1
     context = _context(args, f"{info.label} ({sess.dep.mode})", ds, inputs, seconds, (load0, load1))
@@ -367,6 +382,7 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
             adapter = adapter_client(b)
             run_block(adapter, inputs, range(len(inputs)), prewarm, None)
             bad = [f"{adapter.name} (cache warm-up): {m}" for m in mismatches(inputs, {adapter.name: prewarm.answers})]
+            bad += failures(f"{adapter.name} (cache warm-up)", prewarm)
             rest = RestDict(ep["url"], ep.get("preshared_key") or "", 10.0)
             clients = [rest_typed_client(ep["url"], ep.get("preshared_key") or "", b.tenant, metadata, 10.0),
                        rest.check(b.tenant, metadata), adapter, rest.roundtrip(), grpc_roundtrip_client(b)]

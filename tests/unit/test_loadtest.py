@@ -8,7 +8,9 @@ import time
 
 import numpy as np
 
+from authzbench.metrics import decode
 from authzbench.report.loadtest import render
+from authzbench.scenarios import loadtest, timing
 from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan
 
 
@@ -44,7 +46,9 @@ def test_think_time_with_few_vus_caps_the_rate_and_drops_the_rest():
 
 
 def test_without_think_time_every_iteration_runs():
-    res = run_plan(_plan(max_vus=5, think_s=0.0), Fake, [(1, 2, True)])
+    # 20 VUs: with a 1 s think time they would finish at most ~40 of the 80; without, all of them, even when a
+    # loaded machine stalls the 4 client threads for a few hundred ms (with 5 VUs, one was dropped so)
+    res = run_plan(_plan(max_vus=20, think_s=0.0), Fake, [(1, 2, True)])
     assert res.dropped == 0 and res.iterations == 80 and res.mismatches == 0 and res.allowed == 80
 
 
@@ -64,7 +68,32 @@ def test_ids_repeat_the_previous_id_as_often_as_the_script_says():
 
 
 def test_the_table_has_the_documents_columns_and_its_published_row():
-    res = run_plan(_plan(max_vus=5, think_s=0.0), Fake, [(1, 2, True)])
+    res = run_plan(_plan(max_vus=20, think_s=0.0), Fake, [(1, 2, True)])
     md = render([{"label": "Fake 1.0", "variant": "corrected", **res.record()}], ["context"])
     assert "| 745.9 |" in md and "| 271,664 |" in md and "p(95) (ms)" in md and "dropped iterations" in md
     assert "| Fake 1.0 | corrected |" in md and "80 out of 80" in md
+
+
+def test_every_request_is_timed_by_the_shared_measurement_and_its_latency_recorded(monkeypatch):
+    seen: list[timing.Timed] = []
+
+    def spy(call):
+        t = timing.timed(call)
+        seen.append(t)
+        return t
+
+    monkeypatch.setattr(loadtest, "timed", spy)
+    rec = run_plan(_plan(max_vus=50, think_s=0.0), lambda: Fake(delay_s=0.02), [(1, 2, True)]).record()
+    sent, intended = decode(rec["duration_hist"]), decode(rec["from_intended_hist"])
+    assert len(seen) == rec["iterations"] == sent.get_total_count() == intended.get_total_count() == 80
+    assert sent.get_min_value() >= 20_000  # µs: the fake's 20 ms per check is in every latency
+    recorded = sorted(max(1, (t.end_ns - t.sent_ns) // 1000) for t in seen)
+    assert sent.get_max_value() == sent.get_highest_equivalent_value(recorded[-1])  # the spied calls' own latencies
+    assert rec["checked"] == 80 and rec["mismatches"] == 0
+
+
+def test_a_wrong_answer_is_a_mismatch_with_its_arguments_and_a_right_one_is_not():
+    inputs = [(1, 2, True), (3, 4, False)]  # the fake allows everything: the second input's answer is wrong
+    rec = run_plan(_plan(max_vus=50, think_s=0.0), Fake, inputs).record()
+    assert rec["iterations"] == rec["checked"] == 80 and rec["mismatches"] == 40 and rec["allowed"] == 80
+    assert rec["examples"][0] == {"args": [3, "view_content", 4], "expected": False, "got": True}

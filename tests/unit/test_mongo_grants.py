@@ -34,7 +34,7 @@ def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     from pymongo.errors import AutoReconnect, _OperationCancelled
 
     from authzbench.backends.mongo import _heartbeat_timeout_is_a_timeout
-    from authzbench.scenarios.worker import _is_timeout
+    from authzbench.scenarios.timing import is_timeout
 
     def raising(exc: Exception):
         @_heartbeat_timeout_is_a_timeout
@@ -44,9 +44,9 @@ def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
             op()
         return info.value
 
-    assert _is_timeout(raising(_OperationCancelled("operation cancelled")))
+    assert is_timeout(raising(_OperationCancelled("operation cancelled")))
     other = raising(AutoReconnect("connection closed"))  # a lost connection stays an error of its own
-    assert type(other) is AutoReconnect and not _is_timeout(other)
+    assert type(other) is AutoReconnect and not is_timeout(other)
 
 
 def test_a_chunk_of_users_without_a_permission_makes_no_grant_document():

@@ -121,7 +121,7 @@ class _RpcError(grpc.RpcError):
 
 def test_grpc_statuses_map_to_the_adapters_errors():
     from authzbench.backends.permify_grpc import Api
-    from authzbench.scenarios.worker import _is_timeout
+    from authzbench.scenarios.timing import is_timeout
 
     api = object.__new__(Api)  # the mapping only: no channel
     api.addr, api.timeout = "127.0.0.1:3478", 2.0
@@ -132,7 +132,7 @@ def test_grpc_statuses_map_to_the_adapters_errors():
         e = api.error(_RpcError(code, "invalid key"), "Tenancy.List")
         assert isinstance(e, UserError) and "rejected the preshared key" in str(e)
     late = api.error(_RpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), "Permission.Check")
-    assert type(late) is BackendUnavailable and _is_timeout(late)  # the runner counts it as a timeout
+    assert type(late) is BackendUnavailable and is_timeout(late)  # the runner counts it as a timeout
     e = api.error(_RpcError(grpc.StatusCode.INVALID_ARGUMENT, "ERROR_CODE_DEPTH_NOT_ENOUGH"), "Permission.Check")
     assert isinstance(e, PermifyError) and (e.status, e.message) == ("INVALID_ARGUMENT", "ERROR_CODE_DEPTH_NOT_ENOUGH")
     assert str(e) == "permify: INVALID_ARGUMENT ERROR_CODE_DEPTH_NOT_ENOUGH"

@@ -74,6 +74,13 @@ def test_intersection_fails_when_the_creator_profile_is_hidden(o):
     assert not o.check(3, "view_interaction", 1)  # blocked by the creator
 
 
+def test_an_object_past_the_dataset_is_seen_by_no_one_not_an_error(o):
+    # the load test's published ids run to 100,000 whatever the dataset holds; an engine answers "no"
+    assert not any(o.check(v, perm, n) for v in (0, 1, 99_999) for perm, n in
+                   (("view_user", 5), ("view_content", 3), ("view_interaction", 2), ("view_content", 99_999)))
+    assert o.check(99_999, "view_content", 1)  # a user past the dataset still sees public content (user:*)
+
+
 def test_generated_social_graph_has_every_relation_and_both_answers(tmp_path):
     ds = generate("tiny", tmp_path / "s", model="social")
     assert all(n > 0 for n in ds.counts.values())

@@ -1,0 +1,117 @@
+"""The one measurement of an op, shared by everything that times one: `timed` runs the op between two
+perf_counter_ns readings, `OpCounters.add` counts the outcome into its kind's counters (the latency in an
+HdrHistogram in µs, an error by type or a timeout, the answer compared with the oracle's).
+
+Its users: the bench's workers (scenarios/worker.py, every phase of `bench`), a structural write's change
+(scenarios/writes.py), the k6 load test's executor (scenarios/loadtest.py) and the Permify client experiment
+(tools/permify_clients.py). What differs between them is what an op is and when it was due, never how it is
+timed, counted or checked: a latency runs from `begin_ns` (the open loop's intended start) or else from the
+send, and only an answered op is in the histogram (an error or a timeout is counted, not timed)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from authzbench.metrics import encode, new_histogram
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One op's outcome: its answer or the exception it raised, and the perf_counter_ns instants around it."""
+
+    answer: Any
+    error: BaseException | None
+    sent_ns: int
+    end_ns: int
+
+
+def timed(call: Callable[[], Any]) -> Timed:
+    """Run one op and read the clock on either side of it: the only place an op's latency is taken."""
+    sent = time.perf_counter_ns()
+    try:
+        answer, error = call(), None
+    except Exception as e:  # noqa: BLE001 - counted by OpCounters.add, as any failed op
+        answer, error = None, e
+    return Timed(answer, error, sent, time.perf_counter_ns())
+
+
+def is_timeout(e: BaseException) -> bool:
+    name = type(e).__name__.lower()  # ConnectionTimeout, ExecutionTimeout, OperationTimedOut (Cassandra)
+    return isinstance(e, TimeoutError) or "timeout" in name or "timedout" in name or \
+        "deadline" in str(e).lower()[:200]
+
+
+class OpCounters:
+    """One op kind's counters (check, lookup, write, ...) over an interval, as a worker ships them."""
+
+    __slots__ = ("hist", "ops", "errors", "timeouts", "mismatches", "examples", "results", "duplicates",
+                 "checked", "late", "extra")
+
+    def __init__(self) -> None:
+        self.hist = new_histogram()
+        self.ops = 0
+        self.errors: dict[str, int] = {}
+        self.timeouts = 0
+        self.mismatches = 0
+        self.examples: list[dict] = []
+        self.results = 0
+        self.duplicates = 0
+        self.checked = 0
+        self.late = 0
+        self.extra: dict[str, int] = {}  # kind-specific counters (writes: rows touched, stale reads...)
+
+    def payload(self) -> dict:
+        return {"hist": encode(self.hist), "ops": self.ops, "errors": self.errors, "timeouts": self.timeouts,
+                "mismatches": self.mismatches, "examples": self.examples, "results": self.results,
+                "duplicates": self.duplicates, "checked": self.checked, "late": self.late, "extra": self.extra}
+
+    def add(self, inp: tuple | None, t: Timed, *, begin_ns: int | None = None, late: bool = False,
+            timeout_ns: float = math.inf, max_examples: int = 5) -> bool:
+        """One timed op: a timeout, an error by type, or a latency (from begin_ns, else from the send) and,
+        with `inp` (op, args, the oracle's answer), the answer compared. True when it was answered."""
+        self.late += int(late)
+        if t.error is not None:
+            if is_timeout(t.error):
+                self.timeouts += 1
+            else:
+                name = type(t.error).__name__
+                self.errors[name] = self.errors.get(name, 0) + 1
+                self.example({"error": f"{name}: {str(t.error)[:200]}"}, max_examples)
+            return False
+        lat_ns = t.end_ns - (t.sent_ns if begin_ns is None else begin_ns)
+        if lat_ns > timeout_ns:
+            self.timeouts += 1
+            return False
+        self.ops += 1
+        self.hist.record_value(max(1, lat_ns // 1000))
+        if inp is not None:
+            self.compare(inp, t.answer, max_examples)
+        return True
+
+    def compare(self, inp: tuple, answer: Any, max_examples: int) -> None:
+        """A check's or a lookup's answer against the oracle's (a round trip answers nothing)."""
+        op, args, expected = inp
+        if op not in ("check", "lookup"):
+            return
+        self.checked += 1
+        if op == "check":
+            ok = bool(answer) == expected
+            got_repr: Any = bool(answer)
+        else:
+            got = set(answer)
+            self.results += len(answer)
+            self.duplicates += len(answer) - len(got)
+            ok = got == set(expected)
+            got_repr = {"count": len(got), "missing": len(set(expected) - got), "extra": len(got - set(expected))}
+        if not ok:
+            self.mismatches += 1
+            self.example({"args": list(args), "expected": expected if op == "check" else len(expected),
+                          "got": got_repr}, max_examples)
+
+    def example(self, ex: dict, max_examples: int) -> None:
+        if len(self.examples) < max_examples:
+            self.examples.append(ex)
