@@ -166,13 +166,30 @@ def _default_out(args: argparse.Namespace) -> Path | None:
 
 
 def _config(args: argparse.Namespace):
-    from authzbench.config import BenchConfig, default_backends
+    """The run's parts from the command line, validated (bench reads every part; prepare the dataset and
+    the servers, the others left at their defaults)."""
+    from authzbench.config import BenchConfig, DatasetChoice, ServerChoice, default_backends
     from authzbench.generator.profiles import parse_sets
     from authzbench.provision.manager import default_mode
 
     overrides = parse_sets(args.sets)
     if args.seed is not None:
         overrides["seed"] = str(args.seed)
+    cfg = BenchConfig(
+        data=DatasetChoice(model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir),
+        servers=ServerChoice(backends=_flat(args.backend) or default_backends(),
+                             provision=args.provision or default_mode(), tier=getattr(args, "tier", "cached"),
+                             options=_backend_options(args), reload=args.reload,
+                             ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes))
+    if args.cmd == "bench":
+        cfg.data.dau = args.dau
+        cfg.servers.keep_running, cfg.servers.workers_on = args.keep_running, args.workers_on
+        cfg.schedule, cfg.mixed, cfg.targets = _schedule(args), _mixed_load(args), _targets(args)
+    cfg.validate()
+    return cfg
+
+
+def _backend_options(args: argparse.Namespace) -> dict[str, str]:
     options: dict[str, str] = {}
     for kv in args.option:
         key, sep, value = kv.partition("=")
@@ -181,37 +198,35 @@ def _config(args: argparse.Namespace):
         options[key.strip()] = value.strip()
     if getattr(args, "consistency", None):
         options["consistency"] = args.consistency
-    cfg = BenchConfig(backends=_flat(args.backend) or default_backends(),
-                      provision=args.provision or default_mode(), profile=args.profile, model=args.model,
-                      overrides=overrides, options=options, reload=args.reload, data_dir=args.data_dir,
-                      ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes,
-                      tier=getattr(args, "tier", "cached"))
-    if args.cmd == "bench":
-        if args.scenario:
-            cfg.scenarios = _flat(args.scenario)
-        cfg.concurrency = args.concurrency
-        cfg.write_concurrency = args.write_concurrency
-        cfg.iterations_scale = args.iterations_scale
-        cfg.repeat = args.repeat
-        cfg.rounds, cfg.max_reruns, cfg.pin = args.rounds, args.max_reruns, args.pin
-        # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
-        cfg.visits = args.visits if args.visits is not None else min(2, args.rounds * args.repeat)
-        if args.disturbed_cpu is not None:
-            cfg.disturbed_cpu = args.disturbed_cpu
-        cfg.write_share = args.write_share
-        cfg.write_kind = args.write_kind
-        cfg.rate = args.rate
-        cfg.stages = args.stage or []
-        cfg.duration_s = args.duration
-        cfg.rates = args.rates or []
-        cfg.dau = args.dau
-        cfg.slo = {"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
-                   "success": args.slo_success}
-        cfg.keep_running = args.keep_running
-        cfg.workers_on = args.workers_on
-        cfg.target_qps, cfg.target_relationships = args.target_qps, args.target_relationships
-    cfg.validate()
-    return cfg
+    return options
+
+
+def _schedule(args: argparse.Namespace):
+    from authzbench.config import Schedule
+
+    sched = Schedule(scenarios=_flat(args.scenario) if args.scenario else None, concurrency=args.concurrency,
+                     write_concurrency=args.write_concurrency, iterations_scale=args.iterations_scale,
+                     repeat=args.repeat, rounds=args.rounds, max_reruns=args.max_reruns, pin=args.pin,
+                     # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
+                     visits=args.visits if args.visits is not None else min(2, args.rounds * args.repeat))
+    if args.disturbed_cpu is not None:
+        sched.disturbed_cpu = args.disturbed_cpu
+    return sched
+
+
+def _mixed_load(args: argparse.Namespace):
+    from authzbench.config import MixedLoad
+
+    return MixedLoad(write_share=args.write_share, write_kind=args.write_kind, rate=args.rate,
+                     rates=args.rates or [], stages=args.stage or [], duration_s=args.duration)
+
+
+def _targets(args: argparse.Namespace):
+    from authzbench.config import Targets
+
+    return Targets(slo={"check_p95_ms": args.slo_check_p95, "write_p95_ms": args.slo_write_p95,
+                        "success": args.slo_success},
+                   target_qps=args.target_qps, target_relationships=args.target_relationships)
 
 
 def _prepare_or_bench(args: argparse.Namespace) -> int:
@@ -224,7 +239,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     elif args.profiles is not None or args.scale is not None:
         from authzbench.sweep import parse_sizes, run_sweep
 
-        sizes = parse_sizes(args.profiles, args.scale, cfg.model)
+        sizes = parse_sizes(args.profiles, args.scale, cfg.data.model)
         failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
     else:
         store = RunStore.create(args.results_dir)
@@ -399,15 +414,16 @@ def _engine(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from authzbench.config import BenchConfig
+    from authzbench.config import ServerChoice
     from authzbench.provision.manager import default_mode
     from authzbench.servers import Session
 
     if not args.backend:
         raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")
     for name in args.backend:
-        cfg = BenchConfig(backends=[name], provision=args.provision or default_mode(), tier=args.tier)
-        cfg.validate()
-        sess = Session(name, cfg)
+        servers = ServerChoice(backends=[name], provision=args.provision or default_mode(), tier=args.tier)
+        servers.validate()
+        # the model only reaches the adapters `up` never makes: the default one
+        sess = Session(name, servers, "rebac")
         console.print(f"{name}: up ({sess.dep.mode}), endpoint {sess.dep.public_endpoint()}")
     return 0

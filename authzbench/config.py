@@ -1,11 +1,18 @@
-"""A run's options (BenchConfig) and their validation: every bad value is one line naming the option, before
-any dataset is generated or server started. Also the machine's limits the options are checked against."""
+"""A run's options, in the parts the run passes around, and their validation: every bad value is one line
+naming the option, before any dataset is generated or server started. Also the machine's limits the
+options are checked against.
+
+Each part holds the options one step reads and checks its own values: DatasetChoice (which dataset),
+ServerChoice (which servers, how started and loaded), Schedule (which phases, how often, how many workers),
+MixedLoad (the mixed scenario's writes and open loop), Targets (what the report judges against). BenchConfig
+is the composite the CLI builds: it validates the parts, then what holds between them (a backend that lacks
+the model, a scenario of another model...). The manifest records it as one flat dict (to_manifest)."""
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +20,8 @@ import psutil
 
 from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.registry import BACKENDS, backend_class, entry, missing_driver
-from authzbench.dataset import Dataset
 from authzbench.errors import BackendUnavailable, UserError
-from authzbench.generator import dataset_dir, default_data_dir, generate, reusable
 from authzbench.generator.profiles import resolve
-from authzbench.provision.base import say
 from authzbench.provision.manager import MODES, default_mode, external_url_var
 from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
@@ -84,47 +88,45 @@ def default_backends() -> list[str]:
     return [n for n, e in BACKENDS.items() if e.default]
 
 
+def _finite_positive(x: float) -> bool:
+    return 0 < x < math.inf
+
+
 @dataclass
-class BenchConfig:
-    backends: list[str] = field(default_factory=default_backends)
-    provision: str = field(default_factory=default_mode)
-    profile: str = "baseline"
+class DatasetChoice:
+    """Which dataset: generated (or reused) by generator.obtain from these, before the oracle and the loads."""
+
     model: str = "rebac"
+    profile: str = "baseline"
     overrides: dict[str, str] = field(default_factory=dict)
-    scenarios: list[str] | None = None  # default: every scenario of the model
-    concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
-    iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
-    repeat: int = 1
-    # The CLI's defaults are 3 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
-    # phase once, as before rounds existed, unless it asks for them.
-    rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
-    visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
-    max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
-    disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
-    pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
-    write_share: float = 0.01
-    write_concurrency: list[int] = field(default_factory=lambda: [1])  # worker counts of the write scenarios
-    write_kind: str = "acl"  # mixed: acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
-    rate: float | None = None  # mixed: open loop at this rate instead of closed loop
-    rates: list[float] = field(default_factory=list)  # mixed: one open-loop phase per rate (SLO per rate)
-    stages: list[tuple[float, float]] = field(default_factory=list)
-    duration_s: float = 10.0  # open loop duration when no stages are given
-    dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
-    slo: dict[str, float] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # backend options (consistency, batch sizes...)
-    tier: str = DEFAULT_TIER  # the Zanzibar engines' tier: cached | strict (provision/tiers.py)
-    reload: bool = False
-    keep_running: bool = False
     data_dir: Path | None = None
-    workers_on: str | None = None  # tcp://SCHEDULER:8786: spread the workers over that Dask cluster's load hosts
-    ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
-    max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
-    # the report's "Capacity at a target": the ops/s and relationships a reader plans for (both or neither)
-    target_qps: float | None = None
-    target_relationships: float | None = None
+    dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
 
     def validate(self) -> None:
-        """Every bad value is one UserError naming the option, before any dataset or server is touched."""
+        if not 0 < self.dau <= 1:
+            raise UserError(f"--dau must be in (0, 1], got {self.dau}")
+        if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
+            raise UserError(f"--data-dir {self.data_dir} is not a directory")
+        resolve(self.profile, dict(self.overrides), self.model)
+
+
+@dataclass
+class ServerChoice:
+    """Which backends, how their servers start (servers.Session) and are loaded (loading.py), and where the
+    client's workers run (--workers-on: load hosts, against servers run elsewhere)."""
+
+    backends: list[str] = field(default_factory=default_backends)
+    provision: str = field(default_factory=default_mode)
+    tier: str = DEFAULT_TIER  # the Zanzibar engines' tier: cached | strict (provision/tiers.py)
+    options: dict[str, Any] = field(default_factory=dict)  # backend options (consistency, batch sizes...)
+    reload: bool = False
+    keep_running: bool = False
+    ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
+    max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
+    # tcp://SCHEDULER:8786: the workers run on that Dask cluster's load hosts, against servers run elsewhere
+    workers_on: str | None = None
+
+    def validate(self) -> None:
         if not self.backends:
             raise UserError("--backend: name at least one backend")
         self._validate_workers_on()
@@ -134,67 +136,38 @@ class BenchConfig:
             _check_runnable(b, self.provision, self.options)
         if self.provision == "compose":
             _check_engine()
-        if self.scenarios is None:
-            self.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL[self.model]) if self.model in DEFAULT_SCENARIOS_BY_MODEL \
-                else []
-        if self.backends and all(self.model not in entry(b).models for b in self.backends):
-            raise UserError(f"--model {self.model}: {', '.join(self.backends)} "
-                            f"{'does' if len(self.backends) == 1 else 'do'} not implement the {self.model!r} model; "
-                            f"those that do: {', '.join(b for b in BACKENDS if self.model in entry(b).models)}")
-        for s in self.scenarios:
-            if scenario(s).model != self.model:
-                raise UserError(f"scenario {s!r} belongs to the {scenario(s).model} model, not {self.model}")
-        if not 0 < self.dau <= 1:
-            raise UserError(f"--dau must be in (0, 1], got {self.dau}")
-        if not self.concurrency or any(c < 1 for c in self.concurrency):
-            raise UserError("--concurrency values must be integers >= 1")
-        if not self.write_concurrency or any(c < 1 for c in self.write_concurrency):
-            raise UserError("--write-concurrency values must be integers >= 1")
-        if self.write_kind not in MIXED_KINDS:
-            raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
-        if self.write_kind != "acl" and self.model != "rebac":
-            raise UserError(f"--write-kind {self.write_kind} needs --model rebac (the social model writes followers)")
-        if max(self.concurrency + self.write_concurrency) > (limit := max_workers()):
-            raise UserError(f"--concurrency {max(self.concurrency + self.write_concurrency)}: at most {limit:,} workers can run here "
-                            f"({worker_limit_reason()})")
-        if "postgres" in self.backends and self.provision == "native":
-            from authzbench.provision.native.postgres import BENCH_SETTINGS
-
-            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
-            slots = int(BENCH_SETTINGS["max_connections"]) - 1
-            if max(self.concurrency) > slots:
-                raise UserError(f"--concurrency {max(self.concurrency)}: at most {slots} workers for postgres: "
-                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
-                                f"connection per worker and one for the run")
-        if not 0 <= self.write_share <= 1:
-            raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
-        if not (0 < self.iterations_scale < math.inf) or self.repeat < 1:
-            raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
-        self._validate_rounds()
-        self._validate_open_loop()
-        self._validate_slo()
-        if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
-            raise UserError(f"--data-dir {self.data_dir} is not a directory")
-        resolve(self.profile, {k: v for k, v in self.overrides.items()}, self.model)
         if not self.max_load_minutes > 0:
             raise UserError(f"--max-load-minutes must be > 0, got {self.max_load_minutes}")
         self._check_variants()
         self._validate_tier()
         self._check_options()
-        self._validate_target()
 
-    def _validate_target(self) -> None:
-        given = [x for x in (self.target_qps, self.target_relationships) if x is not None]
-        if len(given) == 1:
-            raise UserError("--target-qps and --target-relationships go together: give both, or neither")
-        if any(not (0 < x < math.inf) for x in given):
-            raise UserError(f"--target-qps and --target-relationships must be > 0, got {given[0]:g}, {given[1]:g}")
+    def _validate_workers_on(self) -> None:
+        if not self.workers_on:
+            return
+        if self.provision != "external":
+            raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
+                            "(AUTHZBENCH_<BACKEND>_URL)")
+        from authzbench.scenarios.distributed import require
 
-    def unsupported(self) -> dict[str, str]:
-        """Chosen backends that do not implement the chosen model (from the registry: no import, no
-        server): recorded as skipped with the reason, never started."""
-        return {b: f"does not implement the {self.model!r} model" for b in self.backends
-                if self.model not in entry(b).models}
+        require()
+        for b in self.backends:
+            if backend_class(b).concurrency == "thread":
+                raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
+                                "process) and cannot be spread over hosts")
+
+    def unsupported(self, model: str) -> dict[str, str]:
+        """Chosen backends that do not implement `model` (from the registry: no import, no server): recorded
+        as skipped with the reason, never started."""
+        return {b: f"does not implement the {model!r} model" for b in self.backends if model not in entry(b).models}
+
+    def selected_variants(self, offered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if self.ingest_variants == "none":
+            return {}
+        if self.ingest_variants == "all":
+            return dict(offered)
+        wanted = {v.strip() for v in self.ingest_variants.split(",")}
+        return {k: v for k, v in offered.items() if k in wanted}
 
     def _check_options(self) -> None:
         """Every option must be one of a chosen backend's (each backend then gets only its own, see
@@ -227,62 +200,6 @@ class BenchConfig:
                             "recipes turn the engines' caches off")
         self.options["consistency"] = "fully_consistent"
 
-    def _validate_open_loop(self) -> None:
-        if self.rate is not None and not 0 < self.rate < math.inf:
-            raise UserError(f"--rate must be > 0 ops/s, got {self.rate:g}")
-        if not 0 < self.duration_s < math.inf:
-            raise UserError(f"--duration must be > 0 s, got {self.duration_s:g}")
-        for r in self.rates:
-            if not 0 < r < math.inf:
-                raise UserError(f"--rates: every rate must be > 0 ops/s, got {r:g}")
-        for r, secs in self.stages:
-            if not (0 <= r < math.inf and 0 < secs < math.inf):
-                raise UserError(f"--stage {r:g}:{secs:g}: the rate must be >= 0 and the seconds > 0")
-        steps = [("--rates", [(r, self.duration_s)]) for r in self.rates]
-        if not steps and self.stages:
-            steps = [("--stage", self.stages)]
-        elif not steps and self.rate:
-            steps = [("--rate", [(self.rate, self.duration_s)])]
-        for opt, stages in steps:
-            ops = sum(max(r, self.rate or 0) * secs for r, secs in stages)  # an upper bound of the ramps' ops
-            if ops > (limit := max_scheduled_ops(max(self.concurrency))):
-                raise UserError(f"{opt}: {ops:,.0f} ops scheduled in one phase, at most {limit:,} fit here "
-                                f"(every worker holds the phase's schedule, 8 bytes per op, in memory)")
-
-    def _validate_rounds(self) -> None:
-        if self.rounds < 1 or self.max_reruns < 0:
-            raise UserError("--rounds must be >= 1 and --max-reruns >= 0")
-        if not 1 <= self.visits <= self.rounds * self.repeat:
-            raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
-                            "each visit runs at least one round")
-        if not 0 < self.disturbed_cpu < math.inf:
-            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
-        if self.pin and len(os.sched_getaffinity(0)) < 2:
-            raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
-
-    def _validate_slo(self) -> None:
-        for key, opt in (("check_p95_ms", "--slo-check-p95"), ("write_p95_ms", "--slo-write-p95")):
-            v = self.slo.get(key)
-            if v is not None and not 0 < v < math.inf:
-                raise UserError(f"{opt} must be > 0 ms, got {v:g}")
-        v = self.slo.get("success")
-        if v is not None and not 0 < v <= 1:
-            raise UserError(f"--slo-success is a ratio in (0, 1], got {v:g}")
-
-    def _validate_workers_on(self) -> None:
-        if not self.workers_on:
-            return
-        if self.provision != "external":
-            raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
-                            "(AUTHZBENCH_<BACKEND>_URL)")
-        from authzbench.scenarios.distributed import require
-
-        require()
-        for b in self.backends:
-            if backend_class(b).concurrency == "thread":
-                raise UserError(f"--workers-on: {b} is an in-process engine (its workers are threads of this "
-                                "process) and cannot be spread over hosts")
-
     def _check_variants(self) -> None:
         if self.ingest_variants in ("none", "all"):
             return
@@ -299,22 +216,185 @@ class BenchConfig:
                             "valid: none, all"
                             + "".join(f", {k}" for k in sorted(known)))
 
-    def selected_variants(self, offered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        if self.ingest_variants == "none":
-            return {}
-        if self.ingest_variants == "all":
-            return dict(offered)
-        wanted = {v.strip() for v in self.ingest_variants.split(",")}
-        return {k: v for k, v in offered.items() if k in wanted}
 
-    def dataset(self) -> Dataset:
-        params = resolve(self.profile, self.overrides, self.model)
-        path = dataset_dir(self.data_dir or default_data_dir(), self.model, self.profile, params.seed,
-                           {k: v for k, v in self.overrides.items() if k != "seed"})
-        if (ds := reusable(path, params)) is not None:
-            return ds
-        say(f"generating dataset {self.model}/{self.profile} -> {path}")
-        return generate(self.profile, path, overrides=self.overrides, model=self.model)
+@dataclass
+class Schedule:
+    """Which phases run, how long, at which worker counts, in which order (phase_plan.py), and the re-runs
+    of a disturbed phase (orchestrate.py)."""
+
+    scenarios: list[str] | None = None  # default: every scenario of the model (BenchConfig.validate)
+    concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
+    write_concurrency: list[int] = field(default_factory=lambda: [1])  # worker counts of the write scenarios
+    iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
+    repeat: int = 1
+    # The CLI's defaults are 3 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
+    # phase once, as before rounds existed, unless it asks for them.
+    rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
+    visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
+    max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
+    disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
+    pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
+
+    def validate(self) -> None:
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise UserError("--concurrency values must be integers >= 1")
+        if not self.write_concurrency or any(c < 1 for c in self.write_concurrency):
+            raise UserError("--write-concurrency values must be integers >= 1")
+        if max(self.concurrency + self.write_concurrency) > (limit := max_workers()):
+            raise UserError(f"--concurrency {max(self.concurrency + self.write_concurrency)}: at most {limit:,} "
+                            f"workers can run here ({worker_limit_reason()})")
+        if not _finite_positive(self.iterations_scale) or self.repeat < 1:
+            raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
+        if self.rounds < 1 or self.max_reruns < 0:
+            raise UserError("--rounds must be >= 1 and --max-reruns >= 0")
+        if not 1 <= self.visits <= self.rounds * self.repeat:
+            raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
+                            "each visit runs at least one round")
+        if not _finite_positive(self.disturbed_cpu):
+            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
+        if self.pin and len(os.sched_getaffinity(0)) < 2:
+            raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
+
+
+@dataclass
+class MixedLoad:
+    """The mixed scenario's writes among its checks and, given a rate, its open loop (phase_plan.py)."""
+
+    write_share: float = 0.01
+    write_kind: str = "acl"  # acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
+    rate: float | None = None  # open loop at this rate instead of closed loop
+    rates: list[float] = field(default_factory=list)  # one open-loop phase per rate (SLO per rate)
+    stages: list[tuple[float, float]] = field(default_factory=list)
+    duration_s: float = 10.0  # open loop duration when no stages are given
+
+    def validate(self) -> None:
+        if not 0 <= self.write_share <= 1:
+            raise UserError(f"--write-share must be between 0 and 1, got {self.write_share}")
+        if self.write_kind not in MIXED_KINDS:
+            raise UserError(f"--write-kind must be one of {', '.join(MIXED_KINDS)}, got {self.write_kind!r}")
+        if self.rate is not None and not _finite_positive(self.rate):
+            raise UserError(f"--rate must be > 0 ops/s, got {self.rate:g}")
+        if not _finite_positive(self.duration_s):
+            raise UserError(f"--duration must be > 0 s, got {self.duration_s:g}")
+        for r in self.rates:
+            if not _finite_positive(r):
+                raise UserError(f"--rates: every rate must be > 0 ops/s, got {r:g}")
+        for r, secs in self.stages:
+            if not (0 <= r < math.inf and _finite_positive(secs)):
+                raise UserError(f"--stage {r:g}:{secs:g}: the rate must be >= 0 and the seconds > 0")
+
+    def check_fits(self, workers: int) -> None:
+        """Each of `workers` holds an open-loop phase's whole schedule: refuse one that cannot fit here."""
+        steps = [("--rates", [(r, self.duration_s)]) for r in self.rates]
+        if not steps and self.stages:
+            steps = [("--stage", self.stages)]
+        elif not steps and self.rate:
+            steps = [("--rate", [(self.rate, self.duration_s)])]
+        for opt, stages in steps:
+            ops = sum(max(r, self.rate or 0) * secs for r, secs in stages)  # an upper bound of the ramps' ops
+            if ops > (limit := max_scheduled_ops(workers)):
+                raise UserError(f"{opt}: {ops:,.0f} ops scheduled in one phase, at most {limit:,} fit here "
+                                f"(every worker holds the phase's schedule, 8 bytes per op, in memory)")
+
+
+@dataclass
+class Targets:
+    """What the report judges the run against: nothing in the run reads them, the manifest records them."""
+
+    slo: dict[str, float] = field(default_factory=dict)
+    # the report's "Capacity at a target": the ops/s and relationships a reader plans for (both or neither)
+    target_qps: float | None = None
+    target_relationships: float | None = None
+
+    def validate(self) -> None:
+        for key, opt in (("check_p95_ms", "--slo-check-p95"), ("write_p95_ms", "--slo-write-p95")):
+            v = self.slo.get(key)
+            if v is not None and not _finite_positive(v):
+                raise UserError(f"{opt} must be > 0 ms, got {v:g}")
+        v = self.slo.get("success")
+        if v is not None and not 0 < v <= 1:
+            raise UserError(f"--slo-success is a ratio in (0, 1], got {v:g}")
+        given = [x for x in (self.target_qps, self.target_relationships) if x is not None]
+        if len(given) == 1:
+            raise UserError("--target-qps and --target-relationships go together: give both, or neither")
+        if any(not _finite_positive(x) for x in given):
+            raise UserError(f"--target-qps and --target-relationships must be > 0, got {given[0]:g}, {given[1]:g}")
+
+
+_PARTS = {"data": DatasetChoice, "servers": ServerChoice, "schedule": Schedule, "mixed": MixedLoad,
+          "targets": Targets}
+
+
+@dataclass
+class BenchConfig:
+    """The parts of one run, as the CLI builds them. Functions take the part they read; the drivers that
+    validate or record the whole run (orchestrate.prepare / bench, sweep) take this."""
+
+    data: DatasetChoice = field(default_factory=DatasetChoice)
+    servers: ServerChoice = field(default_factory=ServerChoice)
+    schedule: Schedule = field(default_factory=Schedule)
+    mixed: MixedLoad = field(default_factory=MixedLoad)
+    targets: Targets = field(default_factory=Targets)
+
+    @classmethod
+    def of(cls, **options: Any) -> BenchConfig:
+        """A config from flat option names, the manifest's keys (`backends=[...], profile="tiny", rounds=2`):
+        each goes to the part that declares it; a name no part declares is a TypeError, as in a constructor."""
+        given: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+        owner = {f.name: part for part, kind in _PARTS.items() for f in fields(kind)}
+        for name, value in options.items():
+            if name not in owner:
+                raise TypeError(f"BenchConfig.of: no part declares {name!r}")
+            given[owner[name]][name] = value
+        return cls(**{part: kind(**given[part]) for part, kind in _PARTS.items()})
+
+    def to_manifest(self) -> dict[str, Any]:
+        """One flat dict of every option, as the manifest has always recorded it (the report reads its keys,
+        committed runs included)."""
+        flat = {k: v for part in _PARTS for k, v in asdict(getattr(self, part)).items()}
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in flat.items()}
+
+    def validate(self) -> None:
+        """Every bad value is one UserError naming the option, before any dataset or server is touched: each
+        part's own values, then what must hold between parts."""
+        self.servers.validate()
+        self.data.validate()
+        self._validate_model()
+        self.schedule.validate()
+        self.mixed.validate()
+        self._validate_across()
+        self.targets.validate()
+
+    def _validate_model(self) -> None:
+        """Some chosen backend implements the model (the others are skipped: ServerChoice.unsupported), and
+        every scenario is one of the model's."""
+        model, backends = self.data.model, self.servers.backends
+        if all(model not in entry(b).models for b in backends):
+            raise UserError(f"--model {model}: {', '.join(backends)} "
+                            f"{'does' if len(backends) == 1 else 'do'} not implement the {model!r} model; "
+                            f"those that do: {', '.join(b for b in BACKENDS if model in entry(b).models)}")
+        if self.schedule.scenarios is None:
+            self.schedule.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL.get(model, []))
+        for s in self.schedule.scenarios:
+            if scenario(s).model != model:
+                raise UserError(f"scenario {s!r} belongs to the {scenario(s).model} model, not {model}")
+
+    def _validate_across(self) -> None:
+        if self.mixed.write_kind != "acl" and self.data.model != "rebac":
+            raise UserError(f"--write-kind {self.mixed.write_kind} needs --model rebac (the social model writes "
+                            "followers)")
+        conc = self.schedule.concurrency
+        if "postgres" in self.servers.backends and self.servers.provision == "native":
+            from authzbench.provision.native.postgres import BENCH_SETTINGS
+
+            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
+            slots = int(BENCH_SETTINGS["max_connections"]) - 1
+            if max(conc) > slots:
+                raise UserError(f"--concurrency {max(conc)}: at most {slots} workers for postgres: "
+                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
+                                f"connection per worker and one for the run")
+        self.mixed.check_fits(max(conc))
+
 
 
 def options_class(name: str) -> type[BackendOptions] | None:

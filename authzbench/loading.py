@@ -30,7 +30,7 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
             if store:
                 store.append(rec)
             return rec
-        variants = sess.cfg.selected_variants(type(b).ingest_variants)
+        variants = sess.servers.selected_variants(type(b).ingest_variants)
     for label, options in variants.items():
         try:
             _load_once(sess, ds, store, label, options)
@@ -70,7 +70,7 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
             task = prog.add_task("load", total=total)
             t0 = time.perf_counter()
             phase = f"{name}/ingest" + (f" via {variant}" if variant else "")
-            bound = LoadBound(what, total, sess.cfg.max_load_minutes * 60)
+            bound = LoadBound(what, total, sess.servers.max_load_minutes * 60)
             with monitor_for(sess, lambda s: store and store.append(
                     {"type": "monitor", "backend": name, "phase": phase, **s})):
                 try:

@@ -17,14 +17,16 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     against each engine in turn (one engine's servers up at a time); records under results/. Returns the
     records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
     scale multiplies every arrival rate (1 = the document's)."""
-    from authzbench.config import BenchConfig
+    from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.loading import load_backend
+    from authzbench.orchestrate import dataset_of
     from authzbench.results import RunStore
     from authzbench.servers import Session
 
-    cfg = BenchConfig(backends=backends, profile=profile, model="social", data_dir=data_dir)
+    cfg = BenchConfig(data=DatasetChoice(model="social", profile=profile, data_dir=data_dir),
+                      servers=ServerChoice(backends=backends))
     cfg.validate()
-    ds = cfg.dataset()
+    ds = dataset_of(cfg.data)
     from authzbench.social_oracle import oracle_for
 
     oracle = oracle_for(ds)
@@ -37,7 +39,7 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
                                                  "variants": variants, "scale": scale, "threads": threads})
     records: list[dict] = []
     for name in backends:
-        sess = Session(name, cfg, reuse=False)
+        sess = Session(name, cfg.servers, cfg.data.model, reuse=False)
         try:
             load_backend(sess, ds, store, reload=False)
             records += _run_variants(sess, name, ds, store, (variants, scale, threads), expect)

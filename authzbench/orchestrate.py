@@ -14,16 +14,16 @@ import subprocess
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from authzbench import speed
 from authzbench.backends.registry import backend_class
-from authzbench.config import BenchConfig
+from authzbench.config import BenchConfig, DatasetChoice, Schedule
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
+from authzbench.generator import obtain
 from authzbench.loading import load_backend
-from authzbench.phase_plan import Pace, phase_specs, visit_of, visit_order
+from authzbench.phase_plan import BackendTraits, Pace, phase_specs, visit_of, visit_order
 from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
@@ -42,16 +42,18 @@ from authzbench.stopping import check as check_stop
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
     """Start and load every selected backend; leaves servers running. Returns failures (one line each)."""
     cfg.validate()
-    failures = _skip_unsupported(cfg, store, "prepare")
-    unbuilt = _build_first(cfg, store, failures, "prepare")
-    ds = cfg.dataset()
-    for name in cfg.backends:
-        if name in cfg.unsupported() or name in unbuilt:
+    unsupported = cfg.servers.unsupported(cfg.data.model)
+    failures = _skip_unsupported(unsupported, store, "prepare")
+    names = [n for n in cfg.servers.backends if n not in unsupported]
+    unbuilt = _build_first(names, cfg.servers.provision, store, failures, "prepare")
+    ds = dataset_of(cfg.data)
+    for name in names:
+        if name in unbuilt:
             continue
         sess = None
         try:
-            sess = Session(name, cfg)
-            load_backend(sess, ds, store, cfg.reload)
+            sess = Session(name, cfg.servers, cfg.data.model)
+            load_backend(sess, ds, store, cfg.servers.reload)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
             _backend_failed(failures, store, name, "prepare", e)
         except Interrupted:
@@ -70,18 +72,20 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     of the rounds, so a slow period of the machine does not land on one backend only."""
     clear_internal_stop()
     cfg.validate()
-    store.update_manifest(config={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()})
-    failures = _skip_unsupported(cfg, store, "bench")
-    unbuilt = _build_first(cfg, store, failures, "bench")
+    store.update_manifest(config=cfg.to_manifest())
+    unsupported = cfg.servers.unsupported(cfg.data.model)
+    failures = _skip_unsupported(unsupported, store, "bench")
+    names = [n for n in cfg.servers.backends if n not in unsupported]
+    unbuilt = _build_first(names, cfg.servers.provision, store, failures, "bench")
     with timed_step(store, None, "dataset and oracle"):
-        ds, oracle = _dataset_and_oracle(cfg, store)
-    run = _BenchRun(cfg, store, ds, oracle, failures, _load_hosts(cfg, store))
-    _preload_workers(cfg)
-    names = [n for n in cfg.backends if n not in cfg.unsupported() and n not in unbuilt]
+        ds, oracle = _dataset_and_oracle(cfg.data, store)
+    run = _BenchRun(cfg, store, ds, oracle, failures, _load_hosts(cfg.servers.workers_on, store))
+    _preload_workers(names)
+    names = [n for n in names if n not in unbuilt]
     try:
         with run_progress(_planned(cfg, ds, names)) as run.progress:
             _record_eta(store, run.progress.eta)
-            for visit, name in visit_order(names, cfg.visits):
+            for visit, name in visit_order(names, cfg.schedule.visits):
                 run.visit(name, visit)
                 _record_eta(store, run.progress.eta)
     finally:
@@ -116,14 +120,14 @@ class _BenchRun:
             sess = self.sessions.get(name)
             if sess is None:
                 with timed_step(store, name, "start"):
-                    sess = self.sessions[name] = Session(name, cfg)
+                    sess = self.sessions[name] = Session(name, cfg.servers, cfg.data.model)
                 if self.client is not None:
                     from authzbench.scenarios.distributed import check_endpoint
 
-                    check_endpoint(self.client, name, cfg.options.get("url") or
+                    check_endpoint(self.client, name, cfg.servers.options.get("url") or
                                    os.environ.get(external_url_var(name), ""))
                 with timed_step(store, name, "load"):
-                    load_backend(sess, self.ds, store, cfg.reload)
+                    load_backend(sess, self.ds, store, cfg.servers.reload)
             _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
                            visit=visit, others=self._other_pids(name), pace=self.pace, progress=self.progress)
         except ResultsUnwritable:
@@ -138,7 +142,7 @@ class _BenchRun:
             store.append({"type": "backend_error", "backend": name, "stage": "bench",
                           "message": f"run interrupted by {signal_name()}"})
             raise
-        if visit == cfg.visits - 1:
+        if visit == cfg.schedule.visits - 1:
             self.stop(name)
 
     def _other_pids(self, name: str) -> list[int]:
@@ -150,7 +154,7 @@ class _BenchRun:
 
     def stop(self, name: str) -> None:
         sess = self.sessions.pop(name, None)
-        if sess is not None and sess.started_here and not self.cfg.keep_running:
+        if sess is not None and sess.started_here and not self.cfg.servers.keep_running:
             with timed_step(self.store, name, "stop"):
                 sess.stop()
 
@@ -188,18 +192,27 @@ def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[
     plan: dict[str, list[float]] = {}
     for name in names:
         try:
-            cls = backend_class(name)
+            traits = BackendTraits.of(name, cfg.servers.options)
         except Exception:  # noqa: BLE001 - reported at its visit
             plan[name] = []
             continue
-        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg, name, ds, cls.concurrency,
-                                                                       cls.consistency_modes)]
+        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg.schedule, cfg.mixed, traits, ds)]
     return plan
 
 
-def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
+def _plan(cfg: BenchConfig, name: str, ds: Dataset) -> list[tuple[PhaseSpec, str]]:
+    """The backend's phases of the whole run, from the schedule, the mixed load and its --consistency."""
+    return phase_specs(cfg.schedule, cfg.mixed, BackendTraits.of(name, cfg.servers.options), ds)
+
+
+def dataset_of(choice: DatasetChoice) -> Dataset:
+    """The chosen dataset, reused from its directory or generated there (generator.obtain)."""
+    return obtain(choice.model, choice.profile, choice.overrides, choice.data_dir, announce=say)
+
+
+def _dataset_and_oracle(choice: DatasetChoice, store: RunStore):
     """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
-    ds = cfg.dataset()
+    ds = dataset_of(choice)
     say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
     store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
                                    "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
@@ -210,7 +223,7 @@ def _dataset_and_oracle(cfg: BenchConfig, store: RunStore):
     from authzbench.scenarios.stats import anchors, distribution
 
     store.append({"type": "distribution", "rows": distribution(ds, oracle),
-                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": cfg.dau}})
+                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": choice.dau}})
     return ds, oracle
 
 
@@ -218,7 +231,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                    inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None,
                    pace: Pace | None = None, progress: RunProgress | None = None) -> None:
     """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
-    name, cls = sess.name, backend_class(sess.name)
+    name, cls, sched = sess.name, backend_class(sess.name), cfg.schedule
     if visit == 0:
         with sess.backend(dataset_path=str(ds.path)) as b:
             info = b.server_info()
@@ -226,13 +239,13 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                       "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
                       "concurrency_model": cls.concurrency})
         say(f"{name}: {info.label}")
-    if cfg.pin:
+    if sched.pin:
         pin_cores(sess)
-    plan = phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
-    specs = [(spec, sname) for spec, sname in plan if visit_of(cfg, spec.repeat) == visit]
+    plan = _plan(cfg, name, ds)
+    specs = [(spec, sname) for spec, sname in plan if visit_of(sched, spec.repeat) == visit]
     # The heaviest user's lookup is checked once, after the backend's last writing phase of the run: a
     # dataset left changed stays changed. Once a visit, it took Permify ~50 s (fully consistent) twice.
-    writes = [(visit_of(cfg, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
+    writes = [(visit_of(sched, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
               if scenario(sname).op in ("write", "mixed")]
     last_write = max(writes, key=lambda w: w[:2])[2] if writes else None
     # A mixed phase undoes its own writes, so its restore check only proves they were undone: it runs after
@@ -246,8 +259,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
         for spec, sname in specs:
             sc = scenario(sname)
             if sname not in inputs_cache:
-                n = max(sc.iterations, round(sc.iterations * cfg.iterations_scale)) if sc.op != "lookup" else 1
-                extra = {"dau": cfg.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+                n = max(sc.iterations, round(sc.iterations * sched.iterations_scale)) if sc.op != "lookup" else 1
+                extra = {"dau": cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                 with timed_step(store, None, f"inputs and expected answers of {sname}"):
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
             if pace and sess.dep.mode != "external" and (why := pace.too_slow(spec, sc.op)):
@@ -257,9 +270,9 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 if progress:
                     progress.finished(name, spec)
                 continue
-            for attempt in range(cfg.max_reruns + 1):
+            for attempt in range(sched.max_reruns + 1):
                 spec.attempt = attempt
-                rerun, res = _attempt(cfg, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
+                rerun, res = _attempt(sched, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
                                       kept, heavy_restore=spec is last_write,
                                       restore_check=spec is visit_last or spec is last_write)
                 if not rerun:
@@ -270,7 +283,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 progress.finished(name, spec)
 
 
-def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
+def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
              inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
              heavy_restore: bool = True, restore_check: bool = True) -> tuple[bool, Any]:
     """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
@@ -286,7 +299,7 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
         # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
         factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
         res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client, kept)
-    rerun = _judge_disturbance(cfg, store, spec, mon.disturbance(), res.status)
+    rerun = _judge_disturbance(sched, store, spec, mon.disturbance(), res.status)
     clean = res.status == "complete" and not res.stopped_workers
     if sc.op == "write" or (sc.op == "mixed" and (restore_check or not clean)):
         check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
@@ -302,34 +315,35 @@ def _attempt(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunSto
     return rerun, res
 
 
-def _judge_disturbance(cfg: BenchConfig, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:
+def _judge_disturbance(sched: Schedule, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:
     """Record what else ran during the phase; True when it should run again (disturbed, re-runs left)."""
     if d is None:
         return False
-    disturbed = d.foreign_cpu > cfg.disturbed_cpu
-    rerun = disturbed and spec.attempt < cfg.max_reruns and status != "failed"
+    disturbed = d.foreign_cpu > sched.disturbed_cpu
+    rerun = disturbed and spec.attempt < sched.max_reruns and status != "failed"
     store.append({"type": "disturbance", "phase": spec.phase_id, "backend": spec.backend, "attempt": spec.attempt,
-                  "threshold": cfg.disturbed_cpu, "disturbed": disturbed, "rerun": rerun, **d.as_record()})
+                  "threshold": sched.disturbed_cpu, "disturbed": disturbed, "rerun": rerun, **d.as_record()})
     if disturbed:
         say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
-            f"core (threshold {cfg.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
+            f"core (threshold {sched.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
     return rerun
 
 
-def _build_first(cfg: BenchConfig, store: RunStore | None, failures: list[str], stage: str) -> set[str]:
-    """Every build the selected backends need, before any server starts (provision/builds.py); the backends
+def _build_first(names: list[str], provision: str, store: RunStore | None, failures: list[str],
+                 stage: str) -> set[str]:
+    """Every build the backends `names` need, before any server starts (provision/builds.py); the backends
     whose build failed are recorded as failed and returned."""
-    names = [n for n in cfg.backends if n not in cfg.unsupported()]
-    if not (todo := pending_builds(names, cfg.provision)):
+    if not (todo := pending_builds(names, provision)):
         return set()
     with timed_step(store, None, "builds before measuring"):
         return build_all(todo, names, lambda name, e: _backend_failed(failures, store, name, f"{stage} (build)", e))
 
 
-def _skip_unsupported(cfg: BenchConfig, store: RunStore | None, stage: str) -> list[str]:
-    """Record the backends that lack the chosen model as failed, one line each, without starting them."""
+def _skip_unsupported(unsupported: dict[str, str], store: RunStore | None, stage: str) -> list[str]:
+    """Record the backends that lack the chosen model (ServerChoice.unsupported) as failed, one line each,
+    without starting them."""
     failures = []
-    for name, why in cfg.unsupported().items():
+    for name, why in unsupported.items():
         failures.append(f"{name}: {why}")
         say(f"[red]{name}: {why}[/red]")
         if store:
@@ -361,15 +375,15 @@ def _error_line(e: Exception) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
 
 
-def _load_hosts(cfg: BenchConfig, store: RunStore):
+def _load_hosts(workers_on: str | None, store: RunStore):
     """With --workers-on: a client of the Dask scheduler, the load hosts' versions recorded; else None."""
-    if not cfg.workers_on:
+    if not workers_on:
         return None
     from authzbench.scenarios.distributed import connect, host_versions
 
-    client = connect(cfg.workers_on)
+    client = connect(workers_on)
     hv = host_versions(client)
-    store.append({"type": "load_hosts", "scheduler": cfg.workers_on, **hv})
+    store.append({"type": "load_hosts", "scheduler": workers_on, **hv})
     say(f"load hosts: {', '.join(sorted(hv['hosts']))}")
     for m in hv["driver_mismatches"]:
         say(f"[yellow]load host driver differs: {m}[/yellow]")
@@ -411,9 +425,9 @@ def timed_step(store: RunStore | None, backend: str | None, step: str):
                           "seconds": time.perf_counter() - t0})
 
 
-def _preload_workers(cfg: BenchConfig) -> None:
+def _preload_workers(names: list[str]) -> None:
     classes = []
-    for name in cfg.backends:
+    for name in names:
         with contextlib.suppress(Exception):  # a backend that cannot be imported fails later, in its turn
             classes.append(backend_class(name))
     preload_worker_modules(classes)

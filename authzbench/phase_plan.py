@@ -7,19 +7,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from authzbench.config import BenchConfig
+from authzbench.config import MixedLoad, Schedule
 from authzbench.dataset import Dataset
 from authzbench.scenarios.catalog import SCRATCH_WRITES, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import mixed_targets
 
 
-def _consistency_specs(cfg: BenchConfig, modes: tuple[str, ...], iters: int, common: dict) -> list[PhaseSpec]:
+@dataclass(frozen=True)
+class BackendTraits:
+    """What the plan needs of the backend it is for: its name, how its workers run (`thread`: an in-process
+    engine, never past 8 workers), its read consistency modes and the one the run chose (--consistency)."""
+
+    name: str
+    concurrency: str = "process"
+    consistency_modes: tuple[str, ...] = ()
+    consistency: str = ""
+
+    @classmethod
+    def of(cls, name: str, options: dict) -> BackendTraits:
+        """From the registry's adapter class and the run's backend options."""
+        from authzbench.backends.registry import backend_class
+
+        c = backend_class(name)
+        return cls(name, c.concurrency, tuple(c.consistency_modes), options.get("consistency") or "")
+
+
+def _consistency_specs(sched: Schedule, modes: tuple[str, ...], chosen: str, iters: int,
+                       common: dict) -> list[PhaseSpec]:
     """A write scenario once more per other read consistency mode of the backend (SpiceDB: stale allows under
     minimize_latency vs at_least_as_fresh with the write's ZedToken), at the first concurrency level. Capped
-    at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show."""
-    chosen = cfg.options.get("consistency") or (modes[0] if modes else "")
-    return [PhaseSpec(mode="closed", concurrency=cfg.write_concurrency[0], iterations=min(iters, 20),
+    at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show.
+    `chosen`: the --consistency the run reads with ('' for the backend's first mode)."""
+    chosen = chosen or (modes[0] if modes else "")
+    return [PhaseSpec(mode="closed", concurrency=sched.write_concurrency[0], iterations=min(iters, 20),
                       consistency=m, **common) for m in modes if m != chosen]
 
 
@@ -27,79 +48,81 @@ def _split(n: int, rounds: int) -> int:
     return max(1, math.ceil(n / rounds))
 
 
-def _round_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str, modes: tuple[str, ...],
+def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: Dataset,
                  rnd: int) -> list[tuple[PhaseSpec, str]]:
     """One round: every scenario x concurrency once, each with 1/rounds of the phase's ops, warm-up, budget
     and the ops its budget waits for (a figure merges its rounds back to the whole phase's ops)."""
     specs = []
-    for sname in cfg.scenarios or []:
+    for sname in sched.scenarios or []:
         sc = scenario(sname)
         if sc.op == "ingest":
             continue
         # A write phase runs whole in the first round (first visit): its ops are few and slow where a write is
         # costly (one FerretDB hierarchy op took 33 s at baseline), and split over 3 rounds each round waited
         # for at least one such op, tripling the phase for no more ops.
-        parts = 1 if sc.op == "write" else cfg.rounds
-        if sc.op == "write" and rnd % cfg.rounds:
+        parts = 1 if sc.op == "write" else sched.rounds
+        if sc.op == "write" and rnd % sched.rounds:
             continue
-        iters = _split(max(1, round(sc.iterations * cfg.iterations_scale)), parts)
-        warm = _split(max(0, round(sc.warmup * min(1.0, cfg.iterations_scale * 4))), parts) if sc.warmup else 0
-        budget = sc.budget_s * cfg.iterations_scale / parts if sc.budget_s else None
+        iters = _split(max(1, round(sc.iterations * sched.iterations_scale)), parts)
+        warm = _split(max(0, round(sc.warmup * min(1.0, sched.iterations_scale * 4))), parts) if sc.warmup else 0
+        budget = sc.budget_s * sched.iterations_scale / parts if sc.budget_s else None
         rel, obj_type = SCRATCH_WRITES[ds.model]
-        common = dict(backend=name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
+        common = dict(backend=backend.name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
                       max_seconds=sc.max_seconds, repeat=rnd, n_resources=ds.entities[obj_type],
                       budget_s=budget, min_ops=_split(sc.min_ops, parts) if sc.min_ops else 0,
                       scratch_user=ds.entities["user"], scratch_relation=rel)
         if sc.op == "mixed":
-            common["write_share"] = cfg.write_share
+            common["write_share"] = mixed.write_share
             if ds.model == "rebac":
-                common.update(write_kind=cfg.write_kind, write_targets=mixed_targets(ds))
-            if open_loop := _open_loop_specs(cfg, common, sname):
+                common.update(write_kind=mixed.write_kind, write_targets=mixed_targets(ds))
+            if open_loop := _open_loop_specs(sched, mixed, common, sname):
                 # a rate step or a ramp is one schedule: not split; it runs in the first round only
-                specs += open_loop if rnd % cfg.rounds == 0 else []
+                specs += open_loop if rnd % sched.rounds == 0 else []
                 continue
-        for c in _worker_counts(cfg, sc.op):
-            if conc_model == "thread" and c > 8:
+        for c in _worker_counts(sched, sc.op):
+            if backend.concurrency == "thread" and c > 8:
                 continue  # in-process engines: more threads only measure the GIL
             if sc.max_workers and c > sc.max_workers:
                 continue  # catalog.HEAVY_LOOKUP_WORKERS
             specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
-                                    input_offset=(rnd % cfg.rounds) * iters, **common), sname))
+                                    input_offset=(rnd % sched.rounds) * iters, **common), sname))
         if sc.op == "write":
-            specs += [(spec, sname) for spec in _consistency_specs(cfg, modes, iters, common)]
+            specs += [(spec, sname) for spec in _consistency_specs(sched, backend.consistency_modes,
+                                                                   backend.consistency, iters, common)]
     return specs
 
 
-def _worker_counts(cfg: BenchConfig, op: str) -> list[int]:
+def _worker_counts(sched: Schedule, op: str) -> list[int]:
     """The round trip runs at the fewest workers only: the report divides a check's p50 by the 1-worker round
     trip and reads it nowhere else, and at 8 and 32 workers it was 48 of make bench's 567 phases."""
     if op == "write":
-        return cfg.write_concurrency
-    return [min(cfg.concurrency)] if op == "roundtrip" else cfg.concurrency
+        return sched.write_concurrency
+    return [min(sched.concurrency)] if op == "roundtrip" else sched.concurrency
 
 
-def _open_loop_specs(cfg: BenchConfig, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
-    common = {**common, "warmup": common["warmup"] * cfg.rounds}
-    if cfg.rates:  # a step per rate: the report finds the highest rate that passes
-        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=[(r, cfg.duration_s)],
-                           start_rate=r, **common), sname) for r in cfg.rates]
-    if cfg.rate or cfg.stages:
-        stages = cfg.stages or [(cfg.rate, cfg.duration_s)]
-        start_rate = cfg.rate if not cfg.stages else (cfg.rate or 0.0)
-        return [(PhaseSpec(mode="open", concurrency=max(cfg.concurrency), stages=stages, start_rate=start_rate,
+def _open_loop_specs(sched: Schedule, mixed: MixedLoad, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
+    common = {**common, "warmup": common["warmup"] * sched.rounds}
+    workers = max(sched.concurrency)
+    if mixed.rates:  # a step per rate: the report finds the highest rate that passes
+        return [(PhaseSpec(mode="open", concurrency=workers, stages=[(r, mixed.duration_s)],
+                           start_rate=r, **common), sname) for r in mixed.rates]
+    if mixed.rate or mixed.stages:
+        stages = mixed.stages or [(mixed.rate, mixed.duration_s)]
+        start_rate = mixed.rate if not mixed.stages else (mixed.rate or 0.0)
+        return [(PhaseSpec(mode="open", concurrency=workers, stages=stages, start_rate=start_rate,
                            **common), sname)]
     return []
 
 
-def phase_specs(cfg: BenchConfig, name: str, ds: Dataset, conc_model: str,
-                 modes: tuple[str, ...] = ()) -> list[tuple[PhaseSpec, str]]:
+def phase_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits,
+                ds: Dataset) -> list[tuple[PhaseSpec, str]]:
     """Every round of every repeat, each round in a rotated order: round k starts k/rounds of the way into
     the list, so a slow period of the machine during a backend's span lands on every scenario alike and
     the spread between rounds measures it (Google Benchmark's random interleaving, asv's rounds)."""
     specs = []
-    for rnd in range(cfg.rounds * cfg.repeat):
-        one = _round_specs(cfg, name, ds, conc_model, modes, rnd)
-        k = (rnd % cfg.rounds) * len(one) // cfg.rounds
+    for rnd in range(sched.rounds * sched.repeat):
+        one = _round_specs(sched, mixed, backend, ds, rnd)
+        k = (rnd % sched.rounds) * len(one) // sched.rounds
         specs += one[k:] + one[:k]
     return specs
 
@@ -109,10 +132,10 @@ def visit_order(names: list[str], visits: int) -> list[tuple[int, str]]:
     return [(v, n) for v in range(visits) for n in (names if v % 2 == 0 else names[::-1])]
 
 
-def visit_of(cfg: BenchConfig, rnd: int) -> int:
+def visit_of(sched: Schedule, rnd: int) -> int:
     """Rounds alternate between visits: with 3 rounds and 2 visits, rounds 0 and 2 run in the first visit
     (backends in order) and round 1 in the second (backends in reverse order)."""
-    return rnd % cfg.visits
+    return rnd % sched.visits
 
 
 @dataclass

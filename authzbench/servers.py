@@ -16,7 +16,7 @@ import psutil
 
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import backend_class, entry, implementation
-from authzbench.config import BenchConfig, own_options
+from authzbench.config import ServerChoice, own_options
 from authzbench.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
 from authzbench.provision.manager import provision
@@ -67,21 +67,22 @@ def stop_saved(name: str) -> bool:
     return True
 
 
-def _same_tier(st: dict, cfg: BenchConfig) -> bool:
+def _same_tier(st: dict, servers: ServerChoice) -> bool:
     """Saved servers serve this run only in its tier: an engine started cached is restarted for --tier
     strict (its caches and flags are fixed at start). Servers that record no tier have none to differ."""
     tier = (st.get("endpoint") or {}).get("engine_settings", {}).get("tier")
-    return tier is None or tier == cfg.tier
+    return tier is None or tier == servers.tier
 
 
 class Session:
-    """One backend's servers for the duration of a command."""
+    """One backend's servers for the duration of a command: started (or reused) as `servers` says, its
+    adapters made with the run's options for the dataset's `model`."""
 
-    def __init__(self, name: str, cfg: BenchConfig, reuse: bool = True):
-        self.name, self.cfg = name, cfg
+    def __init__(self, name: str, servers: ServerChoice, model: str, reuse: bool = True):
+        self.name, self.servers = name, servers
         self.started_here = False
         st = _load_state(name) if reuse else None
-        if st and st["mode"] == cfg.provision and _same_tier(st, cfg):
+        if st and st["mode"] == servers.provision and _same_tier(st, servers):
             self.dep = Deployment(name, st["mode"], st["endpoint"], st["pids"], st.get("containers", []),
                                   st.get("notes", []))
             say(f"{name}: reusing running servers (pids {st['pids']})")
@@ -89,14 +90,14 @@ class Session:
             stop_saved(name)
             run_dir = state_dir() / "servers" / name
             shutil.rmtree(run_dir, ignore_errors=True)
-            say(f"{name}: starting ({cfg.provision})")
+            say(f"{name}: starting ({servers.provision})")
             t0 = time.perf_counter()
-            self.dep = provision(name, cfg.provision, run_dir.resolve(), {**cfg.options, "tier": cfg.tier})
+            self.dep = provision(name, servers.provision, run_dir.resolve(), {**servers.options, "tier": servers.tier})
             self.start_seconds = time.perf_counter() - t0
             self.started_here = True
             if not entry(name).in_process:
                 _save_state(name, self.dep, run_dir)
-        self.options = {**cfg.options, "backend_name": name, "model": cfg.model}
+        self.options = {**servers.options, "backend_name": name, "model": model}
 
     def backend(self, **extra: Any) -> Backend:
         cls = backend_class(self.name)

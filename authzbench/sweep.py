@@ -49,7 +49,7 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
               render: Callable[[Path], Path] | None) -> list[str]:
     """bench at every size in order; returns the failures of all sizes (one line each)."""
     for p in sizes:
-        replace(cfg, profile=p).validate()
+        _sized(cfg, p).validate()
     running_before = set(servers.running())
     failures: list[str] = []
     runs: list[str] = []
@@ -59,13 +59,18 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
             runs.append(store.run_id)
             store.update_manifest(sweep={"profiles": sizes, "runs": list(runs)})
             say(f"size sweep: {p} -> {store.path}")
-            sized = replace(cfg, profile=p)
+            sized = _sized(cfg, p)
             try:
                 failures += [f"{p}: {f}" for f in orchestrate.bench(sized, store)]
             finally:
                 if render:
                     say(f"report: {render(store.path)}")
     finally:
-        if not cfg.keep_running:
-            servers.down([b for b in cfg.backends if b not in running_before])
+        if not cfg.servers.keep_running:
+            servers.down([b for b in cfg.servers.backends if b not in running_before])
     return failures
+
+
+def _sized(cfg: BenchConfig, profile: str) -> BenchConfig:
+    """The run of one size: the same options at another profile (the other parts shared, not copied)."""
+    return replace(cfg, data=replace(cfg.data, profile=profile))

@@ -247,17 +247,17 @@ class _Deployments:
         if name not in self.live:
             from dataclasses import asdict
 
-            from authzbench.config import BenchConfig
+            from authzbench.config import ServerChoice
             from authzbench.loading import load_backend
             from authzbench.servers import Session
 
-            cfg = BenchConfig(backends=[name], provision=self.config.getoption("provision") or default_mode(),
-                              profile=dataset.profile, model=dataset.model, tier=self.config.getoption("tier"))
+            servers = ServerChoice(backends=[name], provision=self.config.getoption("provision") or default_mode(),
+                                   tier=self.config.getoption("tier"))
             if dataset.model not in entry(name).models:
                 pytest.skip(f"{name} does not implement the {dataset.model!r} model")
             try:
                 os.environ.setdefault("AUTHZBENCH_STATE", str(self.root / "state"))
-                sess = Session(name, cfg, reuse=False)
+                sess = Session(name, servers, dataset.model, reuse=False)
                 sess.options["dataset_path"] = str(dataset.path)  # for the in-process reference backend
                 self.live[name] = sess
                 load_backend(sess, dataset, store, reload=True)

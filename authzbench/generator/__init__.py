@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from authzbench.generator import rebac, social
 from authzbench.generator.profiles import PROFILES, RebacParams, resolve
 from authzbench.model import ACL_RELATIONS, relation_defs
 
-__all__ = ["PROFILES", "generate", "default_data_dir", "dataset_dir"]
+__all__ = ["PROFILES", "generate", "obtain", "default_data_dir", "dataset_dir"]
 
 _SCHEMA = pa.schema([("object", pa.int32()), ("subject", pa.int32())])
 
@@ -80,6 +81,20 @@ def generate(profile: str, out_dir: str | Path | None = None, *, seed: int | Non
     gen = social if model == "social" else rebac
     return _write_atomically(out, profile, model, params, gen.entities(params),
                              lambda emit: gen.generate(params, emit))
+
+
+def obtain(model: str, profile: str, overrides: dict[str, str], data_dir: Path | None = None,
+           announce: Callable[[str], None] | None = None) -> Dataset:
+    """The dataset a run asks for: the one at its default place under data_dir (default_data_dir() when
+    None) when it is complete and was made with the same parameters, else generated there (announced)."""
+    params = resolve(profile, overrides, model)
+    path = dataset_dir(data_dir or default_data_dir(), model, profile, params.seed,
+                       {k: v for k, v in overrides.items() if k != "seed"})
+    if (ds := reusable(path, params)) is not None:
+        return ds
+    if announce:
+        announce(f"generating dataset {model}/{profile} -> {path}")
+    return generate(profile, path, overrides=overrides, model=model)
 
 
 def reusable(out: Path, params) -> Dataset | None:

@@ -370,16 +370,14 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     then ours, round by round; then, at 1 worker, where our time goes."""
     from dataclasses import asdict
 
-    from authzbench.backends.registry import backend_class
     from authzbench.loading import load_backend
-    from authzbench.phase_plan import phase_specs
+    from authzbench.phase_plan import BackendTraits, phase_specs
     from authzbench.scenarios.pools import KeptWorkers
 
     name = sess.name
     sess.options["dataset_path"] = str(ds.path)
-    load_backend(sess, ds, store, cfg.reload)
-    cls = backend_class(name)
-    specs = phase_specs(cfg, name, ds, cls.concurrency, cls.consistency_modes)
+    load_backend(sess, ds, store, cfg.servers.reload)
+    specs = phase_specs(cfg.schedule, cfg.mixed, BackendTraits.of(name, cfg.servers.options), ds)
     timeout_s = specs[0][0].timeout_s
     with sess.backend(dataset_path=str(ds.path), timeout_s=timeout_s) as b, \
             tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
@@ -392,20 +390,20 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         inputs: dict[str, list] = {}
         for spec, sname in specs:
-            _one_phase(sess, cfg, ds, oracle, store, spec, sname, theirs, inputs, kept)
+            _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
             got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
             store.append({"type": "crosscheck_breakdown", "backend": name, "scenario": sname, **got})
 
 
-def _one_phase(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, spec: Any, sname: str, theirs: Theirs,
-               inputs: dict[str, list], kept: Any) -> None:
+def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,
+               theirs: Theirs, inputs: dict[str, list], kept: Any) -> None:
     """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
     from authzbench.scenarios.catalog import scenario
 
     sc = scenario(sname)
     if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures
-        inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * cfg.iterations_scale)))
+        inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * iterations_scale)))
     common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
               "phase": spec.phase_id}
     for side in sides_in_order(spec.repeat):
@@ -427,30 +425,31 @@ def sides_in_order(round_: int) -> tuple[str, str]:
 
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,
                 data_dir: Path | None) -> Path:
-    from authzbench.config import BenchConfig
+    from authzbench.config import BenchConfig, DatasetChoice, Schedule, ServerChoice
+    from authzbench.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
     from authzbench.results import RunStore, default_results_dir
     from authzbench.servers import Session
     from authzbench.social_oracle import oracle_for
     from authzbench.tools.crosscheck_report import render_run
 
-    cfg = BenchConfig(backends=plan.backends, provision=provision or default_mode(), profile=profile, model="rebac",
-                      data_dir=data_dir)
-    cfg.scenarios, cfg.concurrency, cfg.rounds = plan.scenarios, plan.concurrency, plan.rounds
-    cfg.iterations_scale, cfg.visits = seconds_scale(plan.seconds, plan.rounds), 1
+    cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
+                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode()),
+                      schedule=Schedule(scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
+                                        iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1))
     cfg.validate()
     store = RunStore.create((results_dir or default_results_dir()) / "crosscheck",
-                            config={"command": "crosscheck", "profile": profile, "provision": cfg.provision,
+                            config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,
                                     **{k: v for k, v in plan.__dict__.items()}})
     say(f"crosscheck results: {store.path}")
-    ds = cfg.dataset()
+    ds = dataset_of(cfg.data)
     store.update_manifest(dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
     oracle = oracle_for(ds)
     failures = []
     for name in plan.backends:
         sess = None
         try:
-            sess = Session(name, cfg)
+            sess = Session(name, cfg.servers, cfg.data.model)
             run_backend(sess, cfg, ds, oracle, store, plan)
         except (BackendUnavailable, subprocess.TimeoutExpired) as e:
             failures.append(f"{name}: {e}")

@@ -322,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg, ds, inputs = _dataset_and_inputs(args)
     load0 = os.getloadavg()
-    sess = Session("permify", cfg)
+    sess = Session("permify", cfg.servers, cfg.data.model)
     try:
         info, clients, ref, samples, seconds, bad = _measure_clients(sess, ds, inputs, args)
     finally:
@@ -345,15 +345,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckInput]]:
     """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
-    from authzbench.config import BenchConfig
+    from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.oracle import Oracle
+    from authzbench.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
     from authzbench.scenarios.catalog import sample_mixed_reads
 
-    cfg = BenchConfig(backends=["permify"], provision=args.provision or default_mode(), profile=args.profile,
-                      model="rebac", data_dir=args.data_dir)
+    cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=args.profile, data_dir=args.data_dir),
+                      servers=ServerChoice(backends=["permify"], provision=args.provision or default_mode()))
     cfg.validate()
-    ds = cfg.dataset()
+    ds = dataset_of(cfg.data)
     oracle = Oracle(ds)
     inputs: list[CheckInput] = [(int(u), str(p), int(r), bool(want))
                                 for _, (u, p, r), want in sample_mixed_reads(ds, oracle, args.checks)]

@@ -53,12 +53,12 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
 
     monkeypatch.setattr(orchestrate, "Session", tracking_session)
     monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
-    cfg = BenchConfig(backends=[backend, "reference"], provision="native", profile="tiny",
-                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
-                      # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
-                      # 30x (no budget: 120 s over the 60 s cap) each kill test waited out the cap, failing ops
-                      # for ~50 s; at 3x the 12 s budget ends it (24,000 ops, 2-8 s before a kill here)
-                      concurrency=[2], iterations_scale=3, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=[backend, "reference"], provision="native", profile="tiny",
+                         scenarios=["check_manage_direct_user", "check_manage_org_admin"],
+                         # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
+                         # 30x (no budget: 120 s over the 60 s cap) each kill test waited out the cap, failing ops
+                         # for ~50 s; at 3x the 12 s budget ends it (24,000 ops, 2-8 s before a kill here)
+                         concurrency=[2], iterations_scale=3, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     t0 = time.monotonic()
     orchestrate.bench(cfg, store)
@@ -120,11 +120,11 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
     # scale), and the next phase's workers could not connect. Both phases run their 200 ops.
     for name in ("check_manage_direct_user", "check_manage_org_admin"):
         monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], budget_s=None))
-    cfg = BenchConfig(backends=[backend], provision="native", profile="tiny",
-                      scenarios=["check_manage_direct_user", "check_manage_org_admin"],
-                      # 200 ops per phase (CHECK_OPS 8,000 x 0.025): the timeouts of a 5 s freeze are well
-                      # over the 1% that makes a phase incomplete (at 0.1 x, 800 ops, 2 timeouts were 0.75%)
-                      concurrency=[2], iterations_scale=0.025, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=[backend], provision="native", profile="tiny",
+                         scenarios=["check_manage_direct_user", "check_manage_org_admin"],
+                         # 200 ops per phase (CHECK_OPS 8,000 x 0.025): the timeouts of a 5 s freeze are well
+                         # over the 1% that makes a phase incomplete (at 0.1 x, 800 ops, 2 timeouts were 0.75%)
+                         concurrency=[2], iterations_scale=0.025, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     try:
         orchestrate.bench(cfg, store)

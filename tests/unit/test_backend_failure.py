@@ -11,8 +11,8 @@ from authzbench.results import RunStore
 
 
 def _cfg(tmp_path) -> BenchConfig:
-    return BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                       iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"])
+    return BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                          iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"])
 
 
 def test_a_driver_error_during_the_load_fails_the_backend_not_the_run(tmp_path, monkeypatch):

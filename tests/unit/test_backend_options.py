@@ -67,11 +67,11 @@ def test_every_backend_declares_typed_options_with_defaults_and_timeout_s(name):
 
 
 def test_an_option_of_another_chosen_backend_is_accepted_and_given_only_to_it():
-    cfg = BenchConfig(backends=["reference", "elasticsearch"], profile="tiny", options={"bulk_docs": "500"})
+    cfg = BenchConfig.of(backends=["reference", "elasticsearch"], profile="tiny", options={"bulk_docs": "500"})
     cfg.validate()
-    assert own_options(ReferenceOptions, cfg.options) == {}
+    assert own_options(ReferenceOptions, cfg.servers.options) == {}
     with pytest.raises(UserError, match="unknown backend option bulk_docs"):
-        BenchConfig(backends=["reference"], profile="tiny", options={"bulk_docs": "500"}).validate()
+        BenchConfig.of(backends=["reference"], profile="tiny", options={"bulk_docs": "500"}).validate()
 
 
 def test_a_backend_lacking_the_model_is_skipped_before_any_server_starts(tmp_path, monkeypatch):
@@ -80,13 +80,13 @@ def test_a_backend_lacking_the_model_is_skipped_before_any_server_starts(tmp_pat
 
     monkeypatch.setattr(orchestrate, "Session", no_server)
     # one chosen backend implements the model: the others are recorded skips
-    cfg = BenchConfig(backends=["scylla", "clickhouse", "reference"], profile="tiny", model="social", data_dir=tmp_path)
+    cfg = BenchConfig.of(backends=["scylla", "clickhouse", "reference"], profile="tiny", model="social", data_dir=tmp_path)
     cfg.validate()
-    assert set(cfg.unsupported()) == {"scylla", "clickhouse"}
+    assert set(cfg.servers.unsupported("social")) == {"scylla", "clickhouse"}
     # none does: refused in one line before anything starts
     with pytest.raises(UserError, match="do not implement the 'social' model"):
-        BenchConfig(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path).validate()
-    monkeypatch.setattr(cfg, "backends", ["scylla", "clickhouse"])
+        BenchConfig.of(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path).validate()
+    monkeypatch.setattr(cfg.servers, "backends", ["scylla", "clickhouse"])
     failures = _prepare_skipping_validation(cfg, monkeypatch)  # a mixed set validated above
     assert failures == ["scylla: does not implement the 'social' model",
                         "clickhouse: does not implement the 'social' model"]

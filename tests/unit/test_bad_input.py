@@ -261,4 +261,4 @@ def test_one_round_alone_is_accepted_and_visits_each_backend_once(sandbox, monke
     monkeypatch.setattr(commands, "_config", lambda args: seen.append(cfg := real(args)) or cfg)
     with pytest.raises(Started):
         run_main(["bench", *BASE["bench"], *argv])
-    assert seen[0].visits == visits
+    assert seen[0].schedule.visits == visits

@@ -173,9 +173,9 @@ def test_a_target_rate_without_a_target_size_is_refused():
     from authzbench.config import BenchConfig
 
     with pytest.raises(UserError, match="go together"):
-        BenchConfig(backends=["reference"], provision="native", profile="tiny", target_qps=1000.0).validate()
-    BenchConfig(backends=["reference"], provision="native", profile="tiny", target_qps=1e6,
-                target_relationships=1e11).validate()
+        BenchConfig.of(backends=["reference"], provision="native", profile="tiny", target_qps=1000.0).validate()
+    BenchConfig.of(backends=["reference"], provision="native", profile="tiny", target_qps=1e6,
+                   target_relationships=1e11).validate()
 
 
 def test_three_sizes_fit_one_exponent_and_a_round_at_zero_leaves_it_assumed():

@@ -46,7 +46,7 @@ def test_scenarios_are_repeatable_and_comma_separated_like_backends():
 
     args = build_parser().parse_args(["bench", "--backend", "reference", "--scenario", "write_acl,write_hierarchy",
                                       "--scenario", "roundtrip"])
-    assert _config(args).scenarios == ["write_acl", "write_hierarchy", "roundtrip"]
+    assert _config(args).schedule.scenarios == ["write_acl", "write_hierarchy", "roundtrip"]
 
 
 def test_unwritable_data_dir_is_exit_code_2(tmp_path):

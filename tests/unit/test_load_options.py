@@ -46,17 +46,17 @@ def _record_loads(monkeypatch, step_sleep: float = 0.0) -> list:
 def test_only_the_chosen_ingest_variants_are_loaded_and_the_default_path_loads_last(tmp_path, monkeypatch, choice,
                                                                                     loads):
     seen = _record_loads(monkeypatch)
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", data_dir=tmp_path / "data",
-                      ingest_variants=choice, reload=True)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", data_dir=tmp_path / "data",
+                         ingest_variants=choice, reload=True)
     assert orchestrate.prepare(cfg) == []
     assert seen == loads
 
 
 def test_a_load_past_its_bound_stops_and_the_report_gives_rate_and_projection(tmp_path, monkeypatch):
     _record_loads(monkeypatch, step_sleep=0.05)  # 20 steps of 50 ms: ~1 s, far past a 0.3 s bound
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data",
-                      max_load_minutes=0.005)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data",
+                         max_load_minutes=0.005)
     store = RunStore.create(tmp_path / "results")
     t0 = time.perf_counter()
     failures = orchestrate.bench(cfg, store)

@@ -65,8 +65,8 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     monkeypatch.setattr(orchestrate, "_run_phase", slow)
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
     # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
-                      iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
+                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())
@@ -109,8 +109,8 @@ def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(
         return PhaseResult(spec.phase_id, "complete", wall_s=24.0, ops=1)
 
     monkeypatch.setattr(orchestrate, "_run_phase", slow)
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())

@@ -25,8 +25,8 @@ def both(path) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 2],
-                      iterations_scale=0.1, data_dir=root / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 2],
+                         iterations_scale=0.1, data_dir=root / "data")
     store = RunStore.create(root / "results", config={"profile": "tiny"})
     failures = orchestrate.bench(cfg, store)
     assert failures == []
@@ -88,11 +88,11 @@ def test_compare_renders_ratios_of_two_runs(run, tmp_path):
 
 
 def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
-                      concurrency=[2], iterations_scale=0.05, rates=[50.0, 100.0], duration_s=1.0,
-                      write_share=0.05, data_dir=tmp_path / "data",
-                      # generous: this proves the verdict mechanism, not this machine's speed under load
-                      slo={"check_p95_ms": 1000.0, "write_p95_ms": 1000.0, "success": 0.99})
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", model="social",
+                         concurrency=[2], iterations_scale=0.05, rates=[50.0, 100.0], duration_s=1.0,
+                         write_share=0.05, data_dir=tmp_path / "data",
+                         # generous: this proves the verdict mechanism, not this machine's speed under load
+                         slo={"check_p95_ms": 1000.0, "write_p95_ms": 1000.0, "success": 0.99})
     store = RunStore.create(tmp_path / "results", config={"model": "social"})
     assert orchestrate.bench(cfg, store) == []
     text = both(render(store.path, tmp_path / "reports"))
@@ -111,8 +111,8 @@ def test_a_model_no_chosen_backend_implements_is_refused_before_anything_starts(
     from authzbench.errors import UserError
 
     monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", model="social",
-                      concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", model="social",
+                         concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     with pytest.raises(UserError, match="does not implement the 'social' model"):
         orchestrate.bench(cfg, store)
@@ -132,9 +132,9 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
 
     monkeypatch.setattr(ReferenceBackend, "ingest_variants", {"OtherPath": {"ingest": "other"}})
     monkeypatch.setattr(ReferenceBackend, "load", load)
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data",
-                      ingest_variants="all")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data",
+                         ingest_variants="all")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     assert seen == ["other", None]  # the variant first; the default path loads last and serves the reads
@@ -148,8 +148,8 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 
     from authzbench.report.data import load_run
 
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
-                      scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
+                         scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     text = both(render(store.path, tmp_path / "r"))
@@ -164,8 +164,8 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has_rounds(tmp_path):
     from authzbench.report.data import load_run
 
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
-                      scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
+                         scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     text = both(render(store.path, tmp_path / "r"))

@@ -17,7 +17,7 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.metrics import Monitor
-from authzbench.phase_plan import phase_specs, visit_of, visit_order
+from authzbench.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from authzbench.report import findings
 from authzbench.report.compare import summary
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
@@ -25,28 +25,32 @@ from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 SCEN = ["check_negative", "check_manage_direct_user"]
 
 
+def _specs(cfg: BenchConfig, dataset, name: str = "reference", workers: str = "process"):
+    return phase_specs(cfg.schedule, cfg.mixed, BackendTraits(name, workers), dataset)
+
+
 def _cfg(rounds: int, visits: int) -> BenchConfig:
-    return BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=SCEN,
-                       concurrency=[1, 8], rounds=rounds, visits=visits)
+    return BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=SCEN,
+                          concurrency=[1, 8], rounds=rounds, visits=visits)
 
 
 def test_the_round_trip_runs_at_the_fewest_workers_only_and_checks_at_every_count(dataset):
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny",
-                      scenarios=["roundtrip", "check_negative"], concurrency=[8, 2, 32], rounds=1, visits=1)
-    levels = {(s.scenario, s.concurrency) for s, _ in phase_specs(cfg, "reference", dataset, "process")}
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny",
+                         scenarios=["roundtrip", "check_negative"], concurrency=[8, 2, 32], rounds=1, visits=1)
+    levels = {(s.scenario, s.concurrency) for s, _ in _specs(cfg, dataset)}
     assert levels == {("roundtrip", 2), ("check_negative", 2), ("check_negative", 8), ("check_negative", 32)}
 
 
 def test_every_round_visits_every_phase_once_in_a_rotated_order_with_its_share_of_the_ops(dataset):
     cfg = _cfg(3, 1)
-    specs = phase_specs(cfg, "reference", dataset, "thread")
+    specs = _specs(cfg, dataset, workers="thread")
     by_round: dict[int, list] = {}
     for spec, _ in specs:
         by_round.setdefault(spec.repeat, []).append((spec.scenario, spec.concurrency))
     assert sorted(by_round) == [0, 1, 2]
     assert all(sorted(v) == sorted(by_round[0]) for v in by_round.values())  # each phase once per round
     assert len({tuple(v) for v in by_round.values()}) == 3  # in three different orders
-    one = phase_specs(_cfg(1, 1), "reference", dataset, "thread")
+    one = _specs(_cfg(1, 1), dataset, workers="thread")
     whole = {(s.scenario, s.concurrency): s for s, _ in one}
     for spec, _ in specs:  # a third of the ops, warm-up and budget; each round its own slice of inputs
         full = whole[(spec.scenario, spec.concurrency)]
@@ -61,7 +65,7 @@ def _simulated_run(dataset, rounds: int, visits: int, slow_from: float = 0.5) ->
     cfg = _cfg(rounds, visits)
     run = Run().server("postgres", NET).server("scylla", CASS)  # two networked twins
     plan = [(name, spec) for visit, name in visit_order(["postgres", "scylla"], visits)
-            for spec, _ in phase_specs(cfg, name, dataset, "process") if visit_of(cfg, spec.repeat) == visit]
+            for spec, _ in _specs(cfg, dataset, name) if visit_of(cfg.schedule, spec.repeat) == visit]
     for t, (name, spec) in enumerate(plan):
         ms = 2.0 if t >= slow_from * len(plan) else 1.0
         run.phase(name, spec.scenario, steady(ms, n=100, slots=1), concurrency=spec.concurrency,
@@ -227,8 +231,8 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     from authzbench.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
-                      concurrency=[1], iterations_scale=1.0, rounds=1, max_reruns=1, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
+                         concurrency=[1], iterations_scale=1.0, rounds=1, max_reruns=1, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     busy = _busy_outside_this_tree()
     try:
@@ -269,7 +273,7 @@ def test_pinning_puts_the_server_and_the_client_on_different_cores(tmp_path):
 def test_visits_alternate_the_backend_order():
     assert visit_order(["a", "b", "c"], 2) == [(0, "a"), (0, "b"), (0, "c"), (1, "c"), (1, "b"), (1, "a")]
     cfg = _cfg(3, 2)
-    assert [visit_of(cfg, r) for r in range(3)] == [0, 1, 0]
+    assert [visit_of(cfg.schedule, r) for r in range(3)] == [0, 1, 0]
 
 
 def test_visits_without_a_round_each_are_refused():
@@ -365,10 +369,10 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
 def test_the_heaviest_lookup_is_not_run_above_its_worker_cap_while_other_scenarios_are(dataset):
     from authzbench.scenarios.catalog import HEAVY_LOOKUP_WORKERS
 
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8, 32],
-                      scenarios=["lookup_resources_manage_super", "lookup_resources_view_regular"])
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8, 32],
+                         scenarios=["lookup_resources_manage_super", "lookup_resources_view_regular"])
     workers: dict[str, set[int]] = {}
-    for spec, name in phase_specs(cfg, "reference", dataset, "process"):
+    for spec, name in _specs(cfg, dataset):
         workers.setdefault(name, set()).add(spec.concurrency)
     assert workers["lookup_resources_manage_super"] == {c for c in (1, 8, 32) if c <= HEAVY_LOOKUP_WORKERS}
     assert workers["lookup_resources_view_regular"] == {1, 8, 32}
@@ -382,8 +386,8 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     checked: list[tuple[str, bool]] = []
     monkeypatch.setattr(orchestrate, "verify_restored",
                         lambda sess, ds, o, store, pid, heavy=True, **k: checked.append((pid, heavy)))
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
-                      concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
+                         concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
     # rounds 0 and 2 in the first visit, round 1 in the second: each visit's last mixed phase is checked, the
     # heaviest user's lookup only after the last one run
@@ -405,8 +409,8 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
         return replace(real(spec, *a, **k), stopped_workers=int(spec.concurrency == 1))
 
     monkeypatch.setattr(orchestrate, "_run_phase", stopped_at_one_worker)
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
-                      concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
+                         concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))
     # round 2 runs its phases in rotated order (c2 then c1): c1/r2 is both stopped and the visit's last
     assert [pid.split("/", 1)[1] for pid in checked] == ["mixed/c1/r0", "mixed/c1/r2", "mixed/c1/r1", "mixed/c2/r1"]
@@ -421,7 +425,7 @@ def test_a_server_a_sweep_keeps_running_is_not_measured_as_the_in_process_engine
         (tmp_path / "state" / "servers").mkdir(parents=True)
         (tmp_path / "state" / "servers" / "postgres.json").write_text(json.dumps(
             {"mode": "native", "endpoint": {}, "pids": [kept.pid], "containers": [], "notes": []}))
-        run = _BenchRun(BenchConfig(backends=["clickhouse"]), None, None, None, [], None)  # type: ignore[arg-type]
+        run = _BenchRun(BenchConfig.of(backends=["clickhouse"]), None, None, None, [], None)  # type: ignore[arg-type]
         assert run._other_pids("clickhouse") == [kept.pid]
         assert run._other_pids("postgres") == []
         procs = Monitor([os.getpid()], lambda s: None, others=run._other_pids("clickhouse"))._processes()

@@ -61,9 +61,9 @@ def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_w
     from authzbench.config import BenchConfig
     from authzbench.results import RunStore
 
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,
-                      visits=2, iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"],
-                      max_reruns=0)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,
+                         visits=2, iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"],
+                         max_reruns=0)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     etas = [r for r in store.records() if r["type"] == "eta"]

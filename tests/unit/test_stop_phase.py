@@ -75,8 +75,8 @@ def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path
         return res
 
     monkeypatch.setattr(orchestrate, "_run_phase", stopped_midway)
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["write_acl"])
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["write_acl"])
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     try:
         with pytest.raises(stopping.Interrupted):

@@ -32,9 +32,9 @@ def test_slope_is_the_exponent_of_a_power_law():
 
 
 def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_path):
-    cfg = BenchConfig(backends=["reference"], provision="native", concurrency=[1], iterations_scale=0.05,
-                      scenarios=["check_manage_direct_user", "lookup_resources_manage_super"],
-                      data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(backends=["reference"], provision="native", concurrency=[1], iterations_scale=0.05,
+                         scenarios=["check_manage_direct_user", "lookup_resources_manage_super"],
+                         data_dir=tmp_path / "data")
     reports = []
     failures = run_sweep(cfg, ["tiny", "baseline"], tmp_path / "results",
                          lambda run: reports.append(render(run, tmp_path / "r")) or reports[-1])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.config import BenchConfig
+from authzbench.config import BenchConfig, ServerChoice
 from authzbench.errors import UserError
 from authzbench.provision import tiers
 from authzbench.report import engines, overview
@@ -63,9 +63,9 @@ def test_a_start_without_a_tier_is_cached():
 
 
 def test_strict_tier_makes_every_backend_read_fully_consistent():
-    cfg = BenchConfig(backends=["spicedb-pg", "postgres"], provision="native", tier="strict")
+    cfg = BenchConfig.of(backends=["spicedb-pg", "postgres"], provision="native", tier="strict")
     cfg.validate()
-    assert cfg.options["consistency"] == "fully_consistent"
+    assert cfg.servers.options["consistency"] == "fully_consistent"
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -74,16 +74,16 @@ def test_strict_tier_makes_every_backend_read_fully_consistent():
     ({"tier": "strict", "provision": "external", "options": {"url": "grpc://k@127.0.0.1:1"}}, "--provision native"),
 ])
 def test_a_tier_that_cannot_hold_is_refused(kw, match):
-    cfg = BenchConfig(**{"backends": ["spicedb-pg"], "provision": "native", **kw})
+    cfg = BenchConfig.of(**{"backends": ["spicedb-pg"], "provision": "native", **kw})
     with pytest.raises(UserError, match=match):
         cfg.validate()
 
 
 def test_saved_servers_are_reused_only_in_their_own_tier():
     saved = {"endpoint": {"engine_settings": {"tier": "cached"}}}
-    assert _same_tier(saved, BenchConfig(tier="cached"))
-    assert not _same_tier(saved, BenchConfig(tier="strict"))
-    assert _same_tier({"endpoint": {"dsn": "postgresql://..."}}, BenchConfig(tier="strict"))  # no tier to differ
+    assert _same_tier(saved, ServerChoice(tier="cached"))
+    assert not _same_tier(saved, ServerChoice(tier="strict"))
+    assert _same_tier({"endpoint": {"dsn": "postgresql://..."}}, ServerChoice(tier="strict"))  # no tier to differ
 
 
 def _run(tier: str | None, backends=("spicedb-pg", "openfga", "permify", "postgres")):

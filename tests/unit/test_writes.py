@@ -151,8 +151,8 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
     from authzbench.config import BenchConfig
     from authzbench.results import RunStore
 
-    cfg = BenchConfig(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                      iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["revoke_then_check"])
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["revoke_then_check"])
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     restored = [r for r in store.records() if r["type"] == "restored"]
