@@ -49,14 +49,19 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 def _loadtest(args: argparse.Namespace) -> int:
     from authzbench.loadtest import run_command
     from authzbench.report import loadtest as report
+    from authzbench.results import RunStore, default_results_dir
     from authzbench.scenarios.loadtest import PLANS
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
         raise UserError(f"--variant {', '.join(bad)}: valid: {', '.join(PLANS)}")
-    records, context, run_id = run_command(args.backend, args.profile, args.variant, args.scale, args.threads,
-                                           args.results_dir, args.data_dir)
-    path = report.write(records, context, args.report_dir / f"loadtest-{run_id}.md")
+    _, context, run_id = run_command(args.backend, args.profile, args.variant, args.scale, args.threads,
+                                     args.results_dir, args.data_dir)
+    # The context lines go into the manifest and the report is rendered from the results alone, as an
+    # example report re-renders it (tools/examples.py).
+    run = (args.results_dir or default_results_dir()) / run_id
+    RunStore.open(run).update_manifest(loadtest_context=context)
+    path = report.render_run(run, args.report_dir)
     console.print(f"authzbench load test report: {path}")
     return 0
 

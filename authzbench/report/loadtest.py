@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from authzbench.errors import UserError
 from authzbench.metrics import decode
+from authzbench.results import RunStore
 
 # The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
 PUBLISHED = {"engine": "Permify 1.3.0 (published)", "avg": 10.14, "min": 1.61, "med": 7.44, "max": 295.29,
@@ -56,3 +58,16 @@ def write(records: list[dict], context: list[str], out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("# Permify load test (k6 scenario) on identical data\n\n" + render(records, context))
     return out
+
+
+def render_run(run: Path, out_dir: Path) -> Path:
+    """loadtest-<run-id>.md from a load test's results alone: its `loadtest` records and the context lines its
+    manifest keeps (`loadtest_context`), so the command and a committed example (tools/examples.py) write
+    the same bytes from the same results."""
+    store = RunStore.open(run)
+    context = store.manifest().get("loadtest_context")
+    if not context:
+        raise UserError(f"{run}: no loadtest_context in its manifest (not a load test, or one recorded before "
+                        "the context was kept)")
+    records = [r for r in store.records() if r.get("type") == "loadtest"]
+    return write(records, context, out_dir / f"loadtest-{run.name}.md")

@@ -3,7 +3,9 @@
 The index, reports/README.md, has one table row an example: the report's link, the links of its results
 (reports/data/<run-id>/, manifest.json + records.jsonl.gz) and one line on what it shows. The report's name
 says how it is rendered: `compare-A-vs-B.md` by `report --compare`, `crosscheck-<run-id>.md` by the
-cross-check's renderer, anything else by `authzbench report`.
+cross-check's renderer, `loadtest-<run-id>.md` by the load test's, anything else by `authzbench report`.
+A size sweep's example lists every run of the sweep, its last run first (the one rendered, whose scaling
+section reads the others beside it).
 
     python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its report
     python -m authzbench.tools.examples render                 # re-render every example of the index
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import re
 import shutil
 import sys
@@ -57,19 +60,32 @@ def render(example: Example, out_dir: Path, reports: Path = REPORTS) -> Path:
             from authzbench.tools.crosscheck_report import render_run
 
             return render_run(runs, out_dir)
+        if example.report.startswith("loadtest-"):
+            from authzbench.report.loadtest import render_run as render_loadtest
+
+            return render_loadtest(runs[0], out_dir)
         from authzbench.report import render as render_report
 
         return render_report(runs[0], out_dir)
 
 
 def add(run: Path, reports: Path = REPORTS) -> Path:
-    """Copies a run's manifest and gzipped records to reports/data/<run-id>/ and renders its report there."""
-    dest = reports / "data" / run.name
+    """Copies a run's manifest and gzipped records to reports/data/<run-id>/ (a size sweep's: every run of
+    the sweep, found beside it) and renders its report in reports/."""
+    manifest = json.loads((run / MANIFEST).read_text())
+    sweep = [n for n in (manifest.get("sweep") or {}).get("runs") or [] if n != run.name]
+    for r in [run, *(run.parent / n for n in sweep)]:
+        _copy(r, reports / "data" / r.name)
+    via_loadtest = (manifest.get("config") or {}).get("via") == "loadtest"
+    name = f"loadtest-{run.name}.md" if via_loadtest else f"{run.name}.md"
+    return render(Example(name, tuple(f"data/{n}" for n in [run.name, *sweep])), reports, reports)
+
+
+def _copy(run: Path, dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run / MANIFEST, dest / MANIFEST)
     with open(run / RECORDS, "rb") as src, gzip.GzipFile(dest / (RECORDS + ".gz"), "wb", 9, mtime=0) as gz:
         shutil.copyfileobj(src, gz)
-    return render(Example(f"{run.name}.md", (f"data/{run.name}",)), reports, reports)
 
 
 def main(argv: list[str]) -> int:

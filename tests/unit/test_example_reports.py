@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from authzbench.report.loadtest import render_run as render_loadtest
 from authzbench.results import RunStore
-from authzbench.tools.examples import REPORTS, Example, examples, render
+from authzbench.scenarios.loadtest import LoadTestPlan, run_plan
+from authzbench.tools import examples as examples_module
+from authzbench.tools.examples import REPORTS, Example, add, examples, render
 
 EXAMPLES = examples()
 
@@ -37,6 +40,54 @@ def test_a_run_whose_records_are_gzipped_reads_like_the_plain_one(tmp_path):
     with gzip.open(packed / "records.jsonl.gz", "wt") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in recs)
     assert list(RunStore.open(packed).records()) == list(RunStore.open(plain).records()) == recs
+
+
+class _Engine:
+    """A load test's engine that answers every check "allowed" at once."""
+
+    def check(self, user: int, perm: str, obj: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def _loadtest_run(results: Path) -> Path:
+    """A load test's results as `authzbench loadtest` leaves them: one `loadtest` record an engine and
+    variant, the context lines in the manifest."""
+    store = RunStore.create(results, run_id="20990101-000000", config={"via": "loadtest", "profile": "tiny"})
+    plan = LoadTestPlan("t", start_rate=40.0, stages=((40.0, 0.5),), threads=2, max_vus=5, think_s=0.0)
+    res = run_plan(plan, _Engine, [(1, 2, True)])
+    store.append({"type": "loadtest", "backend": "fake", "label": "Fake 1.0", "variant": "corrected",
+                  "dataset_hash": "0" * 16, **res.record()})
+    store.update_manifest(loadtest_context=["Dataset: a fake one."])
+    return store.path
+
+
+def test_a_load_tests_example_re_renders_to_the_report_the_command_wrote(tmp_path):
+    run = _loadtest_run(tmp_path / "results")
+    written = render_loadtest(run, tmp_path / "command").read_text()
+    reports = tmp_path / "reports"
+    path = add(run, reports)
+    assert path == reports / "loadtest-20990101-000000.md" and path.read_text() == written
+    assert "Dataset: a fake one." in written and "| Fake 1.0 | corrected |" in written
+    (reports / "README.md").write_text(f"| [`{path.stem}`]({path.name}) | [`data/{run.name}`](data/{run.name}) "
+                                       "| a load test |\n")
+    [example] = examples(reports)
+    assert render(example, tmp_path / "again", reports).read_text() == written
+
+
+def test_adding_a_size_sweeps_last_run_commits_every_run_of_the_sweep(tmp_path, monkeypatch):
+    first, last = (RunStore.create(tmp_path / "results", run_id=n) for n in ("a", "b"))
+    for store in (first, last):
+        store.append({"type": "phase_start", "phase": "p1", "ts": 1.0})
+    last.update_manifest(sweep={"profiles": ["tiny", "baseline"], "runs": ["a", "b"]})
+    rendered: list[Example] = []
+    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    add(last.path, tmp_path / "reports")
+    assert rendered == [Example("b.md", ("data/b", "data/a"))]  # the last run first: the one rendered
+    for n in ("a", "b"):
+        assert list(RunStore.open(tmp_path / "reports" / "data" / n).records()) == list(first.records())
 
 
 def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
