@@ -13,6 +13,7 @@ from authzbench.backends.registry import entry
 from authzbench.dataset import Dataset
 from authzbench.errors import UserError
 from authzbench.provision.base import console, say
+from authzbench.records import BackendError, Ingest, IngestBounded, IngestSkipped, Monitor, as_dict
 from authzbench.results import RunStore
 from authzbench.servers import Session, monitor_for, state_file
 
@@ -24,12 +25,11 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
     with sess.backend(dataset_path=str(ds.path)) as b:
         if not reload and b.loaded_hash() == ds.hash:
             say(f"{name}: dataset {ds.hash[:12]} already loaded, not reloading (--reload to force)")
-            rec = {"type": "ingest_skipped", "backend": name, "dataset_hash": ds.hash}
-            if prior := _prior_load(name, sess.dep.mode, ds.hash):
-                rec["previous"] = prior
+            skipped = IngestSkipped(backend=name, dataset_hash=ds.hash,
+                                    previous=_prior_load(name, sess.dep.mode, ds.hash))
             if store:
-                store.append(rec)
-            return rec
+                store.append(skipped)
+            return as_dict(skipped)
         variants = sess.servers.selected_variants(type(b).ingest_variants)
     for label, options in variants.items():
         try:
@@ -37,9 +37,8 @@ def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: boo
         except LoadTooSlow as e:  # a slow alternative path must not cost the default one its run
             say(f"[yellow]{e}[/yellow]")
             if store:
-                store.append({"type": "backend_error", "backend": name, "stage": f"ingest via {label}",
-                              "message": str(e)})
-    rec = _load_once(sess, ds, store, None, {})
+                store.append(BackendError(backend=name, stage=f"ingest via {label}", message=str(e)))
+    rec = as_dict(_load_once(sess, ds, store, None, {}))
     if not entry(name).in_process:
         state_file(name).with_suffix(".load.json").write_text(json.dumps({**rec, "provision": sess.dep.mode}))
     return rec
@@ -54,7 +53,7 @@ def _prior_load(name: str, mode: str, dataset_hash: str) -> dict | None:
 
 
 def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str | None,
-               options: dict[str, Any]) -> dict:
+               options: dict[str, Any]) -> Ingest:
     """Drop, create schema, load through the default path or an ingest variant, build, mark loaded."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -71,14 +70,13 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
             t0 = time.perf_counter()
             phase = f"{name}/ingest" + (f" via {variant}" if variant else "")
             bound = LoadBound(what, total, sess.servers.max_load_minutes * 60)
-            with monitor_for(sess, lambda s: store and store.append(
-                    {"type": "monitor", "backend": name, "phase": phase, **s})):
+            with monitor_for(sess, lambda s: store and store.append(Monitor(backend=name, phase=phase, **s))):
                 try:
                     stats = b.load(ds, lambda n: (prog.advance(task, n), bound(n)))
                 except LoadTooSlow as e:
                     if store:
-                        store.append({"type": "ingest_bounded", "backend": name, "variant": variant,
-                                      "dataset_hash": ds.hash, **e.figures})
+                        store.append(IngestBounded(backend=name, variant=variant, dataset_hash=ds.hash,
+                                                   **e.figures))
                     raise
                 load_s = time.perf_counter() - t0
                 t1 = time.perf_counter()
@@ -86,16 +84,15 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
                 build_s = time.perf_counter() - t1
         b.mark_loaded(ds.hash)
         footprint = b.footprint()
-    rec = {"type": "ingest", "backend": name, "variant": variant, "server": asdict(info), "dataset_hash": ds.hash,
-           "relationships": total, "acl_relationships": ds.acl_relationships, "rows": stats.rows,
-           "documents": stats.documents, "batch_rows": stats.batch_rows, "batch_seconds": stats.batch_seconds,
-           "load_seconds": load_s, "build": asdict(build) if build else None, "build_seconds": build_s,
-           "footprint_bytes": footprint, "notes": stats.notes,
-           "start_seconds": getattr(sess, "start_seconds", None)}
+    rec = Ingest(backend=name, variant=variant, server=asdict(info), dataset_hash=ds.hash, relationships=total,
+                 acl_relationships=ds.acl_relationships, rows=stats.rows, documents=stats.documents,
+                 batch_rows=stats.batch_rows, batch_seconds=stats.batch_seconds, load_seconds=load_s,
+                 build=asdict(build) if build else None, build_seconds=build_s, footprint_bytes=footprint,
+                 notes=stats.notes, start_seconds=getattr(sess, "start_seconds", None))
     say(f"{what}: loaded {total:,} relationships in {load_s:.1f} s "
         f"({total / max(load_s, 1e-9):,.0f}/s) + build {build_s:.1f} s")
     if store:
-        store.append(rec)
+        rec = store.append(rec)
     return rec
 
 

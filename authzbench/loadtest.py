@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from authzbench.records import Loadtest, as_dict
 from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
 
 
@@ -74,10 +75,9 @@ def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str
         say(f"{name}: load test `{v}` ({plan.scheduled():,} iterations due over "
             f"{sum(s for _, s in plan.stages):.0f} s, {plan.max_vus:,} VUs, think {plan.think_s:g} s)")
         res = run_plan(plan, connect, inputs)
-        rec = {"type": "loadtest", "backend": name, "label": info.label, "variant": v,
-               "plan": asdict(plan), "dataset_hash": ds.hash, **res.record()}
-        store.append(rec)
-        records.append(rec)
+        rec = Loadtest(backend=name, label=info.label, variant=v, plan=asdict(plan), dataset_hash=ds.hash,
+                       **res.record())
+        records.append(as_dict(store.append(rec)))
         say(f"{name} {v}: {res.iterations:,} requests, {res.dropped:,} dropped, {res.errors:,} errors, "
             f"{res.mismatches:,} mismatches")
     return records

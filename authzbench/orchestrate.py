@@ -16,6 +16,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from authzbench import records as rec
 from authzbench import speed
 from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig, DatasetChoice, Schedule
@@ -139,8 +140,8 @@ class _BenchRun:
             _backend_failed(self.failures, store, name, "bench", e)
             self.stop(name)
         except Interrupted:
-            store.append({"type": "backend_error", "backend": name, "stage": "bench",
-                          "message": f"run interrupted by {signal_name()}"})
+            store.append(rec.BackendError(backend=name, stage="bench",
+                                          message=f"run interrupted by {signal_name()}"))
             raise
         if visit == cfg.schedule.visits - 1:
             self.stop(name)
@@ -171,7 +172,7 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
         with timed_step(store, name, "speed index"):
             s = speed.measure()
     except (OSError, ValueError, subprocess.SubprocessError) as e:  # the index is context: never fails a backend
-        store.append({"type": "speed_index", "backend": name, "visit": visit, "error": str(e)[:300]})
+        store.append(rec.SpeedIndex(backend=name, visit=visit, error=str(e)[:300]))
         say(f"[yellow]{name}: machine-speed index not measured: {e}[/yellow]")
         return
     store.append(s.record(backend=name, visit=visit))
@@ -181,8 +182,8 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
 
 def _record_eta(store: RunStore, eta: RunEta) -> None:
     """The estimate as it stood (at the start and after each visit), so a run shows how well it held."""
-    store.append({"type": "eta", "done": eta.done, "total": eta.total, "elapsed_s": eta.elapsed_s(),
-                  "left_s": eta.left_s_estimate(), "overhead_s": eta.overhead_s()})
+    store.append(rec.Eta(done=eta.done, total=eta.total, elapsed_s=eta.elapsed_s(), left_s=eta.left_s_estimate(),
+                         overhead_s=eta.overhead_s()))
     say(f"run: {eta.line()}")
 
 
@@ -219,11 +220,11 @@ def _dataset_and_oracle(choice: DatasetChoice, store: RunStore):
                                    "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
     t0 = time.perf_counter()
     oracle = oracle_for(ds)
-    store.append({"type": "oracle", "seconds": time.perf_counter() - t0})
+    store.append(rec.Oracle(seconds=time.perf_counter() - t0))
     from authzbench.scenarios.stats import anchors, distribution
 
-    store.append({"type": "distribution", "rows": distribution(ds, oracle),
-                  "anchors": anchors(oracle) if ds.model == "rebac" else {"dau": choice.dau}})
+    store.append(rec.Distribution(rows=distribution(ds, oracle),
+                                  anchors=anchors(oracle) if ds.model == "rebac" else {"dau": choice.dau}))
     return ds, oracle
 
 
@@ -235,9 +236,9 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
     if visit == 0:
         with sess.backend(dataset_path=str(ds.path)) as b:
             info = b.server_info()
-        store.append({"type": "server", "backend": name, "mode": sess.dep.mode, "info": asdict(info),
-                      "endpoint": sess.dep.public_endpoint(), "notes": sess.dep.notes,
-                      "concurrency_model": cls.concurrency})
+        store.append(rec.Server(backend=name, mode=sess.dep.mode, info=asdict(info),
+                                endpoint=sess.dep.public_endpoint(), notes=sess.dep.notes,
+                                concurrency_model=cls.concurrency))
         say(f"{name}: {info.label}")
     if sched.pin:
         pin_cores(sess)
@@ -264,8 +265,8 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 with timed_step(store, None, f"inputs and expected answers of {sname}"):
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
             if pace and sess.dep.mode != "external" and (why := pace.too_slow(spec, sc.op)):
-                store.append({"type": "phase_skipped", "phase": spec.phase_id, "backend": name, "scenario": sname,
-                              "concurrency": spec.concurrency, "repeat": spec.repeat, "reason": why})
+                store.append(rec.PhaseSkipped(phase=spec.phase_id, backend=name, scenario=sname,
+                                              concurrency=spec.concurrency, repeat=spec.repeat, reason=why))
                 say(f"{name}: {spec.phase_id} not run: {why}")
                 if progress:
                     progress.finished(name, spec)
@@ -293,7 +294,7 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
     say(f"{name}: {spec.phase_id}")
     sink = _phase_sink(store)
     mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
-        {"type": "monitor", "backend": name, "phase": pid, **s}), others).gated()
+        rec.Monitor(backend=name, phase=pid, **s)), others).gated()
     with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
         mode = {"consistency": spec.consistency} if spec.consistency else {}
         # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
@@ -321,8 +322,8 @@ def _judge_disturbance(sched: Schedule, store: RunStore, spec: PhaseSpec, d, sta
         return False
     disturbed = d.foreign_cpu > sched.disturbed_cpu
     rerun = disturbed and spec.attempt < sched.max_reruns and status != "failed"
-    store.append({"type": "disturbance", "phase": spec.phase_id, "backend": spec.backend, "attempt": spec.attempt,
-                  "threshold": sched.disturbed_cpu, "disturbed": disturbed, "rerun": rerun, **d.as_record()})
+    store.append(rec.Disturbance(phase=spec.phase_id, backend=spec.backend, attempt=spec.attempt,
+                                 threshold=sched.disturbed_cpu, disturbed=disturbed, rerun=rerun, **d.as_record()))
     if disturbed:
         say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
             f"core (threshold {sched.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
@@ -347,7 +348,7 @@ def _skip_unsupported(unsupported: dict[str, str], store: RunStore | None, stage
         failures.append(f"{name}: {why}")
         say(f"[red]{name}: {why}[/red]")
         if store:
-            store.append({"type": "backend_error", "backend": name, "stage": stage, "message": why})
+            store.append(rec.BackendError(backend=name, stage=stage, message=why))
     return failures
 
 
@@ -359,10 +360,8 @@ def _backend_failed(failures: list[str], store: RunStore | None, name: str, stag
     failures.append(f"{name}: {line}")
     say(f"[red]{name}: {line}[/red]")
     if store:
-        rec = {"type": "backend_error", "backend": name, "stage": stage, "message": line}
-        if not ours:
-            rec["traceback"] = traceback.format_exc()
-        store.append(rec)
+        store.append(rec.BackendError(backend=name, stage=stage, message=line,
+                                      traceback=None if ours else traceback.format_exc()))
 
 
 def _error_line(e: Exception) -> str:
@@ -383,7 +382,7 @@ def _load_hosts(workers_on: str | None, store: RunStore):
 
     client = connect(workers_on)
     hv = host_versions(client)
-    store.append({"type": "load_hosts", "scheduler": workers_on, **hv})
+    store.append(rec.LoadHosts(scheduler=workers_on, **hv))
     say(f"load hosts: {', '.join(sorted(hv['hosts']))}")
     for m in hv["driver_mismatches"]:
         say(f"[yellow]load host driver differs: {m}[/yellow]")
@@ -404,9 +403,9 @@ def _phase_sink(store: RunStore):
     stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
     then ends with that one error."""
 
-    def append(rec: dict) -> None:
+    def append(record: rec.Record) -> None:
         try:
-            store.append(rec)
+            store.append(record)
         except ResultsUnwritable as e:
             request_stop("an unwritable results directory", e)
 
@@ -421,8 +420,7 @@ def timed_step(store: RunStore | None, backend: str | None, step: str):
         yield
     finally:
         if store is not None:
-            store.append({"type": "step", "backend": backend, "step": step, "t0": t0_wall,
-                          "seconds": time.perf_counter() - t0})
+            store.append(rec.Step(backend=backend, step=step, t0=t0_wall, seconds=time.perf_counter() - t0))
 
 
 def _preload_workers(names: list[str]) -> None:

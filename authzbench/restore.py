@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from authzbench.backends.base import Backend
 from authzbench.dataset import Dataset
 from authzbench.provision.base import say
+from authzbench.records import Restored, as_dict
 from authzbench.results import RunStore
 from authzbench.scenarios.catalog import READ_SCENARIOS, scenario
 from authzbench.servers import Session
@@ -64,7 +65,7 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     if rebac:  # the anchor lookups: the heaviest manage user's and a median viewer's
         inputs += [scenario(n).sampler(ds, oracle, 1)[0] for n in READ_SCENARIOS if scenario(n).op == "lookup"
                    and (heavy or not scenario(n).max_workers)]
-    rec = {"type": "restored", "backend": sess.name, "phase": phase_id, "checked": 0, "mismatches": 0, "examples": []}
+    rec: dict = {"backend": sess.name, "phase": phase_id, "checked": 0, "mismatches": 0, "examples": []}
     try:
         # fully consistent: a quantized snapshot (SpiceDB) could answer from before the undo
         if write_ops:
@@ -78,7 +79,7 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
                     rec["examples"].append({"op": op, "args": list(args)})
     except Exception as e:  # noqa: BLE001 - a server that died is recorded, not raised
         rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-    store.append(rec)
+    rec = as_dict(store.append(Restored(**rec)))
     if rec.get("scratch_left"):
         say(f"[yellow]{sess.name}: after {phase_id}, {rec['scratch_left']} op(s) stopped midway had left "
             f"their grant in place; cleaned up ({rec['scratch_still_left']} still left)[/yellow]")

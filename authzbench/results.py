@@ -3,7 +3,8 @@
 Records are appended one JSON line at a time and flushed as they are produced, so a crash or
 Ctrl-C loses at most the interval in flight; `authzbench report` rebuilds everything from disk.
 A committed copy of a run (reports/data/<run-id>/) keeps its records gzipped, records.jsonl.gz:
-records() reads that when records.jsonl is absent.
+records() reads that when records.jsonl is absent. Every line is written and read through records.py,
+the one schema of the record kinds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import platform
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +26,7 @@ import psutil
 
 from authzbench.backends.registry import BACKENDS
 from authzbench.errors import UserError
+from authzbench.records import Record, RecordError, decode, encode, validated
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
@@ -136,9 +139,11 @@ class RunStore:
             m.update(fields)
             self.write_manifest(m)
 
-    def append(self, record: dict) -> None:
-        record.setdefault("ts", time.time())
-        line = json.dumps(record, default=str, separators=(",", ":"))
+    def append(self, record: Record) -> Record:
+        """Writes one record (stamped with the time now unless it has one); returns it as written."""
+        if record.ts is None:
+            record = replace(record, ts=time.time())
+        line = json.dumps(encode(record), default=str, separators=(",", ":"))
         with self._lock:
             try:
                 with open(self.path / RECORDS, "a") as fh:
@@ -147,19 +152,41 @@ class RunStore:
             except OSError as e:  # a partial last line is skipped by records(): everything before counts
                 raise ResultsUnwritable(f"cannot write {self.path / RECORDS}: {e.strerror or e}; the run "
                                         f"stopped, what was recorded before is kept") from None
+        return record
 
     def records(self) -> Iterator[dict]:
+        """Every record as a dict (as written, less the schema version), each checked against its kind's
+        dataclass first (records.py): a line that does not fit stops the read with its line number."""
+        for n, raw in self._lines():
+            try:
+                yield validated(raw)
+            except RecordError as e:
+                raise RecordError(f"{self._file()} line {n}: {e}") from None
+
+    def typed(self) -> Iterator[Record]:
+        """Every record as its kind's dataclass."""
+        for n, raw in self._lines():
+            try:
+                yield decode(raw)
+            except RecordError as e:
+                raise RecordError(f"{self._file()} line {n}: {e}") from None
+
+    def _file(self) -> Path:
+        p = self.path / RECORDS
+        return p if p.exists() else self.path / (RECORDS + ".gz")
+
+    def _lines(self) -> Iterator[tuple[int, dict]]:
         p = self.path / RECORDS
         gz = self.path / (RECORDS + ".gz")
         if not p.exists() and not gz.exists():
             return
         with open(p) if p.exists() else gzip.open(gz, "rt") as fh:
-            for line in fh:
+            for n, line in enumerate(fh, 1):
                 line = line.strip()
                 if not line:
                     continue
                 try:
-                    yield json.loads(line)
+                    yield n, json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut by a kill: everything before it still counts
 

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from authzbench.records import SpeedIndex
+
 # The reference machine (index 1.0): the 2-core machine kind of this project's runs (Intel Xeon @ 2.50GHz,
 # 2 vCPUs), the quickest of five measurements on 2026-11-27 with other work on it (cpu 74.9-109.1 ms a unit,
 # round trip 12.9-13.2 µs). They define the unit, they are not results: changing them rescales every later
@@ -49,9 +51,9 @@ class SpeedSample:
     index: float  # sqrt(cpu_score * rtt_score); higher = faster machine
     seconds: float  # wall time of the whole measurement
 
-    def record(self, **extra: object) -> dict:
-        """The results record (results.py kind `speed_index`)."""
-        return {"type": "speed_index", **extra, **asdict(self)}
+    def record(self, backend: str, visit: int) -> SpeedIndex:
+        """The results record (records.py kind `speed_index`)."""
+        return SpeedIndex(backend=backend, visit=visit, **asdict(self))
 
 
 def cpu_unit(arr: np.ndarray) -> float:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.backends.registry import BACKENDS, entry
+from authzbench.backends.registry import BACKENDS, backend_class, entry
 from authzbench.errors import UserError
 from authzbench.provision.manager import MODES, default_mode
+from authzbench.records import Server
 
 PROFILES = ("tiny", "baseline", "large", "xl")
 
@@ -262,9 +263,9 @@ class _Deployments:
                 self.live[name] = sess
                 load_backend(sess, dataset, store, reload=True)
                 with sess.backend(dataset_path=str(dataset.path)) as b:
-                    store.append({"type": "server", "backend": name, "mode": sess.dep.mode,
-                                  "info": asdict(b.server_info()), "endpoint": sess.dep.public_endpoint(),
-                                  "notes": sess.dep.notes})
+                    store.append(Server(backend=name, mode=sess.dep.mode, info=asdict(b.server_info()),
+                                        endpoint=sess.dep.public_endpoint(), notes=sess.dep.notes,
+                                        concurrency_model=backend_class(name).concurrency))
             except UserError as e:
                 self.failed[name] = str(e)
                 pytest.fail(f"{name} could not be started: {e}")

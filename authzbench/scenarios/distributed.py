@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authzbench.errors import UserError
+from authzbench.records import Clock, HostLost, Record
 from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase
 from authzbench.scenarios.worker import worker_main
 
@@ -171,7 +172,7 @@ class Agent:
 class DaskPool:
     """The phase's workers on the load hosts, behind the same pool interface as the local runner's."""
 
-    def __init__(self, client: Any, spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
+    def __init__(self, client: Any, spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[Record], None],
                  clock_skews: dict[int, float] | None = None):
         self.client, self.spec, self.factory, self.inputs, self.sink = client, spec, factory, inputs, sink
         addrs = sorted(client.scheduler_info()["workers"])
@@ -222,7 +223,7 @@ class DaskPool:
             return
         why = f"load host {self.labels[i]} lost ({type(e).__name__}: {str(e)[:160] or 'no answer'})"
         self.lost[i] = why
-        self.sink({"type": "host_lost", "phase": self.spec.phase_id, "host": self.labels[i], "reason": why})
+        self.sink(HostLost(phase=self.spec.phase_id, host=self.labels[i], reason=why))
         for wid in self.wids[i]:  # its workers will never report: they count as failed, as a dead worker does
             if wid not in self.finished:
                 self.pending += [("fatal", wid, why), ("done", wid, None)]
@@ -294,8 +295,7 @@ class DaskPool:
                           "pids": (self.infos[i] or {}).get("pids"), "offset_ms": off * 1e3, "rtt_ms": rtt * 1e3,
                           "uncertainty_ms": rtt * 1e3 / 2, "warn": rtt * 1e3 / 2 > OFFSET_WARN_MS,
                           "start_margin_ms": margins[i] * 1e3 if margins[i] is not None else None})
-        self.sink({"type": "clock", "phase": self.spec.phase_id, "t0_wall": t0_wall, "warn_ms": OFFSET_WARN_MS,
-                   "hosts": hosts})
+        self.sink(Clock(phase=self.spec.phase_id, t0_wall=t0_wall, warn_ms=OFFSET_WARN_MS, hosts=hosts))
         return origin
 
     def window(self, observed_s: float) -> float:
@@ -321,7 +321,7 @@ class DaskPool:
         self.agents, self.futures = [], []  # drop the actors: their workers forget them
 
 
-def run_phase_distributed(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
+def run_phase_distributed(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[Record], None],
                           client: Any, on_window: Callable[[bool], None] | None = None,
                           clock_skews: dict[int, float] | None = None) -> PhaseResult:
     """run_phase with the workers spread over the load hosts of `client`'s cluster; never raises on backend

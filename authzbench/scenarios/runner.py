@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from authzbench.records import Interval, PhaseEnd, PhaseStart, Record
 from authzbench.scenarios.pools import KeptWorkers, WorkerPool, _KeptPool, _LocalPool
 from authzbench.scenarios.spec import BUDGET_STRETCH, BackendFactory, PhaseResult, PhaseSpec
 from authzbench.stopping import STOP, grace_deadline, signal_name
@@ -52,7 +53,7 @@ class PhaseState:
     """Counts what the workers report, hands every interval to the sink, and holds the verdict."""
 
     spec: PhaseSpec
-    sink: Callable[[dict], None]
+    sink: Callable[[Record], None]
     hosts: dict[int, str] = field(default_factory=dict)  # worker id -> load host, when spread over hosts
     ready: int = 0
     warm: int = 0
@@ -91,8 +92,8 @@ class PhaseState:
                 self.ops += p["ops"]
                 self.issued += p["ops"] + p["timeouts"] + sum(p["errors"].values())
                 self.failed_ops += p["timeouts"] + sum(p["errors"].values())
-                self.sink({"type": "interval", "phase": spec.phase_id, "backend": spec.backend,
-                           "scenario": spec.scenario, "worker": wid, **host, "kind": kind, **p})
+                self.sink(Interval(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, worker=wid,
+                                   **host, kind=kind, **p))
         elif msg in ("ready", "done", "measured"):
             setattr(self, msg, getattr(self, msg) + 1)
             if msg == "measured":
@@ -109,7 +110,7 @@ class PhaseState:
         self.reason = (self.reason + "; " if self.reason else "") + why
 
 
-def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[dict], None],
+def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[Record], None],
               concurrency_model: str = "process", on_window: Callable[[bool], None] | None = None,
               kept: KeptWorkers | None = None) -> PhaseResult:
     """Run one phase; every interval is handed to `sink` as it arrives. Never raises on backend trouble.
@@ -125,12 +126,11 @@ def run_phase(spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[
     return result
 
 
-def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[dict], None],
+def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[Record], None],
                 on_window: Callable[[bool], None] | None = None) -> PhaseResult:
     """The stages of a phase over any pool of workers: spawn, ready/warm, measure, verdict."""
     state = PhaseState(spec, sink)
-    sink({"type": "phase_start", "phase": spec.phase_id,
-          **{k: v for k, v in asdict(spec).items() if k not in ("stages",)}, "stages": spec.stages})
+    sink(PhaseStart(phase=spec.phase_id, **asdict(spec)))
     wall0 = time.perf_counter()
     state.hosts = pool.start()
     if _ready_and_warm(state, pool):
@@ -253,8 +253,8 @@ def _verdict(state: PhaseState) -> PhaseResult:
     dropped = max(0, scheduled - state.issued) if scheduled is not None else 0
     result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops,
                          state.stopped_workers, state.hung_workers)
-    state.sink({"type": "phase_end", "phase": spec.phase_id, "backend": spec.backend, "scenario": spec.scenario,
-                "status": state.status, "reason": state.reason, "wall_s": state.wall, "scheduled": scheduled,
-                "dropped": dropped, "warmup_ops": state.warmup_ops, "ops": state.ops,
-                "stopped_workers": state.stopped_workers, "hung_workers": state.hung_workers})
+    state.sink(PhaseEnd(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, status=state.status,
+                        reason=state.reason, wall_s=state.wall, scheduled=scheduled, dropped=dropped,
+                        warmup_ops=state.warmup_ops, ops=state.ops, stopped_workers=state.stopped_workers,
+                        hung_workers=state.hung_workers))
     return result

@@ -34,6 +34,14 @@ from hdrh.histogram import HdrHistogram
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.metrics import encode, merge, new_histogram
 from authzbench.provision.base import say
+from authzbench.records import (
+    BackendError,
+    Crosscheck,
+    CrosscheckBreakdown,
+    CrosscheckServer,
+    Record,
+    as_dict,
+)
 from authzbench.scenarios.timing import timed
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
@@ -271,11 +279,11 @@ def ours_from_records(records: Sequence[dict[str, Any]], phase_id: str) -> Measu
     return Measured(merge(r["hist"] for r in intervals), int(end["ops"]), errors, float(end["wall_s"]))
 
 
-def record(m: Measured, **fields: Any) -> dict[str, Any]:
+def record(m: Measured, **fields: Any) -> Crosscheck:
     h = m.hist
-    return {"type": "crosscheck", **fields, "ops": m.ops, "errors": m.errors, "seconds": m.seconds,
-            "throughput": m.throughput, "p50_ms": h.get_value_at_percentile(50) / 1000,
-            "p95_ms": h.get_value_at_percentile(95) / 1000, "hist": encode(h)}
+    return Crosscheck(**fields, ops=m.ops, errors=m.errors, seconds=m.seconds, throughput=m.throughput,
+                      p50_ms=h.get_value_at_percentile(50) / 1000, p95_ms=h.get_value_at_percentile(95) / 1000,
+                      hist=encode(h))
 
 
 def seconds_scale(seconds: float, rounds: int) -> float:
@@ -354,8 +362,8 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Mea
 
     seen: list[dict[str, Any]] = []
 
-    def sink(rec: dict[str, Any]) -> None:
-        seen.append(rec)
+    def sink(rec: Record) -> None:
+        seen.append(as_dict(rec))
         store.append(rec)
 
     factory = sess.factory(dataset_path=sess.options.get("dataset_path"), timeout_s=spec.timeout_s)
@@ -384,16 +392,16 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
         info = b.server_info()
         theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp)) if TOOL[name] == "pgbench" else \
             ghz_side(name, b, sess.dep.endpoint, Path(tmp))
-        store.append({"type": "crosscheck_server", "backend": name, "label": info.label, "mode": sess.dep.mode,
-                      "consistency": info.consistency, "tool": theirs.tool, "tool_version": theirs.version,
-                      "client": OUR_CLIENT[name], "info": asdict(info)})
+        store.append(CrosscheckServer(backend=name, label=info.label, mode=sess.dep.mode,
+                                      consistency=info.consistency, tool=theirs.tool, tool_version=theirs.version,
+                                      client=OUR_CLIENT[name], info=asdict(info)))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         inputs: dict[str, list] = {}
         for spec, sname in specs:
             _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
             got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
-            store.append({"type": "crosscheck_breakdown", "backend": name, "scenario": sname, **got})
+            store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
 
 
 def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,
@@ -453,7 +461,7 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
             run_backend(sess, cfg, ds, oracle, store, plan)
         except (BackendUnavailable, subprocess.TimeoutExpired) as e:
             failures.append(f"{name}: {e}")
-            store.append({"type": "backend_error", "backend": name, "stage": "crosscheck", "message": str(e)})
+            store.append(BackendError(backend=name, stage="crosscheck", message=str(e)))
             say(f"crosscheck {name}: {e}")
         finally:
             if sess is not None and sess.started_here:

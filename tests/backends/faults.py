@@ -40,7 +40,7 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
 
         def sink_and_kill(rec):
             sink(rec)
-            if rec["type"] == "interval" and not killed.is_set():
+            if rec.KIND == "interval" and not killed.is_set():
                 # SIGKILL (no clean shutdown) once the first phase is measuring; the server's children
                 # too (PostgreSQL's backends serving our connections).
                 killed.set()

@@ -15,6 +15,7 @@ import pytest
 
 from authzbench.metrics import encode, new_histogram, summarize
 from authzbench.model import Relationship
+from authzbench.records import Interval, PhaseEnd, PhaseStart, as_dict
 from authzbench.scenarios.catalog import SCENARIOS
 
 CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
@@ -46,15 +47,14 @@ def _record(store, backend: str, scenario: str, kind: str, hist, checked: int, m
     as streamed: its repeated resources are the report's Duplicates)."""
     answer = answer or []
     phase = f"{backend}/{scenario}/c1/r0"
-    store.append({"type": "phase_start", "phase": phase, "backend": backend, "scenario": scenario,
-                  "mode": "closed", "concurrency": 1, "repeat": 0, "stages": []})
-    store.append({"type": "interval", "phase": phase, "backend": backend, "scenario": scenario, "worker": 0,
-                  "kind": kind, "hist": encode(hist), "ops": hist.get_total_count(), "errors": {}, "timeouts": 0,
-                  "mismatches": mismatches, "examples": examples[:5], "results": len(answer),
-                  "duplicates": len(answer) - len(set(answer)),
-                  "checked": checked, "late": 0})
-    store.append({"type": "phase_end", "phase": phase, "backend": backend, "scenario": scenario,
-                  "status": "complete", "reason": "", "wall_s": wall, "warmup_ops": 0})
+    ops = hist.get_total_count()
+    store.append(PhaseStart(phase=phase, backend=backend, scenario=scenario, mode="closed", concurrency=1,
+                            iterations=ops, budget_s=None, repeat=0, stages=[]))
+    store.append(Interval(phase=phase, backend=backend, scenario=scenario, worker=0, kind=kind, hist=encode(hist),
+                          ops=ops, errors={}, timeouts=0, mismatches=mismatches, examples=examples[:5],
+                          results=len(answer), duplicates=len(answer) - len(set(answer)), checked=checked, late=0))
+    store.append(PhaseEnd(phase=phase, backend=backend, scenario=scenario, status="complete", reason="",
+                          wall_s=wall, scheduled=None, dropped=0, warmup_ops=0, ops=ops))
 
 
 def _bench(benchmark, request, fn, inputs, rounds: int, warmup: int):
@@ -172,7 +172,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     modes = backend_class(backend_name).consistency_modes
     opts = {"consistency": "at_least_as_fresh"} if "at_least_as_fresh" in modes else _options(request, True)
     res = run_phase(spec, live.factory(**opts), inputs,
-                    lambda r: (recs.append(r), run_store.append(r)), backend_class(backend_name).concurrency)
+                    lambda r: (recs.append(as_dict(r)), run_store.append(r)), backend_class(backend_name).concurrency)
     t = phase_table(recs).set_index("kind")
     w = t.loc["write"]
     assert w["mismatches"] == 0 and w["errors"] == 0, (w["error_types"], w["examples"])

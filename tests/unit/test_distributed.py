@@ -23,6 +23,7 @@ import psutil  # noqa: E402
 from authzbench.generator import generate  # noqa: E402
 from authzbench.metrics import merge  # noqa: E402
 from authzbench.oracle import Oracle  # noqa: E402
+from authzbench.records import as_dict  # noqa: E402
 from authzbench.report import render  # noqa: E402
 from authzbench.report.data import phase_table  # noqa: E402
 from authzbench.results import RunStore  # noqa: E402
@@ -56,7 +57,7 @@ def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
 
 def _run(client, spec, factory, inputs, **kw):
     recs: list[dict] = []
-    res = run_phase_distributed(spec, factory, inputs, recs.append, client, **kw)
+    res = run_phase_distributed(spec, factory, inputs, lambda r: recs.append(as_dict(r)), client, **kw)
     return res, recs
 
 

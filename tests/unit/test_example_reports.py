@@ -31,7 +31,8 @@ def _quick(ex: Example) -> bool:
 
 
 def test_a_run_whose_records_are_gzipped_reads_like_the_plain_one(tmp_path):
-    recs = [{"type": "phase_start", "phase": "p1", "ts": 1.0}, {"type": "phase_end", "phase": "p1", "ts": 2.0}]
+    recs = [{"type": "oracle", "seconds": 0.5, "ts": 1.0},
+            {"type": "step", "backend": None, "step": "builds before measuring", "t0": 1.0, "seconds": 1.0, "ts": 2.0}]
     plain, packed = tmp_path / "plain", tmp_path / "packed"
     for d in (plain, packed):
         d.mkdir()

@@ -18,7 +18,7 @@ ROOT = Path(authzbench.__file__).parent
 # matches a module places it; "" is authzbench/__init__.py. Imports under `if TYPE_CHECKING:` count too (there
 # are none): an annotation that needs a higher layer's type is the same dependency.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("", "errors", "metrics", "stopping", "speed", "projection")),  # leaf utilities
+    ("base", ("", "errors", "metrics", "stopping", "speed", "projection", "records")),  # leaf utilities
     ("model", ("model", "dataset", "closure", "model_rules")),
     ("generator", ("generator",)),
     ("truth", ("oracle", "social_oracle", "evaluator")),

@@ -8,6 +8,7 @@ import pytest
 
 from authzbench.generator import generate
 from authzbench.oracle import Oracle
+from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, KeptWorkers, PhaseSpec, run_phase
@@ -23,7 +24,7 @@ def tiny(tmp_path_factory):
 
 def _phase(kept, spec, factory, inputs):
     recs: list[dict] = []
-    res = run_phase(spec, factory, inputs, recs.append, "process", kept=kept)
+    res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "process", kept=kept)
     return res, phase_table(recs).iloc[0]
 
 

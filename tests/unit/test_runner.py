@@ -7,6 +7,7 @@ import pytest
 
 from authzbench.generator import generate
 from authzbench.oracle import Oracle
+from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
@@ -25,7 +26,7 @@ def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
 
 def _run(spec, factory, inputs, model="thread"):
     recs: list[dict] = []
-    res = run_phase(spec, factory, inputs, recs.append, model)
+    res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), model)
     return res, phase_table(recs)
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from authzbench import speed
+from authzbench.records import as_dict
 
 BUSY = "while True: pass"
 
@@ -31,7 +32,7 @@ def test_the_index_drops_clearly_when_cpu_bound_processes_compete():
 
 def test_the_record_carries_its_parts_and_the_index_is_their_geometric_mean():
     s = speed.measure(repeats=3, samples=200)
-    rec = s.record(backend="postgres", visit=0)
+    rec = as_dict(s.record(backend="postgres", visit=0))
     assert rec["type"] == "speed_index" and rec["backend"] == "postgres" and rec["visit"] == 0
     assert {"cpu_s", "rtt_p50_us", "cpu_score", "rtt_score", "index", "seconds"} <= rec.keys()
     assert abs(rec["index"] ** 2 - rec["cpu_score"] * rec["rtt_score"]) < 1e-9 * rec["index"] ** 2

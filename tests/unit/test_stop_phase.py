@@ -12,6 +12,7 @@ import pytest
 from authzbench import stopping
 from authzbench.generator import generate
 from authzbench.oracle import Oracle
+from authzbench.records import Record, as_dict
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 
@@ -40,8 +41,8 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
     # process workers' first op on a busy 2-core CI machine (ops 0). The 60 s timer is the fallback.
     fallback = threading.Timer(60.0, ask_to_stop)
 
-    def sink(rec: dict) -> None:
-        recs.append(rec)
+    def sink(record: Record) -> None:
+        recs.append(rec := as_dict(record))
         if not asked and rec["type"] == "interval" and rec["ops"] > 0:
             ask_to_stop()
 

@@ -10,6 +10,7 @@ import pytest
 from authzbench.evaluator import SimpleEvaluator
 from authzbench.generator import generate
 from authzbench.metrics import merge, summarize
+from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
@@ -27,7 +28,7 @@ def _run(ds, scenario: str, cls: str = "ReferenceBackend", n: int = 12, concurre
     inputs = SCENARIOS[scenario].sampler(ds, None, n)
     spec = PhaseSpec(cls, scenario, concurrency=concurrency, iterations=n, visibility_bound_s=0.3)
     recs: list[dict] = []
-    res = run_phase(spec, factory, inputs, recs.append, "thread")
+    res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread")
     t = phase_table(recs)
     return res, {k: t[t["kind"] == k].iloc[0] for k in t["kind"]}
 
@@ -196,7 +197,7 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
     factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
     spec = PhaseSpec("reference", scenario, concurrency=2, iterations=2, warmup=4)
     recs: list[dict] = []
-    assert run_phase(spec, factory, inputs, recs.append, "thread").status == "complete"
+    assert run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread").status == "complete"
     assert next(r for r in recs if r["type"] == "phase_end")["warmup_ops"] == 4
 
 
