@@ -5,10 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from authzbench.records import Loadtest, Oracle
 from authzbench.report.loadtest import render_run as render_loadtest
 from authzbench.results import RunStore
 from authzbench.scenarios.loadtest import LoadTestPlan, run_plan
@@ -25,9 +27,9 @@ def _companions(ex: Example) -> list[str]:
 
 
 def _quick(ex: Example) -> bool:
-    """A comparison or a cross-check: one markdown file, seconds to render; a bench report draws its charts
-    from ~7 MB of records, a minute or two on 2 shared cores."""
-    return ex.report.startswith(("compare-", "crosscheck-"))
+    """A comparison, a cross-check or a load test: one markdown file, seconds to render; a bench report draws
+    its charts from ~7 MB of records, a minute or two on 2 shared cores."""
+    return ex.report.startswith(("compare-", "crosscheck-", "loadtest-"))
 
 
 def test_a_run_whose_records_are_gzipped_reads_like_the_plain_one(tmp_path):
@@ -59,8 +61,8 @@ def _loadtest_run(results: Path) -> Path:
     store = RunStore.create(results, run_id="20990101-000000", config={"via": "loadtest", "profile": "tiny"})
     plan = LoadTestPlan("t", start_rate=40.0, stages=((40.0, 0.5),), threads=2, max_vus=5, think_s=0.0)
     res = run_plan(plan, _Engine, [(1, 2, True)])
-    store.append({"type": "loadtest", "backend": "fake", "label": "Fake 1.0", "variant": "corrected",
-                  "dataset_hash": "0" * 16, **res.record()})
+    store.append(Loadtest(backend="fake", label="Fake 1.0", variant="corrected", plan=asdict(plan),
+                          dataset_hash="0" * 16, **res.record()))
     store.update_manifest(loadtest_context=["Dataset: a fake one."])
     return store.path
 
@@ -81,14 +83,14 @@ def test_a_load_tests_example_re_renders_to_the_report_the_command_wrote(tmp_pat
 def test_adding_a_size_sweeps_last_run_commits_every_run_of_the_sweep(tmp_path, monkeypatch):
     first, last = (RunStore.create(tmp_path / "results", run_id=n) for n in ("a", "b"))
     for store in (first, last):
-        store.append({"type": "phase_start", "phase": "p1", "ts": 1.0})
+        store.append(Oracle(seconds=1.0))
     last.update_manifest(sweep={"profiles": ["tiny", "baseline"], "runs": ["a", "b"]})
     rendered: list[Example] = []
     monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
     add(last.path, tmp_path / "reports")
     assert rendered == [Example("b.md", ("data/b", "data/a"))]  # the last run first: the one rendered
-    for n in ("a", "b"):
-        assert list(RunStore.open(tmp_path / "reports" / "data" / n).records()) == list(first.records())
+    for store in (first, last):
+        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(store.records())
 
 
 def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
