@@ -161,8 +161,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
     p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,
                    help="repeat every phase N times at its full budget (stability/CV)")
-    p.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
-                   help="split every phase into N rounds, interleaved with the other phases (default 3); "
+    # 2 rounds of 2 s, one a visit, not 3 of 1.33 s: in a study of round windows cut from 4 s rounds
+    # (20261128-041734), SpiceDB's 8-worker check p50 spread 14.3x between rounds of 1 s, 10.0x of 2 s, 4.0x of
+    # 4 s; a median user's lookups 1.7-2.1x, 1.4-1.6x, 1.2-1.6x; and every phase less is ~0.5 s less hand-off.
+    p.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=2,
+                   help="split every phase into N rounds, interleaved with the other phases (default 2); "
                         "a figure's interval is the spread between its rounds")
     p.add_argument("--visits", type=_number(int, 1, high=MAX_ROUNDS), default=None,
                    help="visit every backend N times, in order then in reverse, its rounds spread over the "
@@ -172,6 +175,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",
                    help="a phase is disturbed when other processes used more than PERCENT of one core "
                         "during it, on average (default 25)")
+    p.add_argument("--full-curve", action="store_true",
+                   help="run every check scenario at every --concurrency (default: the via-group check and mixed; "
+                        "the other checks at the fewest workers)")
     p.add_argument("--pin", action="store_true",
                    help="isolation: the server on the last core, the client on the others (native only)")
     p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")

@@ -212,6 +212,7 @@ def _schedule(args: argparse.Namespace):
     sched = Schedule(scenarios=_flat(args.scenario) if args.scenario else None, concurrency=args.concurrency,
                      write_concurrency=args.write_concurrency, iterations_scale=args.iterations_scale,
                      repeat=args.repeat, rounds=args.rounds, max_reruns=args.max_reruns, pin=args.pin,
+                     full_curve=args.full_curve,
                      # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
                      visits=args.visits if args.visits is not None else min(2, args.rounds * args.repeat))
     if args.disturbed_cpu is not None:

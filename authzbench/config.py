@@ -227,13 +227,14 @@ class Schedule:
     write_concurrency: list[int] = field(default_factory=lambda: [1])  # worker counts of the write scenarios
     iterations_scale: float = 1.0  # multiply every scenario's default iterations (CI uses < 1)
     repeat: int = 1
-    # The CLI's defaults are 3 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
+    # The CLI's defaults are 2 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
     # phase once, as before rounds existed, unless it asks for them.
     rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
     visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
     max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
     disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
     pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
+    full_curve: bool = False  # every check at every worker count, not only the via-group check (catalog.LATENCY_ONLY)
 
     def validate(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):

@@ -79,7 +79,13 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
                 # a rate step or a ramp is one schedule: not split; it runs in the first round only
                 specs += open_loop if rnd % sched.rounds == 0 else []
                 continue
-        for c in _worker_counts(sched, sc.op):
+        if rnd % sched.rounds >= sched.visits and sc.op != "write":
+            # Round rnd - visits of this key ran earlier in this visit (visit_of), on the visit's kept worker
+            # processes and connections (pools.KeptWorkers): only a key's first round of a visit warms up. The
+            # warm-ups were most of a read phase's ~0.9 s outside its window (20261128-013743: 456 s over 500
+            # read phases); a warm-up op of Permify's heaviest lookup is one 31 s op.
+            common["warmup"] = 0
+        for c in _worker_counts(sched, sc.op, sc.latency_only and not sched.full_curve):
             if backend.concurrency == "thread" and c > 8:
                 continue  # in-process engines: more threads only measure the GIL
             if sc.max_workers and c > sc.max_workers:
@@ -92,12 +98,14 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
     return specs
 
 
-def _worker_counts(sched: Schedule, op: str) -> list[int]:
+def _worker_counts(sched: Schedule, op: str, latency_only: bool = False) -> list[int]:
     """The round trip runs at the fewest workers only: the report divides a check's p50 by the 1-worker round
-    trip and reads it nowhere else, and at 8 and 32 workers it was 48 of make bench's 567 phases."""
+    trip and reads it nowhere else, and at 8 and 32 workers it was 48 of make bench's 567 phases. So do the
+    check paths the catalog marks latency_only (catalog.LATENCY_ONLY)."""
     if op == "write":
         return sched.write_concurrency
-    return [min(sched.concurrency)] if op == "roundtrip" else sched.concurrency
+    return [min(sched.concurrency)] if op == "roundtrip" or latency_only else sched.concurrency
+
 
 
 def _open_loop_specs(sched: Schedule, mixed: MixedLoad, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:

@@ -147,10 +147,24 @@ def method(rd: RunData, out_dir: Path) -> str:
         "to put servers elsewhere).", ""])
 
 
+def _warm_once_a_visit(ph: pd.DataFrame, rounds: int, visits: int) -> bool:
+    """Whether the read phases of a round following another of theirs in one visit ran no warm-up (since
+    phase_plan skips it) while their first rounds did: older runs warmed up in every round."""
+    if rounds <= visits or ph.empty or "repeat" not in ph:
+        return False
+    one = ph.drop_duplicates("phase")
+    reads = one[one["scenario"].map(lambda s: s in SCENARIOS and SCENARIOS[s].op in ("check", "lookup"))]
+    later = reads[reads["repeat"] % rounds >= visits]
+    return not later.empty and int(later["warmup_ops"].sum()) == 0 < int(reads["warmup_ops"].sum())
+
+
 def _rounds_rule(rd: RunData) -> list[str]:
     cfg = rd.manifest.get("config", {})
     rounds, visits = int(cfg.get("rounds") or 1), int(cfg.get("visits") or 1)
     each = f"{rounds} rounds of 1/{rounds} of its ops, warm-up and budget each" if rounds > 1 else "one round"
+    if _warm_once_a_visit(rd.phases, rounds, visits):
+        each += (" (a round that follows another of the same phase in one visit, on the same kept workers, skips "
+                 "the warm-up)")
     lines = [f"- Rounds: every closed-loop read phase ran in {each} (write phases in one round, first visit); every round visits every scenario x worker count once, each round starting at a "
              "different point of the list (rotated), so drift lands on every scenario alike. A figure is the "
              "median over its rounds, its interval their range (Findings)."]
@@ -180,16 +194,28 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
                      "first.")
     wait = (f" A round's budget waits for {floor} ops, at most {BUDGET_STRETCH:g}x its length, so that its rounds "
             f"together hold the {min_ops(95)} a p95 needs." if floor else "")
-    capped = {s: SCENARIOS[s].max_workers for s in dict.fromkeys(b["scenario"])
-              if s in SCENARIOS and SCENARIOS[s].max_workers}
-    lines += [f"- `{s}` runs at up to {n} workers: more of its lookups at once on this machine measure the run "
-              "queue." for s, n in capped.items()]
-    rt = set(b[b["scenario"] == "roundtrip"]["concurrency"])
-    if len(rt) == 1 and len(set(b["concurrency"])) > 1:
-        lines.append(f"- `roundtrip` runs at {counted(str(int(min(rt))), 'worker')} only: it is the floor a "
-                     "check's p50 is divided by, and no figure reads it at more.")
-    return [*lines, "- Reaching the budget is the intended stop, not an incomplete phase (the Ops columns say how "
-                    f"many each got).{wait}"]
+    return [*lines, *_worker_caps(b), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
+            f"columns say how many each got).{wait}"]
+
+
+def _worker_caps(b: pd.DataFrame) -> list[str]:
+    """The scenarios that ran at fewer worker counts than the run's, from the worker counts they ran at."""
+    levels = {s: set(g["concurrency"]) for s, g in b.groupby("scenario", sort=False)}
+    every = set().union(*levels.values()) if levels else {1}
+    lines = [f"- `{s}` runs at up to {SCENARIOS[s].max_workers} workers: more of its lookups at once on this "
+             "machine measure the run queue." for s, c in levels.items()
+             if s in SCENARIOS and SCENARIOS[s].max_workers and max(c) <= SCENARIOS[s].max_workers < max(every)]
+    fewest = counted(str(int(min(every))), "worker")
+    if len(levels.get("roundtrip", ())) == 1 and len(every) > 1:
+        lines.append(f"- `roundtrip` runs at {fewest} only: it is the floor a check's p50 is divided by, and no "
+                     "figure reads it at more.")
+    single = [s for s, c in levels.items() if len(c) == 1 and s != "roundtrip" and SCENARIOS.get(s)
+              and SCENARIOS[s].op == "check"]
+    if single and any(len(c) > 1 for s, c in levels.items() if SCENARIOS.get(s) and SCENARIOS[s].op == "check"):
+        lines.append(f"- {', '.join(f'`{s}`' for s in single)} {'runs' if len(single) == 1 else 'run'} at "
+                     f"{fewest} only: the throughput curve is the other checks' and the mixed phase's, which "
+                     "interleaves all four check kinds.")
+    return lines
 
 
 def _times(n: int) -> str:

@@ -51,6 +51,7 @@ class Scenario:
     reference: bool = False  # one of the reference report's five read scenarios
     model: str = "rebac"
     max_workers: int | None = None  # closed-loop worker counts above this are not run (see HEAVY_LOOKUP_WORKERS)
+    latency_only: bool = False  # runs at the fewest workers only (see LATENCY_ONLY)
 
 
 def _rng(name: str) -> np.random.Generator:
@@ -219,10 +220,15 @@ _WRITE = dict(iterations=60, warmup=2, timeout_s=120.0, max_seconds=180.0, budge
 # 400 ops in the 4 s budget (enough for a p99, which needs >= 100); 5,000 ops bound the fastest at
 # eight or more workers. 50 fixed ops made p99 equal the maximum.
 LOOKUP_OPS = 5000
-# The heaviest user's lookup (10,500 resources at baseline) runs at up to 8 workers: 32 of them on two cores
-# measure the run queue, and cost the most of make bench: Permify answered 0 of 32 within the 60 s timeout
-# (176 s for the two phases of one visit), SpiceDB's took 9 s a round.
+# Lookups run at up to 8 workers: 32 of them on two cores measure the run queue. The heaviest user's (10,500
+# resources at baseline) cost the most of make bench: Permify answered 0 of 32 within the 60 s timeout (176 s
+# for the two phases of one visit), SpiceDB's took 9 s a round; a median user's took Permify 19 s a round at 32
+# (20261128-013743).
 HEAVY_LOOKUP_WORKERS = 8
+# The other check paths run at 1 worker only: the throughput curve (1, 8, 32 workers) is the via-group
+# check's and the mixed phase's, which interleaves all four check kinds. At 8 and 32 workers these three were
+# 144 of make bench's 517 phases (20261128-013743) and no need of the decision summary reads them.
+LATENCY_ONLY = True
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -230,19 +236,19 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("roundtrip", "roundtrip", "A trivial request on the same connection (SELECT 1, ping): the "
                  "floor that check latency is compared with.", sample_roundtrip),
         Scenario("check_manage_direct_user", "check", "`manage` check where the user is a direct manager_user "
-                 "of the resource (shortest path).", sample_manage_direct, reference=True),
+                 "of the resource (shortest path).", sample_manage_direct, reference=True, latency_only=LATENCY_ONLY),
         Scenario("check_manage_org_admin", "check", "`manage` check granted through the resource's "
-                 "organization admin.", sample_org_admin, reference=True),
+                 "organization admin.", sample_org_admin, reference=True, latency_only=LATENCY_ONLY),
         Scenario("check_view_via_group_member", "check", "`view` check where the user is a direct member or "
                  "manager of one of the resource's viewer groups.", sample_view_group_member, reference=True),
         Scenario("check_negative", "check", "`view` check for a user with no access (the whole graph must be "
-                 "ruled out).", sample_negative),
+                 "ruled out).", sample_negative, latency_only=LATENCY_ONLY),
         Scenario("lookup_resources_manage_super", "lookup", "Every resource the heaviest `manage` user can "
                  "manage, streamed.", sample_lookup_manage_super, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0,
                  reference=True, max_workers=HEAVY_LOOKUP_WORKERS),
         Scenario("lookup_resources_view_regular", "lookup", "Every resource a median user can view, streamed.",
                  sample_lookup_view_regular, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0,
-                 reference=True),
+                 reference=True, max_workers=HEAVY_LOOKUP_WORKERS),
         Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
                  "open or closed loop.", sample_mixed_reads, iterations=4000, warmup=100),
         Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),

@@ -444,7 +444,8 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=plan.backends, provision=provision or default_mode()),
                       schedule=Schedule(scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
-                                        iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1))
+                                        iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1,
+                                        full_curve=True))  # pgbench and ghz run every scenario at each count
     cfg.validate()
     store = RunStore.create((results_dir or default_results_dir()) / "crosscheck",
                             config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,

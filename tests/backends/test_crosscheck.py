@@ -23,7 +23,7 @@ SCENARIO = "check_view_via_group_member"
 def _crosscheck(live, dataset, oracle, tmp_path) -> tuple[RunStore, list[dict]]:
     plan = Plan([live.name], [SCENARIO], [1, 2], rounds=1, seconds=1, breakdown_calls=50)
     cfg = BenchConfig.of(backends=[live.name], provision=live.servers.provision, profile=dataset.profile, model="rebac",
-                         scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=1,
+                         scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=1, full_curve=True,
                          iterations_scale=seconds_scale(plan.seconds, plan.rounds))
     store = RunStore.create(tmp_path / "results", config={"command": "crosscheck", "seconds": 1, "rounds": 1})
     run_backend(live, cfg, dataset, oracle, store, plan)

@@ -96,6 +96,7 @@ EXEMPT = {
     ("bench", "--keep-running"): "a flag",
     ("bench", "--no-report"): "a flag",
     ("bench", "--pin"): "a flag",
+    ("bench", "--full-curve"): "a flag",
     ("perf", "--quick"): "a flag",
     ("plan", "--against-tiers"): "a flag (with --qps or --relationships it is refused: test_capacity)",
     ("prepare", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",

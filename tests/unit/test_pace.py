@@ -66,7 +66,7 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
     # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
-                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_view_via_group_member"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())
@@ -76,7 +76,7 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     assert not any("/c8/" in p for p in started)
     text = "\n".join(_stops(load_run(store.path), str, lambda *a, **k: ""))
     assert text.count(" not run: a lower worker count's op time predicted every op past its timeout") == 3
-    assert "reference/check_negative/c8/r0" in text
+    assert "reference/check_view_via_group_member/c8/r0" in text
 
 
 def _round(c: int, **kw) -> PhaseSpec:

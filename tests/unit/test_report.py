@@ -48,12 +48,13 @@ def test_report_covers_every_section_and_scenario(run):
 def test_report_numbers_equal_those_recomputed_from_raw_records(run):
     store, path = run
     recs = [json.loads(line) for line in (store.path / "records.jsonl").read_text().splitlines()]
-    ivs = [r for r in recs if r["type"] == "interval" and r["phase"] == "reference/check_negative/c2/r0"]
+    pid = "reference/check_view_via_group_member/c2/r0"  # a check at more than one worker
+    ivs = [r for r in recs if r["type"] == "interval" and r["phase"] == pid]
     h = merge(r["hist"] for r in ivs)
     ops = sum(r["ops"] for r in ivs)
     p95 = h.get_value_at_percentile(95) / 1000
     text = both(path)
-    section = re.split(r"### `check_negative`", text)[1]  # its own table, not the method's list
+    section = re.split(r"### `check_view_via_group_member`", text)[1]  # its own table, not the method's list
     row = next(line for line in section.splitlines() if line.startswith("| reference † | 2 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert int(cells[2].replace(",", "")) == ops
@@ -72,11 +73,12 @@ def test_a_run_killed_midway_still_renders_what_finished(run, tmp_path):
     cut.mkdir()
     (cut / "manifest.json").write_text((store.path / "manifest.json").read_text())
     # Cut inside a phase (after its start, before its end) on a half-written line, as a kill would.
-    start = next(i for i, line in enumerate(lines) if '"phase_start"' in line and "check_negative/c2" in line)
+    start = next(i for i, line in enumerate(lines)
+                 if '"phase_start"' in line and "check_view_via_group_member/c2" in line)
     (cut / "records.jsonl").write_text("\n".join(lines[: start + 2]) + '\n{"type": "interv')
     text = both(render(cut, tmp_path / "reports"))
     assert "Read performance" in text
-    assert "reference/check_negative/c2/r0`: **incomplete**" in text  # it never recorded its end
+    assert "reference/check_view_via_group_member/c2/r0`: **incomplete**" in text  # it never recorded its end
     assert "`check_manage_direct_user`" in text  # what finished before is all there
 
 

@@ -22,7 +22,7 @@ from authzbench.report import findings
 from authzbench.report.compare import summary
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 
-SCEN = ["check_negative", "check_manage_direct_user"]
+SCEN = ["check_view_via_group_member", "check_manage_direct_user"]
 
 
 def _specs(cfg: BenchConfig, dataset, name: str = "reference", workers: str = "process"):
@@ -34,11 +34,21 @@ def _cfg(rounds: int, visits: int) -> BenchConfig:
                           concurrency=[1, 8], rounds=rounds, visits=visits)
 
 
-def test_the_round_trip_runs_at_the_fewest_workers_only_and_checks_at_every_count(dataset):
+def test_the_round_trip_and_the_latency_only_checks_run_at_the_fewest_workers_the_via_group_check_at_every_count(
+        dataset):
+    view = "check_view_via_group_member"
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny",
-                         scenarios=["roundtrip", "check_negative"], concurrency=[8, 2, 32], rounds=1, visits=1)
+                         scenarios=["roundtrip", "check_negative", view], concurrency=[8, 2, 32], rounds=1, visits=1)
     levels = {(s.scenario, s.concurrency) for s, _ in _specs(cfg, dataset)}
-    assert levels == {("roundtrip", 2), ("check_negative", 2), ("check_negative", 8), ("check_negative", 32)}
+    assert levels == {("roundtrip", 2), ("check_negative", 2), (view, 2), (view, 8), (view, 32)}
+
+
+def test_only_a_keys_first_round_of_a_visit_warms_up(dataset):
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny",
+                         scenarios=["check_view_via_group_member"], concurrency=[1], rounds=3, visits=2)
+    warm = {spec.repeat: spec.warmup for spec, _ in _specs(cfg, dataset)}
+    # rounds 0 and 2 run in the first visit, round 1 in the second (visit_of): round 2 follows round 0
+    assert warm[0] == warm[1] > 0 and warm[2] == 0
 
 
 def test_every_round_visits_every_phase_once_in_a_rotated_order_with_its_share_of_the_ops(dataset):
@@ -74,7 +84,7 @@ def _simulated_run(dataset, rounds: int, visits: int, slow_from: float = 0.5) ->
 
 
 def test_a_backend_slowed_half_way_through_the_run_is_not_ranked_apart_from_its_twin_measured_before(dataset):
-    title = "Check p50, check_negative"
+    title = "Check p50, check_view_via_group_member"
     assert _order(_simulated_run(dataset, rounds=3, visits=2).data(), title) == [["postgres", "scylla"]]
     # the single pass the suite used to make puts the slowdown on the second twin alone: a false verdict
     assert _order(_simulated_run(dataset, rounds=1, visits=1).data(), title) == [["postgres"], ["scylla"]]
@@ -366,7 +376,7 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
     assert _order(run.data(), "Server CPU per 1,000 checks") == [["postgres", "scylla"]]
 
 
-def test_the_heaviest_lookup_is_not_run_above_its_worker_cap_while_other_scenarios_are(dataset):
+def test_lookups_are_not_run_above_their_worker_cap(dataset):
     from authzbench.scenarios.catalog import HEAVY_LOOKUP_WORKERS
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8, 32],
@@ -375,7 +385,7 @@ def test_the_heaviest_lookup_is_not_run_above_its_worker_cap_while_other_scenari
     for spec, name in _specs(cfg, dataset):
         workers.setdefault(name, set()).add(spec.concurrency)
     assert workers["lookup_resources_manage_super"] == {c for c in (1, 8, 32) if c <= HEAVY_LOOKUP_WORKERS}
-    assert workers["lookup_resources_view_regular"] == {1, 8, 32}
+    assert workers["lookup_resources_view_regular"] == {1, 8}
 
 
 def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
@@ -392,6 +402,25 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     # rounds 0 and 2 in the first visit, round 1 in the second: each visit's last mixed phase is checked, the
     # heaviest user's lookup only after the last one run
     assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [("mixed/c1/r2", False), ("mixed/c2/r1", True)]
+
+
+def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(
+        tmp_path, monkeypatch):
+    from authzbench import orchestrate
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    checked: list[tuple[str, bool, int]] = []
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, sample=True, write_ops=None,
+                        **k: checked.append((pid.split("/", 1)[1], sample, len(write_ops or []))))
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
+                         scenarios=["write_membership", "write_hierarchy"], iterations_scale=0.05, rounds=1,
+                         visits=1, data_dir=tmp_path / "data")
+    assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
+    # both repair and check their own ops (probes and controls); only the last also checks the 200-check sample
+    assert [(pid, sample) for pid, sample, _ in checked] == [("write_membership/c1/r0", False),
+                                                            ("write_hierarchy/c1/r0", True)]
+    assert all(n > 0 for _, _, n in checked)
 
 
 def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp_path, monkeypatch):
