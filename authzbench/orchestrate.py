@@ -249,10 +249,12 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
     writes = [(visit_of(sched, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
               if scenario(sname).op in ("write", "mixed")]
     last_write = max(writes, key=lambda w: w[:2])[2] if writes else None
-    # A mixed phase undoes its own writes, so its restore check only proves they were undone: it runs after
-    # the visit's last writing phase, not after each of them (9 a backend cost make bench 195 s, Permify 139
-    # s of them: 200 checks and a lookup, fully consistent), and after any mixed phase that did not end
-    # cleanly. Write scenarios repair what a stopped op left, so theirs always run.
+    # A phase that wrote undoes its own writes, so the sampled restore check (200 checks and the anchor
+    # lookups, fully consistent) only proves they were undone: it runs after the visit's last writing phase,
+    # not after each of them (9 a backend cost make bench 195 s, Permify 139 s of them), and after any mixed
+    # phase that did not end cleanly. After every write scenario its ops' own probes and controls, the users
+    # its writes touched, are checked and whatever a stopped op left is repaired (restore.repair_scratch):
+    # the 200-check sample after each of them was 130 s of 20261128-013743's 222 s of restore checks.
     visit_last = max((w for w in writes if w[0] == visit), key=lambda w: w[1], default=(0, 0, None))[2]
     # The visit's phases share their worker processes (pools.KeptWorkers); the servers' idle connections
     # to them between phases are the visit's, like the servers themselves.
@@ -288,7 +290,8 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
              inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
              heavy_restore: bool = True, restore_check: bool = True) -> tuple[bool, Any]:
     """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
-    restore_check=False: a mixed phase that ended cleanly is not restore-checked (see _bench_backend)."""
+    restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on the
+    users its ops touched (see _bench_backend)."""
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
     say(f"{name}: {spec.phase_id}")
@@ -307,7 +310,8 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
         with timed_step(store, name, f"restore check after {spec.phase_id}"):
             verify_restored(sess, ds, oracle, store, spec.phase_id,
                             write_ops=[o for inp in inputs for o in inp[1:] if o] if sc.op == "write" else None,
-                            clean_all=res.stopped_workers > 0, heavy=heavy_restore)
+                            clean_all=res.stopped_workers > 0, heavy=heavy_restore,
+                            sample=restore_check or not clean)
     check_stop()
     if res.status == "failed":
         say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")

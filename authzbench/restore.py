@@ -14,6 +14,8 @@ from authzbench.results import RunStore
 from authzbench.scenarios.catalog import READ_SCENARIOS, scenario
 from authzbench.servers import Session
 
+HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=False
+
 
 def repair_scratch(b: Backend, ops: list, rec: dict, clean_all: bool = False) -> None:
     """Clean up the ops left midway (or all of them: deleting an edge an op never wrote writes nothing, it
@@ -53,18 +55,20 @@ def _answers(sess: Session, ds: Dataset, inputs: list) -> list[tuple[str, tuple,
 
 
 def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200,
-                    write_ops: list | None = None, clean_all: bool = False, heavy: bool = True) -> dict:
+                    write_ops: list | None = None, clean_all: bool = False, heavy: bool = True,
+                    sample: bool = True) -> dict:
     """After a phase that wrote: every write was undone, so a sample of checks and the anchor lookups must
     equal the pristine oracle again (recorded; a difference counts as mismatches of the phase). The
     write scenarios' ops are cleaned up first: those whose probe shows them left midway, or every op when
     workers were stopped mid-op (clean_all: a half-done write can leave other users' rows behind).
     heavy=False leaves out the heaviest user's lookup (the caller runs it after the visit's last writing
-    phase: a dataset left changed stays changed): it took Permify 30 s, 9 times a visit."""
+    phase: a dataset left changed stays changed): it took Permify 30 s, 9 times a visit. sample=False checks
+    only the write ops' probes and controls (repair_scratch: the users the phase's writes touched)."""
     rebac = ds.model == "rebac"
-    inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks)
-    if rebac:  # the anchor lookups: the heaviest manage user's and a median viewer's
+    inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks) if sample else []
+    if rebac and sample:  # the anchor lookups: the heaviest manage user's and a median viewer's
         inputs += [scenario(n).sampler(ds, oracle, 1)[0] for n in READ_SCENARIOS if scenario(n).op == "lookup"
-                   and (heavy or not scenario(n).max_workers)]
+                   and (heavy or n != HEAVY_LOOKUP)]
     rec: dict = {"backend": sess.name, "phase": phase_id, "checked": 0, "mismatches": 0, "examples": []}
     try:
         # fully consistent: a quantized snapshot (SpiceDB) could answer from before the undo

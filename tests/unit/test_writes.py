@@ -249,3 +249,27 @@ def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, t
     assert rec["mismatches"] == (200 if wrong_checks else 0)
     assert len(rec["examples"]) == (5 if wrong_checks else 0)
     assert sess.opened == RESTORE_CLIENTS
+
+
+def test_a_warm_up_write_checks_its_probe_once_instead_of_waiting_for_it_to_show(tiny):
+    """Under a 5 s snapshot window the polling made SpiceDB's two warm-up ops 18 s of every write phase: a
+    warm-up op warms the write and check paths, and waiting for its write to show warms nothing more."""
+    import threading
+
+    from authzbench.scenarios.worker import _warm_up
+    from tests.unit.fakes import LaggyBackend
+
+    class Counting(LaggyBackend):
+        checks = 0
+
+        def check(self, user: int, perm: str, resource: int) -> bool:
+            Counting.checks += 1
+            return super().check(user, perm, resource)
+
+    b = Counting({}, {"dataset_path": str(tiny.path), "lag_s": 60.0})  # its writes never show in the test
+    b.connect()
+    inputs = SCENARIOS["write_membership"].sampler(tiny, None, 2)
+    spec = PhaseSpec("laggy", "write_membership", concurrency=1, iterations=2, warmup=2, visibility_bound_s=10.0)
+    assert _warm_up(b, inputs, spec, {}, 0, threading.Event()) == 2
+    # per op: the grant's probe, its control, the revocation's probe, its control; polled, it would be thousands
+    assert Counting.checks == 2 * 4
