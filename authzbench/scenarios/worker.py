@@ -187,12 +187,19 @@ def _heartbeat(out: Any, wid: int, backend, progress: list[int], done: Any) -> N
             out.put(("alive", wid, progress[0] + int(getattr(backend, "rows_touched", 0))))
 
 
+# A worker stops warming up after this long, once it ran an op: an op that slow is warm after one. Permify's
+# heaviest lookup (20 s an op) warmed up for 2 ops, 40 s of a 63 s hand-off (20261128-042657).
+WARMUP_MAX_S = 1.0
+
+
 def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any) -> int:
-    """This worker's share of the warm-up ops: run, not recorded. Returns how many it ran."""
-    n = spec.concurrency
+    """This worker's share of the warm-up ops (at most WARMUP_MAX_S of them): run, not recorded. Returns how
+    many it ran."""
+    n, ran, t0 = spec.concurrency, 0, time.perf_counter()
     for k in range(wid, spec.warmup, n):
-        if stop.is_set():
+        if stop.is_set() or (ran and time.perf_counter() - t0 > WARMUP_MAX_S):
             break
+        ran += 1
         with contextlib.suppress(Exception):
             inp = inputs[k % len(inputs)]
             if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
@@ -201,7 +208,7 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
                 run_write_op(backend, inp[2] or inp[1], _WriteRecorder({}, 0), 0.0)
             else:
                 _op(backend, inp, spec, state)[1]()
-    return spec.warmup // n + (1 if wid < spec.warmup % n else 0)
+    return ran
 
 
 def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any, t0: float,

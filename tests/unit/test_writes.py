@@ -273,3 +273,22 @@ def test_a_warm_up_write_checks_its_probe_once_instead_of_waiting_for_it_to_show
     assert _warm_up(b, inputs, spec, {}, 0, threading.Event()) == 2
     # per op: the grant's probe, its control, the revocation's probe, its control; polled, it would be thousands
     assert Counting.checks == 2 * 4
+
+
+def test_a_worker_stops_warming_up_after_a_second_once_it_ran_an_op(tiny):
+    """Permify's heaviest lookup (20 s an op) warmed up for 2 ops: one op of that length is warm."""
+    import threading
+
+    from authzbench.backends.reference import ReferenceBackend
+    from authzbench.scenarios.worker import WARMUP_MAX_S, _warm_up
+
+    class Slow(ReferenceBackend):
+        def check(self, user: int, perm: str, resource: int) -> bool:
+            time.sleep(WARMUP_MAX_S * 0.6)
+            return super().check(user, perm, resource)
+
+    b = Slow({}, {"dataset_path": str(tiny.path)})
+    b.connect()
+    inputs = [("check", (0, "view", 0), False)] * 10  # a warm-up compares nothing
+    spec = PhaseSpec("slow", "check_negative", concurrency=1, iterations=10, warmup=10)
+    assert _warm_up(b, inputs, spec, {}, 0, threading.Event()) == 2  # the second op ends past the second
