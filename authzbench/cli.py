@@ -154,7 +154,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
                    "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
                    "write_membership, write_hierarchy, revoke_then_check)")
-    p.add_argument("--concurrency", type=_csv_ints, default=[1, 8, 32], help="closed-loop sweep (1,8,32)")
+    p.add_argument("--concurrency", type=_csv_ints, default=None,
+                   help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open loop "
+                        "runs at the highest count)")
     p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
                    help="worker counts of the structural write scenarios (default 1)")
     p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,

@@ -17,9 +17,10 @@ from authzbench.scenarios.spec import PhaseSpec
 
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
 # and the starts and loads spread over the phases), before this run has its own figure. In make bench at
-# baseline (20261127-154106: 567 phases, 924 planned s, 2,142 s of wall clock) it was 2.15 s; the prior of
-# 4.0 s, from a loaded run on tiny, made that run's first estimate 53 minutes for a 36-minute run.
-PRIOR_OVERHEAD_S = 2.15
+# baseline it was 2.15 s with 567 phases (20261127-154106) and 3.21 s with 255 (20261128-042657: fewer,
+# longer phases carry the same loads and writes), where the prior of 2.15 s made the first estimate 20.1
+# minutes for a 24.8-minute run.
+PRIOR_OVERHEAD_S = 3.2
 # The prior counts as this many phases already run, so the first phases (which also carry the first backend's
 # start and load) move the estimate gradually: after 10 phases the run's own overhead weighs half.
 PRIOR_PHASES = 10
