@@ -149,20 +149,8 @@ def _word(s: str) -> str:
     return s.strip()
 
 
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
-    p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
-                   "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
-                   "write_membership, write_hierarchy, revoke_then_check)")
-    p.add_argument("--concurrency", type=_csv_ints, default=None,
-                   help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open loop "
-                        "runs at the highest count)")
-    p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
-                   help="worker counts of the structural write scenarios (default 1)")
-    p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
-                   help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
-    p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,
-                   help="repeat every phase N times at its full budget (stability/CV)")
+def _rounds_args(p: argparse.ArgumentParser) -> None:
+    """`bench`'s rounds, visits and re-runs, and which worker counts and cores its phases use."""
     # 2 rounds of 2 s, one a visit, not 3 of 1.33 s: in a study of round windows cut from 4 s rounds
     # (20261128-041734), SpiceDB's 8-worker check p50 spread 14.3x between rounds of 1 s, 10.0x of 2 s, 4.0x of
     # 4 s; a median user's lookups 1.7-2.1x, 1.4-1.6x, 1.2-1.6x; and every phase less is ~0.5 s less hand-off.
@@ -182,6 +170,23 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                         "the other checks at the fewest workers)")
     p.add_argument("--pin", action="store_true",
                    help="isolation: the server on the last core, the client on the others (native only)")
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
+    p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
+                   "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
+                   "write_membership, write_hierarchy, revoke_then_check)")
+    p.add_argument("--concurrency", type=_csv_ints, default=None,
+                   help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open loop "
+                        "runs at the highest count)")
+    p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
+                   help="worker counts of the structural write scenarios (default 1)")
+    p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
+                   help="multiply each scenario's default iterations (e.g. 0.1 for a quick run)")
+    p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,
+                   help="repeat every phase N times at its full budget (stability/CV)")
+    _rounds_args(p)
     p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
     p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
                                                             "realistic"],
