@@ -107,7 +107,6 @@ def _worker_counts(sched: Schedule, op: str, latency_only: bool = False) -> list
     return [min(sched.concurrency)] if op == "roundtrip" or latency_only else sched.concurrency
 
 
-
 def _open_loop_specs(sched: Schedule, mixed: MixedLoad, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
     common = {**common, "warmup": common["warmup"] * sched.rounds}
     workers = max(sched.concurrency)
