@@ -292,3 +292,51 @@ def test_a_worker_stops_warming_up_after_a_second_once_it_ran_an_op(tiny):
     inputs = [("check", (0, "view", 0), False)] * 10  # a warm-up compares nothing
     spec = PhaseSpec("slow", "check_negative", concurrency=1, iterations=10, warmup=10)
     assert _warm_up(b, inputs, spec, {}, 0, threading.Event()) == 2  # the second op ends past the second
+
+
+class _CountingBackend:
+    """Records the writes and deletes a revoke op sends; `fail_delete` makes the timed revocation raise."""
+
+    def __init__(self, ev: SimpleEvaluator, fail_delete: bool = False):
+        self.ev, self.fail_delete, self.sent = ev, fail_delete, []
+        self.rows_touched, self.counts_rows = 0, False
+
+    def write(self, rel):
+        self.sent.append(("write", rel))
+        self.ev.add(*rel)
+
+    def delete(self, rel):
+        self.sent.append(("delete", rel))
+        if self.fail_delete:
+            self.fail_delete = False
+            raise RuntimeError("revocation refused")
+        self.ev.remove(*rel)
+
+    def check(self, user, perm, resource):
+        return self.ev.check(user, perm, resource)
+
+
+class _Rec:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def test_a_revoke_op_deletes_its_grant_once_not_again_at_teardown(tiny):
+    from authzbench.scenarios.writes import run_write_op
+
+    op = sample_write_ops(tiny, "revoke", 1)[0]
+    b = _CountingBackend(SimpleEvaluator.from_dataset(tiny))
+    run_write_op(b, op, _Rec(), bound_s=0.3)
+    assert b.sent == [("write", op.change), ("delete", op.change)]
+    assert not b.check(*op.probe)
+
+
+def test_a_failed_revocation_is_deleted_at_teardown(tiny):
+    from authzbench.scenarios.writes import run_write_op
+
+    op = sample_write_ops(tiny, "revoke", 1)[0]
+    b = _CountingBackend(SimpleEvaluator.from_dataset(tiny), fail_delete=True)
+    with pytest.raises(RuntimeError):
+        run_write_op(b, op, _Rec(), bound_s=0.3)
+    assert b.sent == [("write", op.change), ("delete", op.change), ("delete", op.change)]
+    assert not b.check(*op.probe)
