@@ -29,7 +29,7 @@ from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progre
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
-from authzbench.restore import verify_restored
+from authzbench.restore import HEAVY_LOOKUP, heavy_restore, verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import scenario
 from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
@@ -276,7 +276,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
             for attempt in range(sched.max_reruns + 1):
                 spec.attempt = attempt
                 rerun, res = _attempt(sched, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
-                                      kept, heavy_restore=spec is last_write,
+                                      kept, heavy_restore=_heavy(spec is last_write, pace, name),
                                       restore_check=spec is visit_last or spec is last_write)
                 if not rerun:
                     break
@@ -286,9 +286,17 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 progress.finished(name, spec)
 
 
+def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
+    """How this phase's restore check covers the heaviest user: only after the backend's last writing phase,
+    by lookup unless the run measured that lookup too slow (restore.heavy_restore)."""
+    if not last_write:
+        return ""
+    return heavy_restore(pace.op_s(name, HEAVY_LOOKUP) if pace else None)
+
+
 def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
              inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
-             heavy_restore: bool = True, restore_check: bool = True) -> tuple[bool, Any]:
+             heavy_restore: str = "lookup", restore_check: bool = True) -> tuple[bool, Any]:
     """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
     restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on the
     users its ops touched (see _bench_backend)."""

@@ -169,6 +169,11 @@ class Pace:
             return  # no op and no time: nothing learnt (an error, a stop)
         self.seen.setdefault((spec.backend, spec.scenario), {})[spec.concurrency] = per_op
 
+    def op_s(self, backend: str, scenario: str) -> float | None:
+        """Seconds an op of a read scenario at the fewest workers it ran at, None when it has not run."""
+        seen = self.seen.get((backend, scenario))
+        return seen[min(seen)] if seen else None
+
     def too_slow(self, spec: PhaseSpec, op: str) -> str:
         """Why every op of this phase would outlast its timeout, or '' to run it. Predicted from a lower worker
         count's op time, assuming the extra workers share the server's cores: c workers on `cores` cores make

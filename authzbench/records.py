@@ -184,6 +184,7 @@ class Restored(Record):
     scratch_cleaned: int | None = None
     scratch_still_left: int | None = None
     error: str | None = None
+    heavy: str | None = None  # how the heaviest user was covered: "lookup", "checks" (restore.heavy_restore) or ""
 
 
 @register("host_lost")

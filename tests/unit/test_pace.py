@@ -118,3 +118,30 @@ def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(
         "reference/check_negative/c1/r1", "reference/check_negative/c1/r2"]  # round 0 ran
     text = "\n".join(_stops(load_run(store.path), str, lambda *a, **k: ""))
     assert text.count("not run: an earlier round measured its op count") == 2
+
+
+def test_the_final_restore_asks_the_heaviest_user_by_checks_when_the_run_measured_the_lookup_slow():
+    pace = Pace(cores=2)
+    assert orchestrate._heavy(True, pace, "permify") == "lookup"  # not measured yet: the lookup
+    pace.note(_spec(1), "lookup", ops=1, wall_s=18.6)
+    assert orchestrate._heavy(True, pace, "permify") == "checks"
+    assert orchestrate._heavy(False, pace, "permify") == ""  # only after the backend's last writing phase
+    fast = Pace(cores=2)
+    fast.note(_spec(1), "lookup", ops=40, wall_s=2.0)
+    assert orchestrate._heavy(True, fast, "permify") == "lookup"
+
+
+def test_the_heaviest_users_checks_cover_resources_they_hold_and_do_not_as_the_oracle_says(tmp_path):
+    from authzbench.generator import generate
+    from authzbench.oracle import shared
+    from authzbench.restore import HEAVY_LOOKUP, as_checks
+    from authzbench.scenarios.catalog import scenario
+
+    ds = generate("tiny", tmp_path / "tiny")
+    oracle = shared(ds)
+    lookup = scenario(HEAVY_LOOKUP).sampler(ds, oracle, 1)[0]
+    checks = as_checks(lookup, ds.entities["resource"], n=10)
+    held = set(lookup[2])
+    assert [c[2] for c in checks].count(True) == min(10, len(held)) and [c[2] for c in checks].count(False) == 10
+    assert all(oracle.check(*args) == expected for _, args, expected in checks)
+    assert checks == as_checks(lookup, ds.entities["resource"], n=10)  # the same in every run

@@ -393,15 +393,15 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     from authzbench.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    checked: list[tuple[str, bool]] = []
+    checked: list[tuple[str, str]] = []
     monkeypatch.setattr(orchestrate, "verify_restored",
-                        lambda sess, ds, o, store, pid, heavy=True, **k: checked.append((pid, heavy)))
+                        lambda sess, ds, o, store, pid, heavy="lookup", **k: checked.append((pid, heavy)))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
     # rounds 0 and 2 in the first visit, round 1 in the second: each visit's last mixed phase is checked, the
     # heaviest user's lookup only after the last one run
-    assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [("mixed/c1/r2", False), ("mixed/c2/r1", True)]
+    assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [("mixed/c1/r2", ""), ("mixed/c2/r1", "lookup")]
 
 
 def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(

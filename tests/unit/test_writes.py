@@ -340,3 +340,22 @@ def test_a_failed_revocation_is_deleted_at_teardown(tiny):
         run_write_op(b, op, _Rec(), bound_s=0.3)
     assert b.sent == [("write", op.change), ("delete", op.change), ("delete", op.change)]
     assert not b.check(*op.probe)
+
+
+def test_the_report_says_whose_heaviest_user_was_checked_by_checks_and_keeps_the_old_wording_for_old_runs():
+    from pathlib import Path
+
+    from authzbench.report.data import from_records
+    from authzbench.report.writes import _EVERY_PHASE_SAMPLED, restore_method
+
+    def restored(backend, phase, checked, heavy=None):
+        return {"type": "restored", "backend": backend, "phase": phase, "checked": checked, "mismatches": 0,
+                "examples": [], "heavy": heavy}
+
+    new = [restored("permify", "permify/write_membership/c1/r0", 0, ""),
+           restored("permify", "permify/mixed/c8/r1", 402, "checks"),
+           restored("postgres", "postgres/mixed/c8/r1", 202, "lookup")]
+    text = restore_method(from_records(Path("fixture"), {}, new))
+    assert "except for permify: that lookup took over 5 s an op" in text and "postgres" not in text
+    old = [restored("permify", "permify/write_membership/c1/r0", 202), restored("permify", "permify/mixed/c8/r1", 202)]
+    assert restore_method(from_records(Path("fixture"), {}, old)) == _EVERY_PHASE_SAMPLED
