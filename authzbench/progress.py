@@ -18,9 +18,12 @@ from authzbench.scenarios.spec import PhaseSpec
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
 # and the starts and loads spread over the phases), before this run has its own figure. In make bench at
 # baseline it was 2.15 s with 567 phases (20261127-154106) and 3.21 s with 255 (20261128-042657: fewer,
-# longer phases carry the same loads and writes), where the prior of 2.15 s made the first estimate 20.1
-# minutes for a 24.8-minute run.
-PRIOR_OVERHEAD_S = 3.2
+# longer phases carry the same loads and writes). With 228 phases it was 2.8 s on a fresh machine with 51
+# re-runs (20261128-072536, before the restore and revoke cuts), then 2.10 s and 2.04 s back to back after
+# them (20261128-075802, -081629; machine-speed index 0.92), where 3.2 s made the first estimate 22.2 minutes
+# for 18-minute runs (23 % over). 2.3 s is 4 % over those and 13 % under 20261128-051009's 21.7 minutes on a
+# slower day (index 0.73).
+PRIOR_OVERHEAD_S = 2.3
 # The prior counts as this many phases already run, so the first phases (which also carry the first backend's
 # start and load) move the estimate gradually: after 10 phases the run's own overhead weighs half.
 PRIOR_PHASES = 10
