@@ -76,6 +76,8 @@ def _slice_bounds(rows: pd.DataFrame, value: float) -> tuple[float, float] | Non
 def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float, float] | None:
     """rows: the phase rows (one per round or repeat) of one backend, scenario, kind and load; value: the
     figure. The interval the figure could have landed in on another run; None when nothing says."""
+    if (n := int(rows["ops"].sum())) < min_ops(q):
+        return _open_above(rows, q, value, n)
     col = f"p{q:g}_ms"
     if len(rows) >= 2:
         v = rows[col].dropna().to_numpy(dtype=float)
@@ -92,6 +94,15 @@ def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float
         return None
     lo, hi = ci or (value, value)
     return min(value - sd, lo), max(value + sd, hi)
+
+
+def _open_above(rows: pd.DataFrame, q: float, value: float, n: int) -> tuple[float, float]:
+    """A percentile from fewer ops than it needs is no more than the slowest op seen: the true one may lie
+    anywhere above, so its interval is open above. Two such figures never differ clearly from each other
+    (one revoke at 1.95 ms and one at 2.03 ms ranked apart, reversed in the next run: 20261128-075802,
+    -081629); one still differs from a figure wholly below its lower end."""
+    ci = order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q) if n >= 2 else None
+    return (min(value, ci[0]) if ci else value), math.inf
 
 
 def percentile_spread(rows: pd.DataFrame, q: float) -> float:

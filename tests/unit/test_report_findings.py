@@ -311,11 +311,33 @@ def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_datas
     assert p.parse_args(["bench", "--against-reference"]).against_reference is True
 
 
-def test_a_figure_from_one_op_has_an_unknown_spread_not_a_negative_one():
-    from authzbench.report.noise import percentile_spread
+def test_a_percentile_from_one_op_has_an_interval_open_above_not_a_negative_spread():
+    from authzbench.report.noise import percentile_bounds, percentile_spread
 
     rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
-    assert math.isnan(percentile_spread(rd.phases, 95))
+    assert percentile_bounds(rd.phases, 95, 1.0) == (1.0, math.inf)
+    assert percentile_spread(rd.phases, 95) == math.inf
+
+
+def test_two_p95s_from_too_few_ops_are_no_clear_difference_but_one_far_above_a_measured_p95_is():
+    from authzbench.report.figures import cell, rank_groups
+
+    run = Run()
+    for b, ms in (("spicedb-pg", [1.95]), ("openfga", [2.03]), ("postgres", [0.1] * 40)):
+        run.server(b, NET).phase(b, "check_negative", [ms])
+    rd = run.data()
+    figs = {b: cell(rd, b, "check_negative", 1, "p95_ms") for b in ("spicedb-pg", "openfga", "postgres")}
+    assert figs["openfga"].too_few and figs["openfga"].hi == math.inf
+
+    class F:
+        def __init__(self, b):
+            self.backend, self.value, self.c = b, figs[b].value, figs[b]
+
+        def interval(self):
+            return self.c.lo, self.c.hi
+
+    groups = rank_groups([F(b) for b in figs], higher_is_better=False)
+    assert [[f.backend for f in g] for g in groups] == [["postgres"], ["spicedb-pg", "openfga"]]
 
 
 def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monkeypatch):
