@@ -204,6 +204,13 @@ def _finite(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
+def _interval_text(lo: float | None, hi: float | None, open_above: bool) -> str:
+    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above); "—" for an end not known."""
+    if open_above and lo is not None and hi is None:
+        return f"≥ {num(lo)}"
+    return f"{num(lo) if lo is not None else '—'} - {num(hi) if hi is not None else '—'}"
+
+
 def write_json(rd: RunData, path: Path) -> None:
     path.write_text(json.dumps({"run_id": rd.manifest["run_id"], "figures": figure_records(rd)}, indent=1) + "\n")
 
@@ -215,7 +222,7 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
         return ""
     df = pd.DataFrame(recs)
     df["backend"] = [label(rd, b) for b in df["backend"]]
-    df["iv"] = [f"{num(a) if a is not None else '—'} - {num(b) if b is not None else '—'}" for a, b in df["interval"]]
+    df["iv"] = [_interval_text(a, b, "too_few" in f) for (a, b), f in zip(df["interval"], df["flags"], strict=True)]
     df["val"] = [t or num(v) for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
     df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]

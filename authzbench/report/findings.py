@@ -413,7 +413,8 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
              "ranked apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs; {DISTURBED}: other processes disturbed a phase even after re-runs. "
+             f"than the percentile needs, so its interval is open above and two such figures are never ranked apart; "
+             f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
