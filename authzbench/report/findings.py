@@ -413,7 +413,8 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
              "ranked apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs, so its interval is open above and two such figures are never ranked apart; "
+             f"than the percentile needs (from a single op its interval is open above, never ranked apart from "
+             f"another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", ""]
     if chart:

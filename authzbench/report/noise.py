@@ -75,9 +75,14 @@ def _slice_bounds(rows: pd.DataFrame, value: float) -> tuple[float, float] | Non
 
 def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float, float] | None:
     """rows: the phase rows (one per round or repeat) of one backend, scenario, kind and load; value: the
-    figure. The interval the figure could have landed in on another run; None when nothing says."""
-    if (n := int(rows["ops"].sum())) < min_ops(q):
-        return _open_above(rows, q, value, n)
+    figure. The interval the figure could have landed in on another run; None when nothing says. A figure
+    from a single op has an interval open above: two of them are never ranked apart (one revoke at 1.95 ms and
+    one at 2.03 ms were, and the next run reversed it: 20261128-075802, -081629). Opening every percentile
+    from too few ops (under 20 for a p95) chained whole write rows into one group (2.98 ms and 3,377 ms with
+    no clear difference), since most stores' write phases have 2-16 ops: from 2 ops on, the interval is the
+    order statistics' (it ends at the slowest op, marked ⚠)."""
+    if int(rows["ops"].sum()) < 2:
+        return value, math.inf  # one op: no spread to take an interval from, and the percentile may lie above it
     col = f"p{q:g}_ms"
     if len(rows) >= 2:
         v = rows[col].dropna().to_numpy(dtype=float)
@@ -94,15 +99,6 @@ def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float
         return None
     lo, hi = ci or (value, value)
     return min(value - sd, lo), max(value + sd, hi)
-
-
-def _open_above(rows: pd.DataFrame, q: float, value: float, n: int) -> tuple[float, float]:
-    """A percentile from fewer ops than it needs is no more than the slowest op seen: the true one may lie
-    anywhere above, so its interval is open above. Two such figures never differ clearly from each other
-    (one revoke at 1.95 ms and one at 2.03 ms ranked apart, reversed in the next run: 20261128-075802,
-    -081629); one still differs from a figure wholly below its lower end."""
-    ci = order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q) if n >= 2 else None
-    return (min(value, ci[0]) if ci else value), math.inf
 
 
 def percentile_spread(rows: pd.DataFrame, q: float) -> float:
