@@ -108,7 +108,7 @@ def restore_method(rd: RunData) -> str:
     restored = [r for r in rd.records if r.get("type") == "restored"]
     if all(r["checked"] > 0 for r in restored):
         return _EVERY_PHASE_SAMPLED
-    by_checks = sorted({r["backend"] for r in rd.records if r.get("type") == "restored" and r.get("heavy") == "checks"})
+    by_checks = sorted({r["backend"] for r in restored if r.get("heavy") == "checks"})
     heavy = ("the heaviest user's lookup too" if not by_checks else
              f"the heaviest user's lookup too, except for {', '.join(label(rd, b) for b in by_checks)}: "
              f"that lookup took over {HEAVY_LOOKUP_MAX_S:g} s an op in this run, so the user was compared by "
