@@ -15,7 +15,7 @@ from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell
 from authzbench.report.findings import Dimension, compute
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo, slo_verdicts
-from authzbench.report.tables import counted, label, link_target, num, table
+from authzbench.report.tables import counted, label, link_target, num, significant, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 
@@ -201,7 +201,7 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
 
 
 def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
+    return significant(float(v)) if math.isfinite(v) else None
 
 
 def _interval_text(lo: float | None, hi: float | None, open_above: bool) -> str:

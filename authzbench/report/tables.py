@@ -38,6 +38,20 @@ def num(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
+# The JSON beside a report carries figures to 6 significant digits: the narrowest interval a ranked figure
+# has is wider than that, and the last bits of a float differ between hosts (numpy's log on an AMD EPYC
+# wrote an exponent ...94580155054 where Intel hosts wrote ...94580155053), so more digits are not the
+# measurement's. A host's last-bit difference changes a 6-digit value only on a rounding boundary.
+JSON_DIGITS = 6
+
+
+def significant(v: float | None, digits: int = JSON_DIGITS) -> float | None:
+    """v rounded to `digits` significant digits; None and non-finite values as they are."""
+    if v is None or not math.isfinite(v) or v == 0:
+        return v
+    return round(float(v), digits - 1 - math.floor(math.log10(abs(v))))
+
+
 def ratio_text(r: float, higher_is_better: bool) -> str:
     """×5.5 (lower is better) or ÷5.5 (higher is better); ×160, not ×1.6e+02."""
     if not math.isfinite(r):

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from authzbench.records import Loadtest, Oracle
+from authzbench.report import digest
+from authzbench.report.data import load_run
+from authzbench.report.findings import compute
 from authzbench.report.loadtest import render_run as render_loadtest
+from authzbench.report.tables import JSON_DIGITS, significant
 from authzbench.results import RunStore
 from authzbench.scenarios.loadtest import LoadTestPlan, run_plan
 from authzbench.tools import examples as examples_module
@@ -128,6 +134,63 @@ def test_every_example_re_renders_from_its_committed_results_to_the_committed_re
     path = render(example, tmp_path)
     assert path.name == example.report
     for name in _companions(example):
-        assert (tmp_path / name).read_text() == (REPORTS / name).read_text(), (
-            f"reports/{name} is not what its committed results render to now: "
-            f"`python -m authzbench.tools.examples render` and commit the result")
+        ok = (_same_figures if name.endswith(".json") else str.__eq__)(
+            (tmp_path / name).read_text(), (REPORTS / name).read_text())
+        assert ok, (f"reports/{name} is not what its committed results render to now: "
+                    f"`python -m authzbench.tools.examples render` and commit the result")
+
+
+def _same_figures(a: str, b: str) -> bool:
+    """Two reports' JSON alike but for a figure's last written digit: the JSON keeps JSON_DIGITS significant
+    digits, and a value on a rounding boundary (a median of two rounds, 1770.495 ops/s) tips either way
+    when another host's libm or SIMD sums change its last bit."""
+    return _alike(json.loads(a), json.loads(b))
+
+
+def _alike(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, int | float) and isinstance(b, int | float)) or isinstance(a, bool):
+            return False
+        step = 10.0 ** (math.floor(math.log10(max(abs(a), abs(b)))) - JSON_DIGITS + 1) if a or b else 0.0
+        return abs(a - b) <= step * 1.000001
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_alike(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_alike(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _nudged(dims: list) -> list:
+    """Every figure's value, spread and bounds one float step up: what another host's libm or SIMD path
+    gives (an AMD EPYC wrote a growth exponent ...94580155054 where Intel hosts wrote ...94580155053)."""
+    def up(v: float) -> float:  # zero stays zero: no host computes a denormal from a zero
+        return float(np.nextafter(v, np.inf)) if v else v
+
+    for d in dims:
+        for f in d.figures:
+            f.value, f.spread = up(f.value), up(f.spread)
+            f.bounds = None if f.bounds is None else (up(f.bounds[0]), up(f.bounds[1]))
+    return dims
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", [pytest.param(ex, id=ex.report) for ex in EXAMPLES if not _quick(ex)])
+def test_an_examples_json_is_the_same_when_every_figure_differs_in_its_last_bit(example, tmp_path, monkeypatch):
+    monkeypatch.setattr(digest, "compute", lambda rd: _nudged(compute(rd)))
+    out = tmp_path / example.report.replace(".md", ".json")
+    digest.write_json(load_run(REPORTS / example.runs[0]), out)
+    assert _same_figures(out.read_text(), (REPORTS / out.name).read_text())
+
+
+def test_two_jsons_differing_by_more_than_a_last_digit_or_in_text_are_not_alike():
+    one = json.dumps({"figures": [{"value": 1770.49, "interval": [1.5, 2.0], "text": None}]})
+    assert _same_figures(one, one.replace("1770.49", "1770.5"))  # a rounding boundary tipped
+    assert not _same_figures(one, one.replace("1770.49", "1770.51"))
+    assert not _same_figures(one, one.replace("2.0]", "2.00003]"))  # three steps of the sixth digit
+    assert not _same_figures(one, one.replace("null", '"none met the SLO"'))
+
+
+def test_a_json_figure_keeps_six_significant_digits_and_no_host_bits():
+    assert significant(0.2857394580155054) == significant(0.2857394580155053) == 0.285739
+    assert significant(12345.678) == 12345.7 and significant(-0.000123456789) == -0.000123457
+    assert significant(0.0) == 0.0 and significant(None) is None and math.isinf(significant(math.inf))
