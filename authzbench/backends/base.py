@@ -168,7 +168,10 @@ class ServerInfo:
     engine: str  # e.g. "PostgreSQL"
     version: str  # as the server reports it
     label: str  # e.g. "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)"
-    comparable: bool = True  # False: figures must be shown apart (FerretDB, embedded chdb)
+    comparable: bool = True  # False: not a networked server (embedded chdb, the oracle): ranked apart
+    # The product the backend is named for, where another one stands in for it (Cassandra for ScyllaDB,
+    # FerretDB for MongoDB): its figures are the stand-in's, never that product's.
+    stands_in_for: str = ""
     notes: list[str] = field(default_factory=list)
     # The read consistency the measured phases use when a phase names none (engines with modes), so a
     # report can name it instead of "session".

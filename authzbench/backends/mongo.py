@@ -146,7 +146,7 @@ class MongoBackend(BulkLoad, Backend):
                      "expression indexes made by the backend in FerretDB's PostgreSQL"]
             if self.endpoint.get("pg_version"):
                 notes.append(f"storage: PostgreSQL {str(self.endpoint['pg_version']).split()[0]}")
-            return ServerInfo("FerretDB", fv, FERRETDB_LABEL, comparable=False, notes=notes)
+            return ServerInfo("FerretDB", fv, FERRETDB_LABEL, stands_in_for="MongoDB", notes=notes)
         major_minor = ".".join(v.split(".")[:2])
         return ServerInfo("MongoDB", v, f"MongoDB {major_minor}")
 

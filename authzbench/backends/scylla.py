@@ -165,6 +165,7 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
             return ServerInfo("ScyllaDB", scylla[0], f"ScyllaDB {scylla[0]}",
                               notes=[f"CQL release_version {version}"])
         return ServerInfo("Apache Cassandra", version, f"Cassandra {version} (CQL, standing in for ScyllaDB)",
+                          stands_in_for="ScyllaDB",
                           notes=["same CQL adapter and tables as for ScyllaDB; Cassandra's figures are not ScyllaDB's"])
 
     # schema and data ---------------------------------------------------------------------------

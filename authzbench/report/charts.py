@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from authzbench.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
+from authzbench.report.tables import label  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
 MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
@@ -44,7 +45,7 @@ def _style(rd: RunData, b: str) -> dict:
     """The backend's fixed colour and marker; † backends dashed and hollow: never read as a networked
     server's line."""
     base = {"color": colour(b), "marker": marker(b)}
-    return base if rd.comparable(b) else {**base, "linestyle": "--", "markerfacecolor": "none"}
+    return base if rd.kind(b) == "server" else {**base, "linestyle": "--", "markerfacecolor": "none"}
 
 
 def _plain_ticks(ax, xs=None) -> None:
@@ -118,7 +119,7 @@ def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:
             rows = g[(g["backend"] == b) & (g["concurrency"] == c)]
             q, ms = spectrum_points([h for hs in rows["hists"] for h in hs])
             if len(q):
-                ax.plot(_nines(q), ms, label=b + ("" if rd.comparable(b) else " †"), linewidth=1.6,
+                ax.plot(_nines(q), ms, label=label(rd, b), linewidth=1.6,
                         markevery=12, markersize=4, **_style(rd, b))
                 top = max(top, float(_nines(q)[-1]))
         ax.set_title(f"{c} worker" + ("" if c == 1 else "s"), fontsize=9)
@@ -146,7 +147,7 @@ def throughput(rd: RunData, chart_dir: Path) -> str | None:
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for b, g in checks.groupby("backend"):
         s = g.groupby("concurrency")["ops_per_s"].mean()
-        ax.plot(s.index, s.values, label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
+        ax.plot(s.index, s.values, label=label(rd, b), **_style(rd, b))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")  # a linear axis flattens every backend under the fastest one
     ax.set_xlabel("concurrent workers")
@@ -168,7 +169,7 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
     """Check p95 against offered load, one line per backend, the SLO threshold drawn."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for b, g in v.sort_values("rate").groupby("backend", sort=False):
-        ax.plot(g["rate"], g["check_p95"], label=b + ("" if rd.comparable(b) else " †"), **_style(rd, b))
+        ax.plot(g["rate"], g["check_p95"], label=label(rd, b), **_style(rd, b))
     if "check_p95_ms" in slo:
         ax.axhline(slo["check_p95_ms"], color="red", linewidth=1, linestyle=":",
                    label=f"SLO: check p95 < {slo['check_p95_ms']:g} ms")
@@ -193,7 +194,7 @@ def latency_vs_throughput(rd: RunData, scenario: str, points: dict[str, list[tup
     for b, pts in points.items():
         x, p50, p95 = zip(*pts, strict=True)
         st = _style(rd, b)
-        ax.plot(x, p95, label=b + ("" if rd.comparable(b) else " †"), **st)
+        ax.plot(x, p95, label=label(rd, b), **st)
         ax.plot(x, p50, **{**st, "markerfacecolor": "none", "linestyle": ":", "alpha": 0.8})
     if slo_ms:
         ax.axhline(slo_ms, color="red", linewidth=1, linestyle="--", label=f"SLO: p95 < {slo_ms:g} ms")
@@ -218,11 +219,11 @@ def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Pat
     for ax, (title, vals) in zip(axes[0], panels, strict=True):
         names = list(vals)[::-1]
         ax.barh(range(len(names)), [vals[b] for b in names], color=[colour(b) for b in names],
-                hatch=None, edgecolor=["black" if not rd.comparable(b) else "none" for b in names])
+                hatch=None, edgecolor=["black" if rd.kind(b) != "server" else "none" for b in names])
         for i, b in enumerate(names):
-            if not rd.comparable(b):
+            if rd.kind(b) != "server":
                 ax.patches[i].set_hatch("//")
-        ax.set_yticks(range(len(names)), [b + ("" if rd.comparable(b) else " †") for b in names], fontsize=8)
+        ax.set_yticks(range(len(names)), [label(rd, b) for b in names], fontsize=8)
         ax.set_xscale("log")
         ax.set_title(title, fontsize=9)
         ax.grid(True, axis="x", which="both", alpha=0.3)

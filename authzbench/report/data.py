@@ -30,10 +30,29 @@ class RunData:
     superseded: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[dict] = field(default_factory=list)  # phases not run: every op predicted past its timeout
 
-    def comparable(self, backend: str) -> bool:
-        """False for † figures (embedded engine, wire-compatible stand-in, in-process oracle)."""
+    def kind(self, backend: str) -> str:
+        """"server": the product the backend is named for; "stand-in" (‡): another networked product in its
+        place; "embedded" (†): no network and no server (embedded chdb, the in-process oracle)."""
         s = self.servers.get(backend)
-        return bool(s["info"].get("comparable", True)) if s else True
+        if s is None:
+            return "server"
+        if self.stands_in_for(backend):
+            return "stand-in"
+        return "server" if s["info"].get("comparable", True) else "embedded"
+
+    def stands_in_for(self, backend: str) -> str:
+        """The product a stand-in's figures must not be read as ("" for the product itself)."""
+        info = (self.servers.get(backend) or {}).get("info", {})
+        return info.get("stands_in_for") or LEGACY_STAND_INS.get(info.get("engine", ""), "")
+
+    def comparable(self, backend: str) -> bool:
+        """Ranked with the networked servers: False only for † figures (no network, no server)."""
+        return self.kind(backend) != "embedded"
+
+
+# Runs recorded before a server named the product it stands in for: the engine recorded -> that product.
+LEGACY_STAND_INS = {"Apache Cassandra": "ScyllaDB", "FerretDB": "MongoDB"}
+MARKS = {"server": "", "stand-in": " ‡", "embedded": " †"}
 
 
 def load_run(path: Path) -> RunData:

@@ -243,8 +243,18 @@ def _size(rd: RunData, dims: list[Dimension]) -> str:
 
 
 def _stand_ins(rd: RunData) -> list[str]:
-    return [f"- † {b}: {s['info'].get('label', b)}; its figures are not that product's performance."
-            for b, s in rd.servers.items() if not rd.comparable(b)]
+    """What each stand-in's and embedded engine's figures may not be used for."""
+    out = []
+    for b, s in rd.servers.items():
+        what, kind = s["info"].get("label", b), rd.kind(b)
+        if kind == "stand-in":
+            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, ranked with the "
+                       f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "
+                       "footprint or memory.")
+        elif kind == "embedded":
+            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so ranked "
+                       "apart; its figures may not be compared with a networked server's latency or throughput.")
+    return out
 
 
 def _shared_cores(rd: RunData) -> str:

@@ -196,7 +196,8 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
                         "higher_is_better": d.higher_is_better, "text": f.text or None,
                         "flags": [k for k, on in (("unstable", f.unstable), ("too_few", f.too_few),
                                                   ("disturbed", f.disturbed),
-                                                  ("stand_in", not rd.comparable(f.backend))) if on]})
+                                                  ("stand_in", rd.kind(f.backend) == "stand-in"),
+                                                  ("embedded", rd.kind(f.backend) == "embedded")) if on]})
     return out
 
 

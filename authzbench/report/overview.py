@@ -25,9 +25,17 @@ def intro(rd: RunData, out_dir: Path) -> str:
              f"{env.get('cpu_logical', '?')} logical cores, {env.get('ram_bytes', 0) / 2**30:.1f} GiB RAM. "
              f"Dataset `{ds.get('profile', '?')}` ({fmt(ds.get('relationships'))} relationships, "
              f"hash `{str(ds.get('hash', ''))[:12]}`).",
-             f"Backends measured: {', '.join(backends) or 'none'}. Answers checked against the oracle: **{checked:,}**, mismatches: **{mism:,}**. † marks a figure that is "
-             "not a networked server's (see the Servers table).", ""]
+             f"Backends measured: {', '.join(backends) or 'none'}. Answers checked against the oracle: **{checked:,}**, mismatches: **{mism:,}**. " + stand_in_legend(rd), ""]
     return "\n".join(lines)
+
+
+def stand_in_legend(rd: RunData) -> str:
+    """One sentence naming what ‡ and † mean, for the marks this run has."""
+    kinds = {rd.kind(b) for b in rd.servers}
+    parts = (["‡ marks a stand-in: another networked product in the named one's place, ranked with the servers, "
+              "its figures never the named product's"] if "stand-in" in kinds else []) + \
+        (["† marks an embedded engine: no network and no server, ranked apart"] if "embedded" in kinds else [])
+    return "; ".join(parts) + " (see the Servers table)." if parts else ""
 
 
 def environment(rd: RunData, out_dir: Path) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from authzbench.report.data import RunData, merged_summary
+from authzbench.report.data import MARKS, RunData, merged_summary
 from authzbench.report.noise import min_ops
 
 MARK = "⚠"  # a percentile from too few ops
@@ -73,11 +73,7 @@ def table(df: pd.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
 
 
 def label(rd: RunData, backend: str) -> str:
-    s = rd.servers.get(backend)
-    if not s:
-        return backend
-    mark = "" if s["info"].get("comparable", True) else " †"
-    return f"{backend}{mark}"
+    return f"{backend}{MARKS[rd.kind(backend)]}"
 
 
 def anchor(name: str) -> str:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from authzbench.report import decision, findings
+from authzbench.report.data import RunData
 from authzbench.report.document import render
 from authzbench.report.figures import cell, rank_groups
 from authzbench.report.noise import overlap
+from authzbench.report.tables import significant
 from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
 
 BACKENDS = {"postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
@@ -69,7 +72,7 @@ def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
     by_key = {(f["dimension"], f["backend"]): f for f in table}
     for d in findings.compute(rd):
         for f in d.figures:
-            assert by_key[(d.key, f.backend)]["value"] == pytest.approx(f.value)
+            assert by_key[(d.key, f.backend)]["value"] == significant(f.value)  # the JSON keeps 6 digits
     # a check p50 of the Findings is the per-phase table's cell and the comparison table's
     appendix = path.with_name(f"{path.stem}-appendix.md").read_text()
     section = appendix.split("### `check_negative`")[1].split("####")[0]
@@ -166,15 +169,13 @@ def test_a_count_of_one_takes_the_singular_noun():
 
 
 def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its_stale_allows():
-    from types import SimpleNamespace
-
     from authzbench.report.decision import NEEDS, _freshness
     from authzbench.report.findings import Dimension, Figure
 
     need = {n.keys: n for n in NEEDS}
     lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
     stale = Dimension("Writes", "stale", "", False, [Figure("a", 6.0), Figure("b", 0.0), Figure("c", 0.0)], "x")
-    rd = SimpleNamespace(servers={})
+    rd = RunData(Path("."), {}, [])
     lines = _freshness(rd, [(need[("visibility_p95",)], lag), (need[("stale_allows",)], stale)])
     assert len(lines) == 2 and lines[0].startswith("- **a** answers can be stale: visibility lag p95 5,000 ms")
     assert "stale allows 6" in lines[0] and "stale allows" not in lines[1]  # c: its lag only; b: fresh
@@ -183,3 +184,30 @@ def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its
 def test_figures_that_moved_most_put_an_undefined_ratio_last_and_a_drop_to_zero_first():
     from authzbench.report.compare import _move
     assert _move(float("nan")) < _move(1.0) < _move(1.3) == _move(1 / 1.3) < _move(0.0)
+
+
+def _servers_run() -> RunData:
+    info = {"scylla": {"engine": "Apache Cassandra", "label": "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)"},
+            "mongo": {"engine": "FerretDB", "label": "FerretDB 1.24", "comparable": False},  # as recorded until now
+            "mongo-new": {"engine": "FerretDB", "label": "FerretDB 1.24", "stands_in_for": "MongoDB"},
+            "clickhouse": {"engine": "ClickHouse", "label": "ClickHouse 26.9 embedded (chdb)", "comparable": False},
+            "postgres": {"engine": "PostgreSQL", "label": "PostgreSQL 15.18"}}
+    rd = RunData(Path("."), {}, [])
+    rd.servers = {b: {"backend": b, "info": i} for b, i in info.items()}
+    return rd
+
+
+def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_real_servers():
+    from authzbench.report.tables import label
+    rd = _servers_run()
+    assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
+    # a stand-in is a networked server: ranked with the servers; an embedded engine is ranked apart
+    assert [rd.comparable(b) for b in rd.servers] == [True, True, True, False, True]
+
+
+def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
+    from authzbench.report.decision import _stand_ins
+    lines = _stand_ins(_servers_run())
+    assert len(lines) == 4 and "may not be used as ScyllaDB's latency" in lines[0]
+    assert "may not be used as MongoDB's" in lines[1] and "may not be used as MongoDB's" in lines[2]
+    assert lines[3].startswith("- † clickhouse") and "ranked apart" in lines[3]
