@@ -25,7 +25,7 @@ def intro(rd: RunData, out_dir: Path) -> str:
              f"{env.get('cpu_logical', '?')} logical cores, {env.get('ram_bytes', 0) / 2**30:.1f} GiB RAM. "
              f"Dataset `{ds.get('profile', '?')}` ({fmt(ds.get('relationships'))} relationships, "
              f"hash `{str(ds.get('hash', ''))[:12]}`).",
-             f"Backends measured: {', '.join(backends) or 'none'}. Answers checked against the oracle: **{checked:,}**, mismatches: **{mism:,}**. " + stand_in_legend(rd), ""]
+             f"Backends measured: {', '.join(label(rd, b) for b in backends) or 'none'}. Answers checked against the oracle: **{checked:,}**, mismatches: **{mism:,}**. " + stand_in_legend(rd), ""]
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ two runs were seconds apart, so its ratio is paired); then where our time goes a
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -183,7 +184,17 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
         if gaps := closing_notes(records, table):
             parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
                       "of different samples: their differences are indicative, not exact):", "", *gaps, ""]
-    return "\n".join(parts).rstrip() + "\n"
+    return "\n".join(_wrapped(ln) for ln in parts).rstrip() + "\n"
+
+
+def _wrapped(text: str, width: int = 160) -> str:
+    """A prose or bullet line folded at `width` (a bullet's continuation indented, so markdown keeps it one
+    item); tables and headings as they are. A report's lines stay under 400 characters."""
+    if len(text) <= width or text.startswith(("|", "#")) or "\n" in text:
+        return text
+    bullet = text.startswith("- ")
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  " if bullet else "",
+                                    break_long_words=False, break_on_hyphens=False))
 
 
 def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -1,0 +1,183 @@
+"""Every committed example read closely, as a reviewer would (issue 55): ranks that mean what they say in both
+directions, every stand-in marked where the main report names it, short lines, ⚠ by one rule, one value per
+figure across the summary, the appendix and the JSON. The committed files are what their results render to
+(test_example_reports re-renders each), so these checks read them as committed."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from authzbench.report.noise import overlap
+from authzbench.report.tables import num
+from authzbench.tools.examples import REPORTS, examples
+
+BENCH = [ex for ex in examples() if (REPORTS / ex.report.replace(".md", ".json")).is_file()]
+MAX_LINE = 400  # characters of one main-report line: a table row wider than a design doc's page is unread
+
+
+def _figures(ex) -> list[dict]:
+    return json.loads((REPORTS / ex.report.replace(".md", ".json")).read_text())["figures"]
+
+
+def _interval(f: dict) -> tuple[float, float]:
+    lo, hi = f["interval"]
+    return (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
+
+
+def _clearly_better(a: dict, b: dict) -> bool:
+    """a's figure beats b's and their intervals are disjoint: the report's one pairwise rule."""
+    if a["value"] is None or b["value"] is None or a["value"] == b["value"]:
+        return False
+    better = a["value"] > b["value"] if a["higher_is_better"] else a["value"] < b["value"]
+    return better and not overlap(_interval(a), _interval(b))
+
+
+def _rank_sets(ex) -> list[list[dict]]:
+    """The figures ranked together: one dimension's networked backends, and its † ones apart."""
+    sets: dict[tuple, list[dict]] = {}
+    for f in _figures(ex):
+        sets.setdefault((f["dimension"], f["networked"]), []).append(f)
+    return list(sets.values())
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
+def test_a_rank_counts_exactly_the_backends_clearly_better_in_every_example(ex):
+    for figs in _rank_sets(ex):
+        for b in figs:
+            above = sum(_clearly_better(a, b) for a in figs if a is not b)
+            assert b["rank_group"] == 1 + above, (b["dimension"], b["backend"], b["rank_group"], above)
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
+def test_two_backends_of_one_rank_never_differ_clearly_in_any_example(ex):
+    for figs in _rank_sets(ex):
+        for a in figs:
+            for b in figs:
+                if a is not b and a["rank_group"] == b["rank_group"]:
+                    assert not _clearly_better(a, b), (a["dimension"], a["backend"], b["backend"])
+
+
+def _prose(md: str) -> str:
+    """The report's text without code spans, link targets and image paths, where a backend's bare name
+    is a command-line value or a file name, not a figure's label."""
+    md = re.sub(r"`[^`]*`", "", md)
+    md = re.sub(r"\]\([^)]*\)", "]", md)
+    return re.sub(r"\(#[^)]*\)", "", md)
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
+def test_every_stand_in_and_embedded_engine_is_marked_wherever_the_main_report_names_it(ex):
+    marks = {f["backend"]: "‡" if "stand_in" in f["flags"] else "†" for f in _figures(ex)
+             if {"stand_in", "embedded"} & set(f["flags"])}
+    text = _prose((REPORTS / ex.report).read_text())
+    for backend, mark in marks.items():
+        bare = [m.start() for m in re.finditer(rf"(?<![\w-]){re.escape(backend)}(?![\w-])(?!\** {mark})", text)]
+        assert not bare, (backend, [text[max(0, i - 60):i + 40] for i in bare[:3]])
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in examples()])
+def test_no_line_of_an_examples_main_report_is_over_400_characters(ex):
+    long = [(i, len(ln)) for i, ln in enumerate((REPORTS / ex.report).read_text().splitlines(), 1)
+            if len(ln) > MAX_LINE]
+    assert not long, long
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
+def test_every_ranked_figure_shows_the_jsons_value_in_the_appendix(ex):
+    """The appendix's table of every ranked figure: its Figure column is the JSON's value, as the report
+    writes numbers (or the figure's text, for a figure shown as words)."""
+    appendix = (REPORTS / ex.report.replace(".md", "-appendix.md")).read_text()
+    rows = appendix.split("## Every ranked figure")[1].split("\n## ")[0].splitlines()
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows if r.startswith("| ") and "---" not in r]
+    head, body = cells[0], cells[1:]
+    figs = _figures(ex)
+    assert len(body) == len(figs)
+    col = head.index("Figure")
+    for f, row in zip(figs, body, strict=True):
+        assert row[col].endswith(f["text"] or num(f["value"])), (f["dimension"], f["backend"], row[col])
+
+
+COMPARES = [ex for ex in examples() if ex.report.startswith("compare-")]
+
+
+def _reads_rows(md: str) -> list[dict]:
+    rows = md.split("## Reads")[1].split("\n## ")[0].strip().splitlines()
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in r.strip("|").split("|")), strict=True)) for r in rows[2:]
+            if r.startswith("|")]
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in COMPARES])
+def test_a_comparisons_p50_of_each_run_is_that_runs_own_figure(ex):
+    """`report --compare`'s p50 A and p50 B are the figure each run's own report and JSON show."""
+    runs = [r.split("/", 1)[1] for r in ex.runs]
+    own = {}
+    for side, run in zip("AB", runs, strict=True):
+        path = REPORTS / f"{run}.json"
+        if path.is_file():
+            own[side] = {(f["backend"], f["dimension"].split("/", 1)[1]): f["value"]
+                         for f in json.loads(path.read_text())["figures"] if f["dimension"].startswith("check_p50/")}
+    rows = [r for r in _reads_rows((REPORTS / ex.report).read_text()) if r["Op"] == "check" and r["Workers"] == "1"]
+    checked = 0
+    for side, figs in own.items():
+        for r in rows:
+            v = figs.get((r["Backend"].rstrip(" ‡†"), r["Scenario"]))
+            if v is not None:
+                assert float(r[f"p50 {side} (ms)"].replace(",", "")) == pytest.approx(v, rel=5e-3, abs=6e-4), r
+                checked += 1
+    assert checked or not own
+
+
+# Lines that state a definition, a setting or a recorded fact (a version, the machine), not a measurement:
+# they may read the same in every run. Anything else with a number that does not move when every
+# measurement does is fixed text posing as a measurement ("loads moved up to 2.3x between runs").
+DEFINITIONS = (r"^- CPU", r"^- Memory: ", r"logical cores", r"timeouts \(check", r"HdrHistogram", r"\(PSS",
+               r"^Dataset `", r"SLO: check p95", r"measured once", r"^One worker, the backend's own",
+               r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)")
+
+
+def _numeric_lines(md: str) -> set[str]:
+    """Prose lines of a main report holding a number (tables, headings and chart lines aside)."""
+    out = set()
+    for ln in md.splitlines():
+        if re.search(r"\d", ln) and not ln.startswith(("|", "#", "![", "- Captured", "- `")):
+            out.add(ln)
+    return out
+
+
+def _varied(recs: list[dict], k: float) -> list[dict]:
+    """The same run with every measured quantity moved by k: memory, CPU, loads, footprint, rows, wall."""
+    for r in recs:
+        if r["type"] == "monitor":
+            r.update(rss_bytes=int(r["rss_bytes"] * k), cpu_percent=r["cpu_percent"] * k,
+                     client_cpu_percent=r["client_cpu_percent"] * k)
+        elif r["type"] == "ingest":
+            r.update(load_seconds=r["load_seconds"] * k, footprint_bytes=int(r["footprint_bytes"] * k),
+                     batch_seconds=[x * k for x in r["batch_seconds"]])
+        elif r["type"] == "phase_end":
+            r.update(wall_s=r["wall_s"] * k, warmup_ops=int(r["warmup_ops"] * k))
+        elif r["type"] == "interval":
+            r["checked"] = int(r["checked"] * k)
+            if "rows" in (r.get("extra") or {}):
+                r["extra"] = {**r["extra"], "rows": int(r["extra"]["rows"] * k), "stale_allows": int(k > 1)}
+    return recs
+
+
+def _render_scaled(tmp_path, monkeypatch, scale: float) -> str:
+    from authzbench.report.document import render
+    from tests.unit import test_report_invariants as inv
+    monkeypatch.setattr(inv, "BACKENDS", {b: (i, ms * scale) for b, (i, ms) in inv.BACKENDS.items()})
+    run = inv._recorded_run()
+    run.recs = _varied(run.recs, scale)
+    return render(run.write(tmp_path / f"run{scale}"), tmp_path / f"out{scale}").read_text()
+
+
+@pytest.mark.slow
+def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measurement_changes(tmp_path, monkeypatch):
+    one, three = (_numeric_lines(_render_scaled(tmp_path, monkeypatch, s)) for s in (1.0, 3.0))
+    fixed = [ln for ln in one & three if not any(re.search(d, ln) for d in DEFINITIONS)]
+    assert not fixed, fixed
