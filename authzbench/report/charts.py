@@ -17,7 +17,9 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from authzbench.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
+from authzbench.report.figures import cell  # noqa: E402
 from authzbench.report.tables import label  # noqa: E402
+from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
 MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
@@ -31,13 +33,13 @@ MARKERS = "osD^vP*Xhp<>"
 
 
 def colour(b: str) -> str:
-    b = b.rstrip(" †")
+    b = b.rstrip(" †‡")
     i = FIXED.index(b) if b in FIXED else len(FIXED) + sum(map(ord, b)) % 9
     return plt.get_cmap("tab20")(2 * (i % 10) + (i >= 10))
 
 
 def marker(b: str) -> str:
-    b = b.rstrip(" †")
+    b = b.rstrip(" †‡")
     return MARKERS[(FIXED.index(b) if b in FIXED else sum(map(ord, b))) % len(MARKERS)]
 
 
@@ -113,8 +115,10 @@ def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:
     levels = sorted({int(c) for c in g["concurrency"]})  # every worker count measured
     fig, axes = plt.subplots(1, len(levels), figsize=(3.6 * len(levels) + 0.6, 3.4), squeeze=False, sharey=True)
     backends = list(dict.fromkeys(g["backend"]))
-    top = 0.0
+    top, missing = 0.0, absent(rd, scenario, levels)
     for ax, c in zip(axes[0], levels, strict=True):
+        if names := [b for b, cc in missing if cc == c]:  # the caption says why (absent_caption)
+            ax.text(0.98, 0.03, "no line: " + ", ".join(names), transform=ax.transAxes, ha="right", fontsize=7)
         for b in backends:
             rows = g[(g["backend"] == b) & (g["concurrency"] == c)]
             q, ms = spectrum_points([h for hs in rows["hists"] for h in hs])
@@ -172,7 +176,7 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
         ax.plot(g["rate"], g["check_p95"], label=label(rd, b), **_style(rd, b))
     if "check_p95_ms" in slo:
         ax.axhline(slo["check_p95_ms"], color="red", linewidth=1, linestyle=":",
-                   label=f"SLO: check p95 < {slo['check_p95_ms']:g} ms")
+                   label=slo_label(slo["check_p95_ms"]))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("offered load (ops/s, open loop)")
@@ -186,27 +190,85 @@ def _open_loop(rd: RunData, v: pd.DataFrame, slo: dict, chart_dir: Path) -> str:
 def latency_vs_throughput(rd: RunData, scenario: str, points: dict[str, list[tuple[float, float, float]]],
                           slo_ms: float | None, chart_dir: Path) -> str | None:
     """p50 (hollow) and p95 (filled) against achieved checks/s over the concurrency sweep, one colour per
-    backend, the SLO's p95 line drawn: where a curve turns up is the backend's useful capacity.
-    points: backend -> [(ops/s, p50, p95)] in worker order, each the report's one figure."""
+    backend, the mixed-load SLO's p95 line drawn where it applies: where a curve turns up is the backend's
+    useful capacity. points: backend -> [(ops/s, p50, p95)] in worker order, each the report's one figure."""
     if not any(len(v) >= 2 for v in points.values()):
         return None
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    for b, pts in points.items():
+    drawn = {b: pts for b, pts in points.items() if pts}
+    for b, pts in drawn.items():
         x, p50, p95 = zip(*pts, strict=True)
         st = _style(rd, b)
         ax.plot(x, p95, label=label(rd, b), **st)
         ax.plot(x, p50, **{**st, "markerfacecolor": "none", "linestyle": ":", "alpha": 0.8})
-    if slo_ms:
-        ax.axhline(slo_ms, color="red", linewidth=1, linestyle="--", label=f"SLO: p95 < {slo_ms:g} ms")
+    if (line := slo_line(scenario, slo_ms)) is not None:
+        ax.axhline(line, color="red", linewidth=1, linestyle="--", label=slo_label(line))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("achieved checks/s (1, 8, 32 workers ...)")
+    ax.set_xlabel(f"achieved checks/s (one point per worker count run: {workers_text(swept_workers(rd, scenario))})")
     ax.set_ylabel("latency (ms): p95 solid, p50 dotted")
     ax.set_title(f"{scenario}: latency against throughput", fontsize=10)
     _plain_ticks(ax)
     ax.grid(True, which="both", alpha=0.3)
-    _legend_below(fig, ax, len(points) + bool(slo_ms))
+    _legend_below(fig, ax, len(drawn) + (line is not None))
     return _save(fig, chart_dir, f"{scenario}-latency-throughput", tight=False)
+
+
+def swept_workers(rd: RunData, scenario: str) -> list[int]:
+    """The worker counts at which some backend measured this scenario's closed loop (not the plan's list:
+    a chart named 32 workers that no run of the default plan measured)."""
+    ph = rd.phases
+    if ph.empty:
+        return []
+    g = ph[(ph["scenario"] == scenario) & (ph["mode"] == "closed") & (ph["ops"] > 0)]
+    return sorted({int(c) for c in g["concurrency"]})
+
+
+def workers_text(levels: list[int]) -> str:
+    return ", ".join(map(str, levels)) + (" worker" if levels == [1] else " workers")
+
+
+def slo_line(scenario: str, slo_ms: float | None) -> float | None:
+    """The SLO's check p95 where it applies: the mixed load's phases, the only ones it is judged on."""
+    sc = SCENARIOS.get(scenario)
+    return slo_ms if slo_ms and sc is not None and sc.op == "mixed" else None
+
+
+def slo_label(slo_ms: float) -> str:
+    return f"mixed-load SLO: check p95 < {slo_ms:g} ms"
+
+
+def absent(rd: RunData, scenario: str, levels: list[int], need: int = 2) -> dict[tuple[str, int], str]:
+    """(backend, workers) -> why it has no line in a chart of this scenario at that worker count (fewer than
+    `need` ops, or the phase not run), from the records; every backend the run measured is expected."""
+    ph = rd.phases
+    expected = list(dict.fromkeys([*(ph["backend"] if not ph.empty else []), *(r["backend"] for r in rd.skipped)]))
+    out = {}
+    for b in expected:
+        for c in levels:
+            rows = ph[(ph["backend"] == b) & (ph["scenario"] == scenario) & (ph["mode"] == "closed")
+                      & (ph["concurrency"] == c)] if not ph.empty else ph
+            n = int(rows["ops"].sum()) if len(rows) else 0
+            if n < need:
+                out[(b, c)] = _absent_reason(rd, rows, n, need, b, scenario, c)
+    return out
+
+
+def _absent_reason(rd: RunData, rows: pd.DataFrame, n: int, need: int, b: str, scenario: str, c: int) -> str:
+    skipped = dict.fromkeys(r["reason"] for r in rd.skipped
+                            if (r["backend"], r["scenario"], int(r["concurrency"])) == (b, scenario, c))
+    parts = [f"{n} op{'' if n == 1 else 's'} measured (a line needs {need})"] if len(rows) else []
+    parts += [f"not run: {why}" for why in skipped]
+    if not parts:
+        parts = ["no phase recorded"]
+    return "; ".join(parts)
+
+
+def absent_caption(rd: RunData, scenario: str, levels: list[int] | None = None, need: int = 2) -> list[str]:
+    """Markdown lines naming each backend the chart has no line for, and why, then a blank line (nothing when
+    every backend is drawn)."""
+    miss = absent(rd, scenario, swept_workers(rd, scenario) if levels is None else levels, need)
+    return [*(f"- No line for {b} at {workers_text([c])}: {why}." for (b, c), why in miss.items()), ""] if miss else []
 
 
 def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Path) -> str | None:
@@ -251,3 +313,80 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
     ax.set_yticks(range(len(needs)), needs, fontsize=8)
     ax.set_title("rank group per need (1 = best; † among † only)", fontsize=9)
     return _save(fig, chart_dir(out_dir, run_id), "decision")
+
+
+# charts drawn for the structural writes and the size sweep, in the same fixed colours ------------------
+
+WRITE_PANELS = {"write_p95_ms": ("write", "write p95 (ms)"), "vis_p95_ms": ("visibility", "visibility lag p95 (ms)")}
+
+
+def write_bars(rd: RunData, df: pd.DataFrame, col: str) -> dict[str, dict[str, tuple[float, bool]]]:
+    """One panel of the structural-write chart: write kind -> backend -> (p95, too few ops), at the fewest
+    workers in the run's own consistency mode. Too few is the figure's own rule (figures.Cell.too_few), the
+    one its ⚠ in the tables follows."""
+    one = df[(df["concurrency"] == df["concurrency"].min()) & df["session"]]
+    kind = WRITE_PANELS[col][0]
+    out: dict[str, dict[str, tuple[float, bool]]] = {}
+    for r in one.itertuples():
+        v = getattr(r, col)
+        if v == v:  # NaN: nothing measured for this kind
+            c = cell(rd, r.backend, r.scenario, int(r.concurrency), "p95_ms", kind)
+            out.setdefault(r.scenario, {})[r.backend] = (float(v), bool(c is not None and c.too_few))
+    return out
+
+
+def structural_writes(rd: RunData, df: pd.DataFrame, chart_dir: Path) -> str | None:
+    """Write p95 and visibility-lag p95 per write kind, a bar per backend in its fixed colour († hatched),
+    ⚠ over a bar whose p95 rests on too few ops (it is then near the slowest op seen), log scale."""
+    if df.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    backends = list(dict.fromkeys(df["backend"]))
+    for ax, col in zip(axes, WRITE_PANELS, strict=True):
+        _write_panel(rd, ax, write_bars(rd, df, col), backends)
+        ax.set_yscale("log")
+        ax.set_title(WRITE_PANELS[col][1], fontsize=9)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    _plain_ticks(axes[0])
+    _plain_ticks(axes[1])
+    fig.text(0.99, 0.01, "⚠ p95 from too few ops (near the slowest op)", ha="right", fontsize=7)
+    _legend_below(fig, axes[0], len(backends))
+    return _save(fig, chart_dir, "structural_writes", tight=False)
+
+
+def _write_panel(rd: RunData, ax, bars: dict[str, dict[str, tuple[float, bool]]], backends: list[str]) -> None:
+    width, labelled = 0.8 / max(1, len(backends)), set()
+    for i, kind in enumerate(bars):
+        for j, b in enumerate(backends):
+            if b not in bars[kind]:
+                continue
+            (v, few), x = bars[kind][b], i - 0.4 + width * (j + 0.5)
+            net = rd.kind(b) == "server"
+            ax.bar(x, max(v, 0.001), width, color=colour(b), hatch=None if net else "//",
+                   edgecolor="none" if net else "black", label=None if b in labelled else label(rd, b))
+            labelled.add(b)
+            if few:
+                ax.text(x, max(v, 0.001), "⚠", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(bars)), list(bars), fontsize=7, rotation=15)
+
+
+def size_sweep(rd: RunData, df: pd.DataFrame, measures: dict[str, str], chart_dir: Path) -> dict[str, str]:
+    """The size sweep's log-log chart per measure (scaling.py): one line per backend in its fixed colour and
+    marker, † dashed and hollow. measure -> chart path, for the measures some backend has a value of."""
+    out = {}
+    for m, title in measures.items():
+        if not (df[m] > 0).any():
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for b, g in df.groupby("backend", sort=False):
+            g = g[g[m] > 0].sort_values("relationships")
+            if not g.empty:
+                ax.plot(g["relationships"], g[m], label=label(rd, b), **_style(rd, b))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("relationships")
+        ax.set_ylabel(title)
+        ax.set_title(f"{title} vs size (log-log)")
+        ax.legend(fontsize=7)
+        out[m] = _save(fig, chart_dir, f"scaling-{m}")
+    return out

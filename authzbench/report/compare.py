@@ -14,6 +14,7 @@ import pandas as pd
 
 from authzbench.report import findings
 from authzbench.report.data import RunData, load_run
+from authzbench.report.figures import with_cells
 from authzbench.report.noise import overlap
 from authzbench.report.speed import speed_index
 from authzbench.report.tables import merge_repeats, table
@@ -131,10 +132,13 @@ def speed_section(ra: RunData, rb: RunData) -> list[str]:
 
 
 def _per_phase(rd: RunData) -> pd.DataFrame:
-    """Closed-loop phases, their rounds merged, one row per backend, scenario, kind and worker count
-    (merge_repeats merges whatever it is given: one scenario at a time)."""
+    """Closed-loop phases, one row per backend, scenario, kind and worker count, with the figures the run's own
+    report shows (merge_repeats merges whatever it is given: one scenario at a time)."""
     closed = rd.phases[rd.phases["mode"] == "closed"]
-    return pd.concat([merge_repeats(g) for _, g in closed.groupby("scenario", sort=False)], ignore_index=True)
+    merged = pd.concat([merge_repeats(g) for _, g in closed.groupby("scenario", sort=False)], ignore_index=True)
+    # each run's own figures (median over rounds), so "p50 B" is the p50 run B's report shows; pooled over
+    # every op it differed from B's appendix in 48 of 79 rows
+    return with_cells(rd, merged)
 
 
 def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:

@@ -32,10 +32,10 @@ def reads(rd: RunData, out_dir: Path) -> str:
     for s in scenarios_measured(rd, "check"):
         pts = {b: sweep(rd, b, s) for b in dict.fromkeys(ph[ph["scenario"] == s]["backend"])}
         if chart := charts.latency_vs_throughput(rd, s, pts, objective, cdir):
-            lines += [f"![{s}: latency against throughput]({chart})", ""]
+            lines += [f"![{s}: latency against throughput]({chart})", "", *charts.absent_caption(rd, s, None, 1)]
     for s in [*scenarios_measured(rd, "lookup")]:
         if spectrum := charts.spectrum(rd, s, cdir):
-            lines += [f"![{s}: latency by percentile]({spectrum})", ""]
+            lines += [f"![{s}: latency by percentile]({spectrum})", "", *charts.absent_caption(rd, s)]
     if bar := charts.bars(rd, _bar_panels(rd), cdir):
         lines += [link_target("resources") + f"![ingest, footprint, CPU and memory]({bar})", ""]
     return "\n".join(lines)

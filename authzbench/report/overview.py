@@ -134,8 +134,10 @@ def method(rd: RunData, out_dir: Path) -> str:
         "## 3. Method", "",
         "- Latency is the client-observed wall time of each whole call (request, network round trip, "
         "decoding, and for lookups draining the whole stream), measured with `perf_counter_ns` in the worker.",
-        "- Every measured op is recorded (HdrHistogram, 1 µs resolution, 3 significant digits); percentiles are "
-        "computed from the merged histograms, never from samples.",
+        "- Every measured op is recorded (HdrHistogram, 1 µs resolution, 3 significant digits), never sampled. "
+        "Each round's mean, percentiles and ops/s are computed from that round's histograms; the figure every "
+        "table, sentence, chart and the JSON show is the median over the rounds (a percentile for which some "
+        "round has fewer ops than it needs: the percentile of every round's ops pooled).",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
         *_rounds_rule(rd),
         *_stop_rule(ph),

@@ -54,7 +54,7 @@ def section(rd: RunData, out_dir: Path) -> str:
                              "its round trip is no floor for a check.\n")
         lines += [link_target(name), table(marked(sub), cols)]
         if spectrum := charts.spectrum(rd, name, chart_dir):
-            lines += ["", f"![{name} latency percentiles]({spectrum})", ""]
+            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *charts.absent_caption(rd, name)]
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
     if throughput := charts.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]

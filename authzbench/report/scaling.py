@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.metrics import merge, summarize
+from authzbench.report import charts
 from authzbench.report.data import RunData, load_run
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -96,37 +97,6 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
 
 
-def _charts(df: pd.DataFrame, out_dir: Path, run_id: str) -> dict[str, str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    chart_dir = out_dir / f"{run_id}-charts"
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for m, title in MEASURES.items():
-        if not (df[m] > 0).any():
-            continue
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for b, g in df.groupby("backend", sort=False):
-            g = g[g[m] > 0].sort_values("relationships")
-            if not g.empty:
-                ax.plot(g["relationships"], g[m], marker="o", label=b)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("relationships")
-        ax.set_ylabel(title)
-        ax.set_title(f"{title} vs size (log-log)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        p = chart_dir / f"scaling-{m}.png"
-        fig.savefig(p, dpi=100)
-        plt.close(fig)
-        out[m] = f"{chart_dir.name}/{p.name}"
-    return out
-
-
 def section(rd: RunData, out_dir: Path) -> str:
     """The markdown section, or "" when this run is not part of a sweep of at least two sizes."""
     runs = sweep_runs(rd)
@@ -156,9 +126,9 @@ def section(rd: RunData, out_dir: Path) -> str:
                 parts.append(f"{title} grows as size^{k:.2f}")
         if parts:
             lines.append(f"- **{b}**: " + "; ".join(parts) + f" ({g['relationships'].nunique()} sizes)")
-    charts = _charts(df, out_dir, rd.manifest["run_id"])
-    if charts:
-        lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in charts.items())]
+    drawn = charts.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
+    if drawn:
+        lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in drawn.items())]
     return "\n".join(lines) + "\n"
 
 

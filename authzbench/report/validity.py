@@ -119,7 +119,8 @@ def _sample_sizes(rd: RunData, label, table) -> list[str]:
         if short:
             rows.append({"phase": f"`{r.phase}` ({r.kind})", "ops": r.ops, "short": ", ".join(short)})
     lines = ["### Sample sizes", "",
-             "Every percentile rests on every measured op of its phase (the Ops columns). A p95 needs at least "
+             "A percentile is the median of its rounds' percentiles, or, where a round has fewer ops than it "
+             "needs, the percentile of every round's ops pooled (the Ops columns count them all). A p95 needs at least "
              "20 ops and a p99 at least 100 before it is more than the maximum; cells resting on fewer are "
              f"marked {MARK}."]
     if not rows:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.metrics import merge, summarize
+from authzbench.report import charts
 from authzbench.report.data import RunData
 from authzbench.report.figures import cell
 from authzbench.report.tables import anchor, label, table
@@ -135,33 +136,6 @@ def stopped_table(rd: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_chart(df: pd.DataFrame, chart_dir: Path) -> Path | None:
-    """Write p95 and visibility p95 per backend and write kind, log scale."""
-    if df.empty:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    one = df[(df["concurrency"] == df["concurrency"].min()) & df["session"]]  # the run's own mode
-    piv = one.pivot_table(index="backend", columns="scenario", values=["write_p95_ms", "vis_p95_ms"])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=False)
-    for ax, (col, title) in zip(axes, (("write_p95_ms", "write p95 (ms)"), ("vis_p95_ms", "visibility lag p95 (ms)")),
-                                strict=True):
-        piv[col].clip(lower=0.001).plot.bar(ax=ax)
-        ax.set_yscale("log")
-        ax.set_title(title)
-        ax.tick_params(axis="x", rotation=20)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    path = chart_dir / "structural_writes.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
 def section(rd: RunData, out_dir: Path) -> str:
     """Markdown of the section, with its chart."""
     run_id = rd.manifest["run_id"]
@@ -190,9 +164,8 @@ def section(rd: RunData, out_dir: Path) -> str:
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
         "stale_allows": "Stale allows", "never_visible": "Never visible", "mismatches": "Mismatches"}))
     lines += _strict_stale_allows(df)
-    chart = write_chart(df, out_dir / f"{run_id}-charts")
-    if chart is not None:
-        lines += ["", f"![write and visibility p95 per backend and write kind]({chart.parent.name}/{chart.name})"]
+    if chart := charts.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
+        lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]
     stopped = stopped_table(rd)
     lines += ["", "Workers stopped mid-op: none." if stopped.empty else
               "Workers stopped mid-op (still running = progressing when the wait reached its bound; hung = no "

@@ -187,10 +187,10 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(_wrapped(ln) for ln in parts).rstrip() + "\n"
 
 
-def _wrapped(text: str, width: int = 160) -> str:
-    """A prose or bullet line folded at `width` (a bullet's continuation indented, so markdown keeps it one
-    item); tables and headings as they are. A report's lines stay under 400 characters."""
-    if len(text) <= width or text.startswith(("|", "#")) or "\n" in text:
+def _wrapped(text: str, width: int = 200) -> str:
+    """A prose or bullet line over 400 characters folded at `width` (a bullet's continuation indented, so
+    markdown keeps it one item); tables and headings as they are."""
+    if len(text) <= 400 or text.startswith(("|", "#")) or "\n" in text:
         return text
     bullet = text.startswith("- ")
     return "\n".join(textwrap.wrap(text, width, subsequent_indent="  " if bullet else "",
