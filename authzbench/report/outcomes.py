@@ -92,7 +92,7 @@ def problems(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     bad = ph[ph["status"] != "complete"].drop_duplicates("phase") if not ph.empty else ph
     if bad.empty and not rd.errors:
-        return f"## 9. Incomplete phases and backend errors\n\nNone: {_completed(rd)}\n"
+        return f"## 9. Incomplete phases and backend errors\n\n{_completed(rd)}\n"
     lines = ["## 9. Incomplete phases and backend errors", ""]
     if rd.skipped:
         lines.append(f"- {_not_run(rd)}")
@@ -109,8 +109,8 @@ def problems(rd: RunData, out_dir: Path) -> str:
 def _completed(rd: RunData) -> str:
     """"Every phase completed" only when none was skipped: a phase predicted past its timeout is not run."""
     if not rd.skipped:
-        return "every phase completed."
-    return f"every phase that ran completed; {_not_run(rd)}"
+        return "None: every phase completed."
+    return f"Every phase that ran completed; {_not_run(rd)}"
 
 
 def _not_run(rd: RunData) -> str:
