@@ -164,7 +164,7 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
                    help="re-run a phase disturbed by other processes' CPU at most N times (default 2)")
     p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",
                    help="a phase is disturbed when other processes used more than PERCENT of one core "
-                        "during it, on average (default 25)")
+                        "during it, on average (default 25; summed over cores, so below 100 x the logical cores)")
     p.add_argument("--full-curve", action="store_true",
                    help="run every check scenario at every --concurrency (default: the via-group check and mixed; "
                         "the other checks at the fewest workers)")
