@@ -164,7 +164,7 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
                    help="re-run a phase disturbed by other processes' CPU at most N times (default 2)")
     p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",
                    help="a phase is disturbed when other processes used more than PERCENT of one core "
-                        "during it, on average (default 25)")
+                        "during it, on average (default 25; summed over cores, so below 100 x the logical cores)")
     p.add_argument("--full-curve", action="store_true",
                    help="run every check scenario at every --concurrency (default: the via-group check and mixed; "
                         "the other checks at the fewest workers)")
@@ -346,10 +346,36 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# List options whose items a run does once each. A repeated item would run a backend, scenario, worker count
+# or rate twice, or (KEY=VALUE options) keep only the last value without a word: refused like a repeated
+# --profiles (sweep.parse_sizes), before anything starts.
+ONCE_EACH = {"backend": "--backend", "scenario": "--scenario", "concurrency": "--concurrency",
+             "write_concurrency": "--write-concurrency", "rates": "--rates", "sets": "--set", "option": "--option"}
+
+
+def refuse_repeats(args: argparse.Namespace) -> None:
+    """UserError naming the first item given twice to any ONCE_EACH option."""
+    for dest, opt in ONCE_EACH.items():
+        given = getattr(args, dest, None)
+        if not isinstance(given, list):  # unset, or a single positional name (up/down)
+            continue
+        items = [x for v in given for x in (v if isinstance(v, list) else [v])]
+        if dest in ("sets", "option"):
+            items = [str(x).partition("=")[0].strip() for x in items]
+        repeated = next((x for i, x in enumerate(items) if x in items[:i]), None)
+        if repeated is not None:
+            raise UserError(f"{opt}: {repeated} is given more than once; name each once")
+
+
 def main(argv: list[str] | None = None) -> int:
     from authzbench import stopping
 
     args = build_parser().parse_args(argv)
+    try:
+        refuse_repeats(args)
+    except UserError as e:
+        err.print(f"authzbench: error: {e}", markup=False)
+        return 2
     restore = None
     if args.cmd in ("prepare", "bench", "loadtest", "crosscheck") and threading.current_thread() is threading.main_thread():
         from authzbench.provision.base import say

@@ -251,10 +251,21 @@ class Schedule:
         if not 1 <= self.visits <= self.rounds * self.repeat:
             raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
                             "each visit runs at least one round")
-        if not _finite_positive(self.disturbed_cpu):
-            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
+        self._check_disturbed_cpu()
         if self.pin and len(os.sched_getaffinity(0)) < 2:
             raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
+
+    def _check_disturbed_cpu(self) -> None:
+        """The foreign CPU is summed over processes in % of one core (metrics._foreign_processes), so it is
+        at most 100 x the logical cores; a threshold at or above that can never be crossed and would turn
+        interference detection off without a word."""
+        if not _finite_positive(self.disturbed_cpu):
+            raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
+        cores = psutil.cpu_count(logical=True) or 1
+        if self.disturbed_cpu >= 100 * cores:
+            raise UserError(f"--disturbed-cpu {self.disturbed_cpu:g}: foreign CPU is % of one core summed over "
+                            f"processes, at most {100 * cores}% on this machine's {cores} logical cores; give "
+                            f"less than {100 * cores}")
 
 
 @dataclass

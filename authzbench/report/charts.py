@@ -308,7 +308,8 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
     for i in range(len(needs)):
         for j in range(len(backends)):
             if texts[i][j]:
-                ax.text(j, i, f"{texts[i][j]}\n({groups[i][j]})", ha="center", va="center", fontsize=6.5)
+                rank = "\nunranked" if groups[i][j] is None else f"\n({groups[i][j]})"  # no value, no rank
+                ax.text(j, i, texts[i][j] + rank, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(range(len(backends)), backends, fontsize=8, rotation=30, ha="right")
     ax.set_yticks(range(len(needs)), needs, fontsize=8)
     ax.set_title("rank group per need (1 = best; † among † only)", fontsize=9)

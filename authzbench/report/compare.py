@@ -159,7 +159,7 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
                          "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS,
                          "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
                          "differ": not overlap(a.interval(), f.interval()),
-                         "headline": d.title.startswith(("Check p50", "Best throughput", "Mixed", "Ingest")),
+                         "headline": d.title.startswith(("Check p50", "Best throughput", "Throughput at", "Mixed", "Ingest")),
                          "unstable": a.unstable or f.unstable})
     return pd.DataFrame(rows)
 

@@ -176,7 +176,7 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
             "build_s": r.get("build_seconds") or 0.0, "build_what": (r.get("build") or {}).get("what", ""),
             "total_s": total_s, "rels_per_s": r["relationships"] / total_s if total_s else float("nan"),
             "load_rels_per_s": r["relationships"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
-            "batch_rows": r.get("batch_rows"), "batches": len(r.get("batch_seconds") or []),
+            "batch_rows": r.get("batch_rows"), "batches": b.size or None,  # a load in one bulk call timed no batches: "—", not 0
             "batch_mean_s": float(b.mean()) if b.size else float("nan"),
             "batch_p95_s": float(np.percentile(b, 95)) if b.size else float("nan"),
             "footprint_bytes": r.get("footprint_bytes"), "notes": ingest_rates(r),

@@ -69,7 +69,8 @@ def section(rd: RunData, out_dir: Path) -> str:
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
-    lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only.", ""]
+    lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only. "
+              "none (unranked): no figure to rank (e.g. no worker count met the SLO).", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -98,14 +99,15 @@ def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
     return sorted(seen, key=lambda b: (not rd.comparable(b), b))
 
 
-def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int, bool]]:
-    """backend -> (figure, rank group, networked)."""
-    out = {}
+def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int | None, bool]]:
+    """backend -> (figure, rank group, networked). A figure with no value (e.g. "no worker count met the SLO")
+    has rank group None: ranking it put a backend that met no SLO first among the †."""
+    out: dict[str, tuple[Figure, int | None, bool]] = {}
     for figs in split(d, rd):
-        groups = rank_groups(figs, d.higher_is_better)
+        groups = rank_groups([f for f in figs if not f.text], d.higher_is_better)
         for f in figs:
-            g = group_of(groups, f.backend)
-            if g is not None:
+            g = None if f.text else group_of(groups, f.backend)
+            if g is not None or f.text:
                 out[f.backend] = (f, g, rd.comparable(f.backend))
     return out
 
@@ -119,21 +121,21 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             continue
         f, g, net = r[b]
         flag = " ⚠" if f.too_few else ""
-        cells.append(f"{'none' if f.text else num(f.value)} ({'' if net else '†'}{g}){flag}")
+        cells.append(f"none (unranked){flag}" if g is None else f"{num(f.value)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
 
 
 def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     net, _ = split(d, rd)
-    groups = rank_groups(net, d.higher_is_better)
+    groups = rank_groups([f for f in net if not f.text], d.higher_is_better)
     head = f"- **{need.label}**: "
+    if not groups and net:  # e.g. no worker count met the SLO: nothing to rank
+        return head + f"none qualified ({net[0].text}): " + ", ".join(f.backend for f in net) + "."
     if not groups:
         return head + "no networked server measured."
     unit = f" {d.unit}" if d.unit else ""
     top = groups[0]
-    if all(f.text for f in top):  # e.g. no worker count met the SLO: nothing to rank
-        return head + f"none qualified ({top[0].text}): " + ", ".join(f.backend for f in top) + "."
     if len(groups) == 1 and len(top) == 1:
         return head + f"only {_fig(top[0], unit)} measured."
     if len(top) > 1:
@@ -199,6 +201,8 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
             if r is None:
                 continue
             f, g, _ = r
+            if g is None:  # no value to rank, so no cost to state
+                continue
             net, _ = split(d, rd)
             best = rank_groups(net, d.higher_is_better)[0][0]
             vs = "" if best.backend == b or g == 1 else f" (best: {_fig(best, ' ' + d.unit if d.unit else '')})"
@@ -273,6 +277,6 @@ def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[st
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
-        texts.append([(r[b][0].text and "—") or num(r[b][0].value) if b in r else "" for b in backends])
+        texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
         depth.append(max((g for g in groups[-1] if g), default=1))
     return [n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts, depth

@@ -224,7 +224,8 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
     df = pd.DataFrame(recs)
     df["backend"] = [label(rd, b) for b in df["backend"]]
     df["iv"] = [_interval_text(a, b, "too_few" in f) for (a, b), f in zip(df["interval"], df["flags"], strict=True)]
-    df["val"] = [t or num(v) for t, v in zip(df["text"], df["value"], strict=True)]
+    # pandas stores a missing text as NaN (truthy) among strings: "t or num(v)" emptied 210 of 213 cells
+    df["val"] = [t if isinstance(t, str) and t else num(v) for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
     df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]
     return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "

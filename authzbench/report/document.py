@@ -27,6 +27,7 @@ from authzbench.report import (
     writes,
 )
 from authzbench.report.data import RunData, load_run
+from authzbench.report.fold import fold
 
 Section = Callable[[RunData, Path], str]
 
@@ -59,6 +60,7 @@ def render(run_path: Path, out_dir: Path, against_reference: bool | None = None)
 def _write(path: Path, head: str, rd: RunData, out_dir: Path, sections: list[Section],
            numbered: bool = True) -> Path:
     md = "\n".join(x for x in [head, *(s(rd, out_dir) for s in sections)] if x)
-    # the appendix's sections keep their titles, not the main report's section numbers
-    path.write_text(md if numbered else re.sub(r"(?m)^(#{2,4}) \d+(?:\.\d+)*\.? ", r"\1 ", md))
+    # the appendix's sections keep their titles, not the main report's section numbers; the main report
+    # keeps every line readable (fold.MAX_LINE), the appendix its full-width tables
+    path.write_text(fold(md) if numbered else re.sub(r"(?m)^(#{2,4}) \d+(?:\.\d+)*\.? ", r"\1 ", md))
     return path

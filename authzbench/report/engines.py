@@ -16,8 +16,8 @@ def settings(rd: RunData, backend: str) -> dict[str, Any]:
     return (rd.servers.get(backend, {}).get("endpoint") or {}).get("engine_settings") or {}
 
 
-def _engine_settings(rd: RunData) -> list[dict[str, Any]]:
-    return [s for b in rd.servers if (s := settings(rd, b))]
+def _engine_settings(rd: RunData) -> list[tuple[str, dict[str, Any]]]:
+    return [(b, s) for b in rd.servers if (s := settings(rd, b))]
 
 
 def engine_tier(rd: RunData) -> str:
@@ -26,16 +26,25 @@ def engine_tier(rd: RunData) -> str:
     recorded = _engine_settings(rd)
     if not recorded:
         return ""
-    tiers = sorted({str(s.get("tier")) for s in recorded})
+    tiers = sorted({str(s.get("tier")) for _, s in recorded})
     if len(tiers) > 1:  # servers kept from another run: say so rather than pick one
         return "mixed tiers (" + ", ".join(tiers) + ")"
     if tiers[0] != "cached":
         return f"{tiers[0]} tier"
-    windows = sorted({float(s["freshness_s"]) for s in recorded if s.get("freshness_s")})
-    if not windows:
-        return "cached tier"
-    text = " / ".join(f"{w:g}" for w in windows)
-    return f"cached tier ({text} s freshness window)"
+    return f"cached tier ({_windows(recorded)})"
+
+
+def _windows(recorded: list[tuple[str, dict[str, Any]]]) -> str:
+    """Each engine's freshness window from the settings its server recorded, the servers table's source too:
+    "5 s freshness window" when all share one, else per window its engines (Permify has none: its cache is
+    keyed by snapshot, so claiming 5 s for every engine contradicted its row)."""
+    by: dict[str, list[str]] = {}
+    for b, s in recorded:
+        w = s.get("freshness_s")
+        by.setdefault(f"{float(w):g} s freshness window" if w else "no time window", []).append(b)
+    if len(by) == 1:
+        return next(iter(by))
+    return "; ".join(f"{w}: {', '.join(bs)}" for w, bs in by.items())
 
 
 def phase_consistency(rd: RunData, backend: str) -> str:

@@ -108,6 +108,14 @@ def _single(value: float, what: str) -> tuple[float, float]:
     return value / f, value * f
 
 
+def _single_note(what: str) -> str:
+    """One run cannot show how far a single load moves between runs: the factor is stated as an assumption."""
+    f = SINGLE_FACTOR[what]
+    return (f"one load per backend: a clear difference needs more than {f ** 2:g}x (each load is assumed to lie "
+            f"within {f:g}x of its value, a width set from earlier runs of this suite; one run cannot measure "
+            "how far its loads move between runs)")
+
+
 # the dimensions ---------------------------------------------------------------------------------------
 
 def ingest(rd: RunData) -> list[Dimension]:
@@ -119,8 +127,7 @@ def ingest(rd: RunData) -> list[Dimension]:
                    f"{r.rows / r.relationships:.1f} rows written per relationship",
                    bounds=_single(float(r.rels_per_s), "ingest")) for r in df.itertuples()]
     return [Dimension("Writes", "Ingest incl. closure / view / index build", "relationships/s", True, figs,
-                      anchor("ingest"), f"one load per backend: a clear difference needs more than "
-                      f"{SINGLE_FACTOR['ingest'] ** 2:g}x (loads moved up to 2.3x between runs)",
+                      anchor("ingest"), _single_note("ingest"),
                       summary="ingest rels/s", key="ingest")]
 
 
@@ -159,7 +166,10 @@ def check_throughput(rd: RunData) -> list[Dimension]:
             c, x = best
             figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
                                detail=f"at {_workers(c)}"))
-        out.append(Dimension("Checks", f"Best throughput over the concurrency sweep, {s}", "checks/s", True,
+        levels = sorted(set(_closed(rd, s)["concurrency"].astype(int)))  # a scenario may run at 1 worker only
+        what = (f"Throughput at {_workers(levels[0])}" if len(levels) == 1
+                else f"Best throughput over {_ints(pd.Series(levels))} workers")
+        out.append(Dimension("Checks", f"{what}, {s}", "checks/s", True,
                              figs, anchor(s), summary="best check throughput", key=f"check_rate/{s}"))
     return out
 
@@ -365,14 +375,13 @@ def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
     """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": groups best first; members of a group have no clear
     difference between them. Intervals and op counts are in the appendix's figure table."""
-    ts = tiers(figs, d.higher_is_better)
-    if not ts:
+    ts = tiers([f for f in figs if not f.text], d.higher_is_better)  # "none met the SLO" has no value to rank
+    unranked = [f"unranked: {_cell(f, d, label, f.value)}" for f in figs if f.text]
+    if not ts and not unranked:
         return "nothing measured"
-    best = ts[0][0].value
-    parts = []
-    for i, tier in enumerate(ts, 1):
-        parts.append(f"{i}. " + " = ".join(_cell(f, d, label, best) for f in tier))
-    return "; ".join(parts)
+    best = ts[0][0].value if ts else math.nan
+    return "; ".join([*(f"{i}. " + " = ".join(_cell(f, d, label, best) for f in t) for i, t in enumerate(ts, 1)),
+                      *unranked])
 
 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:

@@ -27,24 +27,24 @@ DATASET = {
     "--data-dir": ["", "{file}", "{file}/x"],
 }
 BACKEND = {
-    "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo"],
+    "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo", "postgres,postgres"],
     "--provision": ["kubernetes", ""],
     "--consistency": ["eventual", ""],
     "--tier": ["eventual", "", "STRICT"],
-    "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],
+    "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],  # a key twice: test_repeated_items
     "--ingest-variants": ["", "NoSuchPath"],
     "--max-load-minutes": ["0", "-1", "abc", "nan"],
 }
 BENCH = {
-    "--scenario": ["nope", "", "social_view_content"],
-    "--concurrency": ["0", "-1", "abc", "", "1,,8", "1.5", "100000"],
-    "--write-concurrency": ["0", "-1", "abc", "", "1,,8", "100000"],
+    "--scenario": ["nope", "", "social_view_content", "mixed,mixed"],
+    "--concurrency": ["0", "-1", "abc", "", "1,,8", "1.5", "100000", "8,1,8"],
+    "--write-concurrency": ["0", "-1", "abc", "", "1,,8", "100000", "1,1"],
     "--iterations-scale": ["0", "-1", "abc", "nan", "inf", ""],
     "--repeat": ["0", "-1", "abc", "1000000", ""],
     "--rounds": ["0", "-1", "abc", "21", ""],
     "--visits": ["0", "abc", "4", ""],  # 4 visits of 3 rounds: a visit without a round
     "--max-reruns": ["-1", "abc", "11", ""],
-    "--disturbed-cpu": ["0", "-5", "abc", "nan", ""],
+    "--disturbed-cpu": ["0", "-5", "abc", "nan", "", "1e6"],  # above every core's 100%: test_disturbed_cpu
     "--write-share": ["-0.1", "2", "abc", "nan", ""],
     "--write-kind": ["everything", "", "ACL"],
     "--profiles": ["", "huge", "tiny,,baseline"],
@@ -52,7 +52,7 @@ BENCH = {
     "--workers-on": ["", "localhost:8786", "http://10.0.0.1:8786", "tcp://10.0.0.1", "tcp://a b:1"],
     "--rate": ["0", "-5", "abc", "nan", "inf", "1e15", ""],
     "--stage": ["100:-5", "100:0", "-1:5", "100", "abc:5", "100:nan", "1e15:10", ""],
-    "--rates": ["0", "-1", "100,,500", "abc", "1e15", ""],
+    "--rates": ["0", "-1", "100,,500", "abc", "1e15", "", "100,100"],
     "--duration": ["-1", "0", "abc", "nan", "inf", ""],
     "--dau": ["0", "-1", "2", "nan", ""],
     "--slo-check-p95": ["-1", "0", "abc", "nan", ""],
@@ -83,9 +83,9 @@ BAD: dict[str, dict[str, list[str]]] = {
              "--backend": ["nosuch", "", "postgres,,x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
     "engine": {"action": ["start", ""]},
-    "crosscheck": {"--backend": ["mongo", "", "postgres,,openfga", "reference"], "--profile": ["huge", ""],
+    "crosscheck": {"--backend": ["mongo", "", "postgres,,openfga", "reference", "postgres,postgres"], "--profile": ["huge", ""],
                    "--scenario": ["mixed", "", "nope", "lookup_resources_view_regular"],
-                   "--concurrency": ["0", "abc", "", "1,,8", "100000"], "--rounds": ["0", "21", "abc"],
+                   "--concurrency": ["0", "abc", "", "1,,8", "100000", "1,1"], "--rounds": ["0", "21", "abc"],
                    "--seconds": ["0", "1.5", "abc", "601"], "--breakdown-calls": ["-1", "abc"],
                    "--provision": ["kubernetes"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
                    "--report-dir": ["{file}/x"], "--render": ["{missing}", "", "{file}"]},
@@ -263,3 +263,32 @@ def test_one_round_alone_is_accepted_and_visits_each_backend_once(sandbox, monke
     with pytest.raises(Started):
         run_main(["bench", *BASE["bench"], *argv])
     assert seen[0].schedule.visits == visits
+
+
+@pytest.mark.parametrize("argv,shown", [
+    (["--backend=postgres", "--backend=mongo,postgres"], "--backend: postgres"),
+    (["--set=orgs=3", "--set=orgs=4"], "--set: orgs"),
+    (["--option=batch_rows=5", "--option=batch_rows=6"], "--option: batch_rows"),
+], ids=["a backend in two --backend", "a --set key twice", "an --option key twice"])
+def test_repeated_items_across_repeatable_options_are_refused_in_one_line(sandbox, capsys, argv, shown):
+    """`--backend postgres,postgres` started a run measuring postgres twice; a KEY=VALUE given twice kept
+    only the last value."""
+    code = run_main(["bench", "--profile=tiny", "--concurrency=1", *argv])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and shown in lines[0] and "more than once" in lines[0], lines
+    assert sorted(p.name for p in sandbox.iterdir()) == ["afile"], "something was written"
+
+
+@pytest.mark.parametrize("cores,value,refused", [(2, "200", True), (2, "500", True), (2, "199", False),
+                                                 (8, "500", False)])
+def test_disturbed_cpu_the_machine_cannot_show_is_refused(sandbox, capsys, monkeypatch, cores, value, refused):
+    """Foreign CPU is summed over processes in % of one core: with 2 cores it never exceeds 200, so a
+    threshold of 200 or more turned interference detection off without a word."""
+    monkeypatch.setattr(config.psutil, "cpu_count", lambda logical=True: cores)
+    argv = ["bench", *BASE["bench"], f"--disturbed-cpu={value}"]
+    if not refused:
+        with pytest.raises(Started):
+            run_main(argv)
+        return
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()] if run_main(argv) == 2 else []
+    assert len(lines) == 1 and f"{cores} logical cores" in lines[0] and "--disturbed-cpu" in lines[0], lines

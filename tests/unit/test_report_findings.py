@@ -126,7 +126,7 @@ def test_ratios_are_to_the_best_and_throughput_ranks_higher_first():
     fast = Run().server("postgres", NET).server("scylla", CASS)
     fast.phase("postgres", "check_negative", steady(1.0, n=100), concurrency=8)
     fast.phase("scylla", "check_negative", steady(1.0, n=400), concurrency=8)
-    assert _order(fast.data(), "Best throughput over the concurrency sweep, check_negative") == \
+    assert _order(fast.data(), "Throughput at 8 workers, check_negative") == \
         [["scylla"], ["postgres"]]
 
 
@@ -399,13 +399,15 @@ def test_a_load_that_timed_no_batches_shows_no_batch_figures_and_warns_nothing()
     # The SSTable path loads in one bulk call: its record has no batch times.
     import warnings
 
+    import pandas as pd
+
     from authzbench.report.data import ingest_table
 
     rec = Run().ingest("scylla", 12.8).recs[0] | {"batch_seconds": []}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         row = ingest_table([rec]).iloc[0]
-    assert math.isnan(row["batch_mean_s"]) and math.isnan(row["batch_p95_s"]) and row["batches"] == 0
+    assert math.isnan(row["batch_mean_s"]) and math.isnan(row["batch_p95_s"]) and pd.isna(row["batches"])
 
 
 def test_visibility_lags_within_one_poll_of_each_other_are_no_clear_difference():
@@ -417,3 +419,14 @@ def test_visibility_lags_within_one_poll_of_each_other_are_no_clear_difference()
         run.phase(b, "write_membership", steady(ms, n=60, slots=1), concurrency=1, kind="visibility",
                   writes=[1.0] * 120, extra={"stale_allows": 0, "stale_reads": 0})
     assert _order(run.data(), "Visibility lag p95") == [["postgres", "scylla"], ["spicedb-pg"]]
+
+
+def test_check_throughput_is_titled_by_the_worker_counts_that_ran():
+    """"Best throughput over the concurrency sweep" named a sweep for scenarios run at one worker only."""
+    one = two_backends(1.0, 3.0).data()
+    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in findings.compute(one))
+    run = two_backends(1.0, 3.0)
+    run.phase("postgres", "check_manage_direct_user", steady(1.0), concurrency=8)
+    titles = [d.title for d in findings.compute(run.data())]
+    assert "Best throughput over 1, 8 workers, check_manage_direct_user" in titles
+    assert not any("sweep" in t for t in titles)

@@ -97,7 +97,8 @@ def _run(tier: str | None, backends=("spicedb-pg", "openfga", "permify", "postgr
 
 
 def test_engine_tier_names_the_tier_and_its_recorded_window():
-    assert engines.engine_tier(_run("cached")) == "cached tier (5 s freshness window)"
+    assert engines.engine_tier(_run("cached", backends=("spicedb-pg", "openfga"))) == \
+        "cached tier (5 s freshness window)"
     assert engines.engine_tier(_run("strict")) == "strict tier"
     assert engines.engine_tier(_run(None)) == ""  # recorded before tiers: nothing to claim
     assert engines.engine_tier(_run("cached", backends=("postgres",))) == ""
@@ -108,7 +109,19 @@ def test_servers_table_lists_each_engine_s_cache_window_pool_and_consistency(tmp
     assert "| Answer cache | Freshness window | Datastore pool | Read consistency |" in md
     assert "dispatch cache, 64MiB" in md and "5 s (cache TTL)" in md and "read 16 + write 4 connections" in md
     assert "minimize_latency (measured phases)" in md
-    assert "**cached tier (5 s freshness window)**" in md
+    assert "**cached tier (5 s freshness window: spicedb-pg, openfga; no time window: permify)**" in md
+
+
+def test_the_summary_s_freshness_windows_agree_with_the_servers_table():
+    """The summary gave every engine a 5 s window while the servers table gave Permify none."""
+    rd = _run("cached")
+    tier = engines.engine_tier(rd)
+    for b in ("spicedb-pg", "openfga", "permify"):
+        column = engines.columns(rd, b)["freshness"]
+        window = "no time window" if column.startswith("no time window") else column.split(" (")[0]
+        listed = next(part for part in tier.removeprefix("cached tier (").removesuffix(")").split("; ") if b in part)
+        assert listed.startswith(window), (b, column, tier)
+    assert "5 s freshness window" in tier and "no time window: permify" in tier
 
 
 def test_stale_allows_under_a_fully_consistent_mode_point_to_the_reproduction_outside_the_suite():
