@@ -6,7 +6,6 @@ two runs were seconds apart, so its ratio is paired); then where our time goes a
 from __future__ import annotations
 
 import statistics
-import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.metrics import merge
+from authzbench.report.fold import fold
 
 LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
 
@@ -184,17 +184,7 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
         if gaps := closing_notes(records, table):
             parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
                       "of different samples: their differences are indicative, not exact):", "", *gaps, ""]
-    return "\n".join(_wrapped(ln) for ln in parts).rstrip() + "\n"
-
-
-def _wrapped(text: str, width: int = 200) -> str:
-    """A prose or bullet line over 400 characters folded at `width` (a bullet's continuation indented, so
-    markdown keeps it one item); tables and headings as they are."""
-    if len(text) <= 400 or text.startswith(("|", "#")) or "\n" in text:
-        return text
-    bullet = text.startswith("- ")
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  " if bullet else "",
-                                    break_long_words=False, break_on_hyphens=False))
+    return fold("\n".join(parts)).rstrip() + "\n"  # no line over 400 characters (five reached 453-561)
 
 
 def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
