@@ -137,7 +137,9 @@ def test_a_comparisons_p50_of_each_run_is_that_runs_own_figure(ex):
 # measurement does is fixed text posing as a measurement ("loads moved up to 2.3x between runs").
 DEFINITIONS = (r"^- CPU", r"^- Memory: ", r"logical cores", r"timeouts \(check", r"HdrHistogram", r"\(PSS",
                r"^Dataset `", r"SLO: check p95", r"measured once", r"^One worker, the backend's own",
-               r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)")
+               r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)",
+               r"assumed to lie within", r"taken to lie within", r"^- CPU % is summed", r"Every measured op is recorded",
+               r"^- Server memory is", r"^Checks with [\d.]+% writes")
 
 
 def _numeric_lines(md: str) -> set[str]:
