@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts
+from authzbench.report import charts, clientbound
 from authzbench.report.data import RunData
 from authzbench.report.figures import with_cells
 from authzbench.report.frames import resource_table
@@ -58,7 +58,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
     if throughput := charts.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]
-    lines.append(_resources(rd))
+    lines += [_resources(rd), clientbound.section(rd)]
     return "\n".join(lines)
 
 
