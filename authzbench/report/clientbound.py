@@ -27,14 +27,14 @@ def phase_cpu(rd: RunData) -> pd.DataFrame:
     """Per closed-loop phase with a monitor: ops, wall time, and the client's and the server's core-seconds
     (mean CPU % / 100 x wall time); client_s is NaN where its CPU was not recorded apart."""
     m, ph = rd.monitor_phases, rd.phases
-    cols = ["backend", "scenario", "concurrency", "repeat", "ops", "client_s", "server_s"]
+    cols = ["backend", "scenario", "concurrency", "repeat", "ops", "client_s", "server_s", "samples"]
     if m.empty or ph.empty:
         return pd.DataFrame(columns=cols)
     j = ph[(ph["mode"] == "closed") & (ph["ops"] > 0)].merge(m, on=["backend", "phase"], how="inner")
     # a mixed phase has a row per op kind sharing one monitor window: its CPU is counted once, ops summed
     g = j.groupby(["backend", "scenario", "concurrency", "repeat", "phase"], sort=False)
     out = g.agg(ops=("ops", "sum"), wall_s=("wall_s", "max"), cpu=("cpu_mean", "first"),
-                client=("client_cpu_mean", "first")).reset_index()
+                client=("client_cpu_mean", "first"), samples=("samples", "first")).reset_index()
     out["server_s"] = out["cpu"] / 100 * out["wall_s"]
     out["client_s"] = out["client"] / 100 * out["wall_s"]
     return out[cols]
@@ -72,6 +72,30 @@ def _phases(rd: RunData) -> pd.DataFrame:
     return rd.__dict__["_phase_cpu"]
 
 
+COLUMNS = {"client_ms": "Client CPU ms/op", "server_ms": "Server CPU ms/op"}
+
+
+def with_cpu(rd: RunData, merged: pd.DataFrame) -> pd.DataFrame:
+    """A merged closed-loop phase table (one row per backend and worker count) with the client's and the
+    server's CPU ms per op over its rounds (COLUMNS): the per-phase statement beside its latency."""
+    out = merged.copy()
+    cpu = [per_op(rd, r.backend, r.scenario, int(r.concurrency)) or (math.nan, math.nan) for r in out.itertuples()]
+    out["client_ms"] = [_ms(c) for c, _ in cpu]
+    out["server_ms"] = [num(s) for _, s in cpu]
+    return out
+
+
+def _samples(rd: RunData, backend: str, scenario: str, concurrency: int) -> int:
+    """The monitor samples a figure's CPU rests on (0.5 s apart; a phase of half a second has one or two)."""
+    p = _phases(rd)
+    return int(p[(p["backend"] == backend) & (p["scenario"] == scenario) & (p["concurrency"] == concurrency)]
+               ["samples"].sum())
+
+
+def _ms(v: float) -> str:
+    return "unknown" if math.isnan(v) else num(v)
+
+
 def _flag_text(flag: bool | None) -> str:
     return "unknown" if flag is None else f"{MARK} yes" if flag else "no"
 
@@ -86,9 +110,9 @@ def best_rows(rd: RunData) -> list[dict]:
                 continue
             c, x = best
             client, server = per_op(rd, b, s, c) or (float("nan"), float("nan"))
-            rows.append({"scenario": f"`{s}`", "backend": label(rd, b), "workers": c, "rate": x.value,
-                         "client_ms": "unknown" if math.isnan(client) else num(client),
-                         "server_ms": server, "capacity": capacity_per_core(server),
+            rows.append({"scenario": f"`{s}`", "backend": label(rd, b), "workers": c, "rate": num(x.value),
+                         "client_ms": _ms(client), "server_ms": num(server),
+                         "capacity": num(capacity_per_core(server)), "samples": _samples(rd, b, s, c),
                          "flag": _flag_text(client_bound(rd, b, s, c))})
     return rows
 
@@ -102,8 +126,10 @@ def sentence(rows: list[dict]) -> str:
     text = (f"Client-bound, so understating the server: {', '.join(bound) or 'none'}; "
             f"not client-bound: {len(names('no'))} of {len(rows)} figures.")
     if unknown:
-        text += f" Unknown (client CPU not recorded apart from the server's): {', '.join(unknown)}."
-    return text
+        text += (" Unknown (no client CPU recorded apart, or an in-process engine whose server is the client): "
+                 f"{', '.join(unknown)}.")
+    n = [r["samples"] for r in rows]
+    return text + f" Each row's CPU rests on {min(n)} to {max(n)} monitor samples over its rounds."
 
 
 def section(rd: RunData) -> str:
@@ -119,5 +145,6 @@ def section(rd: RunData) -> str:
                       table(pd.DataFrame(rows), {"scenario": "Scenario", "backend": "Backend", "workers": "Workers",
                                                  "rate": "Checks/s", "client_ms": "Client CPU ms per check",
                                                  "server_ms": "Server CPU ms per check",
-                                                 "capacity": "Server checks/s per core", "flag": "Client-bound"}),
+                                                 "capacity": "Server checks/s per core",
+                                                 "samples": "Monitor samples", "flag": "Client-bound"}),
                       ""])

@@ -36,10 +36,10 @@ def section(rd: RunData, out_dir: Path) -> str:
         sub = ph[(ph["scenario"] == name) & (ph["mode"] == "closed")]
         if sub.empty:
             continue
-        sub = with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"])
+        sub = clientbound.with_cpu(rd, with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"]))
         sub["backend"] = [label(rd, b) for b in sub["backend"]]
         lines += [f"### 5.{i + 1} `{name}`", "", sc.description, ""]
-        cols = dict(READ_COLS)
+        cols = {**READ_COLS, **clientbound.COLUMNS}
         if sc.op == "lookup":
             sub["per_iter"] = sub["results"] / sub["ops"].where(sub["ops"] > 0)
             sub["dups"] = sub["duplicates"]

@@ -74,7 +74,7 @@ def test_a_run_without_the_client_cpu_apart_is_unknown_not_false():
     assert clientbound.client_bound(rd, "postgres", S, 8) is None
     recs = [r for r in digest.figure_records(rd) if r["dimension"] == f"check_rate/{S}"]
     assert recs and all(r["client_bound"] is None and "client_bound" not in r["flags"] for r in recs)
-    assert "Unknown (client CPU not recorded apart from the server's): postgres" in clientbound.section(rd)
+    assert "in-process engine whose server is the client): postgres" in clientbound.section(rd)
 
 
 def test_an_embedded_engine_is_unknown_because_its_server_cpu_is_the_clients_process():
@@ -103,3 +103,12 @@ def test_the_findings_and_the_decision_summary_mark_a_client_bound_throughput(tm
     row = next(x for x in decision.section(rd, tmp_path).splitlines() if x.startswith("| Check throughput"))
     assert row.count(clientbound.MARK) == 2
 
+
+
+def test_each_read_phase_row_states_its_client_and_server_cpu_per_op():
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    merged = rd.phases[rd.phases["backend"] == "postgres"][["backend", "scenario", "concurrency"]]
+    row = clientbound.with_cpu(rd, merged).iloc[0]
+    assert (row["client_ms"], row["server_ms"]) == ("6", "2")
+    old = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).data()
+    assert clientbound.with_cpu(old, merged).iloc[0]["client_ms"] == "unknown"
