@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, engines, speed, tables
+from authzbench.report import charts, clientbound, engines, speed, tables
 from authzbench.report.data import RunData
 from authzbench.report.figures import group_of, rank_groups
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -70,7 +70,8 @@ def section(rd: RunData, out_dir: Path) -> str:
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
     lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only. "
-              "none (unranked): no figure to rank (e.g. no worker count met the SLO).", ""]
+              "none (unranked): no figure to rank (e.g. no worker count met the SLO). "
+              f"{clientbound.LEGEND}.", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -120,7 +121,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             cells.append("—")
             continue
         f, g, net = r[b]
-        flag = " ⚠" if f.too_few else ""
+        flag = (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
         cells.append(f"none (unranked){flag}" if g is None else f"{num(f.value)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"

@@ -194,8 +194,9 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
                         "value": _finite(f.value), "unit": d.unit, "interval": [_finite(lo), _finite(hi)],
                         "n": f.n, "rank_group": r[f.backend][1], "networked": r[f.backend][2],
                         "higher_is_better": d.higher_is_better, "text": f.text or None,
+                        "client_bound": f.client_bound,  # null: unknown or not a throughput
                         "flags": [k for k, on in (("unstable", f.unstable), ("too_few", f.too_few),
-                                                  ("disturbed", f.disturbed),
+                                                  ("disturbed", f.disturbed), ("client_bound", bool(f.client_bound)),
                                                   ("stand_in", rd.kind(f.backend) == "stand-in"),
                                                   ("embedded", rd.kind(f.backend) == "embedded")) if on]})
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.report import tables, writes
+from authzbench.report import clientbound, tables, writes
 from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell, rank_groups
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
@@ -47,6 +47,7 @@ class Figure:
     bounds: tuple[float, float] | None = None  # where the figure could land on another run (else value ± spread)
     unstable: bool = False  # its rounds disagree by more than noise.UNSTABLE_RANGE: shown, not ranked
     disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
+    client_bound: bool | None = None  # a throughput whose client used more CPU than the server; None: unknown
 
     def interval(self) -> tuple[float, float]:
         if self.bounds is not None:
@@ -165,7 +166,7 @@ def check_throughput(rd: RunData) -> list[Dimension]:
                 continue
             c, x = best
             figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                               detail=f"at {_workers(c)}"))
+                               detail=f"at {_workers(c)}", client_bound=clientbound.client_bound(rd, b, s, c)))
         levels = sorted(set(_closed(rd, s)["concurrency"].astype(int)))  # a scenario may run at 1 worker only
         what = (f"Throughput at {_workers(levels[0])}" if len(levels) == 1
                 else f"Best throughput over {_ints(pd.Series(levels))} workers")
@@ -211,7 +212,8 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
         if x is None:
             continue
         figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                           detail=f"up to {_workers(c)}"))
+                           detail=f"up to {_workers(c)}",
+                           client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
     return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
                       "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",
                       key="mixed_slo")]
@@ -387,6 +389,7 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:
     v = f"{MARK} " if f.too_few else ""
     v += f"{DISTURBED} " if f.disturbed else ""
+    v += f"{clientbound.MARK} " if f.client_bound else ""
     v += f"**{label(f.backend)}** " + (f.text or f"{num(f.value)} {d.unit}".rstrip())
     if not f.text and f.value != best:
         v += " " + ratio_text(ratio_to_best(best, f.value, d.higher_is_better), d.higher_is_better)
@@ -425,7 +428,7 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              f"than the percentile needs (from a single op its interval is open above, never ranked apart from "
              f"another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
-             "Each figure's interval and op count: appendix, \"Every ranked figure\".", ""]
+             "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
     group = None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts
+from authzbench.report import charts, clientbound
 from authzbench.report.data import RunData
 from authzbench.report.figures import with_cells
 from authzbench.report.frames import resource_table
@@ -36,16 +36,16 @@ def section(rd: RunData, out_dir: Path) -> str:
         sub = ph[(ph["scenario"] == name) & (ph["mode"] == "closed")]
         if sub.empty:
             continue
-        sub = with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"])
+        sub = clientbound.with_cpu(rd, with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"]))
         sub["backend"] = [label(rd, b) for b in sub["backend"]]
         lines += [f"### 5.{i + 1} `{name}`", "", sc.description, ""]
-        cols = dict(READ_COLS)
+        cols = {**READ_COLS, **clientbound.COLUMNS}
         if sc.op == "lookup":
             sub["per_iter"] = sub["results"] / sub["ops"].where(sub["ops"] > 0)
             sub["dups"] = sub["duplicates"]
             cols.update({"per_iter": "Resources/lookup", "dups": "Duplicates"})
         if sc.op == "check":
-            base = [rt.get(b.rstrip(" †"), float("nan")) for b in sub["backend"]]
+            base = [rt.get(b.rstrip(" †‡"), float("nan")) for b in sub["backend"]]
             sub["vs_roundtrip"] = sub["p50_ms"] / pd.Series(base, index=sub.index)
             cols["vs_roundtrip"] = "p50 ÷ round-trip p50"
             if (sub["vs_roundtrip"] < 1).any():
@@ -58,7 +58,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
     if throughput := charts.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]
-    lines.append(_resources(rd))
+    lines += [_resources(rd), clientbound.section(rd)]
     return "\n".join(lines)
 
 

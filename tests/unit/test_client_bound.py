@@ -1,0 +1,114 @@
+"""The client-bound flag and the server's capacity per core, on fixture records (no servers): the client's and
+the server's CPU are chosen here, so which throughput is the client's is known."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from authzbench.report import clientbound, decision, digest, findings
+from authzbench.report.document import render
+from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
+
+S = "check_view_via_group_member"
+
+
+def _run(client_cpu: float, cpu: float) -> Run:
+    return (Run().server("postgres", NET).server("scylla", CASS)
+            .phase("postgres", S, steady(0.5), concurrency=8, cpu=cpu, client_cpu=client_cpu)
+            .phase("scylla", S, steady(1.0), concurrency=8, cpu=cpu, client_cpu=client_cpu))
+
+
+def _without_client_cpu(run: Run) -> Run:
+    """A run recorded before the monitor sampled the client apart from the server."""
+    for r in run.recs:
+        if r["type"] == "monitor":
+            r.pop("client_cpu_percent")
+    return run
+
+
+def _throughput(rd) -> findings.Dimension:
+    return next(d for d in findings.compute(rd) if d.key == f"check_rate/{S}")
+
+
+def test_a_throughput_whose_client_used_more_cpu_than_the_server_is_flagged_client_bound():
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    assert clientbound.client_bound(rd, "postgres", S, 8) is True
+    assert all(f.client_bound for f in _throughput(rd).figures)
+    recs = [r for r in digest.figure_records(rd) if r["dimension"] == f"check_rate/{S}"]
+    assert recs and all("client_bound" in r["flags"] and r["client_bound"] is True for r in recs)
+
+
+def test_a_throughput_whose_server_used_more_cpu_than_the_client_is_not_flagged():
+    rd = _run(client_cpu=20.0, cpu=150.0).data()
+    assert clientbound.client_bound(rd, "postgres", S, 8) is False
+    recs = [r for r in digest.figure_records(rd) if r["dimension"] == f"check_rate/{S}"]
+    assert recs and all("client_bound" not in r["flags"] and r["client_bound"] is False for r in recs)
+
+
+def test_cpu_per_op_is_mean_cpu_times_wall_time_over_ops():
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    # 4 slots of 200 ops in 4 s: 800 ops; server 0.4 core x 4 s = 1.6 core-s -> 2 ms per op; client 6 ms
+    client, server = clientbound.per_op(rd, "postgres", S, 8)
+    assert (client, server) == (pytest.approx(6.0), pytest.approx(2.0))
+
+
+def test_capacity_per_core_is_a_thousand_over_server_cpu_ms_per_check():
+    assert clientbound.capacity_per_core(2.0) == pytest.approx(500.0)
+    assert clientbound.capacity_per_core(0.091) == pytest.approx(10_989.0, rel=1e-4)
+    assert math.isnan(clientbound.capacity_per_core(0.0))
+
+
+def test_the_appendix_table_names_the_client_bound_figures_and_their_capacity_per_core():
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    text = clientbound.section(rd)
+    assert "Client-bound, so understating the server: postgres (`check_view_via_group_member`), scylla" in text
+    assert "| 500.0 |" in text or "| 500 |" in text  # 1000 / 2 ms per check
+
+
+def test_a_run_without_the_client_cpu_apart_is_unknown_not_false():
+    rd = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).data()
+    assert clientbound.client_bound(rd, "postgres", S, 8) is None
+    recs = [r for r in digest.figure_records(rd) if r["dimension"] == f"check_rate/{S}"]
+    assert recs and all(r["client_bound"] is None and "client_bound" not in r["flags"] for r in recs)
+    assert "in-process engine whose server is the client): postgres" in clientbound.section(rd)
+
+
+def test_an_embedded_engine_is_unknown_because_its_server_cpu_is_the_clients_process():
+    rd = Run().server("chdb", CHDB, model="thread").phase("chdb", S, steady(1.0), concurrency=8, cpu=40.0,
+                                                          client_cpu=120.0).data()
+    assert clientbound.client_bound(rd, "chdb", S, 8) is None
+
+
+def test_an_old_run_without_client_cpu_renders_with_unknown(tmp_path: Path):
+    root = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).write(tmp_path / "run")
+    render(root, tmp_path / "out")
+    appendix = (tmp_path / "out" / "fixture-appendix.md").read_text()
+    assert "| unknown |" in appendix and clientbound.MARK not in (tmp_path / "out" / "fixture.md").read_text() \
+        .split("Cell: figure")[0]
+    figures = json.loads((tmp_path / "out" / "fixture.json").read_text())["figures"]
+    assert any(f["dimension"] == f"check_rate/{S}" and f["client_bound"] is None for f in figures)
+
+
+def test_the_findings_and_the_decision_summary_mark_a_client_bound_throughput(tmp_path: Path):
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    text = findings.section(rd, tmp_path)
+    line = next(x for x in text.splitlines() if x.startswith("- [Best throughput"))
+    assert line.count(clientbound.MARK) == 2 and clientbound.LEGEND in text
+    quiet = findings.section(_run(client_cpu=20.0, cpu=150.0).data(), tmp_path)
+    assert clientbound.MARK not in next(x for x in quiet.splitlines() if x.startswith("- [Best throughput"))
+    row = next(x for x in decision.section(rd, tmp_path).splitlines() if x.startswith("| Check throughput"))
+    assert row.count(clientbound.MARK) == 2
+
+
+
+def test_each_read_phase_row_states_its_client_and_server_cpu_per_op():
+    rd = _run(client_cpu=120.0, cpu=40.0).data()
+    merged = rd.phases[rd.phases["backend"] == "postgres"][["backend", "scenario", "concurrency"]]
+    row = clientbound.with_cpu(rd, merged).iloc[0]
+    assert (row["client_ms"], row["server_ms"]) == ("6", "2")
+    old = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).data()
+    assert clientbound.with_cpu(old, merged).iloc[0]["client_ms"] == "unknown"
