@@ -96,10 +96,10 @@ def test_an_old_run_without_client_cpu_renders_with_unknown(tmp_path: Path):
 def test_the_findings_and_the_decision_summary_mark_a_client_bound_throughput(tmp_path: Path):
     rd = _run(client_cpu=120.0, cpu=40.0).data()
     text = findings.section(rd, tmp_path)
-    line = next(x for x in text.splitlines() if x.startswith("- [Best throughput"))
+    line = next(x for x in text.splitlines() if x.startswith("- [Throughput at 8"))
     assert line.count(clientbound.MARK) == 2 and clientbound.LEGEND in text
     quiet = findings.section(_run(client_cpu=20.0, cpu=150.0).data(), tmp_path)
-    assert clientbound.MARK not in next(x for x in quiet.splitlines() if x.startswith("- [Best throughput"))
+    assert clientbound.MARK not in next(x for x in quiet.splitlines() if x.startswith("- [Throughput at 8"))
     row = next(x for x in decision.section(rd, tmp_path).splitlines() if x.startswith("| Check throughput"))
     assert row.count(clientbound.MARK) == 2
 
