@@ -1,7 +1,7 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
-each backend's figure and rank group, one generated sentence per need, and the trade-offs that would change
+each backend's figure and rank, one generated sentence per need, and the trade-offs that would change
 the answer. Every figure is a Findings figure (findings.compute over figures.cell), ranked by the one rule
-(figures.rank_groups); nothing here is written by hand."""
+(figures.ranks: rank k = exactly k-1 backends clearly better); nothing here is written by hand."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from pathlib import Path
 
 from authzbench.report import charts, engines, speed, tables
 from authzbench.report.data import RunData
-from authzbench.report.figures import group_of, rank_groups
+from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
 from authzbench.report.frames import resource_table
 from authzbench.report.tables import counted, num, ratio_text
+
+# What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
+RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
+                "but a smaller rank alone does not mean clearly better")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ def section(rd: RunData, out_dir: Path) -> str:
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
-    lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only.", ""]
+    lines += ["", f"Cell: figure (rank; {RANK_MEANING}). † ranked among † only.", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -99,14 +103,11 @@ def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
 
 
 def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int, bool]]:
-    """backend -> (figure, rank group, networked)."""
+    """backend -> (figure, rank, networked)."""
     out = {}
     for figs in split(d, rd):
-        groups = rank_groups(figs, d.higher_is_better)
-        for f in figs:
-            g = group_of(groups, f.backend)
-            if g is not None:
-                out[f.backend] = (f, g, rd.comparable(f.backend))
+        r = ranks(figs, d.higher_is_better)
+        out.update({f.backend: (f, r[f.backend], rd.comparable(f.backend)) for f in figs if f.backend in r})
     return out
 
 
@@ -136,10 +137,14 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
         return head + f"none qualified ({top[0].text}): " + ", ".join(f.backend for f in top) + "."
     if len(groups) == 1 and len(top) == 1:
         return head + f"only {_fig(top[0], unit)} measured."
-    if len(top) > 1:
-        names = ", ".join(_fig(f, unit) for f in top[:-1]) + f" and {_fig(top[-1], unit)}"
+    lead, rest = top[0], [f for g in groups for f in g][1:]
+    # "clearly" rests on the pairwise rule, not on the rank numbers: a lone rank 1 beats every other figure
+    # (each one's better chain ends there), checked here rather than assumed
+    tied = top if len(top) > 1 else [lead, *(f for f in rest if not clearly_better(lead, f, d.higher_is_better))]
+    if len(tied) > 1:
+        names = ", ".join(_fig(f, unit) for f in tied[:-1]) + f" and {_fig(tied[-1], unit)}"
         return head + f"no clear winner between {names}."
-    lead, nxt = top[0], groups[1][0]
+    nxt = (max if d.higher_is_better else min)(rest, key=lambda f: f.value)
     r = ratio_to_best(lead.value, nxt.value, d.higher_is_better)
     gap = f", {ratio_text(r, d.higher_is_better)}" if math.isfinite(r) and r != 1 else ""
     return head + f"{tables_label(rd, lead.backend)} is best, clearly: {_fig_value(lead, unit)} against " \
@@ -173,7 +178,7 @@ def trade_offs(rd: RunData, dims: list[Dimension], picked: list[tuple[Need, Dime
 
 
 def read_winners(rd: RunData, picked: list[tuple[Need, Dimension]]) -> dict[str, int]:
-    """Networked backend -> how many read needs it leads (alone or tied in group 1)."""
+    """Networked backend -> how many read needs it leads (rank 1: no backend clearly better)."""
     wins: dict[str, int] = {}
     for need, d in picked:
         if need.read:
@@ -202,9 +207,9 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
             net, _ = split(d, rd)
             best = rank_groups(net, d.higher_is_better)[0][0]
             vs = "" if best.backend == b or g == 1 else f" (best: {_fig(best, ' ' + d.unit if d.unit else '')})"
-            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, group {g}{vs}")
+            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, rank {g}{vs}")
         if costs:
-            out.append(f"- The read leader, {tables_label(rd, b)} (group 1 in {top} of {reads} read needs), pays on "
+            out.append(f"- The read leader, {tables_label(rd, b)} (rank 1 in {top} of {reads} read needs), pays on "
                        f"the write side: " + "; ".join(costs) + ".")
     return out
 

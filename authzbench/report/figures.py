@@ -115,32 +115,43 @@ def best_rate(rd: RunData, backend: str, scenario: str, kind: str | None = None)
 # ranking ---------------------------------------------------------------------------------------------
 
 class Ranked(Protocol):
+    backend: str
     value: float
 
     def interval(self) -> tuple[float, float]: ...
 
 
+def clearly_better(a: Ranked, b: Ranked, higher_is_better: bool) -> bool:
+    """The one pairwise rule: a is clearly better than b when their intervals (each widened to hold its value)
+    do not overlap (noise.overlap) and a's value lies on the better side."""
+    if a.value == b.value or overlap(_hull(a), _hull(b)):
+        return False
+    return (a.value > b.value) == higher_is_better
+
+
+def _hull(f: Ranked) -> tuple[float, float]:
+    lo, hi = f.interval()
+    return min(lo, f.value), max(hi, f.value)
+
+
+def ranks(figs: list, higher_is_better: bool) -> dict[str, int]:
+    """backend -> rank: 1 + the number of figures clearly better than it (1 = none is). Unlike groups cut in
+    a sorted list, this cannot chain: one wide interval no longer joins two figures far apart. Same rank
+    implies no clear difference (a figure clearly better than b also beats whatever b beats, so it adds to
+    b's count alone); a smaller rank does not imply clearly better. NaN figures are not ranked."""
+    ok = [f for f in figs if not math.isnan(f.value)]
+    return {f.backend: 1 + sum(clearly_better(g, f, higher_is_better) for g in ok if g is not f) for f in ok}
+
+
 def rank_groups(figs: list, higher_is_better: bool) -> list[list]:
-    """Best first. A boundary between two groups is drawn only where every figure above it and every figure
-    below it have disjoint intervals (and different values): any overlap, however far down the list, keeps
-    them in one group. An unstable figure is ranked by its interval like any other."""
-    ordered = sorted((f for f in figs if not math.isnan(f.value)),
-                     key=lambda f: -f.value if higher_is_better else f.value)
+    """The figures by rank, best first (figures of one rank best value first): a list per rank present."""
+    r = ranks(figs, higher_is_better)
+    ordered = sorted((f for f in figs if f.backend in r), key=lambda f: (r[f.backend],
+                     -f.value if higher_is_better else f.value))
     groups: list[list] = []
-    for i, f in enumerate(ordered):
-        if groups and _joined(ordered[:i], ordered[i:]):
+    for f in ordered:
+        if groups and r[groups[-1][0].backend] == r[f.backend]:
             groups[-1].append(f)
         else:
             groups.append([f])
     return groups
-
-
-def _joined(above: list, below: list) -> bool:
-    return any(a.value == b.value or overlap(a.interval(), b.interval()) for a in above for b in below)
-
-
-def group_of(groups: list[list], backend: str) -> int | None:
-    for i, g in enumerate(groups, 1):
-        if any(f.backend == backend for f in g):
-            return i
-    return None

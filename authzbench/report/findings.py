@@ -4,7 +4,8 @@ Everything here is computed from the run's DataFrames (RunData). A dimension is 
 `fn(rd) -> list[Dimension]` listed in DIMENSIONS; a new section (structural writes, a size sweep) adds
 its headline figures by appending one such function. Rules applied to every dimension:
 - figures marked † (RunData.comparable False) are ranked apart, never with networked servers;
-- a difference within the spread of the two figures (noise.py) is "no clear difference", not a rank;
+- a difference within the spread of the two figures (noise.py) is "no clear difference"; a backend's rank is 1 +
+  the number of backends clearly better than it (figures.ranks);
 - a percentile resting on fewer ops than it needs (p95: 20, p99: 100) is shown marked.
 """
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from authzbench.report import tables, writes
 from authzbench.report.data import RunData
-from authzbench.report.figures import best_rate, cell, rank_groups
+from authzbench.report.figures import best_rate, cell, rank_groups, ranks
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
 from authzbench.report.noise import min_ops
 from authzbench.report.tables import anchor, counted, num, ratio_text
@@ -342,8 +343,8 @@ def _ints(s: pd.Series) -> str:
 # ranking ----------------------------------------------------------------------------------------------
 
 def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
-    """Best first, by the one rule (figures.rank_groups): different groups only where every pair across them
-    has disjoint intervals. Unstable figures are ranked by their (wide) interval and keep their flag."""
+    """Figures of one rank together, best rank first (figures.rank_groups: rank = 1 + the number clearly
+    better). Unstable figures are ranked by their (wide) interval and keep their flag."""
     return rank_groups(figs, higher_is_better)
 
 
@@ -363,15 +364,15 @@ def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
-    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": groups best first; members of a group have no clear
-    difference between them. Intervals and op counts are in the appendix's figure table."""
-    ts = tiers(figs, d.higher_is_better)
+    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": each rank (1 + the number clearly better) with its
+    figures, which have no clear difference between them. Intervals and op counts: the appendix's figure table."""
+    ts, r = tiers(figs, d.higher_is_better), ranks(figs, d.higher_is_better)
     if not ts:
         return "nothing measured"
     best = ts[0][0].value
     parts = []
-    for i, tier in enumerate(ts, 1):
-        parts.append(f"{i}. " + " = ".join(_cell(f, d, label, best) for f in tier))
+    for tier in ts:
+        parts.append(f"{r[tier[0].backend]}. " + " = ".join(_cell(f, d, label, best) for f in tier))
     return "; ".join(parts)
 
 
@@ -405,10 +406,11 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     if not dims:
         return ""
     lines = ["## Findings", "",
-             "Per dimension, backends in rank groups, best first; within a group (joined by =) there is no clear "
-             "difference. ×N: N times the best's figure; ÷N: the best's divided by N.",
-             "Two backends are in different groups only when their intervals (lowest to highest round, widened "
-             "to a percentile's 95% confidence interval) do not overlap, for every pair across the groups.",
+             "Per dimension, backends by rank, best first. Rank k: exactly k−1 backends are clearly better, 1 = "
+             "none is; one rank (joined by =) = no clear difference, but a smaller rank alone does not mean clearly "
+             "better. ×N: N times the best's figure; ÷N: the best's divided by N.",
+             "A backend is clearly better than another when their intervals (lowest to highest round, widened "
+             "to a percentile's 95% confidence interval) do not overlap and its figure is the better.",
              f"Loads and peak memory are measured once and taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
              f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
              "ranked apart.",
