@@ -31,10 +31,13 @@ class Cell:
     q: float | None  # the percentile it is; None for a rate
     unstable: bool
     disturbed: bool
+    fewest: int = 0  # ops in its smallest round (a phase row): the figure is a median of per-round percentiles
 
     @property
     def too_few(self) -> bool:
-        return self.q is not None and self.n < min_ops(self.q)
+        """One rule for ⚠ everywhere: a percentile is from too few ops when any round behind it had fewer ops
+        than it needs (noise.min_ops), the rule the appendix's sample-size table applies per phase row."""
+        return self.q is not None and self.fewest < min_ops(self.q)
 
 
 def rows_of(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None,
@@ -82,7 +85,13 @@ def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
     value, bounds = round_figure(rows, q, merged)
     lo, hi = bounds if bounds is not None else (value, value)
     disturbed = bool(rows["disturbed"].any()) if "disturbed" in rows else False
-    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed)
+    fewest = int(rows["ops"].min())
+    if q is not None and fewest < min_ops(q):
+        # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere above
+        # its low end, so two such figures are never ranked apart (ranks no longer chain, see ranks)
+        hi = math.inf
+    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed,
+                fewest)
 
 
 def with_cells(rd: RunData, merged: pd.DataFrame) -> pd.DataFrame:

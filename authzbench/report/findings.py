@@ -48,6 +48,7 @@ class Figure:
     bounds: tuple[float, float] | None = None  # where the figure could land on another run (else value ± spread)
     unstable: bool = False  # its rounds disagree by more than noise.UNSTABLE_RANGE: shown, not ranked
     disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
+    fewest: int | None = None  # ops in its smallest round; None: n is the one count it rests on
 
     def interval(self) -> tuple[float, float]:
         if self.bounds is not None:
@@ -57,7 +58,9 @@ class Figure:
 
     @property
     def too_few(self) -> bool:
-        return self.q is not None and self.n is not None and self.n < min_ops(self.q)
+        """figures.Cell.too_few's rule: any round behind the percentile had fewer ops than it needs."""
+        n = self.fewest if self.fewest is not None else self.n
+        return self.q is not None and n is not None and n < min_ops(self.q)
 
 
 @dataclass
@@ -100,7 +103,7 @@ def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
         if x is None:
             continue
         out.append(Figure(b, x.value, n=x.n, q=q, detail=detail(b, g[g["concurrency"] == c]) if detail else "",
-                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed))
+                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed, fewest=x.fewest))
     return out
 
 
@@ -415,7 +418,7 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
              "ranked apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs (from a single op its interval is open above, never ranked apart from "
+             f"than the percentile needs in some round (its interval is open above: never ranked apart from "
              f"another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", ""]
