@@ -78,7 +78,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
-        lines += ["", f"![rank group per need and backend]({chart})"]
+        lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
 
 
@@ -263,11 +263,11 @@ def _shared_cores(rd: RunData) -> str:
 
 
 def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[str]):
-    """(needs, backends, groups, texts, n_groups) for the heatmap."""
-    groups, texts, depth = [], [], []
+    """(needs, backends, ranks, texts ("—": none qualified), stand-in per backend) for the heatmap."""
+    groups, texts = [], []
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
         texts.append([(r[b][0].text and "—") or num(r[b][0].value) if b in r else "" for b in backends])
-        depth.append(max((g for g in groups[-1] if g), default=1))
-    return [n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts, depth
+    return ([n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts,
+            [not rd.comparable(b) for b in backends])

@@ -195,3 +195,33 @@ def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its
 def test_figures_that_moved_most_put_an_undefined_ratio_last_and_a_drop_to_zero_first():
     from authzbench.report.compare import _move
     assert _move(float("nan")) < _move(1.0) < _move(1.3) == _move(1 / 1.3) < _move(0.0)
+
+
+def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
+    from authzbench.report.charts import UNRANKED, cell_colour
+
+    # row A ranks 1..2, row B ranks 1..6: rank 2 (one backend clearly better) is one colour in both
+    rows = {"A": [1, 2], "B": [1, 2, 3, 4, 5, 6]}
+    for k in (1, 2):
+        assert len({cell_colour(r[k - 1], False, False) for r in rows.values()}) == 1
+    assert cell_colour(1, False, False) != cell_colour(2, False, False)
+    assert cell_colour(1, True, False) == UNRANKED == cell_colour(None, False, False)  # none qualified: grey
+    assert cell_colour(1, False, True) not in {cell_colour(k, False, False) for k in range(1, 7)}  # † distinct
+
+
+def test_the_rendered_heatmap_cells_follow_rank_meaning(rendered, monkeypatch):
+    from authzbench.report import charts
+
+    run, _ = rendered
+    rd = run.data()
+    monkeypatch.setattr(charts, "_save", lambda fig, d, name: name)
+    picked = decision.rows(rd, findings.compute(rd))
+    needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
+    assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
+    for i, row in enumerate(ranks_):
+        for j, k in enumerate(row):
+            colour = charts.cell_colour(k, texts[i][j] == "—", stand_in[j])
+            if k is not None and texts[i][j] != "—" and not stand_in[j]:
+                assert colour == charts.RANK_COLOURS[min(k, 4) - 1]
+            elif k is None or texts[i][j] == "—":
+                assert colour == charts.UNRANKED
