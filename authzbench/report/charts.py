@@ -13,6 +13,8 @@ import pandas as pd
 
 matplotlib.use("Agg")  # headless: reports are rendered on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from authzbench.metrics import merge, percentile  # noqa: E402
@@ -292,19 +294,30 @@ def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Pat
     return _save(fig, chart_dir, "resources")
 
 
+# The heatmap's colour says what a rank means, the same in every row: how many backends are clearly better
+# (0, 1, 2, 3 or more), grey where nothing was ranked (none qualified, not measured), blues for stand-ins (†),
+# which are ranked among themselves only.
+RANK_COLOURS = ("#1a9850", "#fee08b", "#fc8d59", "#d73027")
+STAND_IN_COLOURS = ("#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7")
+UNRANKED = "#bdbdbd"
+
+
+def cell_colour(rank: int | None, unranked: bool, stand_in: bool) -> str:
+    """The colour of one heatmap cell from its meaning alone (never from the other cells of its row)."""
+    if rank is None or unranked:
+        return UNRANKED
+    return (STAND_IN_COLOURS if stand_in else RANK_COLOURS)[min(rank, 4) - 1]
+
+
 def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
-    """Needs x backends, each cell coloured by its rank group (green = group 1, red = the last group of that
-    need) and labelled with its figure."""
-    needs, backends, groups, texts, depth = matrix
+    """Needs x backends, each cell coloured by its rank's meaning (cell_colour) and labelled with its figure."""
+    needs, backends, groups, texts, stand_in = matrix
     if not needs or len(backends) < 2:
         return None
-    val = np.full((len(needs), len(backends)), np.nan)
-    for i, row in enumerate(groups):
-        for j, g in enumerate(row):
-            if g is not None:
-                val[i, j] = 0.0 if depth[i] <= 1 else (g - 1) / (depth[i] - 1)
-    fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.2))
-    ax.imshow(np.ma.masked_invalid(val), cmap="RdYlGn_r", vmin=0, vmax=1, aspect="auto")
+    rgb = np.array([[to_rgb(cell_colour(g, texts[i][j] == "none", stand_in[j])) for j, g in enumerate(row)]
+                    for i, row in enumerate(groups)])
+    fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.8))
+    ax.imshow(rgb, aspect="auto")
     for i in range(len(needs)):
         for j in range(len(backends)):
             if texts[i][j]:
@@ -312,7 +325,9 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
                 ax.text(j, i, texts[i][j] + rank, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(range(len(backends)), backends, fontsize=8, rotation=30, ha="right")
     ax.set_yticks(range(len(needs)), needs, fontsize=8)
-    ax.set_title("rank group per need (1 = best; † among † only)", fontsize=9)
+    ax.set_title("rank per need (rank k: k−1 backends clearly better; † among † only)", fontsize=9)
+    ax.legend(handles=_heatmap_legend(), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.02 * len(needs) / 10),
+              ncol=3, fontsize=6.5, frameon=False)
     return _save(fig, chart_dir(out_dir, run_id), "decision")
 
 
@@ -390,4 +405,14 @@ def size_sweep(rd: RunData, df: pd.DataFrame, measures: dict[str, str], chart_di
         ax.set_title(f"{title} vs size (log-log)")
         ax.legend(fontsize=7)
         out[m] = _save(fig, chart_dir, f"scaling-{m}")
+    return out
+
+
+def _heatmap_legend() -> list:
+    labels = ["rank 1: none clearly better", "rank 2: 1 clearly better", "rank 3: 2 clearly better",
+              "rank 4+: 3 or more clearly better"]
+    out = [Patch(color=c, label=t) for c, t in zip(RANK_COLOURS, labels, strict=True)]
+    out += [Patch(color=STAND_IN_COLOURS[0], label="† rank 1 among †"),
+            Patch(color=STAND_IN_COLOURS[1], label="† rank 2+ (paler: more clearly better)"),
+            Patch(color=UNRANKED, label="not ranked (none qualified / not measured)")]
     return out

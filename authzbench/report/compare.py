@@ -7,6 +7,7 @@ of the figures' drift they explain, and the ratio B / A of every per-phase figur
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 
 from authzbench.report import findings
 from authzbench.report.data import RunData, load_run
-from authzbench.report.figures import with_cells
+from authzbench.report.figures import clearly_better, with_cells
 from authzbench.report.noise import overlap
 from authzbench.report.speed import speed_index
 from authzbench.report.tables import merge_repeats, table
@@ -172,18 +173,19 @@ def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
         if d.title not in db:
             continue
         for figs_a, figs_b in zip(findings.split(d, ra), findings.split(db[d.title], rb), strict=True):
-            tier_a, tier_b = _tier_of(figs_a, d), _tier_of(figs_b, d)
-            for x, tx in tier_a.items():
-                for y, ty in tier_a.items():
-                    if tx < ty and x in tier_b and y in tier_b:
-                        b = "confirmed" if tier_b[x] < tier_b[y] else "reversed" if tier_b[x] > tier_b[y] \
-                            else "no clear difference in B"
-                        rows.append({"dimension": d.title, "better": x, "worse": y, "b": b})
+            in_b = {f.backend: f for f in figs_b if not math.isnan(f.value)}
+            for x in figs_a:
+                for y in figs_a:  # a verdict is a pair clearly apart (figures.clearly_better), never a rank gap
+                    if x.backend in in_b and y.backend in in_b and clearly_better(x, y, d.higher_is_better):
+                        rows.append({"dimension": d.title, "better": x.backend, "worse": y.backend,
+                                     "b": _in_b(in_b[x.backend], in_b[y.backend], d.higher_is_better)})
     return pd.DataFrame(rows, columns=["dimension", "better", "worse", "b"])
 
 
-def _tier_of(figs: list, d) -> dict[str, int]:
-    return {f.backend: i for i, tier in enumerate(findings.tiers(figs, d.higher_is_better)) for f in tier}
+def _in_b(x, y, higher_is_better: bool) -> str:
+    if clearly_better(x, y, higher_is_better):
+        return "confirmed"
+    return "reversed" if clearly_better(y, x, higher_is_better) else "no clear difference in B"
 
 
 def summary(ra: RunData, rb: RunData) -> dict:

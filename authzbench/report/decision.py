@@ -1,7 +1,7 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
-each backend's figure and rank group, one generated sentence per need, and the trade-offs that would change
+each backend's figure and rank, one generated sentence per need, and the trade-offs that would change
 the answer. Every figure is a Findings figure (findings.compute over figures.cell), ranked by the one rule
-(figures.rank_groups); nothing here is written by hand."""
+(figures.ranks: rank k = exactly k-1 backends clearly better); nothing here is written by hand."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from pathlib import Path
 
 from authzbench.report import charts, clientbound, engines, speed, tables
 from authzbench.report.data import RunData
-from authzbench.report.figures import group_of, rank_groups
+from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
 from authzbench.report.frames import resource_table
 from authzbench.report.tables import counted, num, ratio_text
+
+# What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
+RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
+                "but a smaller rank alone does not mean clearly better")
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,13 @@ def section(rd: RunData, out_dir: Path) -> str:
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
-    lines += ["", "Cell: figure (rank group; 1 = best, same number = no clear difference). † ranked among † only. "
-              "none (unranked): no figure to rank (e.g. no worker count met the SLO). "
-              f"{clientbound.LEGEND}.", ""]
+    lines += ["", f"Cell: figure (rank; {RANK_MEANING}). † ranked among † only. none (unranked): no figure to "
+              f"rank (e.g. no worker count met the SLO). {clientbound.LEGEND}.", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
-        lines += ["", f"![rank group per need and backend]({chart})"]
+        lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
 
 
@@ -101,15 +104,13 @@ def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
 
 
 def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int | None, bool]]:
-    """backend -> (figure, rank group, networked). A figure with no value (e.g. "no worker count met the SLO")
-    has rank group None: ranking it put a backend that met no SLO first among the †."""
+    """backend -> (figure, rank, networked). A figure with no value (e.g. "no worker count met the SLO") has
+    rank None: ranking it put a backend that met no SLO first among the †."""
     out: dict[str, tuple[Figure, int | None, bool]] = {}
     for figs in split(d, rd):
-        groups = rank_groups([f for f in figs if not f.text], d.higher_is_better)
-        for f in figs:
-            g = None if f.text else group_of(groups, f.backend)
-            if g is not None or f.text:
-                out[f.backend] = (f, g, rd.comparable(f.backend))
+        r = ranks([f for f in figs if not f.text], d.higher_is_better)
+        out.update({f.backend: (f, None if f.text else r[f.backend], rd.comparable(f.backend))
+                    for f in figs if f.text or f.backend in r})
     return out
 
 
@@ -132,29 +133,33 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     groups = rank_groups([f for f in net if not f.text], d.higher_is_better)
     head = f"- **{need.label}**: "
     if not groups and net:  # e.g. no worker count met the SLO: nothing to rank
-        return head + f"none qualified ({net[0].text}): " + ", ".join(f.backend for f in net) + "."
+        return head + f"none qualified ({net[0].text}): " + ", ".join(tables.label(rd, f.backend) for f in net) + "."
     if not groups:
         return head + "no networked server measured."
     unit = f" {d.unit}" if d.unit else ""
     top = groups[0]
     if len(groups) == 1 and len(top) == 1:
-        return head + f"only {_fig(top[0], unit)} measured."
-    if len(top) > 1:
-        names = ", ".join(_fig(f, unit) for f in top[:-1]) + f" and {_fig(top[-1], unit)}"
+        return head + f"only {_fig(rd, top[0], unit)} measured."
+    lead, rest = top[0], [f for g in groups for f in g][1:]
+    # "clearly" rests on the pairwise rule, not on the rank numbers: a lone rank 1 beats every other figure
+    # (each one's better chain ends there), checked here rather than assumed
+    tied = top if len(top) > 1 else [lead, *(f for f in rest if not clearly_better(lead, f, d.higher_is_better))]
+    if len(tied) > 1:
+        names = ", ".join(_fig(rd, f, unit) for f in tied[:-1]) + f" and {_fig(rd, tied[-1], unit)}"
         return head + f"no clear winner between {names}."
-    lead, nxt = top[0], groups[1][0]
+    nxt = (max if d.higher_is_better else min)(rest, key=lambda f: f.value)
     r = ratio_to_best(lead.value, nxt.value, d.higher_is_better)
     gap = f", {ratio_text(r, d.higher_is_better)}" if math.isfinite(r) and r != 1 else ""
     return head + f"{tables_label(rd, lead.backend)} is best, clearly: {_fig_value(lead, unit)} against " \
-        f"{_fig(nxt, unit)}{gap}."
+        f"{_fig(rd, nxt, unit)}{gap}."
 
 
 def tables_label(rd: RunData, b: str) -> str:
     return f"**{tables.label(rd, b)}**"
 
 
-def _fig(f: Figure, unit: str) -> str:
-    return f"{f.backend} {_fig_value(f, unit)}"
+def _fig(rd: RunData, f: Figure, unit: str) -> str:
+    return f"{tables.label(rd, f.backend)} {_fig_value(f, unit)}"
 
 
 def _fig_value(f: Figure, unit: str) -> str:
@@ -176,7 +181,7 @@ def trade_offs(rd: RunData, dims: list[Dimension], picked: list[tuple[Need, Dime
 
 
 def read_winners(rd: RunData, picked: list[tuple[Need, Dimension]]) -> dict[str, int]:
-    """Networked backend -> how many read needs it leads (alone or tied in group 1)."""
+    """Networked backend -> how many read needs it leads (rank 1: no backend clearly better)."""
     wins: dict[str, int] = {}
     for need, d in picked:
         if need.read:
@@ -206,10 +211,10 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
                 continue
             net, _ = split(d, rd)
             best = rank_groups(net, d.higher_is_better)[0][0]
-            vs = "" if best.backend == b or g == 1 else f" (best: {_fig(best, ' ' + d.unit if d.unit else '')})"
-            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, group {g}{vs}")
+            vs = "" if best.backend == b or g == 1 else f" (best: {_fig(rd, best, ' ' + d.unit if d.unit else '')})"
+            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, rank {g}{vs}")
         if costs:
-            out.append(f"- The read leader, {tables_label(rd, b)} (group 1 in {top} of {reads} read needs), pays on "
+            out.append(f"- The read leader, {tables_label(rd, b)} (rank 1 in {top} of {reads} read needs), pays on "
                        f"the write side: " + "; ".join(costs) + ".")
     return out
 
@@ -273,11 +278,11 @@ def _shared_cores(rd: RunData) -> str:
 
 
 def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[str]):
-    """(needs, backends, groups, texts, n_groups) for the heatmap."""
-    groups, texts, depth = [], [], []
+    """(needs, backends, ranks, texts ("none": none qualified), stand-in per backend) for the heatmap."""
+    groups, texts = [], []
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
         texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
-        depth.append(max((g for g in groups[-1] if g), default=1))
-    return [n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts, depth
+    return ([n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts,
+            [not rd.comparable(b) for b in backends])

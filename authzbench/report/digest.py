@@ -180,7 +180,8 @@ def appendix_link(rd: RunData, out_dir: Path) -> str:
 # the ranked figures, machine-readable ----------------------------------------------------------------
 
 def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dict]:
-    """Every ranked figure: dimension, backend, value, unit, interval, n, rank group and flags."""
+    """Every ranked figure: dimension, backend, value, unit, interval, n, rank (rank_group: 1 + the number of
+    backends clearly better) and flags."""
     from authzbench.report.decision import ranked
 
     out = []
@@ -230,7 +231,9 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
     df["flag"] = [", ".join(f) for f in df["flags"]]
     df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]
     return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
-                      "interval and the ops it rests on (the same values as the JSON beside the report).", "",
+                      "interval and the ops it rests on (the same values as the JSON beside the report). Rank k: exactly k−1 "
+                      "backends are clearly better (intervals apart), 1 = none is; the same rank = no clear "
+                      "difference, a smaller rank alone does not mean clearly better.", "",
                       table(df, {"title": "Dimension", "backend": "Backend", "val": "Figure", "unit": "Unit",
-                                 "iv": "Interval", "n": "n", "rank_group": "Rank group", "flag": "Flags"}), ""])
+                                 "iv": "Interval", "n": "n", "rank_group": "Rank", "flag": "Flags"}), ""])
 

@@ -31,10 +31,13 @@ class Cell:
     q: float | None  # the percentile it is; None for a rate
     unstable: bool
     disturbed: bool
+    fewest: int = 0  # ops in its smallest round (a phase row): the figure is a median of per-round percentiles
 
     @property
     def too_few(self) -> bool:
-        return self.q is not None and self.n < min_ops(self.q)
+        """One rule for ⚠ everywhere: a percentile is from too few ops when any round behind it had fewer ops
+        than it needs (noise.min_ops), the rule the appendix's sample-size table applies per phase row."""
+        return self.q is not None and self.fewest < min_ops(self.q)
 
 
 def rows_of(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None,
@@ -82,7 +85,13 @@ def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
     value, bounds = round_figure(rows, q, merged)
     lo, hi = bounds if bounds is not None else (value, value)
     disturbed = bool(rows["disturbed"].any()) if "disturbed" in rows else False
-    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed)
+    fewest = int(rows["ops"].min())
+    if q is not None and fewest < min_ops(q):
+        # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere above
+        # its low end, so two such figures are never ranked apart (ranks no longer chain, see ranks)
+        hi = math.inf
+    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed,
+                fewest)
 
 
 def mean_ms(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None = None,
@@ -128,32 +137,43 @@ def best_rate(rd: RunData, backend: str, scenario: str, kind: str | None = None)
 # ranking ---------------------------------------------------------------------------------------------
 
 class Ranked(Protocol):
+    backend: str
     value: float
 
     def interval(self) -> tuple[float, float]: ...
 
 
+def clearly_better(a: Ranked, b: Ranked, higher_is_better: bool) -> bool:
+    """The one pairwise rule: a is clearly better than b when their intervals (each widened to hold its value)
+    do not overlap (noise.overlap) and a's value lies on the better side."""
+    if a.value == b.value or overlap(_hull(a), _hull(b)):
+        return False
+    return (a.value > b.value) == higher_is_better
+
+
+def _hull(f: Ranked) -> tuple[float, float]:
+    lo, hi = f.interval()
+    return min(lo, f.value), max(hi, f.value)
+
+
+def ranks(figs: list, higher_is_better: bool) -> dict[str, int]:
+    """backend -> rank: 1 + the number of figures clearly better than it (1 = none is). Unlike groups cut in
+    a sorted list, this cannot chain: one wide interval no longer joins two figures far apart. Same rank
+    implies no clear difference (a figure clearly better than b also beats whatever b beats, so it adds to
+    b's count alone); a smaller rank does not imply clearly better. NaN figures are not ranked."""
+    ok = [f for f in figs if not math.isnan(f.value)]
+    return {f.backend: 1 + sum(clearly_better(g, f, higher_is_better) for g in ok if g is not f) for f in ok}
+
+
 def rank_groups(figs: list, higher_is_better: bool) -> list[list]:
-    """Best first. A boundary between two groups is drawn only where every figure above it and every figure
-    below it have disjoint intervals (and different values): any overlap, however far down the list, keeps
-    them in one group. An unstable figure is ranked by its interval like any other."""
-    ordered = sorted((f for f in figs if not math.isnan(f.value)),
-                     key=lambda f: -f.value if higher_is_better else f.value)
+    """The figures by rank, best first (figures of one rank best value first): a list per rank present."""
+    r = ranks(figs, higher_is_better)
+    ordered = sorted((f for f in figs if f.backend in r), key=lambda f: (r[f.backend],
+                     -f.value if higher_is_better else f.value))
     groups: list[list] = []
-    for i, f in enumerate(ordered):
-        if groups and _joined(ordered[:i], ordered[i:]):
+    for f in ordered:
+        if groups and r[groups[-1][0].backend] == r[f.backend]:
             groups[-1].append(f)
         else:
             groups.append([f])
     return groups
-
-
-def _joined(above: list, below: list) -> bool:
-    return any(a.value == b.value or overlap(a.interval(), b.interval()) for a in above for b in below)
-
-
-def group_of(groups: list[list], backend: str) -> int | None:
-    for i, g in enumerate(groups, 1):
-        if any(f.backend == backend for f in g):
-            return i
-    return None

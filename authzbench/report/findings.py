@@ -4,7 +4,8 @@ Everything here is computed from the run's DataFrames (RunData). A dimension is 
 `fn(rd) -> list[Dimension]` listed in DIMENSIONS; a new section (structural writes, a size sweep) adds
 its headline figures by appending one such function. Rules applied to every dimension:
 - figures marked † (RunData.comparable False) are ranked apart, never with networked servers;
-- a difference within the spread of the two figures (noise.py) is "no clear difference", not a rank;
+- a difference within the spread of the two figures (noise.py) is "no clear difference"; a backend's rank is 1 +
+  the number of backends clearly better than it (figures.ranks);
 - a percentile resting on fewer ops than it needs (p95: 20, p99: 100) is shown marked.
 """
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from authzbench.report import clientbound, tables, writes
 from authzbench.report.data import RunData
-from authzbench.report.figures import best_rate, cell, rank_groups
+from authzbench.report.figures import best_rate, cell, rank_groups, ranks
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
 from authzbench.report.noise import min_ops
 from authzbench.report.tables import anchor, counted, num, ratio_text
@@ -48,6 +49,7 @@ class Figure:
     unstable: bool = False  # its rounds disagree by more than noise.UNSTABLE_RANGE: shown, not ranked
     disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
     client_bound: bool | None = None  # a throughput whose client used more CPU than the server; None: unknown
+    fewest: int | None = None  # ops in its smallest round; None: n is the one count it rests on
 
     def interval(self) -> tuple[float, float]:
         if self.bounds is not None:
@@ -57,7 +59,9 @@ class Figure:
 
     @property
     def too_few(self) -> bool:
-        return self.q is not None and self.n is not None and self.n < min_ops(self.q)
+        """figures.Cell.too_few's rule: any round behind the percentile had fewer ops than it needs."""
+        n = self.fewest if self.fewest is not None else self.n
+        return self.q is not None and n is not None and n < min_ops(self.q)
 
 
 @dataclass
@@ -100,7 +104,7 @@ def _pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
         if x is None:
             continue
         out.append(Figure(b, x.value, n=x.n, q=q, detail=detail(b, g[g["concurrency"] == c]) if detail else "",
-                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed))
+                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed, fewest=x.fewest))
     return out
 
 
@@ -354,8 +358,8 @@ def _ints(s: pd.Series) -> str:
 # ranking ----------------------------------------------------------------------------------------------
 
 def tiers(figs: list[Figure], higher_is_better: bool) -> list[list[Figure]]:
-    """Best first, by the one rule (figures.rank_groups): different groups only where every pair across them
-    has disjoint intervals. Unstable figures are ranked by their (wide) interval and keep their flag."""
+    """Figures of one rank together, best rank first (figures.rank_groups: rank = 1 + the number clearly
+    better). Unstable figures are ranked by their (wide) interval and keep their flag."""
     return rank_groups(figs, higher_is_better)
 
 
@@ -375,14 +379,16 @@ def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
-    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": groups best first; members of a group have no clear
-    difference between them. Intervals and op counts are in the appendix's figure table."""
-    ts = tiers([f for f in figs if not f.text], d.higher_is_better)  # "none met the SLO" has no value to rank
+    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": each rank (1 + the number clearly better) with its
+    figures, which have no clear difference between them; a figure with no value ("none met the SLO") unranked.
+    Intervals and op counts: the appendix's figure table."""
+    valued = [f for f in figs if not f.text]
+    ts, r = tiers(valued, d.higher_is_better), ranks(valued, d.higher_is_better)
     unranked = [f"unranked: {_cell(f, d, label, f.value)}" for f in figs if f.text]
     if not ts and not unranked:
         return "nothing measured"
     best = ts[0][0].value if ts else math.nan
-    return "; ".join([*(f"{i}. " + " = ".join(_cell(f, d, label, best) for f in t) for i, t in enumerate(ts, 1)),
+    return "; ".join([*(f"{r[t[0].backend]}. " + " = ".join(_cell(f, d, label, best) for f in t) for t in ts),
                       *unranked])
 
 
@@ -417,15 +423,16 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     if not dims:
         return ""
     lines = ["## Findings", "",
-             "Per dimension, backends in rank groups, best first; within a group (joined by =) there is no clear "
-             "difference. ×N: N times the best's figure; ÷N: the best's divided by N.",
-             "Two backends are in different groups only when their intervals (lowest to highest round, widened "
-             "to a percentile's 95% confidence interval) do not overlap, for every pair across the groups.",
+             "Per dimension, backends by rank, best first. Rank k: exactly k−1 backends are clearly better, 1 = "
+             "none is; one rank (joined by =) = no clear difference, but a smaller rank alone does not mean clearly "
+             "better. ×N: N times the best's figure; ÷N: the best's divided by N.",
+             "A backend is clearly better than another when their intervals (lowest to highest round, widened "
+             "to a percentile's 95% confidence interval) do not overlap and its figure is the better.",
              f"Loads and peak memory are measured once and taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
              f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
              "ranked apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs (from a single op its interval is open above, never ranked apart from "
+             f"than the percentile needs in some round (its interval is open above: never ranked apart from "
              f"another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]

@@ -99,6 +99,8 @@ def fmt_pct(value: float, n: int, q: float, fmt: Callable[[float], str]) -> str:
 
 def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str = "ops") -> pd.DataFrame:
     out = df.copy()
+    # figures.Cell.too_few's rule: the smallest round decides, when the rows were merged over rounds
+    n_col = "fewest_ops" if n_col == "ops" and "fewest_ops" in out else n_col
     for col, q in PCT_COLS.items():
         if col in out:
             out[col] = [fmt_pct(v, int(n), q, fmt) for v, n in zip(out[col], out[n_col], strict=True)]
@@ -121,6 +123,7 @@ def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
                 row[col] = g[col].sum()
         row.update(mean_ms=s.mean_ms, p50_ms=s.p50_ms, p95_ms=s.p95_ms, p99_ms=s.p99_ms, max_ms=s.max_ms)
         row["ops_per_s"] = g["ops_per_s"].mean()
+        row["fewest_ops"] = int(g["ops"].min())  # the ⚠ rule is per round (figures.Cell.too_few)
         row["status"] = "complete" if (g["status"] == "complete").all() else "incomplete"
         rows.append(row)
     return pd.DataFrame(rows)
