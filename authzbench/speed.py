@@ -32,6 +32,7 @@ from authzbench.records import SpeedIndex
 # index, and old and new runs would stop comparing.
 REF_CPU_S = 0.075
 REF_RTT_US = 13.0
+REF_MACHINE = "a 2-vCPU Intel Xeon @ 2.50GHz"  # named in reports, so a reader knows what 1.0 was
 
 CPU_REPEATS = 21  # 75-110 ms a unit: 21 of them 1.6-2.3 s, the median over the short bursts of others
 RTT_WARMUP, RTT_SAMPLES = 500, 20_000  # ~13 µs each: ~0.3 s, plus ~60 ms to start the echo process

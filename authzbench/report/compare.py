@@ -2,8 +2,9 @@
 
 Per Findings figure: the ratio B / A and whether the two runs differ beyond both figures' intervals; per
 verdict of A (two backends in different tiers of a dimension: a clear difference), whether B confirms it,
-finds no clear difference, or reverses it. Then the two machines' speed indexes (report/speed.py) and how much
-of the figures' drift they explain, and the ratio B / A of every per-phase figure, raw and normalized."""
+finds no clear difference, or reverses it. Then the two machines' speed indexes (report/speed.py), how much
+of the figures' drift the normalization (report/transfer.py) explains, which kinds of figure transfer between
+the machines, and the ratio B / A of every per-phase figure, raw and normalized."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from authzbench.report.figures import clearly_better, with_cells
 from authzbench.report.noise import overlap
 from authzbench.report.speed import speed_index
 from authzbench.report.tables import merge_repeats, table
+from authzbench.report.transfer import Scales, how, scale_for, scales
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 # Figures in these units scale with the machine's speed and are normalized by the index; memory, bytes and
@@ -33,18 +35,18 @@ def render_compare(a: Path, b: Path, out_dir: Path) -> Path:
              "throughput.", ""]
     lines += verdict_section(ra, rb)
     lines += speed_section(ra, rb)
-    k = speed_ratio(ra, rb)
+    s = scales(ra, rb)
     if not ra.phases.empty and not rb.phases.empty:
-        lines += _reads_table(ra, rb, k)
+        lines += _reads_table(ra, rb, s)
     if not ra.ingest.empty and not rb.ingest.empty:
-        lines += _ingest_table(ra, rb, k)
+        lines += _ingest_table(ra, rb, s)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"compare-{ra.manifest['run_id']}-vs-{rb.manifest['run_id']}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def _reads_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
+def _reads_table(ra: RunData, rb: RunData, s: Scales | None) -> list[str]:
     both = _per_phase(ra).merge(_per_phase(rb), on=["backend", "scenario", "kind", "concurrency"],
                                 suffixes=("_a", "_b"), how="inner")
     for col in ("p50_ms", "p95_ms", "p99_ms", "ops_per_s"):
@@ -53,7 +55,8 @@ def _reads_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
             "ops_a": "Ops A", "ops_b": "Ops B", "p50_ms_a": "p50 A (ms)", "p50_ms_b": "p50 B (ms)",
             "p50_ms_ratio": "p50 B/A", "p95_ms_ratio": "p95 B/A", "p99_ms_ratio": "p99 B/A",
             "ops_per_s_ratio": "ops/s B/A"}
-    if k is not None:
+    k = both["backend"].map(lambda b: scale_for(s, b, "ms")).astype(float)
+    if k.notna().any():
         both["p50_norm"] = normalized(both["p50_ms_ratio"], k, higher_is_better=False)
         both["p95_norm"] = normalized(both["p95_ms_ratio"], k, higher_is_better=False)
         both["ops_norm"] = normalized(both["ops_per_s_ratio"], k, higher_is_better=True)
@@ -62,13 +65,13 @@ def _reads_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
     return ["## Reads", "", table(both, {**cols, "mismatches_b": "Mismatches B"})]
 
 
-def _ingest_table(ra: RunData, rb: RunData, k: float | None) -> list[str]:
+def _ingest_table(ra: RunData, rb: RunData, s: Scales | None) -> list[str]:
     ing = ra.ingest.merge(rb.ingest, on=["backend", "variant"], suffixes=("_a", "_b"), how="inner")
     ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
     ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
     ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
     cols = {"backend": "Backend", "rels_per_s_a": "rels/s A", "rels_per_s_b": "rels/s B", "rate_ratio": "rels/s B/A"}
-    if k is not None:
+    if (k := scale_for(s, "", "relationships/s")) is not None:
         ing["rate_norm"] = normalized(ing["rate_ratio"], k, higher_is_better=True)
         cols["rate_norm"] = "rels/s B/A normalized"
     return ["## Ingest", "", table(ing, {**cols, "build_ratio": "build time B/A"})]
@@ -80,10 +83,17 @@ def speed_ratio(ra: RunData, rb: RunData) -> float | None:
     return sb.median / sa.median if sa and sb and sa.median > 0 else None
 
 
-def normalized(ratio, k: float, higher_is_better: bool):
+def normalized(ratio, k, higher_is_better: bool):
     """A B / A ratio with the machines' speed taken out: on a machine k times faster a latency is expected
     k times shorter and a throughput k times higher, so a ratio equal to that expectation becomes 1."""
     return ratio / k if higher_is_better else ratio * k
+
+
+def _with_norm(f: pd.DataFrame, s: Scales | None) -> pd.DataFrame:
+    """Figure pairs with their normalized ratio (NaN where nothing scales the figure)."""
+    k = [scale_for(s, b, u) for b, u in zip(f["backend"], f["unit"], strict=True)]
+    return f.assign(norm=[normalized(r, x, h) if x else float("nan")
+                          for r, x, h in zip(f["ratio"], k, f["higher"], strict=True)])
 
 
 def _drift(ratios: pd.Series) -> tuple[float, float]:
@@ -95,13 +105,12 @@ def _drift(ratios: pd.Series) -> tuple[float, float]:
 
 
 def drift_table(ra: RunData, rb: RunData) -> pd.DataFrame:
-    """How far the figures moved between the runs, raw and normalized by the speed index: per group of
+    """How far the figures moved between the runs, raw and normalized (report/transfer.py): per group of
     figures, the share within ±25% and the median |ln B/A| (0 = identical)."""
-    k, f = speed_ratio(ra, rb), figure_pairs(ra, rb)
-    if k is None or f.empty:
+    s, f = scales(ra, rb), figure_pairs(ra, rb)
+    if s is None or f.empty:
         return pd.DataFrame()
-    f = f[f["timed"]]
-    f = f.assign(norm=[normalized(r, k, h) for r, h in zip(f["ratio"], f["higher"], strict=True)])
+    f = _with_norm(f[f["timed"]], s)
     rows = []
     for what, g in (("p50, throughput and ingest figures", f[f["headline"]]),
                     ("every timed Findings figure (latency, throughput, ingest, CPU per op)", f)):
@@ -117,19 +126,53 @@ def speed_section(ra: RunData, rb: RunData) -> list[str]:
     for run, si in (("A", sa), ("B", sb)):
         lines.append(f"- {run}: machine-speed index " + (f"**{si.median:.2f}** (range {si.lo:.2f}-{si.hi:.2f} "
                      f"over {si.n} visits)" if si else "not recorded (a run from before the index)"))
-    k = speed_ratio(ra, rb)
-    if k is None:
-        return [*lines, "- Ratios below are raw: without both indexes nothing can be normalized.", ""]
-    lines += [f"- B's machine ran the reference workload at **{k:.2f}x** A's speed. A normalized ratio takes "
-              f"that out: latency ratios x {k:.2f}, throughput and ingest ratios / {k:.2f}.", ""]
+    if (k := speed_ratio(ra, rb)) is not None:
+        lines.append(f"- B's machine ran the reference workload at **{k:.2f}x** A's speed.")
+    if (s := scales(ra, rb)) is None:
+        return [*lines, "- Ratios below are raw: neither a `roundtrip` phase nor both indexes to normalize by.", ""]
+    lines += [f"- {how(s)} A normalized ratio of 1 is a figure that moved only as much as its host did.", ""]
     d = drift_table(ra, rb)
     if d.empty:
         return lines
     d = d.assign(agree_raw=d["agree_raw"].map("{:.0%}".format), agree_norm=d["agree_norm"].map("{:.0%}".format))
-    return [*lines, "How much of the drift between the runs the index explains:", "",
+    return [*lines, "How much of the drift between the runs the normalization explains:", "",
             table(d, {"what": "Figures", "n": "N", "agree_raw": "Within ±25% raw",
                       "agree_norm": "Within ±25% normalized", "log_raw": "Median abs ln(B/A) raw",
-                      "log_norm": "Median abs ln(B/A) normalized"}, 3), ""]
+                      "log_norm": "Median abs ln(B/A) normalized"}, 3), "", *transfer_section(ra, rb)]
+
+
+def transfer_table(ra: RunData, rb: RunData) -> pd.DataFrame:
+    """Per kind of timed figure (its Findings title before the scenario), how many of its figures are within
+    ±25% raw and normalized, and whether it transfers: most of its figures within ±25% once normalized."""
+    s, f = scales(ra, rb), figure_pairs(ra, rb)
+    if s is None or f.empty:
+        return pd.DataFrame()
+    f = _with_norm(f[f["timed"]], s)
+    f = f.assign(kind=f["dimension"].str.split(", ").str[0])
+    rows = [{"kind": kind, "n": len(g), "raw": int(_within(g["ratio"]).sum()), "norm": int(_within(g["norm"]).sum())}
+            for kind, g in f.groupby("kind", sort=False)]
+    t = pd.DataFrame(rows)
+    return t.assign(transfers=2 * t["norm"] > t["n"])
+
+
+def _within(r: pd.Series) -> pd.Series:
+    return (r <= AGREE) & (r >= 1 / AGREE)
+
+
+def transfer_section(ra: RunData, rb: RunData) -> list[str]:
+    t = transfer_table(ra, rb)
+    if t.empty:
+        return []
+    yes, no = t[t["transfers"]]["kind"].tolist(), t[~t["transfers"]]["kind"].tolist()
+    lines = ["### Which figures transfer between the machines", "",
+             "A kind of figure transfers when most of its figures are within ±25% after normalizing: a reader can "
+             "then take that kind from one machine to the other through the normalization; the rest must be "
+             "measured on the machine they are quoted for.", "",
+             f"- Transfer ({len(yes)}): " + ("; ".join(yes) or "none") + ".",
+             f"- Do not transfer ({len(no)}): " + ("; ".join(no) or "none") + ".", ""]
+    t = t.assign(transfers=t["transfers"].map({True: "yes", False: "no"}))
+    return [*lines, table(t, {"kind": "Kind of figure", "n": "N", "raw": "Within ±25% raw",
+                              "norm": "Within ±25% normalized", "transfers": "Transfers"}), ""]
 
 
 def _per_phase(rd: RunData) -> pd.DataFrame:
@@ -157,7 +200,7 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
                 continue
             ratio = f.value / a.value if a.value else float("nan")
             rows.append({"dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
-                         "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS,
+                         "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS, "unit": d.unit,
                          "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
                          "differ": not overlap(a.interval(), f.interval()),
                          "headline": d.title.startswith(("Check p50", "Best throughput", "Throughput at", "Mixed", "Ingest")),
@@ -234,9 +277,9 @@ def verdict_section(ra: RunData, rb: RunData) -> list[str]:
         f = f.assign(order=f["ratio"].map(_move))
         worst = f.sort_values("order", ascending=False).head(15)
         cols = {"dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A"}
-        if (k := speed_ratio(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them
-            worst = worst.assign(norm=[normalized(r, k, h) if t else r for r, h, t in
-                                       zip(worst["ratio"], worst["higher"], worst["timed"], strict=True)])
+        if (sc := scales(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them
+            worst = _with_norm(worst, sc)
+            worst = worst.assign(norm=worst["norm"].where(worst["timed"], worst["ratio"]))
             cols["norm"] = "B/A normalized"
         lines += ["### Figures that moved most", "", table(worst, {
             **cols, "differ": "Beyond both intervals", "unstable": "Unstable"}), ""]

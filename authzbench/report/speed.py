@@ -8,6 +8,7 @@ import statistics
 from typing import NamedTuple
 
 from authzbench.report.data import RunData
+from authzbench.speed import REF_CPU_S, REF_MACHINE, REF_RTT_US
 
 
 class SpeedIndex(NamedTuple):
@@ -49,7 +50,16 @@ def speed_line(rd: RunData) -> str:
     if si is None or parts is None:
         return ""
     return (f"- Machine-speed index: **{si.median:.2f}** (median of {si.n} backend visit(s), range "
-            f"{si.lo:.2f}-{si.hi:.2f}; 1.0 = the reference machine, higher = faster; the geometric mean of a "
+            f"{si.lo:.2f}-{si.hi:.2f}; higher = faster; the geometric mean of a "
             f"CPU score {parts['cpu_score']:.2f} ({parts['cpu_s'] * 1000:.1f} ms a unit of pure-Python and numpy "
             f"work) and a loopback score {parts['rtt_score']:.2f} ({parts['rtt_p50_us']:.1f} µs a 64-byte TCP "
-            "round trip), measured before each visit's server started)")
+            "round trip), measured before each visit's server started)\n" + _reference_line())
+
+
+def _reference_line() -> str:
+    """What 1.0 is and how a reader compares their own run: the index says how busy or fast a machine was,
+    but between two hosts each backend moves by its own round trip, not by the index (report/transfer.py)."""
+    return (f"- Index 1.0 = the reference machine, {REF_MACHINE} ({REF_CPU_S * 1000:g} ms a CPU unit, "
+            f"{REF_RTT_US:g} µs a loopback round trip). To compare your run: `authzbench report --compare "
+            "<this run> <yours>` scales each backend's figures by its own `roundtrip` p50 on each host (ingest "
+            "by the CPU part) and says which kinds of figure then transfer.")
