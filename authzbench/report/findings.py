@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from authzbench.report import clientbound, tables, writes
@@ -459,43 +458,6 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
 def _unitless(d: Dimension) -> Dimension:
     """The dimension with its unit moved to the title: a cell shows the number alone."""
     return Dimension(d.group, d.title, "", d.higher_is_better, d.figures, d.anchor, key=d.key)
-
-
-def summary_matrix(rd: RunData, dims: list[Dimension], end: str = "value") -> pd.DataFrame:
-    """Rows: chart rows; columns: backends; value: times worse than the best of its group (geometric mean
-    over the dimensions sharing a row), so 1 is the best. † backends are measured against † backends.
-    end "lo" / "hi": the same for the nearer / farther end of each figure's interval (the chart's bars)."""
-    vals: dict[tuple[str, str], list[float]] = {}
-    for d in dims:
-        if not d.summary:
-            continue
-        for figs in split(d, rd):
-            ok = [f for f in figs if not math.isnan(f.value)]
-            if not ok:
-                continue
-            best = (max if d.higher_is_better else min)(f.value for f in ok)
-            for f in ok:  # inf (e.g. no rate met the SLO) is kept: the chart draws it at its edge
-                vals.setdefault((d.summary, f.backend), []).append(_ratio_end(best, f, d.higher_is_better, end))
-    if not vals:
-        return pd.DataFrame()
-    rows = {k: float(np.exp(np.mean(np.log(v)))) if all(map(math.isfinite, v)) else math.inf
-            for k, v in vals.items()}
-    s = pd.Series(rows)
-    order = list(dict.fromkeys(d.summary for d in dims if d.summary))
-    return s.unstack().reindex([o for o in order if o in s.index.get_level_values(0)])
-
-
-def _ratio_end(best: float, f: Figure, higher_is_better: bool, end: str) -> float:
-    """The figure's ratio to the best, or that of one end of its interval (never below 1/10: a lower end at
-    or below 0 would have no ratio on the chart's log axis)."""
-    if end == "value" or f.text or not math.isfinite(f.value):
-        return ratio_to_best(best, f.value, higher_is_better)
-    lo, hi = f.interval()
-    near, far = (hi, lo) if higher_is_better else (lo, hi)
-    v = near if end == "lo" else far
-    if higher_is_better:
-        return best / v if v > 0 else math.inf
-    return max(v, best / 10) / best if best > 0 else math.inf
 
 
 def _writes_at(g: pd.DataFrame) -> str:

@@ -184,9 +184,6 @@ def test_dagger_backends_are_ranked_apart_never_with_networked_servers():
     line = next(ln for ln in findings.render_section(rd, str).splitlines() if "Check p95, check_negative" in ln)
     ranked, dagger = line.split("† apart:")
     assert "clickhouse" not in ranked and "1. **postgres**" in ranked and "1. **clickhouse**" in dagger
-    m = findings.summary_matrix(rd, findings.compute(rd))
-    # postgres is the best of the networked servers even though the embedded engine is faster
-    assert m.loc["check p95", "postgres"] == pytest.approx(1.0) and m.loc["check p95", "clickhouse"] == 1.0
 
 
 def test_one_more_dimension_is_one_more_function():

@@ -296,18 +296,6 @@ def test_visits_without_a_round_each_are_refused():
 __all__ = ["Path"]
 
 
-def test_the_findings_chart_rows_carry_each_figures_interval():
-    run = Run().server("postgres", NET).server("scylla", CASS)
-    for rnd, (a, b) in enumerate([(1.0, 2.0), (1.2, 2.6), (1.1, 2.2)]):
-        run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
-        run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
-    rd = run.data()
-    dims = findings.compute(rd)
-    mid, lo, hi = (findings.summary_matrix(rd, dims, end) for end in ("value", "lo", "hi"))
-    assert (lo <= mid + 1e-9).all().all() and (mid <= hi + 1e-9).all().all()
-    assert hi.loc[:, "scylla"].max() > mid.loc[:, "scylla"].max()  # its rounds spread: a bar, not a dot
-
-
 def test_a_sample_of_a_few_milliseconds_does_not_outweigh_the_window():
     mon = Monitor([], lambda s: None)
     # a regular 0.5 s sample, then the window's closing sample 5 ms later: 38 processes rounded down to
