@@ -354,6 +354,7 @@ class Plan:
     rounds: int
     seconds: int
     breakdown_calls: int
+    tier: str = "cached"  # provision/tiers.py: the engines' answer caches and read consistency
 
 
 def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Measured:
@@ -394,7 +395,8 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
             ghz_side(name, b, sess.dep.endpoint, Path(tmp))
         store.append(CrosscheckServer(backend=name, label=info.label, mode=sess.dep.mode,
                                       consistency=info.consistency, tool=theirs.tool, tool_version=theirs.version,
-                                      client=OUR_CLIENT[name], info=asdict(info)))
+                                      client=OUR_CLIENT[name], info=asdict(info),
+                                      settings=sess.dep.endpoint.get("engine_settings")))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         inputs: dict[str, list] = {}
         for spec, sname in specs:
@@ -419,10 +421,12 @@ def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: 
         if side == "theirs":
             m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
                                 float(spec.budget_s), spec.warmup)
-            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
+            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(),
+                                warmup=spec.warmup, **common))
         else:
             ours = _our_phase(sess, spec, inputs[sname], store, kept)
-            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
+            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), warmup=spec.warmup,
+                                **common))
 
 
 def sides_in_order(round_: int) -> tuple[str, str]:
@@ -442,7 +446,8 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     from authzbench.tools.crosscheck_report import render_run
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
-                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode()),
+                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(),
+                                           tier=plan.tier),
                       schedule=Schedule(scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
                                         iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1,
                                         full_curve=True))  # pgbench and ghz run every scenario at each count
@@ -451,6 +456,8 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
                             config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,
                                     **{k: v for k, v in plan.__dict__.items()}})
     say(f"crosscheck results: {store.path}")
+    # The load before any server starts: a machine already busy shares its cores with both sides.
+    store.update_manifest(load_at_start=list(os.getloadavg()))
     ds = dataset_of(cfg.data)
     store.update_manifest(dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
     oracle = oracle_for(ds)

@@ -158,12 +158,59 @@ def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> lis
                     and r["side"] == "theirs"), "")
         out.append(f"{s['backend']}: {s['label']} ({s['mode']}), consistency {s.get('consistency') or 'n/a'}; "
                    f"ours: {s.get('client', '')}; {s['tool']} {s['tool_version']}: `{cmd}`")
+    out += [*_tier_lines(manifest, records), *_load_lines(manifest, records), *_warmup_lines(records),
+            _commit_line(env)]
+    out += [f"{r['backend']}: FAILED: {r['message']}" for r in records if r.get("type") == "backend_error"]
+    return out
+
+
+def _tier_lines(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
+    """The tier asked for (the manifest's config; runs before --tier: cached, the only one they had) and each
+    engine's cache and consistency as its deployment recorded them."""
+    out = [f"Tier: {manifest.get('config', {}).get('tier') or 'cached (recorded before --tier existed)'}."]
+    for s in (r for r in records if r.get("type") == "crosscheck_server" and r.get("settings")):
+        st = s["settings"]
+        out.append(f"{s['backend']} in the {st.get('tier')} tier: answer cache {st.get('cache')}; reads "
+                   f"{st.get('reads')}, freshness {st.get('freshness')}.")
+    return out
+
+
+def _load_lines(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
+    """The 1-minute load average before the first server started and over the runs; a warning when the run
+    started on a machine busier than its cores (issue 56: the first cross-check ran at 18-35 on 2 cores)."""
+    out = []
+    cores = manifest.get("environment", {}).get("cpu_logical")
+    first = next((r["load"] for r in records if r.get("type") == "crosscheck" and r.get("load")), None)
+    # Runs before load_at_start was recorded: the first run's load is the nearest fact to the start.
+    start, when = (manifest["load_at_start"], "the start") if manifest.get("load_at_start") else (first, "the first run")
+    if start:
+        out.append(f"1-minute load average at {when}: {start[0]:.2f} on {cores or 'unknown'} logical CPUs.")
+        if cores and start[0] > cores:
+            out.append(f"WARNING: the run started with a 1-minute load average of {start[0]:.2f}, above the "
+                       f"{cores} cores: other work shared the CPU with both sides, and its figures are not a "
+                       "quiet machine's.")
     loads = [r["load"][0] for r in records if r.get("type") == "crosscheck" and r.get("load")]
     if loads:
         out.append(f"1-minute load average over the runs: median {statistics.median(loads):.2f}, "
                    f"range {min(loads):.2f}-{max(loads):.2f}.")
-    out += [f"{r['backend']}: FAILED: {r['message']}" for r in records if r.get("type") == "backend_error"]
     return out
+
+
+def _warmup_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The warm-up each phase gave both sides, from the records (older runs did not record it)."""
+    counts = sorted({r["warmup"] for r in records if r.get("type") == "crosscheck" and r.get("warmup") is not None})
+    if not counts:
+        return []
+    return [f"Warm-up: every phase, on both sides, ran {', '.join(f'{c:,}' for c in counts)} unmeasured ops "
+            "before its measured window (the runner's warm-up; pgbench a run of that many transactions spread "
+            "over its clients, ghz a run of that many requests, at least one per connection)."]
+
+
+def _commit_line(env: dict[str, Any]) -> str:
+    src = env.get("source") or {}
+    commit = src.get("commit") or "unknown (not recorded)"
+    dirty = {True: ", with uncommitted changes", False: ", clean"}.get(src.get("dirty"), "")
+    return f"Code: commit `{commit}`{dirty}."
 
 
 def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
