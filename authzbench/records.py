@@ -398,6 +398,7 @@ class CrosscheckBreakdown(Record):
     adapter_p50_ms: float
     driver_p50_ms: float
     calls: int
+    grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (tools/openfga_grpc)
 
 
 # encoding and decoding -----------------------------------------------------------------------------------

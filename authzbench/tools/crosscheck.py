@@ -328,20 +328,22 @@ def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
     return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data
 
 
-def breakdown(backend: Any, name: str, inputs: list, n: int) -> dict[str, float]:
-    """p50 (ms) of the adapter's check and of the bare driver call, in this process, call by call alternately
-    on the same n inputs (a slow moment of the machine lands on both), which of the two goes first alternating
-    too (the second asks the server what it was just asked)."""
-    adapter, driver = [], []
+def breakdown(backend: Any, name: str, inputs: list, n: int,
+              grpc: Callable[[tuple], Callable[[], Any]] | None = None) -> dict[str, float]:
+    """p50 (ms) of the adapter's check and of the bare driver call (and, given `grpc`, of the same request over
+    gRPC: OpenFGA's), in this process, call by call alternately on the same n inputs (a slow moment of the
+    machine lands on all), which goes first rotating too (a later one asks the server what it was just asked)."""
+    times: dict[str, list[float]] = {"adapter": [], "driver": [], **({"grpc": []} if grpc else {})}
     for i, (_, args, _) in enumerate(inputs[:n]):
-        calls = [(adapter, lambda a=args: backend.check(*a)), (driver, bare_driver_call(backend, name, args))]
-        for into, call in calls if i % 2 == 0 else calls[::-1]:
+        calls = [("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
+        calls += [("grpc", grpc(args))] if grpc else []
+        for into, call in calls[i % len(calls):] + calls[:i % len(calls)]:
             t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
             if t.error is not None:
                 raise t.error
-            into.append((t.end_ns - t.sent_ns) / 1000)
-    return {"adapter_p50_ms": _hist(adapter).get_value_at_percentile(50) / 1000,
-            "driver_p50_ms": _hist(driver).get_value_at_percentile(50) / 1000, "calls": len(adapter)}
+            times[into].append((t.end_ns - t.sent_ns) / 1000)
+    return {**{f"{k}_p50_ms": _hist(v).get_value_at_percentile(50) / 1000 for k, v in times.items()},
+            "calls": len(times["adapter"])}
 
 
 # the command ---------------------------------------------------------------------------------------
@@ -402,8 +404,23 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
         for spec, sname in specs:
             _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
-            got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
-            store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
+            _breakdown(b, name, sess.dep.endpoint, inputs[sname], plan.breakdown_calls, store, sname)
+
+
+def _breakdown(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
+    """The 1-worker breakdown of one scenario; for OpenFGA also our own gRPC call of the request ghz sends,
+    so the transport (HTTP/JSON, what its SDKs use, against gRPC) is a figure of its own."""
+    client = None
+    if name == "openfga":
+        from authzbench.tools.openfga_grpc import OpenfgaGrpc
+
+        client = OpenfgaGrpc(endpoint["grpc_addr"], endpoint.get("preshared_key") or "", b.timeout)
+    try:
+        got = breakdown(b, name, inputs, n, (lambda a: client.call(b.check_message(*a))) if client else None)
+    finally:
+        if client is not None:
+            client.close()
+    store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
 
 
 def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,

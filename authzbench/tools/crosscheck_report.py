@@ -116,6 +116,24 @@ def breakdown_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> 
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
+def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
+    """OpenFGA at 1 worker: our p50 over its HTTP API (the runner's phase, the adapter through the SDK, the bare
+    POST) beside our own gRPC call of the request ghz sends and ghz's p50; bare HTTP - our gRPC is the
+    transport's cost, our gRPC - ghz what is left of the client."""
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1}
+    lines = ["| backend | scenario | ours HTTP (runner) p50 ms | adapter HTTP p50 ms | bare HTTP p50 ms | "
+             "our gRPC p50 ms | ghz gRPC p50 ms | bare HTTP - our gRPC ms | our gRPC - ghz ms |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for b in records:
+        r = ones.get((b.get("backend"), b.get("scenario")))
+        if b.get("type") != "crosscheck_breakdown" or b.get("grpc_p50_ms") is None or r is None:
+            continue
+        g, dr, th = b["grpc_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
+        lines.append(f"| {r.backend} | {r.scenario} | {_f(r.ours.p50_ms)} | {_f(b['adapter_p50_ms'])} | {_f(dr)} | "
+                     f"{_f(g)} | {_f(th)} | {dr - g:+.3f} | {g - th:+.3f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
 def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:
     """For each 1-worker pair over LIMIT with a breakdown: the gap split into the runner around the call, the
     adapter's own work and the driver against the tool, all from the records."""
@@ -228,6 +246,11 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
                   "every phase: an engine with an answer cache may answer them from it, the runner's phases may "
                   "not have.", "",
                   bd]
+        if tt := transport_table(records, table):
+            parts += ["## OpenFGA over HTTP and over gRPC at 1 worker", "",
+                      "Our adapter calls OpenFGA's HTTP API (what its SDKs use), ghz its gRPC API: our own gRPC call "
+                      "of the same prebuilt request (message classes from the server's reflection), timed in turn "
+                      "with the breakdown's calls, separates the transport's cost from the client's.", "", tt]
         if gaps := closing_notes(records, table):
             parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
                       "of different samples: their differences are indicative, not exact):", "", *gaps, ""]

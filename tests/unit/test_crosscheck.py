@@ -368,3 +368,42 @@ def test_a_bad_or_unrunnable_tier_is_refused_before_anything_is_written(argv, sa
     err = capsys.readouterr().err
     assert e.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_openfga_over_http_and_grpc_is_a_table_of_its_own_with_the_transports_cost():
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), "command": "ghz"},
+            _rec("ours", 0, 1, 1000, 10, 1.0, "openfga"),
+            {"type": "crosscheck_breakdown", "backend": "openfga", "scenario": "check_negative",
+             "adapter_p50_ms": 0.9, "driver_p50_ms": 0.7, "grpc_p50_ms": 0.45, "calls": 10},
+            _rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
+            {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
+             "adapter_p50_ms": 0.45, "driver_p50_ms": 0.43, "calls": 10}]
+    text = render({"run_id": "x", "config": {}}, recs)
+    assert "## OpenFGA over HTTP and over gRPC at 1 worker" in text
+    assert "| openfga | check_negative | 1.000 | 0.900 | 0.700 | 0.450 | 0.400 | +0.250 | +0.050 |" in text
+    assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.250" not in text  # no gRPC: no row
+    no_grpc = [r for r in recs if r.get("backend") != "openfga"]
+    assert "over gRPC" not in render({"run_id": "x", "config": {}}, no_grpc)
+
+
+def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monkeypatch):
+    import authzbench.tools.crosscheck as cc
+
+    class Fake:
+        def check(self, *a: object) -> bool:
+            return True
+
+    calls: list[str] = []
+    monkeypatch.setattr(cc, "bare_driver_call", lambda b, n, a: (lambda: calls.append("driver")))
+    inputs = [(0, (1, "manage", 2), True)] * 6
+    got = cc.breakdown(Fake(), "openfga", inputs, 6, lambda a: (lambda: calls.append("grpc")))
+    assert set(got) == {"adapter_p50_ms", "driver_p50_ms", "grpc_p50_ms", "calls"} and got["calls"] == 6
+    # adapter-driver-grpc, driver-grpc-adapter, grpc-adapter-driver: which goes first rotates by input
+    assert calls.count("grpc") == 6 and calls[:6] == ["driver", "grpc", "driver", "grpc", "grpc", "driver"]
+    assert "grpc_p50_ms" not in cc.breakdown(Fake(), "openfga", inputs, 2)
+
+    def fail() -> None:
+        raise RuntimeError("UNAVAILABLE")
+
+    with pytest.raises(RuntimeError):
+        cc.breakdown(Fake(), "openfga", inputs, 2, lambda a: fail)
