@@ -185,7 +185,8 @@ def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> lis
 def _tier_lines(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
     """The tier asked for (the manifest's config; runs before --tier: cached, the only one they had) and each
     engine's cache and consistency as its deployment recorded them."""
-    out = [f"Tier: {manifest.get('config', {}).get('tier') or 'cached (recorded before --tier existed)'}."]
+    tier = manifest.get("config", {}).get("tier") or "not recorded (runs before --tier ran cached)"
+    out = [f"Tier: {tier}."]
     for s in (r for r in records if r.get("type") == "crosscheck_server" and r.get("settings")):
         st = s["settings"]
         out.append(f"{s['backend']} in the {st.get('tier')} tier: answer cache {st.get('cache')}; reads "
