@@ -249,7 +249,8 @@ def _capacity_args(sub) -> None:
 def _crosscheck_args(sub) -> None:
     """`crosscheck` (issue 47): the suite's check phases beside pgbench / ghz on the same server and inputs."""
     cc = sub.add_parser("crosscheck", help="the suite's check phases beside independent load tools (pgbench for "
-                                           "postgres, ghz for the engines) on the same server and inputs")
+                                           "postgres, ghz for the engines) on the same server and inputs; the "
+                                           "manifest records the commit and the load average at the start")
     cc.add_argument("--backend", type=_csv(_name), default=["postgres", "spicedb-pg", "openfga", "permify"],
                     help="postgres, spicedb-pg, openfga, permify, comma-separated (default: all four)")
     cc.add_argument("--profile", default="baseline", type=_name, help="rebac dataset profile (default: baseline)")
@@ -257,12 +258,15 @@ def _crosscheck_args(sub) -> None:
                     "check scenarios)")
     cc.add_argument("--concurrency", type=_csv_ints, default=[1, 8], help="workers / clients (default: 1,8)")
     cc.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
-                    help="rounds: theirs then ours, on every phase, once a round (default 3)")
+                    help="rounds: on every phase the tool and ours once a round, the tool first in even rounds "
+                         "and ours first in odd ones (an engine's cache then favours neither); each run of either "
+                         "side after the phase's same warm-up (default 3)")
     cc.add_argument("--seconds", type=_number(int, 1, high=600), default=3,
                     help="measured seconds of each run of either side (whole seconds: pgbench's -T; default 3)")
     cc.add_argument("--breakdown-calls", type=_number(int, 0), default=2000,
                     help="calls of the adapter and of the bare driver timed at 1 worker, per scenario (0: none)")
     cc.add_argument("--provision", choices=["native", "compose", "external"])
+    _tier_arg(cc)
     cc.add_argument("--data-dir", type=_path)
     cc.add_argument("--results-dir", type=_path, help="records go to RESULTS/crosscheck/<run-id>")
     cc.add_argument("--report-dir", type=_path, default=Path("reports"))

@@ -85,7 +85,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
     if bad:
         raise UserError(f"--scenario {', '.join(bad)}: valid: {', '.join(CHECK_SCENARIOS)}")
     plan = Plan(list(dict.fromkeys(args.backend)), scenarios, sorted(set(args.concurrency)), args.rounds,
-                args.seconds, args.breakdown_calls)
+                args.seconds, args.breakdown_calls, args.tier)
     path = run_command(plan, args.profile, args.provision, args.results_dir, args.report_dir, args.data_dir)
     console.print(f"crosscheck report: {path}")
     return 0

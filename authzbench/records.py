@@ -373,6 +373,7 @@ class Crosscheck(Record):
     p95_ms: float
     hist: str
     command: str | None = None  # the other tool's command line (theirs only)
+    warmup: int | None = None  # warm-up ops before the measured window, the same number given to either side
 
 
 @register("crosscheck_server")
@@ -386,6 +387,7 @@ class CrosscheckServer(Record):
     tool_version: str
     client: str
     info: dict
+    settings: dict | None = None  # the engine's tier settings (provision/tiers.py) as its deployment recorded them
 
 
 @register("crosscheck_breakdown")
@@ -396,6 +398,7 @@ class CrosscheckBreakdown(Record):
     adapter_p50_ms: float
     driver_p50_ms: float
     calls: int
+    grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (tools/openfga_grpc)
 
 
 # encoding and decoding -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import platform
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,21 @@ def default_results_dir() -> Path:
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def source_commit(checkout: Path | None = None) -> dict[str, Any]:
+    """The checkout's commit (`git rev-parse HEAD`) and whether it had uncommitted changes, so a figure can be
+    traced to the code that measured it; "unknown" (dirty None) without git or outside a repository."""
+    where = str(checkout or Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return {"commit": "unknown", "dirty": None}
+        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": "unknown", "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
 def environment() -> dict[str, Any]:
@@ -81,6 +97,7 @@ def environment() -> dict[str, Any]:
         "arch": platform.machine(),
         "python": platform.python_version(),
         "drivers": drivers,
+        "source": source_commit(),
     }
 
 

@@ -328,20 +328,22 @@ def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
     return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data
 
 
-def breakdown(backend: Any, name: str, inputs: list, n: int) -> dict[str, float]:
-    """p50 (ms) of the adapter's check and of the bare driver call, in this process, call by call alternately
-    on the same n inputs (a slow moment of the machine lands on both), which of the two goes first alternating
-    too (the second asks the server what it was just asked)."""
-    adapter, driver = [], []
+def breakdown(backend: Any, name: str, inputs: list, n: int,
+              grpc: Callable[[tuple], Callable[[], Any]] | None = None) -> dict[str, float]:
+    """p50 (ms) of the adapter's check and of the bare driver call (and, given `grpc`, of the same request over
+    gRPC: OpenFGA's), in this process, call by call alternately on the same n inputs (a slow moment of the
+    machine lands on all), which goes first rotating too (a later one asks the server what it was just asked)."""
+    times: dict[str, list[float]] = {"adapter": [], "driver": [], **({"grpc": []} if grpc else {})}
     for i, (_, args, _) in enumerate(inputs[:n]):
-        calls = [(adapter, lambda a=args: backend.check(*a)), (driver, bare_driver_call(backend, name, args))]
-        for into, call in calls if i % 2 == 0 else calls[::-1]:
+        calls = [("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
+        calls += [("grpc", grpc(args))] if grpc else []
+        for into, call in calls[i % len(calls):] + calls[:i % len(calls)]:
             t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
             if t.error is not None:
                 raise t.error
-            into.append((t.end_ns - t.sent_ns) / 1000)
-    return {"adapter_p50_ms": _hist(adapter).get_value_at_percentile(50) / 1000,
-            "driver_p50_ms": _hist(driver).get_value_at_percentile(50) / 1000, "calls": len(adapter)}
+            times[into].append((t.end_ns - t.sent_ns) / 1000)
+    return {**{f"{k}_p50_ms": _hist(v).get_value_at_percentile(50) / 1000 for k, v in times.items()},
+            "calls": len(times["adapter"])}
 
 
 # the command ---------------------------------------------------------------------------------------
@@ -354,6 +356,7 @@ class Plan:
     rounds: int
     seconds: int
     breakdown_calls: int
+    tier: str = "cached"  # provision/tiers.py: the engines' answer caches and read consistency
 
 
 def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Measured:
@@ -394,14 +397,30 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
             ghz_side(name, b, sess.dep.endpoint, Path(tmp))
         store.append(CrosscheckServer(backend=name, label=info.label, mode=sess.dep.mode,
                                       consistency=info.consistency, tool=theirs.tool, tool_version=theirs.version,
-                                      client=OUR_CLIENT[name], info=asdict(info)))
+                                      client=OUR_CLIENT[name], info=asdict(info),
+                                      settings=sess.dep.endpoint.get("engine_settings")))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         inputs: dict[str, list] = {}
         for spec, sname in specs:
             _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
-            got = breakdown(b, name, inputs[sname], plan.breakdown_calls)
-            store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
+            _breakdown(b, name, sess.dep.endpoint, inputs[sname], plan.breakdown_calls, store, sname)
+
+
+def _breakdown(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
+    """The 1-worker breakdown of one scenario; for OpenFGA also our own gRPC call of the request ghz sends,
+    so the transport (HTTP/JSON, what its SDKs use, against gRPC) is a figure of its own."""
+    client = None
+    if name == "openfga":
+        from authzbench.tools.openfga_grpc import OpenfgaGrpc
+
+        client = OpenfgaGrpc(endpoint["grpc_addr"], endpoint.get("preshared_key") or "", b.timeout)
+    try:
+        got = breakdown(b, name, inputs, n, (lambda a: client.call(b.check_message(*a))) if client else None)
+    finally:
+        if client is not None:
+            client.close()
+    store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
 
 
 def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,
@@ -419,10 +438,12 @@ def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: 
         if side == "theirs":
             m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
                                 float(spec.budget_s), spec.warmup)
-            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(), **common))
+            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(),
+                                warmup=spec.warmup, **common))
         else:
             ours = _our_phase(sess, spec, inputs[sname], store, kept)
-            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), **common))
+            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), warmup=spec.warmup,
+                                **common))
 
 
 def sides_in_order(round_: int) -> tuple[str, str]:
@@ -442,7 +463,8 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     from authzbench.tools.crosscheck_report import render_run
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
-                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode()),
+                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(),
+                                           tier=plan.tier),
                       schedule=Schedule(scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
                                         iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1,
                                         full_curve=True))  # pgbench and ghz run every scenario at each count
@@ -451,6 +473,8 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
                             config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,
                                     **{k: v for k, v in plan.__dict__.items()}})
     say(f"crosscheck results: {store.path}")
+    # The load before any server starts: a machine already busy shares its cores with both sides.
+    store.update_manifest(load_at_start=list(os.getloadavg()))
     ds = dataset_of(cfg.data)
     store.update_manifest(dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
     oracle = oracle_for(ds)

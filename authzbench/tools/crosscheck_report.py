@@ -116,6 +116,24 @@ def breakdown_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> 
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
+def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
+    """OpenFGA at 1 worker: our p50 over its HTTP API (the runner's phase, the adapter through the SDK, the bare
+    POST) beside our own gRPC call of the request ghz sends and ghz's p50; bare HTTP - our gRPC is the
+    transport's cost, our gRPC - ghz what is left of the client."""
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1}
+    lines = ["| backend | scenario | ours HTTP (runner) p50 ms | adapter HTTP p50 ms | bare HTTP p50 ms | "
+             "our gRPC p50 ms | ghz gRPC p50 ms | bare HTTP - our gRPC ms | our gRPC - ghz ms |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for b in records:
+        r = ones.get((b.get("backend"), b.get("scenario")))
+        if b.get("type") != "crosscheck_breakdown" or b.get("grpc_p50_ms") is None or r is None:
+            continue
+        g, dr, th = b["grpc_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
+        lines.append(f"| {r.backend} | {r.scenario} | {_f(r.ours.p50_ms)} | {_f(b['adapter_p50_ms'])} | {_f(dr)} | "
+                     f"{_f(g)} | {_f(th)} | {dr - g:+.3f} | {g - th:+.3f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
 def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:
     """For each 1-worker pair over LIMIT with a breakdown: the gap split into the runner around the call, the
     adapter's own work and the driver against the tool, all from the records."""
@@ -158,12 +176,60 @@ def _context(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> lis
                     and r["side"] == "theirs"), "")
         out.append(f"{s['backend']}: {s['label']} ({s['mode']}), consistency {s.get('consistency') or 'n/a'}; "
                    f"ours: {s.get('client', '')}; {s['tool']} {s['tool_version']}: `{cmd}`")
+    out += [*_tier_lines(manifest, records), *_load_lines(manifest, records), *_warmup_lines(records),
+            _commit_line(env)]
+    out += [f"{r['backend']}: FAILED: {r['message']}" for r in records if r.get("type") == "backend_error"]
+    return out
+
+
+def _tier_lines(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
+    """The tier asked for (the manifest's config; runs before --tier: cached, the only one they had) and each
+    engine's cache and consistency as its deployment recorded them."""
+    tier = manifest.get("config", {}).get("tier") or "not recorded (runs before --tier ran cached)"
+    out = [f"Tier: {tier}."]
+    for s in (r for r in records if r.get("type") == "crosscheck_server" and r.get("settings")):
+        st = s["settings"]
+        out.append(f"{s['backend']} in the {st.get('tier')} tier: answer cache {st.get('cache')}; reads "
+                   f"{st.get('reads')}, freshness {st.get('freshness')}.")
+    return out
+
+
+def _load_lines(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[str]:
+    """The 1-minute load average before the first server started and over the runs; a warning when the run
+    started on a machine busier than its cores (issue 56: the first cross-check ran at 18-35 on 2 cores)."""
+    out = []
+    cores = manifest.get("environment", {}).get("cpu_logical")
+    first = next((r["load"] for r in records if r.get("type") == "crosscheck" and r.get("load")), None)
+    # Runs before load_at_start was recorded: the first run's load is the nearest fact to the start.
+    start, when = (manifest["load_at_start"], "the start") if manifest.get("load_at_start") else (first, "the first run")
+    if start:
+        out.append(f"1-minute load average at {when}: {start[0]:.2f} on {cores or 'unknown'} logical CPUs.")
+        if cores and start[0] > cores:
+            out.append(f"WARNING: the run started with a 1-minute load average of {start[0]:.2f}, above the "
+                       f"{cores} cores: other work shared the CPU with both sides, and its figures are not a "
+                       "quiet machine's.")
     loads = [r["load"][0] for r in records if r.get("type") == "crosscheck" and r.get("load")]
     if loads:
         out.append(f"1-minute load average over the runs: median {statistics.median(loads):.2f}, "
                    f"range {min(loads):.2f}-{max(loads):.2f}.")
-    out += [f"{r['backend']}: FAILED: {r['message']}" for r in records if r.get("type") == "backend_error"]
     return out
+
+
+def _warmup_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The warm-up each phase gave both sides, from the records (older runs did not record it)."""
+    counts = sorted({r["warmup"] for r in records if r.get("type") == "crosscheck" and r.get("warmup") is not None})
+    if not counts:
+        return []
+    return [f"Warm-up: every phase, on both sides, ran {', '.join(f'{c:,}' for c in counts)} unmeasured ops "
+            "before its measured window (the runner's warm-up; pgbench a run of that many transactions spread "
+            "over its clients, ghz a run of that many requests, at least one per connection)."]
+
+
+def _commit_line(env: dict[str, Any]) -> str:
+    src = env.get("source") or {}
+    commit = src.get("commit") or "unknown (not recorded)"
+    dirty = {True: ", with uncommitted changes", False: ", clean"}.get(src.get("dirty"), "")
+    return f"Code: commit `{commit}`{dirty}."
 
 
 def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
@@ -181,6 +247,11 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
                   "every phase: an engine with an answer cache may answer them from it, the runner's phases may "
                   "not have.", "",
                   bd]
+        if tt := transport_table(records, table):
+            parts += ["## OpenFGA over HTTP and over gRPC at 1 worker", "",
+                      "Our adapter calls OpenFGA's HTTP API (what its SDKs use), ghz its gRPC API: our own gRPC call "
+                      "of the same prebuilt request (message classes from the server's reflection), timed in turn "
+                      "with the breakdown's calls, separates the transport's cost from the client's.", "", tt]
         if gaps := closing_notes(records, table):
             parts += [f"Where our 1-worker p50 is over {LIMIT:.2f}x the tool's, the gap splits as follows (p50s "
                       "of different samples: their differences are indicative, not exact):", "", *gaps, ""]

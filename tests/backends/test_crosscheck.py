@@ -68,3 +68,24 @@ def test_ghz_sends_the_adapters_check_request_beside_our_phase(live, dataset, or
     key = live.dep.endpoint["preshared_key"]
     assert not any(key in json.dumps(r) for r in records), "the preshared key reached the records"
     _both_sides_measured(store, records, "ghz", tmp_path)
+
+
+@pytest.mark.backend("openfga")
+def test_openfga_is_measured_over_http_and_over_our_own_grpc_beside_ghz(live, dataset, oracle, tmp_path):
+    if dataset.model != "rebac":
+        pytest.skip("the cross-check measures the rebac check scenarios")
+    from authzbench.tools.openfga_grpc import OpenfgaGrpc
+
+    inputs = [("check", (u, "view", r), None) for u in range(1, 6) for r in range(1, 6)]
+    with live.backend(timeout_s=10) as b:
+        client = OpenfgaGrpc(live.dep.endpoint["grpc_addr"], live.dep.endpoint.get("preshared_key") or "", 10)
+        try:  # our gRPC call answers as the adapter's HTTP check does, input by input
+            assert [client.call(b.check_message(*a))() for _, a, _ in inputs] == [b.check(*a) for _, a, _ in inputs]
+        finally:
+            client.close()
+    store, records = _crosscheck(live, dataset, oracle, tmp_path)
+    _both_sides_measured(store, records, "ghz", tmp_path)
+    (bd,) = [r for r in records if r.get("type") == "crosscheck_breakdown"]
+    assert bd["grpc_p50_ms"] > 0
+    text = render_run(store.path, tmp_path / "reports").read_text()
+    assert "## OpenFGA over HTTP and over gRPC at 1 worker" in text and f"| openfga | {SCENARIO} |" in text

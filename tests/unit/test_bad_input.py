@@ -87,7 +87,8 @@ BAD: dict[str, dict[str, list[str]]] = {
                    "--scenario": ["mixed", "", "nope", "lookup_resources_view_regular"],
                    "--concurrency": ["0", "abc", "", "1,,8", "100000", "1,1"], "--rounds": ["0", "21", "abc"],
                    "--seconds": ["0", "1.5", "abc", "601"], "--breakdown-calls": ["-1", "abc"],
-                   "--provision": ["kubernetes"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
+                   "--provision": ["kubernetes"], "--tier": ["eventual", "", "STRICT"],
+                   "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
                    "--report-dir": ["{file}/x"], "--render": ["{missing}", "", "{file}"]},
 }
 EXEMPT = {

@@ -198,7 +198,8 @@ def test_render_states_the_servers_tools_and_breakdown_from_the_records():
     assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.050 | +0.020 | +0.030 |" in text
     assert "median 2.00, range 1.50-2.50" in text
     assert ("- postgres check_negative: ours 0.500 ms against pgbench's 0.400 ms (+0.100 ms): the runner around the "
-            "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms.") in text
+            "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms.") in \
+        " ".join(text.split())  # a long bullet folds at 160 characters
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -272,3 +273,137 @@ def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
     text = render_run([tmp_path / "a", tmp_path / "b"], tmp_path / "out").read_text()
     assert "| permify | check_negative | 1 | pgbench | 0.440 |" in text and "| 0.100 |" not in text
     assert "| postgres | check_negative | 1 | pgbench | 0.500 |" in text and "measured again in b (permify)" in text
+
+
+def _server(backend: str = "openfga", tier: str = "strict") -> dict:
+    from authzbench.provision.tiers import ENGINES
+
+    return {"type": "crosscheck_server", "backend": backend, "label": "OpenFGA v1.22.1", "mode": "native",
+            "consistency": "HIGHER_CONSISTENCY", "tool": "ghz", "tool_version": "0.120.0",
+            "settings": ENGINES[backend](tier).settings}
+
+
+def test_render_states_the_tier_asked_for_and_each_engines_recorded_cache_and_reads():
+    recs = [_server(), {**_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), "command": "ghz", "load": [0.5, 1, 1]},
+            {**_rec("ours", 0, 1, 500, 10, 1.0, "openfga"), "load": [0.5, 1, 1]}]
+    text = render({"run_id": "x", "config": {"seconds": 3, "tier": "strict"}}, recs)
+    assert "- Tier: strict." in text
+    assert "openfga in the strict tier: answer cache off (check query and iterator caches); reads " \
+           "HIGHER_CONSISTENCY" in " ".join(text.split())
+    old = render({"run_id": "x", "config": {"seconds": 3}}, recs)
+    assert "Tier: not recorded (runs before --tier ran cached" in " ".join(old.split())
+
+
+@pytest.mark.parametrize("start, warned", [(2.5, True), (1.5, False)])
+def test_a_run_started_with_a_load_above_the_cores_is_warned_about(start, warned):
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0), "load": [0.7, 1, 1]},
+            {**_rec("ours", 0, 1, 500, 10, 1.0), "load": [3.0, 1, 1]}]
+    manifest = {"run_id": "x", "config": {"seconds": 3}, "environment": {"cpu_logical": 2},
+                "load_at_start": [start, 1, 1]}
+    text = " ".join(render(manifest, recs).split())
+    assert f"1-minute load average at the start: {start:.2f} on 2 logical CPUs." in text
+    assert "median 1.85, range 0.70-3.00" in text
+    assert ("WARNING: the run started with a 1-minute load average of " in text) is warned
+
+
+def test_a_run_without_a_recorded_start_load_takes_its_first_runs():
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0), "load": [18.4, 1, 1]},
+            {**_rec("ours", 0, 1, 500, 10, 1.0), "load": [1.0, 1, 1]}]
+    text = " ".join(render({"run_id": "x", "config": {}, "environment": {"cpu_logical": 2}}, recs).split())
+    assert "at the first run: 18.40 on 2 logical CPUs" in text and "WARNING" in text
+
+
+def test_render_states_the_warm_up_both_sides_got_and_the_recorded_commit():
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0), "warmup": 1200}, {**_rec("ours", 0, 1, 500, 10, 1.0), "warmup": 1200}]
+    env = {"source": {"commit": "a1f8a01", "dirty": True}}
+    text = " ".join(render({"run_id": "x", "config": {}, "environment": env}, recs).split())
+    assert "Warm-up: every phase, on both sides, ran 1,200 unmeasured ops" in text
+    assert "Code: commit `a1f8a01`, with uncommitted changes." in text
+    assert "Warm-up" not in render({"run_id": "x", "config": {}}, recs[:0] + [_rec("ours", 0, 1, 5, 1, 1.0)])
+
+
+def test_the_manifest_records_the_checkouts_commit_and_whether_it_was_dirty(tmp_path):
+    import subprocess
+
+    from authzbench.results import source_commit
+
+    assert source_commit(tmp_path) == {"commit": "unknown", "dirty": None}  # not a git checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "f").write_text("1")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "m"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert source_commit(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "f").write_text("2")
+    assert source_commit(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_the_manifests_environment_carries_the_commit():
+    from authzbench.results import environment
+
+    assert set(environment()["source"]) == {"commit", "dirty"}
+
+
+def test_tier_is_parsed_and_passed_to_the_plan(monkeypatch, tmp_path):
+    import authzbench.tools.crosscheck as cc
+
+    seen = {}
+    monkeypatch.setattr(cc, "run_command", lambda plan, *a: seen.setdefault("plan", plan) and tmp_path / "r.md")
+    assert main(["crosscheck", "--tier", "strict", "--provision", "native", "--results-dir", str(tmp_path)]) == 0
+    assert seen["plan"].tier == "strict"
+    seen.clear()
+    main(["crosscheck", "--results-dir", str(tmp_path)])
+    assert seen["plan"].tier == "cached"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--tier", "loose"], "--tier"),
+    (["--tier", "strict", "--provision", "external", "--backend", "openfga"], "--tier strict needs --provision native"),
+])
+def test_a_bad_or_unrunnable_tier_is_refused_before_anything_is_written(argv, says, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTHZBENCH_OPENFGA_URL", "http://127.0.0.1:1")  # an external server named, never reached
+    with pytest.raises(SystemExit) as e:
+        raise SystemExit(main(["crosscheck", "--results-dir", str(tmp_path), *argv]))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_openfga_over_http_and_grpc_is_a_table_of_its_own_with_the_transports_cost():
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), "command": "ghz"},
+            _rec("ours", 0, 1, 1000, 10, 1.0, "openfga"),
+            {"type": "crosscheck_breakdown", "backend": "openfga", "scenario": "check_negative",
+             "adapter_p50_ms": 0.9, "driver_p50_ms": 0.7, "grpc_p50_ms": 0.45, "calls": 10},
+            _rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
+            {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
+             "adapter_p50_ms": 0.45, "driver_p50_ms": 0.43, "calls": 10}]
+    text = render({"run_id": "x", "config": {}}, recs)
+    assert "## OpenFGA over HTTP and over gRPC at 1 worker" in text
+    assert "| openfga | check_negative | 1.000 | 0.900 | 0.700 | 0.450 | 0.400 | +0.250 | +0.050 |" in text
+    assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.250" not in text  # no gRPC: no row
+    no_grpc = [r for r in recs if r.get("backend") != "openfga"]
+    assert "over gRPC" not in render({"run_id": "x", "config": {}}, no_grpc)
+
+
+def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monkeypatch):
+    import authzbench.tools.crosscheck as cc
+
+    class Fake:
+        def check(self, *a: object) -> bool:
+            return True
+
+    calls: list[str] = []
+    monkeypatch.setattr(cc, "bare_driver_call", lambda b, n, a: (lambda: calls.append("driver")))
+    inputs = [(0, (1, "manage", 2), True)] * 6
+    got = cc.breakdown(Fake(), "openfga", inputs, 6, lambda a: (lambda: calls.append("grpc")))
+    assert set(got) == {"adapter_p50_ms", "driver_p50_ms", "grpc_p50_ms", "calls"} and got["calls"] == 6
+    # adapter-driver-grpc, driver-grpc-adapter, grpc-adapter-driver: which goes first rotates by input
+    assert calls.count("grpc") == 6 and calls[:6] == ["driver", "grpc", "driver", "grpc", "grpc", "driver"]
+    assert "grpc_p50_ms" not in cc.breakdown(Fake(), "openfga", inputs, 2)
+
+    def fail() -> None:
+        raise RuntimeError("UNAVAILABLE")
+
+    with pytest.raises(RuntimeError):
+        cc.breakdown(Fake(), "openfga", inputs, 2, lambda a: fail)
