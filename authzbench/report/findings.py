@@ -214,8 +214,10 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
         x = cell(rd, b, str(best["scenario"]), c, "ops_per_s", "check")
         if x is None:
             continue
+        # the verdict rests on its check and write p95s: ⚠ when either rests on too few ops in some round
+        fewest = min(int(best["check_fewest"]), int(best["write_fewest"]) if best["write_ops"] else 10**9)
         figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                           detail=f"up to {_workers(c)}",
+                           detail=f"up to {_workers(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest,
                            client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
     return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
                       "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",

@@ -59,7 +59,9 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
                (raw["concurrency"] == c) & (raw["kind"] == "check") & (raw["target_rate"].fillna(0.0) == rate)]
     return {"backend": b, "scenario": g["scenario"].iloc[0], "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
             "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
+            "check_fewest": _fewest(rd, g, "check", chk),
             "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
+            "write_fewest": _fewest(rd, g, "write", wr),
             "success": success, "verdict": "PASS" if ok else "FAIL",
             "check_ops_per_s": _figure(rd, g, "check", "ops_per_s", chk),
             "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
@@ -74,6 +76,18 @@ def _figure(rd: RunData, g: pd.DataFrame, kind: str, metric: str, merged: pd.Dat
     r = g.iloc[0]
     x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" else None
     return x.value if x is not None else float(merged[metric].iloc[0])
+
+
+def _fewest(rd: RunData, g: pd.DataFrame, kind: str, merged: pd.DataFrame) -> int:
+    """Ops in the smallest round behind a closed-loop figure (an open-loop step has one round): what its ⚠
+    reads, by the one rule of every percentile (figures.Cell.too_few)."""
+    from authzbench.report.figures import cell
+
+    if merged.empty:
+        return 0
+    r = g.iloc[0]
+    x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), "p95_ms", kind) if r["mode"] == "closed" else None
+    return x.fewest if x is not None else int(merged["ops"].min())
 
 
 def write_kind(rd: RunData) -> str:

@@ -456,3 +456,16 @@ def test_a_short_round_marks_the_cell_as_the_sample_size_table_does():
     assert c.n == 42 and c.too_few and c.hi == math.inf
     table = "\n".join(_sample_sizes(rd, lambda b: b, lambda df, cols: df.to_string()))
     assert "12" in table and "p95" in table
+
+
+def test_a_mixed_verdict_resting_on_a_short_rounds_write_p95_carries_the_mark_in_the_summary_and_the_table():
+    from authzbench.report.frames import slo_verdicts
+
+    run = Run().server("postgres", NET)
+    for rnd, writes in enumerate(([2.0] * 30, [2.0] * 5)):  # 35 writes, but one round of 5: a p95 needs 20
+        run.phase("postgres", "mixed", steady(1.0, n=100, slots=1), repeat=rnd, writes=writes)
+    rd = run.data()
+    v = slo_verdicts(rd)
+    assert int(v["write_ops"].iloc[0]) == 35 and int(v["write_fewest"].iloc[0]) == 5
+    [fig] = _dim(rd, "Mixed workload (closed loop)").figures
+    assert fig.too_few
