@@ -185,3 +185,50 @@ def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measur
     one, three = (_numeric_lines(_render_scaled(tmp_path, monkeypatch, s)) for s in (1.0, 3.0))
     fixed = [ln for ln in one & three if not any(re.search(d, ln) for d in DEFINITIONS)]
     assert not fixed, fixed
+
+
+def _summary_rows(md: str) -> tuple[list[str], list[list[str]]]:
+    rows = [r for r in md.split("## Decision summary")[1].split("\n\n| ")[1].split("\n\n")[0].splitlines()]
+    cells = [[c.strip() for c in ("| " + r if i == 0 else r).strip("|").split("|")] for i, r in enumerate(rows)]
+    return [re.sub(r" [‡†]$", "", h) for h in cells[0][2:]], [c for c in cells[2:]]
+
+
+def _dimension(figs: list[dict], keys: tuple[str, ...]) -> str | None:
+    present = list(dict.fromkeys(f["dimension"] for f in figs))
+    for k in keys:
+        hit = next((d for d in present if d == k or (k.endswith("/") and d.startswith(k))), None)
+        if hit:
+            return hit
+    return None
+
+
+@pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
+def test_every_decision_summary_cell_is_the_jsons_figure_rank_and_marks(ex):
+    """One value, one rank and one ⚠ per figure: the summary's cell is the JSON's, by the same rules."""
+    from authzbench.report.decision import NEEDS
+
+    figs = _figures(ex)
+    backends, rows = _summary_rows((REPORTS / ex.report).read_text())
+    needs = {n.label: n for n in NEEDS}
+    for row in rows:
+        dim = _dimension(figs, needs[row[0]].keys)
+        by_backend = {f["backend"]: f for f in figs if f["dimension"] == dim}
+        for b, text in zip(backends, row[2:], strict=True):
+            f = by_backend.get(b)
+            if f is None:
+                assert text == "—", (row[0], b, text)
+                continue
+            if f["rank_group"] is None:
+                assert text.startswith("none (unranked)"), (row[0], b, text)
+            else:
+                number, rank = re.match(r"([\d,.]+) \((†?\d+)\)", text).groups()
+                assert _shows(number, f["value"]), (row[0], b, text, f["value"])
+                assert rank == f"{'' if f['networked'] else '†'}{f['rank_group']}", (row[0], b, text)
+            assert ("⚠" in text) == ("too_few" in f["flags"]), (row[0], b, text)
+
+
+def _shows(text: str, value: float) -> bool:
+    """The report's number is the JSON's value to the digits it shows (the JSON keeps 6 significant digits,
+    so 4.935 there is 4.94 in the report: one value, rounded once more for reading)."""
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return abs(float(text.replace(",", "")) - value) <= 0.5 * 10 ** -decimals * (1 + 1e-9)
