@@ -55,7 +55,7 @@ def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
 def test_server_info_names_the_engine_and_footprint_is_measured(backend):
     info = backend.server_info()
     assert info.engine == "Apache Cassandra" and info.version.startswith("5.0")
-    assert info.label == f"Cassandra {info.version} (CQL, standing in for ScyllaDB)"
+    assert info.label == f"Cassandra {info.version} (CQL, standing in for ScyllaDB)" and info.stands_in_for == "ScyllaDB"
     assert backend.footprint() > 0
     backend.baseline_roundtrip()
 
