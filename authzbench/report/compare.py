@@ -148,7 +148,9 @@ def transfer_table(ra: RunData, rb: RunData) -> pd.DataFrame:
     if s is None or f.empty:
         return pd.DataFrame()
     f = _with_norm(f[f["timed"]], s)
-    f = f.assign(kind=f["dimension"].str.split(", ").str[0])
+    # the title before its scenario: "Best throughput over 1, 8 workers, check_negative" -> "Best throughput
+    # over 1, 8 workers" (split at the first comma, it read "Best throughput over 1")
+    f = f.assign(kind=f["dimension"].str.replace(r", (?:check|lookup|write|revoke|mixed)_\w*.*$", "", regex=True))
     rows = [{"kind": kind, "n": len(g), "raw": int(_within(g["ratio"]).sum()), "norm": int(_within(g["norm"]).sum())}
             for kind, g in f.groupby("kind", sort=False)]
     t = pd.DataFrame(rows)
