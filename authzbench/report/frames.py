@@ -67,26 +67,28 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
             "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
 
 
-def _figure(rd: RunData, g: pd.DataFrame, kind: str, metric: str, merged: pd.DataFrame) -> float:
-    """A closed-loop figure is the one computed figure (median over rounds); an open-loop step has one round."""
+def _closed_cell(rd: RunData, g: pd.DataFrame, kind: str, metric: str):
+    """The one computed figure (median over rounds) of a closed-loop phase; None for an open-loop step."""
     from authzbench.report.figures import cell
 
+    r = g.iloc[0]
+    return cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" \
+        else None
+
+
+def _figure(rd: RunData, g: pd.DataFrame, kind: str, metric: str, merged: pd.DataFrame) -> float:
+    """A closed-loop figure is the one computed figure (median over rounds); an open-loop step has one round."""
     if merged.empty:
         return float("nan")
-    r = g.iloc[0]
-    x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" else None
+    x = _closed_cell(rd, g, kind, metric)
     return x.value if x is not None else float(merged[metric].iloc[0])
 
 
 def _fewest(rd: RunData, g: pd.DataFrame, kind: str, merged: pd.DataFrame) -> int:
-    """Ops in the smallest round behind a closed-loop figure (an open-loop step has one round): what its ⚠
-    reads, by the one rule of every percentile (figures.Cell.too_few)."""
-    from authzbench.report.figures import cell
-
+    """Ops in the smallest round behind the figure: what its ⚠ reads, as every percentile's (Cell.too_few)."""
     if merged.empty:
         return 0
-    r = g.iloc[0]
-    x = cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), "p95_ms", kind) if r["mode"] == "closed" else None
+    x = _closed_cell(rd, g, kind, "p95_ms")
     return x.fewest if x is not None else int(merged["ops"].min())
 
 
