@@ -1,0 +1,60 @@
+"""The churn sweep: checks at a fixed offered rate while structural changes (membership, hierarchy, revocation)
+arrive at increasing rates, one open-loop phase per rate. This module holds what the run and the report
+share: the defaults, the mix of changes and the one rule that says whether a step held.
+
+A change is one timed structural write: a grant, or its revocation once the grant was seen. A step holds when
+the reads meet the check SLO, the writers kept to their schedule and the changes became visible within the
+freshness bound; the sweep stops at the first step that does not hold (no higher rate can hold better)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Changes per second, one step each. A step of CHURN_STEP_S at 0.1/s would hold no change, so the sweep starts
+# at 1/s; x10 a step spans a group-sync job (1/s) to an identity provider's bulk import (100/s).
+CHURN_RATES = (1.0, 10.0, 100.0)
+CHURN_STEP_S = 6.0
+# Checks per second during every step: the same offered rate for every backend, so read latency is compared
+# at equal load. The slowest default backend's best closed-loop check throughput in make bench
+# (20261128-160246) was several times this, so every backend can sustain it with no change arriving.
+CHURN_READ_RATE = 100.0
+# Structural changes are realistic when group membership dominates and hierarchy changes are rare; the
+# revocations are the ones a review asks about (is access gone when the write returns?).
+CHURN_MIX = (("membership", 0.75), ("revoke", 0.20), ("hierarchy", 0.05))
+# A change visible within this counts as fresh: the longest default cache window among the engines is 5 s
+# (SpiceDB's quantization), so 10 s separates an engine's stated window from one that falls behind.
+CHURN_FRESHNESS_S = 10.0
+# Writers fall behind when more than this share of the scheduled changes started over CHURN_LATE_S late or
+# were never issued in the step.
+CHURN_LATE_SHARE, CHURN_LATE_S = 0.10, 1.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a churn step measured, as the rule needs it."""
+
+    read_p95_ms: float | None  # None: no read completed
+    scheduled: int  # changes due in the step
+    late: int  # changes started over CHURN_LATE_S late, or never issued
+    never_visible: int  # changes not visible within the phase's visibility bound
+    lag_p95_s: float | None  # visibility lag p95 of the changes seen; None: none seen
+    read_errors: int = 0
+
+
+def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS_S) -> str:
+    """'' when the step held, else the first reason it did not (the report prints it)."""
+    if step.read_p95_ms is None:
+        return "no check completed"
+    if step.read_errors:
+        return f"{step.read_errors} checks failed"
+    if step.read_p95_ms > slo_ms:
+        return f"check p95 {step.read_p95_ms:.3g} ms over the {slo_ms:g} ms SLO"
+    if step.scheduled and step.late > CHURN_LATE_SHARE * step.scheduled:
+        return f"writes fell behind: {step.late} of {step.scheduled} changes over {CHURN_LATE_S:g} s late"
+    if step.never_visible:
+        return f"{step.never_visible} changes never visible"
+    if step.lag_p95_s is None and step.scheduled:
+        return "no change became visible"
+    if step.lag_p95_s is not None and step.lag_p95_s > freshness_s:
+        return f"visibility lag p95 {step.lag_p95_s:.3g} s over {freshness_s:g} s"
+    return ""
