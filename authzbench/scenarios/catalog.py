@@ -205,15 +205,17 @@ def _write_sampler(kind: str) -> Sampler:
     return sample
 
 
-# Write scenarios: each op is a grant and its revocation (2 timed writes plus visibility polling), so
-# fewer ops than a check phase. They run at 1 worker in the default run, in one round: 60 ops or a 6 s
-# budget, whichever comes first. The budget bounds the phase, not an op: a slow store's phase is its first
+# Write scenarios: each op is a grant and its revocation (2 timed writes, each probed until visible), up to
+# inflight.MAX_IN_FLIGHT ops in flight per worker, so a cache window no longer sets the op count (one op at a
+# time got 1-4 ops a phase under a 5 s window, 20261128-083444). They run at 1 worker in the default run, in
+# one round: 200 ops or a 6 s budget, whichever comes first. 200 ops are 400 timed writes (a p99 has 100) and
+# bound the restore check's repair (2 fully consistent checks an op); the 6 s budget ends the phase for any
+# writer slower than ~30 ms an op. The budget bounds the phase, not an op: a slow store's phase is its first
 # op or two (FerretDB's membership write took 10-23 s, its hierarchy write 33-47 s at baseline; Cassandra's
-# hierarchy write 15 s), reported with its op count and marked as too few for a p95. At 60 s and 200 ops
-# the three default write scenarios took 12 min over the eight backends. One op may take long: attaching a
-# 300-member group under a parent reaching thousands of resources took Cassandra over 40 s at baseline, so
-# an op gets 120 s before it counts as hung. `--iterations-scale` scales ops and budget alike.
-_WRITE = dict(iterations=60, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=6.0, min_ops=0)
+# hierarchy write 15 s), reported with its op count and marked as too few for a p95. One op may take long:
+# attaching a 300-member group under a parent reaching thousands of resources took Cassandra over 40 s at
+# baseline, so an op gets 120 s before it counts as hung. `--iterations-scale` scales ops and budget alike.
+_WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=6.0, min_ops=0)
 
 
 # Lookup phases stop at an op count or the time budget, whichever comes first: a 10 ms lookup gets

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from authzbench.scenarios.inflight import Pipeline, run_pipelined
 from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
 from authzbench.scenarios.timing import OpCounters, timed
 from authzbench.scenarios.writes import mixed_write, run_write_op
@@ -221,30 +222,30 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     next_flush = time.perf_counter() + spec.interval_s
     if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
         time.sleep(t0 - time.perf_counter())
-    due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
     last_start = budget_end(spec, t0)
+    if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (scenarios/inflight.py)
+        return _measure_writes(backend, inputs, spec, (wid, n), lambda: stop.is_set() or
+                               time.perf_counter() >= last_start, (out, state["progress"]))
+    due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
     for i, k in enumerate(range(wid, spec.iterations if due is None else len(due) * n, n)):
         if stop.is_set() or time.perf_counter() >= last_start:
             break
         inp = inputs[(k + spec.input_offset) % len(inputs)]
         state["progress"][0] += 1
-        if inp[0] == "structural":  # times its own steps: write, visibility, undo
-            _structural(backend, inp[1], spec, kinds, state["progress"])
-        else:
-            begin_ns, late = None, False
-            if due is not None:
-                intended = t0 + float(due[i])
-                if (delay := intended - time.perf_counter()) > 0:
-                    time.sleep(delay)
-                if stop.is_set():
-                    break
-                begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
-            kind_name, call = _op(backend, inp, spec, state)
-            kd = kinds.get(kind_name)
-            if kd is None:
-                kd = kinds[kind_name] = OpCounters()
-            kd.add(inp if kind_name == inp[0] else None, timed(call), begin_ns=begin_ns, late=late,
-                   timeout_ns=timeout_ns, max_examples=spec.max_examples)
+        begin_ns, late = None, False
+        if due is not None:
+            intended = t0 + float(due[i])
+            if (delay := intended - time.perf_counter()) > 0:
+                time.sleep(delay)
+            if stop.is_set():
+                break
+            begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
+        kind_name, call = _op(backend, inp, spec, state)
+        kd = kinds.get(kind_name)
+        if kd is None:
+            kd = kinds[kind_name] = OpCounters()
+        kd.add(inp if kind_name == inp[0] else None, timed(call), begin_ns=begin_ns, late=late,
+               timeout_ns=timeout_ns, max_examples=spec.max_examples)
         if time.perf_counter() >= next_flush:
             out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
             kinds = {}
@@ -252,13 +253,29 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
 
 
-def _structural(backend, op, spec: PhaseSpec, kinds: dict[str, OpCounters], progress: list[int]) -> None:
-    rec = _WriteRecorder(kinds, spec.max_examples, progress)
-    try:
-        run_write_op(backend, op, rec, spec.visibility_bound_s)
-    except Exception as e:  # noqa: BLE001 - counted like any failed op
-        errs = rec._kind("write").errors
-        errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
+def _measure_writes(backend, inputs: list, spec: PhaseSpec, slot: tuple[int, int], stop_at: Callable[[], bool],
+                    channel: tuple[Any, list[int]]) -> None:
+    """A write phase's share of ops (every n-th from wid), in flight together (inflight.run_pipelined) until
+    stop_at(); the counters are shipped every interval_s and at the end."""
+    (wid, n), (out, progress) = slot, channel
+    ops = [inputs[(k + spec.input_offset) % len(inputs)][1] for k in range(wid, spec.iterations, n)]
+    rec = _WriteRecorder({}, spec.max_examples, progress)
+    pipe = Pipeline(backend, rec, spec.visibility_bound_s, tick=_flusher(out, wid, rec.kinds, spec.interval_s))
+    run_pipelined(pipe, ops, stop_at)
+    out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
+
+
+def _flusher(out: Any, wid: int, kinds: dict[str, OpCounters], interval_s: float) -> Callable[[], None]:
+    """A tick that ships the counters (and starts them afresh) once interval_s passed since the last."""
+    next_flush = [time.perf_counter() + interval_s]
+
+    def tick() -> None:
+        if time.perf_counter() >= next_flush[0]:
+            out.put(("interval", wid, {k: v.payload() for k, v in kinds.items()}))
+            kinds.clear()
+            next_flush[0] = time.perf_counter() + interval_s
+
+    return tick
 
 
 def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]]:

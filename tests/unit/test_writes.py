@@ -359,3 +359,36 @@ def test_the_report_says_whose_heaviest_user_was_checked_by_checks_and_keeps_the
     assert "except for permify: that lookup took over 5 s an op" in text and "postgres" not in text
     old = [restored("permify", "permify/write_membership/c1/r0", 202), restored("permify", "permify/mixed/c8/r1", 202)]
     assert restore_method(from_records(Path("fixture"), {}, old)) == _EVERY_PHASE_SAMPLED
+
+
+def _window_run(ds, scenario: str, lag_s: float, budget_s: float = 6.0):
+    factory = BackendFactory("tests.unit.fakes:LaggyBackend", {}, {"dataset_path": str(ds.path), "lag_s": lag_s})
+    inputs = SCENARIOS[scenario].sampler(ds, None, 200)
+    spec = PhaseSpec("laggy", scenario, concurrency=1, iterations=200, budget_s=budget_s, visibility_bound_s=10.0,
+                     timeout_s=120.0, max_seconds=180.0)
+    recs: list[dict] = []
+    res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread")
+    t = phase_table(recs)
+    return res, {k: t[t["kind"] == k].iloc[0] for k in t["kind"]}
+
+
+@pytest.mark.slow
+def test_a_5s_visibility_window_still_gives_at_least_20_write_ops_in_a_6s_budget(tiny):
+    """One op at a time waited ~10 s an op (grant and revocation each 5 s to show): 1 op a phase. In flight
+    together, the grants of up to MAX_IN_FLIGHT ops and then their revocations are timed."""
+    from authzbench.scenarios.inflight import MAX_IN_FLIGHT
+
+    res, k = _window_run(tiny, "write_membership", lag_s=5.0)
+    w, lag = k["write"], summarize(merge(k["visibility"]["hists"]))
+    assert res.status == "complete"
+    assert w["ops"] >= 20 and w["ops"] == 2 * MAX_IN_FLIGHT  # every grant and its revocation
+    assert w["extra"]["revocations"] == MAX_IN_FLIGHT and w["mismatches"] == 0 and w["errors"] == 0
+    assert 5000 <= lag.p50_ms < 5200  # the probe rounds resolve the 5 s lag to within a few ms
+
+
+def test_a_write_phase_without_lag_is_ended_by_its_op_cap_not_its_probes(tiny):
+    """A writer whose changes show at once runs op after op: the phase's 200 ops, each grant and revocation
+    timed, none held back by the pipeline."""
+    res, k = _window_run(tiny, "revoke_then_check", lag_s=0.0)
+    assert res.status == "complete" and k["write"]["ops"] == 200 == k["write"]["extra"]["revocations"]
+    assert k["write"]["extra"].get("stale_allows", 0) == 0

@@ -1,0 +1,202 @@
+"""A worker's pipeline of structural write ops in flight (scenarios/writes.py WriteOp): the next op's timed
+change is issued without waiting for the previous op's visibility, so a cache window no longer sets how many
+ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a phase).
+
+Each timed change (a grant, or a revocation) is probed once right after its write returns, then once per
+round while it is pending; the rounds run between the worker's writes. The lag is the send time of the first
+probe that reflects the change minus the write's return, as before; its resolution is one probe round (one
+check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between), where one op at a time
+polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
+revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
+and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
+A change not seen within the bound is NeverVisible and its op is cleaned up (writes.clean_up)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from authzbench.scenarios.timing import timed
+from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
+
+# At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization) a change
+# shows 0-5 s after its write, 2.5 s on average, so an op (grant + revocation) holds its place ~5 s: 16 places
+# start ~3 ops/s, ~36 timed writes in a 6 s budget where one op at a time made 2-4. A round of 16 probes at the
+# engines' 1-2 ms check keeps the lag's resolution near 30 ms, under 1% of such a window.
+MAX_IN_FLIGHT = 16
+
+
+@dataclass
+class _Pending:
+    op: WriteOp
+    stage: str  # "arm": a revoke op's untimed grant not yet seen | "grant" | "revoke": a timed change not yet seen
+    t1: int  # perf_counter_ns when the change's write returned (arm: when the setup was written)
+
+
+class Pipeline:
+    """The ops in flight of one worker. `rec` is the worker's recorder (worker._WriteRecorder)."""
+
+    def __init__(self, backend, rec, bound_s: float, cap: int = MAX_IN_FLIGHT, tick=lambda: None) -> None:
+        self.backend, self.rec, self.bound_ns, self.cap = backend, rec, int(bound_s * 1e9), cap
+        self.tick = tick  # called between steps: the worker ships its interval counters when one is due
+        self.pending: list[_Pending] = []
+        self.ready: list[WriteOp] = []  # ops whose next change is a revocation that may be issued now
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.pending) + len(self.ready)
+
+    def busy(self, op: WriteOp) -> bool:
+        """The op is in flight (its scratch ids may not be reused yet)."""
+        return any(p.op is op for p in self.pending) or any(o is op for o in self.ready)
+
+    def can_start(self) -> bool:
+        return self.in_flight < self.cap
+
+    def start(self, op: WriteOp) -> bool:
+        """Untimed setup, then the timed grant; a revoke op's grant is its setup, seen before it is revoked
+        (armed). False when the op failed (counted, cleaned up)."""
+        try:
+            for rel in op.setup:
+                self.backend.write(rel)
+        except Exception as e:  # noqa: BLE001 - counted like any failed op
+            return self._fail(op, e)
+        if op.revoke_first:
+            self.pending.append(_Pending(op, "arm", time.perf_counter_ns()))
+            return True
+        return self._change(op, insert=True)
+
+    def revoke(self, op: WriteOp) -> bool:
+        """The op's timed revocation (its grant was seen); False when it failed."""
+        self.ready = [o for o in self.ready if o is not op]
+        return self._change(op, insert=False)
+
+    def _change(self, op: WriteOp, *, insert: bool) -> bool:
+        rows0 = self.backend.rows_touched
+        change = timed(lambda: (self.backend.write if insert else self.backend.delete)(op.change))
+        if change.error is not None:
+            return self._fail(op, change.error)
+        rows = self.backend.rows_touched - rows0 if self.backend.counts_rows else None
+        self.rec.write(change.end_ns - change.sent_ns, rows)
+        if not insert:
+            self.rec.count("revocations")
+        p = _Pending(op, "grant" if insert else "revoke", change.end_ns)
+        self.pending.append(p)
+        self._probe(p, first=True)  # right after the write returns: a revocation still allowed is a stale allow
+        return True
+
+    def probe_round(self) -> None:
+        """One probe of every pending change (a change seen leaves the list)."""
+        for p in list(self.pending):
+            self._probe(p, first=False)
+
+    def _probe(self, p: _Pending, first: bool) -> None:
+        want = p.stage != "revoke"
+        asked = timed(lambda: bool(self.backend.check(*p.op.probe)))
+        if asked.error is not None:
+            self._drop(p)
+            self._fail(p.op, asked.error)
+            return
+        if asked.answer == want:
+            self._drop(p)
+            self._seen(p, asked.sent_ns)
+            return
+        if p.stage != "arm":  # the answer of the state before the write: stale, not wrong
+            self.rec.count("stale_reads")
+            if first and not want:
+                self.rec.count("stale_allows")
+        if time.perf_counter_ns() - p.t1 > self.bound_ns:
+            self._drop(p)
+            if p.stage != "arm":
+                self.rec.never_visible({"probe": list(p.op.probe), "want": want,
+                                        "never_visible_within_s": self.bound_ns / 1e9})
+            self._clean(p.op)
+
+    def _seen(self, p: _Pending, sent_ns: int) -> None:
+        if p.stage == "arm":
+            self.ready.append(p.op)
+            return
+        self.rec.read(True)
+        self.rec.visible(max(0, sent_ns - p.t1))
+        self._control(p.op, applied=(p.stage == "grant"))
+        if p.stage == "grant":
+            self.ready.append(p.op)
+        else:
+            # The revoked change is not deleted again: on the closure stores a delete of an absent edge still
+            # recomputes its reach (see writes.run_write_op).
+            self._teardown(p.op)
+
+    def _control(self, op: WriteOp, applied: bool) -> None:
+        """The control's answer once the change is seen: right, stale (the state before it) or wrong."""
+        want, before = (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied)
+        got = self.backend.check(*op.control)
+        if got != want and got == before:
+            self.rec.count("stale_reads")
+            return
+        self.rec.read(got == want, {"op": op.kind, "control": list(op.control), "expected": want,
+                                    "after": "grant" if applied else "revoke"})
+
+    def _teardown(self, op: WriteOp) -> None:
+        with contextlib.suppress(Exception):  # what is left is repaired after the phase (restore.repair_scratch)
+            for rel in reversed(op.setup):
+                if not (op.revoke_first and rel == op.change):
+                    self.backend.delete(rel)
+
+    def _drop(self, p: _Pending) -> None:
+        self.pending = [q for q in self.pending if q is not p]
+
+    def _fail(self, op: WriteOp, e: BaseException) -> bool:
+        errs = self.rec._kind("write").errors
+        errs[type(e).__name__] = errs.get(type(e).__name__, 0) + 1
+        self._clean(op)
+        return False
+
+    def _clean(self, op: WriteOp) -> None:
+        with contextlib.suppress(Exception):
+            clean_up(self.backend, op)
+
+    def wait(self) -> None:
+        """Between writes with nothing to issue: a probe round, then a poll interval."""
+        self.tick()
+        if self.pending:
+            self.probe_round()
+        time.sleep(POLL_S)
+
+    def drain(self, finish: bool) -> None:
+        """No new op starts: the pending changes are probed until seen or past the bound; with `finish` the
+        revocations that become ready are issued too (a write phase's ops end whole), else (a churn step, whose
+        changes are scheduled) they are not. Whatever is still in flight is then cleaned up."""
+        while self.pending or (finish and self.ready):
+            if finish and self.ready:
+                self.revoke(self.ready[0])
+                continue
+            self.wait()
+        self.close()
+
+    def close(self) -> None:
+        """Clean up every op still in flight (a stopped phase)."""
+        for op in [p.op for p in self.pending] + self.ready:
+            self._clean(op)
+        self.pending, self.ready = [], []
+
+
+def run_pipelined(pipe: Pipeline, ops: list[WriteOp], stop_at) -> None:
+    """A write phase's share of ops through the pipeline: each op starts once there is room, the revocations
+    are issued as soon as their grants are seen. `stop_at()` is True when no further op may start (the stop
+    event, the budget's end); the ops in flight are then drained up to the bound and cleaned up."""
+    try:
+        for op in ops:
+            while not stop_at() and (pipe.ready or not pipe.can_start()):
+                if pipe.ready:
+                    pipe.revoke(pipe.ready[0])
+                else:
+                    pipe.wait()
+            if stop_at():
+                break
+            pipe.start(op)
+            pipe.probe_round()  # between writes: an earlier op's change may show by now
+            pipe.tick()
+        pipe.drain(finish=True)
+    finally:
+        pipe.close()
