@@ -172,6 +172,22 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
                    help="isolation: the server on the last core, the client on the others (native only)")
 
 
+def _churn_args(p: argparse.ArgumentParser) -> None:
+    """The churn sweep's options (config.Churn; defaults in scenarios/churn.py)."""
+    from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
+
+    p.add_argument("--churn-rates", type=_csv(_number(float, 0, above=True)), default=list(CHURN_RATES),
+                   help=f"churn: structural changes/s, one step each, ascending (default "
+                        f"{','.join(f'{r:g}' for r in CHURN_RATES)})")
+    p.add_argument("--churn-read-rate", type=_number(float, 0, above=True), default=CHURN_READ_RATE,
+                   help=f"churn: checks/s offered during every step (default {CHURN_READ_RATE:g})")
+    p.add_argument("--churn-step", type=_number(float, 0, above=True), default=CHURN_STEP_S,
+                   help=f"churn: seconds per step (default {CHURN_STEP_S:g})")
+    p.add_argument("--churn-writers", type=_number(int, 1), default=2, help="churn: writer workers (default 2)")
+    p.add_argument("--churn-freshness", type=_number(float, 0, above=True), default=CHURN_FRESHNESS_S,
+                   help=f"churn: a change visible within this many seconds is fresh (default {CHURN_FRESHNESS_S:g})")
+
+
 def _bench_args(p: argparse.ArgumentParser) -> None:
     """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
     p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
@@ -201,6 +217,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0, help="mixed open loop duration per step (s)")
     p.add_argument("--dau", type=_number(float, 0, above=True, high=1), default=0.05,
                    help="social: daily-active-user sampling factor (share of users issuing requests)")
+    _churn_args(p)
     p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0, help="SLO: check p95 (ms)")
     p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
     p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
@@ -354,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
 # or rate twice, or (KEY=VALUE options) keep only the last value without a word: refused like a repeated
 # --profiles (sweep.parse_sizes), before anything starts.
 ONCE_EACH = {"backend": "--backend", "scenario": "--scenario", "concurrency": "--concurrency",
-             "write_concurrency": "--write-concurrency", "rates": "--rates", "sets": "--set", "option": "--option"}
+             "write_concurrency": "--write-concurrency", "rates": "--rates", "churn_rates": "--churn-rates", "sets": "--set", "option": "--option"}
 
 
 def refuse_repeats(args: argparse.Namespace) -> None:

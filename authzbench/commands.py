@@ -190,6 +190,7 @@ def _config(args: argparse.Namespace):
         cfg.data.dau = args.dau
         cfg.servers.keep_running, cfg.servers.workers_on = args.keep_running, args.workers_on
         cfg.schedule, cfg.mixed, cfg.targets = _schedule(args), _mixed_load(args), _targets(args)
+        cfg.churn = _churn(args)
     cfg.validate()
     return cfg
 
@@ -237,6 +238,13 @@ def _mixed_load(args: argparse.Namespace):
 
     return MixedLoad(write_share=args.write_share, write_kind=args.write_kind, rate=args.rate,
                      rates=args.rates or [], stages=args.stage or [], duration_s=args.duration)
+
+
+def _churn(args: argparse.Namespace):
+    from authzbench.config import Churn
+
+    return Churn(rates=args.churn_rates, read_rate=args.churn_read_rate, step_s=args.churn_step,
+                 writers=args.churn_writers, freshness_s=args.churn_freshness)
 
 
 def _targets(args: argparse.Namespace):

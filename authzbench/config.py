@@ -25,6 +25,7 @@ from authzbench.generator.profiles import resolve
 from authzbench.provision.manager import MODES, default_mode, external_url_var
 from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
+from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.scenarios.writes import MIXED_KINDS
 
 # A phase is re-run when processes outside the run took more than this share of one core, on average, during
@@ -310,6 +311,31 @@ class MixedLoad:
 
 
 @dataclass
+class Churn:
+    """The churn sweep (scenarios/churn.py): per backend one open-loop step per rate of structural changes, each
+    with checks at `read_rate`; recorded in the manifest as config.churn."""
+
+    rates: list[float] = field(default_factory=lambda: list(CHURN_RATES))  # changes/s, one step each, ascending
+    read_rate: float = CHURN_READ_RATE  # checks/s over the reader workers, every step
+    step_s: float = CHURN_STEP_S  # seconds a step schedules changes and checks for
+    writers: int = 2  # worker processes issuing the changes
+    freshness_s: float = CHURN_FRESHNESS_S  # a change visible within this is fresh (the step's bound)
+
+    def validate(self) -> None:
+        if not self.rates or any(not _finite_positive(r) for r in self.rates):
+            raise UserError(f"--churn-rates: every rate must be > 0 changes/s, got {self.rates}")
+        if list(self.rates) != sorted(set(self.rates)):
+            raise UserError(f"--churn-rates must ascend without repeats (the sweep stops at the first step that "
+                            f"does not hold), got {','.join(f'{r:g}' for r in self.rates)}")
+        for opt, v in (("--churn-read-rate", self.read_rate), ("--churn-step", self.step_s),
+                       ("--churn-freshness", self.freshness_s)):
+            if not _finite_positive(v):
+                raise UserError(f"{opt} must be > 0, got {v:g}")
+        if self.writers < 1:
+            raise UserError(f"--churn-writers must be >= 1, got {self.writers}")
+
+
+@dataclass
 class Targets:
     """What the report judges the run against: nothing in the run reads them, the manifest records them."""
 
@@ -347,6 +373,7 @@ class BenchConfig:
     schedule: Schedule = field(default_factory=Schedule)
     mixed: MixedLoad = field(default_factory=MixedLoad)
     targets: Targets = field(default_factory=Targets)
+    churn: Churn = field(default_factory=Churn)  # recorded nested, as config.churn (not one of the flat _PARTS)
 
     @classmethod
     def of(cls, **options: Any) -> BenchConfig:
@@ -354,16 +381,21 @@ class BenchConfig:
         each goes to the part that declares it; a name no part declares is a TypeError, as in a constructor."""
         given: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
         owner = {f.name: part for part, kind in _PARTS.items() for f in fields(kind)}
+        churn = options.pop("churn", None)
         for name, value in options.items():
             if name not in owner:
                 raise TypeError(f"BenchConfig.of: no part declares {name!r}")
             given[owner[name]][name] = value
-        return cls(**{part: kind(**given[part]) for part, kind in _PARTS.items()})
+        made = cls(**{part: kind(**given[part]) for part, kind in _PARTS.items()})
+        if churn is not None:
+            made.churn = churn if isinstance(churn, Churn) else Churn(**churn)
+        return made
 
     def to_manifest(self) -> dict[str, Any]:
         """One flat dict of every option, as the manifest has always recorded it (the report reads its keys,
         committed runs included)."""
         flat = {k: v for part in _PARTS for k, v in asdict(getattr(self, part)).items()}
+        flat["churn"] = asdict(self.churn)
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in flat.items()}
 
     def validate(self) -> None:
@@ -376,6 +408,7 @@ class BenchConfig:
         self.mixed.validate()
         self._validate_across()
         self.targets.validate()
+        self.churn.validate()
 
     def _validate_model(self) -> None:
         """Some chosen backend implements the model (the others are skipped: ServerChoice.unsupported), and

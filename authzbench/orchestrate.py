@@ -32,6 +32,7 @@ from authzbench.provision.manager import external_url_var
 from authzbench.restore import HEAVY_LOOKUP, heavy_restore, verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import scenario
+from authzbench.scenarios.churn import step_of, why_not_held
 from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.servers import Session, monitor_for, pin_cores, running_pids
@@ -197,13 +198,13 @@ def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[
         except Exception:  # noqa: BLE001 - reported at its visit
             plan[name] = []
             continue
-        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg.schedule, cfg.mixed, traits, ds)]
+        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg.schedule, cfg.mixed, traits, ds, cfg.churn)]
     return plan
 
 
 def _plan(cfg: BenchConfig, name: str, ds: Dataset) -> list[tuple[PhaseSpec, str]]:
     """The backend's phases of the whole run, from the schedule, the mixed load and its --consistency."""
-    return phase_specs(cfg.schedule, cfg.mixed, BackendTraits.of(name, cfg.servers.options), ds)
+    return phase_specs(cfg.schedule, cfg.mixed, BackendTraits.of(name, cfg.servers.options), ds, cfg.churn)
 
 
 def dataset_of(choice: DatasetChoice) -> Dataset:
@@ -247,7 +248,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
     # The heaviest user's lookup is checked once, after the backend's last writing phase of the run: a
     # dataset left changed stays changed. Once a visit, it took Permify ~50 s (fully consistent) twice.
     writes = [(visit_of(sched, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
-              if scenario(sname).op in ("write", "mixed")]
+              if scenario(sname).op in ("write", "mixed", "churn")]
     last_write = max(writes, key=lambda w: w[:2])[2] if writes else None
     # A phase that wrote undoes its own writes, so the sampled restore check (200 checks and the anchor
     # lookups, fully consistent) only proves they were undone: it runs after the visit's last writing phase,
@@ -258,6 +259,7 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
     visit_last = max((w for w in writes if w[0] == visit), key=lambda w: w[1], default=(0, 0, None))[2]
     # The visit's phases share their worker processes (pools.KeptWorkers); the servers' idle connections
     # to them between phases are the visit's, like the servers themselves.
+    churn = ChurnSweep(cfg.targets.slo.get("check_p95_ms", SLO_CHECK_P95_MS), cfg.churn.freshness_s)
     with KeptWorkers() as kept:
         for spec, sname in specs:
             sc = scenario(sname)
@@ -266,24 +268,56 @@ def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: 
                 extra = {"dau": cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
                 with timed_step(store, None, f"inputs and expected answers of {sname}"):
                     inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-            if pace and sess.dep.mode != "external" and (why := pace.too_slow(spec, sc.op)):
-                store.append(rec.PhaseSkipped(phase=spec.phase_id, backend=name, scenario=sname,
-                                              concurrency=spec.concurrency, repeat=spec.repeat, reason=why))
-                say(f"{name}: {spec.phase_id} not run: {why}")
-                if progress:
-                    progress.finished(name, spec)
+            why = pace.too_slow(spec, sc.op) if pace and sess.dep.mode != "external" else ""
+            if why := why or churn.stopped(spec):
+                _skip(store, spec, why, progress)
                 continue
             for attempt in range(sched.max_reruns + 1):
-                spec.attempt = attempt
+                spec.attempt, tap = attempt, churn.tap(spec)
                 rerun, res = _attempt(sched, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
                                       kept, heavy_restore=_heavy(spec is last_write, pace, name),
-                                      restore_check=spec is visit_last or spec is last_write)
+                                      restore_check=spec is visit_last or spec is last_write, tap=tap)
                 if not rerun:
                     break
+            churn.judge(tap)
             if pace:
                 pace.note(spec, sc.op, res.ops, res.wall_s)
             if progress:
                 progress.finished(name, spec)
+
+
+def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | None) -> None:
+    store.append(rec.PhaseSkipped(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario,
+                                  concurrency=spec.concurrency, repeat=spec.repeat, reason=why))
+    say(f"{spec.backend}: {spec.phase_id} not run: {why}")
+    if progress:
+        progress.finished(spec.backend, spec)
+
+
+# The check SLO a churn step is judged by when the run gave none (the CLI's --slo-check-p95 default).
+SLO_CHECK_P95_MS = 25.0
+
+
+@dataclass
+class ChurnSweep:
+    """One backend's churn sweep: its steps run in ascending rate until one does not hold
+    (scenarios/churn.py why_not_held, on the step's own intervals); the higher steps are skipped with that
+    reason: no higher rate can hold better."""
+
+    slo_ms: float
+    freshness_s: float
+    reason: str = ""
+
+    def stopped(self, spec: PhaseSpec) -> str:
+        return self.reason if spec.churn_writers else ""
+
+    def tap(self, spec: PhaseSpec) -> list[dict] | None:
+        """Where a churn step's interval records are collected (None: not a churn step)."""
+        return [] if spec.churn_writers else None
+
+    def judge(self, tap: list[dict] | None) -> None:
+        if tap is not None and not self.reason:
+            self.reason = why_not_held(step_of(tap), self.slo_ms, self.freshness_s)
 
 
 def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
@@ -296,14 +330,15 @@ def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
 
 def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
              inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
-             heavy_restore: str = "lookup", restore_check: bool = True) -> tuple[bool, Any]:
+             heavy_restore: str = "lookup", restore_check: bool = True,
+             tap: list[dict] | None = None) -> tuple[bool, Any]:
     """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
     restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on the
     users its ops touched (see _bench_backend)."""
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
     say(f"{name}: {spec.phase_id}")
-    sink = _phase_sink(store)
+    sink = _phase_sink(store, tap)
     mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
         rec.Monitor(backend=name, phase=pid, **s)), others).gated()
     with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
@@ -313,11 +348,12 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
         res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client, kept)
     rerun = _judge_disturbance(sched, store, spec, mon.disturbance(), res.status)
     clean = res.status == "complete" and not res.stopped_workers
-    if sc.op == "write" or (sc.op == "mixed" and (restore_check or not clean)):
+    if sc.op in ("write", "churn") or (sc.op == "mixed" and (restore_check or not clean)):
         check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
         with timed_step(store, name, f"restore check after {spec.phase_id}"):
             verify_restored(sess, ds, oracle, store, spec.phase_id,
-                            write_ops=[o for inp in inputs for o in inp[1:] if o] if sc.op == "write" else None,
+                            write_ops=[o for inp in inputs if inp[0] == "structural" for o in inp[1:] if o]
+                            if sc.op != "mixed" else None,
                             clean_all=res.stopped_workers > 0, heavy=heavy_restore,
                             sample=restore_check or not clean)
     check_stop()
@@ -410,12 +446,15 @@ def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, con
     return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)
 
 
-def _phase_sink(store: RunStore):
+def _phase_sink(store: RunStore, tap: list[dict] | None = None):
     """store.append for a phase's records (also called from the monitor's thread): when the results dir
     stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
-    then ends with that one error."""
+    then ends with that one error. With `tap`, the phase's intervals are also collected there (a churn step's
+    verdict)."""
 
     def append(record: rec.Record) -> None:
+        if tap is not None and isinstance(record, rec.Interval):
+            tap.append(rec.as_dict(record))
         try:
             store.append(record)
         except ResultsUnwritable as e:

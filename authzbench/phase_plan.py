@@ -7,11 +7,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from authzbench.config import MixedLoad, Schedule
+from authzbench.config import Churn, MixedLoad, Schedule
 from authzbench.dataset import Dataset
 from authzbench.scenarios.catalog import SCRATCH_WRITES, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
-from authzbench.scenarios.writes import mixed_targets
+from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
+
+# A churn step's readers: 100 checks/s over 8 workers is one check every 80 ms each, so a check under 80 ms
+# never waits on its own worker's previous one (the SLO is 25 ms): what queues is the server. 8 is also the
+# closed-loop sweep's middle worker count, whose check figures the step's are set beside.
+CHURN_READERS = 8
 
 
 @dataclass(frozen=True)
@@ -44,12 +49,22 @@ def _consistency_specs(sched: Schedule, modes: tuple[str, ...], chosen: str, ite
                       consistency=m, **common) for m in modes if m != chosen]
 
 
+def _churn_specs(churn: Churn, common: dict) -> list[PhaseSpec]:
+    """One open-loop step per churn rate, ascending: the checks' schedule is the stage, the changes' rate
+    churn_rate over the churn_writers last workers (scenarios/inflight.py churn_writer)."""
+    common = {**common, "budget_s": None, "min_ops": 0,
+              "visibility_bound_s": max(VISIBILITY_BOUND_S, churn.freshness_s)}
+    return [PhaseSpec(mode="open", concurrency=CHURN_READERS + churn.writers, start_rate=churn.read_rate,
+                      stages=[(churn.read_rate, churn.step_s)], churn_rate=r, churn_writers=churn.writers, **common)
+            for r in sorted(churn.rates)]
+
+
 def _split(n: int, rounds: int) -> int:
     return max(1, math.ceil(n / rounds))
 
 
 def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: Dataset,
-                 rnd: int) -> list[tuple[PhaseSpec, str]]:
+                 rnd: int, churn: Churn) -> list[tuple[PhaseSpec, str]]:
     """One round: every scenario x concurrency once, each with 1/rounds of the phase's ops, warm-up, budget
     and the ops its budget waits for (a figure merges its rounds back to the whole phase's ops)."""
     specs = []
@@ -71,6 +86,9 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
                       max_seconds=sc.max_seconds, repeat=rnd, n_resources=ds.entities[obj_type],
                       budget_s=budget, min_ops=_split(sc.min_ops, parts) if sc.min_ops else 0,
                       scratch_user=ds.entities["user"], scratch_relation=rel)
+        if sc.op == "churn":  # a sweep is one run of steps: whole, in the first round
+            specs += [(spec, sname) for spec in _churn_specs(churn, common)] if rnd % sched.rounds == 0 else []
+            continue
         if sc.op == "mixed":
             common["write_share"] = mixed.write_share
             if ds.model == "rebac":
@@ -122,13 +140,13 @@ def _open_loop_specs(sched: Schedule, mixed: MixedLoad, common: dict, sname: str
 
 
 def phase_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits,
-                ds: Dataset) -> list[tuple[PhaseSpec, str]]:
+                ds: Dataset, churn: Churn | None = None) -> list[tuple[PhaseSpec, str]]:
     """Every round of every repeat, each round in a rotated order: round k starts k/rounds of the way into
     the list, so a slow period of the machine during a backend's span lands on every scenario alike and
     the spread between rounds measures it (Google Benchmark's random interleaving, asv's rounds)."""
     specs = []
     for rnd in range(sched.rounds * sched.repeat):
-        one = _round_specs(sched, mixed, backend, ds, rnd)
+        one = _round_specs(sched, mixed, backend, ds, rnd, churn or Churn())
         k = (rnd % sched.rounds) * len(one) // sched.rounds
         specs += one[k:] + one[:k]
     return specs

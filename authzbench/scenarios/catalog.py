@@ -218,6 +218,28 @@ def _write_sampler(kind: str) -> Sampler:
 _WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=6.0, min_ops=0)
 
 
+# The churn sweep's structural ops (scenarios/churn.py CHURN_MIX): a writer reuses an op once it is done, so
+# 400 cover the ~330 ops that 100 changes/s schedule in a 6 s step (an op is 2 changes, a revoke op 1).
+CHURN_OPS = 400
+
+
+def sample_churn(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+    """A churn step's inputs: n via-group checks (the readers'), then the writers' structural ops as
+    ("structural", op, None). The checks are all positive and the ops only add scratch grants and remove
+    their own, so every check keeps its answer under any churn."""
+    from authzbench.scenarios.churn import CHURN_MIX
+    from authzbench.scenarios.writes import sample_churn_ops
+
+    ops = sample_churn_ops(ds, CHURN_MIX, CHURN_OPS)
+    return [*sample_view_group_member(ds, o, n), *(("structural", op, None) for op in ops)]
+
+
+# A churn step's op bound: its open loop measures a check from its intended start, so a 2 s timeout would turn
+# a queue into errors; and a slow store's structural write (FerretDB's hierarchy change: 33-47 s) must be able
+# to return for its step to be judged by its lateness.
+CHURN_TIMEOUT_S = 60.0
+
+
 # Lookup phases stop at an op count or the time budget, whichever comes first: a 10 ms lookup gets
 # 400 ops in the 4 s budget (enough for a p99, which needs >= 100); 5,000 ops bound the fastest at
 # eight or more workers. 50 fixed ops made p99 equal the maximum.
@@ -267,6 +289,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("revoke_then_check", "write", "Revoke access a user had (through a membership, or a direct "
                  "ACL) and check as soon as the write returns: stale allows are counted.",
                  _write_sampler("revoke"), **_WRITE),
+        Scenario("churn", "churn", "Via-group checks at a fixed offered rate while membership, hierarchy and "
+                 "revocation changes arrive at increasing rates: one open-loop step per rate, the sweep stopping "
+                 "at the first step whose reads leave the SLO, whose writes fall behind or whose changes stay "
+                 "unseen.", sample_churn, iterations=1000, warmup=100, timeout_s=CHURN_TIMEOUT_S,
+                 max_seconds=120.0, budget_s=None, min_ops=0),
         Scenario("social_roundtrip", "roundtrip", "A trivial request on the same connection.", sample_roundtrip,
                  model="social"),
         Scenario("social_view_content", "check", "Can the user see a piece of content (owner, public or "
@@ -285,7 +312,7 @@ SCENARIOS: dict[str, Scenario] = {
 READ_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup") and s.model == "rebac"]
 # The write side a design review weighs against the reads: a group change, a hierarchy change, a revocation.
 DEFAULT_WRITES = ["write_membership", "write_hierarchy", "revoke_then_check"]
-DEFAULT_SCENARIOS = ["roundtrip", *READ_SCENARIOS, "mixed", *DEFAULT_WRITES]
+DEFAULT_SCENARIOS = ["roundtrip", *READ_SCENARIOS, "mixed", *DEFAULT_WRITES, "churn"]
 DEFAULT_SCENARIOS_BY_MODEL = {
     "rebac": DEFAULT_SCENARIOS,
     "social": ["social_roundtrip", "social_view_content", "social_view_user", "social_view_interaction",

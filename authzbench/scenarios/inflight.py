@@ -25,6 +25,10 @@ from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
 # start ~3 ops/s, ~36 timed writes in a 6 s budget where one op at a time made 2-4. A round of 16 probes at the
 # engines' 1-2 ms check keeps the lag's resolution near 30 ms, under 1% of such a window.
 MAX_IN_FLIGHT = 16
+# A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window, ~r/2 x 5 / 1.8 ops
+# (1.8 changes an op in the mix) are in flight each, 14 at 10/s. 64 covers that with room; at 100/s (~140 needed)
+# the writer falls behind on such an engine, and a round of 64 probes is the lag's resolution (~0.1 s).
+CHURN_IN_FLIGHT = 64
 
 
 @dataclass
@@ -119,7 +123,7 @@ class Pipeline:
             return
         self.rec.read(True)
         self.rec.visible(max(0, sent_ns - p.t1))
-        self._control(p.op, applied=(p.stage == "grant"))
+        self._control(p.op, p.stage)
         if p.stage == "grant":
             self.ready.append(p.op)
         else:
@@ -127,15 +131,17 @@ class Pipeline:
             # recomputes its reach (see writes.run_write_op).
             self._teardown(p.op)
 
-    def _control(self, op: WriteOp, applied: bool) -> None:
-        """The control's answer once the change is seen: right, stale (the state before it) or wrong."""
+    def _control(self, op: WriteOp, stage: str) -> None:
+        """The control's answer once the change is seen: right, stale (the state before it) or wrong. A revoke
+        op's change is its revocation: its control_applied is the answer once revoked."""
+        applied = (stage == "grant") != op.revoke_first
         want, before = (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied)
         got = self.backend.check(*op.control)
         if got != want and got == before:
             self.rec.count("stale_reads")
             return
         self.rec.read(got == want, {"op": op.kind, "control": list(op.control), "expected": want,
-                                    "after": "grant" if applied else "revoke"})
+                                    "after": stage})
 
     def _teardown(self, op: WriteOp) -> None:
         with contextlib.suppress(Exception):  # what is left is repaired after the phase (restore.repair_scratch)
@@ -198,5 +204,72 @@ def run_pipelined(pipe: Pipeline, ops: list[WriteOp], stop_at) -> None:
             pipe.probe_round()  # between writes: an earlier op's change may show by now
             pipe.tick()
         pipe.drain(finish=True)
+    finally:
+        pipe.close()
+
+
+# The "write" kind's extras of a churn step, as the report reads them (rows: only where the backend counts them).
+CHURN_EXTRAS = ("scheduled", "unissued", "revocations", "stale_allows", "stale_reads", "rows", "rows_counted")
+
+
+class _Sequence:
+    """A writer's ops in a fixed cyclic order: an op is taken again once it is done (no longer in flight)."""
+
+    def __init__(self, ops: list[WriteOp]) -> None:
+        self.ops, self.at = ops, 0
+
+    def take(self, pipe: Pipeline) -> WriteOp | None:
+        """The next op not in flight, or None."""
+        for i in range(len(self.ops)):
+            op = self.ops[(self.at + i) % len(self.ops)]
+            if pipe.busy(op):
+                continue
+            self.at = (self.at + i + 1) % len(self.ops)
+            return op
+        return None
+
+
+def _issue(pipe: Pipeline, seq: _Sequence) -> bool:
+    """The slot's change, when one can be issued now: a ready revocation (a seen grant's, or an armed revoke
+    op's) first, else the next op's grant. Revoke ops met on the way are armed (their grant written untimed),
+    so their revocation is ready by a later slot instead of making this one wait for the grant to show."""
+    if pipe.ready:
+        pipe.revoke(pipe.ready[0])
+        return True
+    while pipe.can_start() and (op := seq.take(pipe)) is not None:
+        pipe.start(op)
+        if not op.revoke_first:
+            return True
+    return False
+
+
+def churn_writer(pipe: Pipeline, ops: list[WriteOp], spec, widx: int, t0: float, stop) -> None:
+    """A churn step's writer `widx` of spec.churn_writers: its share of the changes scheduled at
+    spec.churn_rate in total, each started at its intended time or as soon after as the pipeline has one to
+    issue (late: over CHURN_LATE_S after it). At the step's end no change starts; the pending ones are probed
+    up to the bound and everything in flight is cleaned up. Counted in the "write" kind: late, and the extras
+    scheduled (changes due) and unissued (due, never started)."""
+    from authzbench.scenarios.churn import CHURN_LATE_S
+    from authzbench.scenarios.spec import schedule_times
+
+    due = schedule_times(spec.churn_rate, [(spec.churn_rate, spec.duration_s)], widx, spec.churn_writers)
+    seq, issued = _Sequence(ops), 0
+    try:
+        for t in due:
+            intended = t0 + float(t)
+            while time.perf_counter() < intended and not stop.is_set():
+                pipe.wait()
+            while not stop.is_set() and not _issue(pipe, seq):
+                pipe.wait()
+            if stop.is_set():
+                break
+            issued += 1
+            kd = pipe.rec._kind("write")  # the tick may have shipped the last one
+            kd.late += int(time.perf_counter() - intended > CHURN_LATE_S)
+        for name in CHURN_EXTRAS:  # every extra of the contract present, zero or not
+            pipe.rec.count(name, 0)
+        pipe.rec.count("scheduled", len(due))
+        pipe.rec.count("unissued", len(due) - issued)
+        pipe.drain(finish=False)
     finally:
         pipe.close()

@@ -62,6 +62,7 @@ class PhaseState:
     fatal: list[str] = field(default_factory=list)
     ops: int = 0
     issued: int = 0
+    off_schedule: int = 0  # of `issued`, a churn step's changes and probes: not ops of its checks' schedule
     warmup_ops: int = 0
     failed_ops: int = 0
     status: str = "complete"
@@ -92,6 +93,8 @@ class PhaseState:
                 self.ops += p["ops"]
                 self.issued += p["ops"] + p["timeouts"] + sum(p["errors"].values())
                 self.failed_ops += p["timeouts"] + sum(p["errors"].values())
+                if spec.churn_writers and kind in ("write", "visibility"):
+                    self.off_schedule += p["ops"] + p["timeouts"] + sum(p["errors"].values())
                 self.sink(Interval(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, worker=wid,
                                    **host, kind=kind, **p))
         elif msg in ("ready", "done", "measured"):
@@ -250,7 +253,7 @@ def _verdict(state: PhaseState) -> PhaseResult:
     if STOP.is_set():
         state.status, state.reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
     scheduled = spec.scheduled_ops() if spec.mode == "open" and state.status != "failed" else None
-    dropped = max(0, scheduled - state.issued) if scheduled is not None else 0
+    dropped = max(0, scheduled - state.issued + state.off_schedule) if scheduled is not None else 0
     result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops,
                          state.stopped_workers, state.hung_workers)
     state.sink(PhaseEnd(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, status=state.status,

@@ -45,6 +45,8 @@ class PhaseSpec:
     consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
     input_offset: int = 0  # closed loop: the first input this phase measures (each round takes its own slice)
     attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (orchestrate._judge_disturbance)
+    churn_rate: float = 0.0  # churn: structural changes/s over the writer workers (the stages are the checks')
+    churn_writers: int = 0  # churn: the last this many workers write; the others read
 
     @property
     def phase_id(self) -> str:
@@ -52,6 +54,9 @@ class PhaseSpec:
             f"open{self.concurrency}@{self.stages[-1][0]:g}" if self.stages else f"open{self.concurrency}"
         mode = f"@{self.consistency}" if self.consistency else ""
         again = f"/a{self.attempt}" if self.attempt else ""
+        if self.churn_writers:
+            return (f"{self.backend}/{self.scenario}{mode}/open{self.concurrency}@{self.stages[0][0]:g}"
+                    f"+churn{self.churn_rate:g}/r{self.repeat}{again}")
         return f"{self.backend}/{self.scenario}{mode}/{load}/r{self.repeat}{again}"
 
     def scheduled_ops(self) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.scenarios.inflight import Pipeline, run_pipelined
+from authzbench.scenarios.inflight import CHURN_IN_FLIGHT, Pipeline, churn_writer, run_pipelined
 from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
 from authzbench.scenarios.timing import OpCounters, timed
 from authzbench.scenarios.writes import mixed_write, run_write_op
@@ -223,6 +223,12 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
     if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
         time.sleep(t0 - time.perf_counter())
     last_start = budget_end(spec, t0)
+    if spec.churn_writers:  # a churn step: the last churn_writers workers write, the others read
+        n = spec.concurrency - spec.churn_writers
+        if wid >= n:
+            return _churn_writes(backend, [i[1] for i in inputs if i[0] == "structural"], spec, (wid - n, t0),
+                                 (stop, out, state["progress"]))
+        inputs = [i for i in inputs if i[0] != "structural"]
     if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (scenarios/inflight.py)
         return _measure_writes(backend, inputs, spec, (wid, n), lambda: stop.is_set() or
                                time.perf_counter() >= last_start, (out, state["progress"]))
@@ -262,6 +268,18 @@ def _measure_writes(backend, inputs: list, spec: PhaseSpec, slot: tuple[int, int
     rec = _WriteRecorder({}, spec.max_examples, progress)
     pipe = Pipeline(backend, rec, spec.visibility_bound_s, tick=_flusher(out, wid, rec.kinds, spec.interval_s))
     run_pipelined(pipe, ops, stop_at)
+    out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
+
+
+def _churn_writes(backend, ops: list, spec: PhaseSpec, at: tuple[int, float], channel: tuple[Any, Any, list[int]]
+                  ) -> None:
+    """A churn step's writer (inflight.churn_writer); the counters shipped every interval_s and at the end."""
+    (widx, t0), (stop, out, progress) = at, channel
+    wid = spec.concurrency - spec.churn_writers + widx
+    rec = _WriteRecorder({}, spec.max_examples, progress)
+    pipe = Pipeline(backend, rec, spec.visibility_bound_s, CHURN_IN_FLIGHT,
+                    tick=_flusher(out, wid, rec.kinds, spec.interval_s))
+    churn_writer(pipe, ops[widx::spec.churn_writers], spec, widx, t0, stop)
     out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
 
 

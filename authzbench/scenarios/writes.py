@@ -112,6 +112,54 @@ def sample_write_ops(ds: Dataset, kind: str, n: int, offset: int = 0) -> list[Wr
     return _independent([_verified(op, ev) for op in ops], ev)
 
 
+# Scratch-id offsets of a churn step's kinds (sample_churn_ops): each kind is sampled on its own, so their ids
+# are kept apart, below WARMUP_OFFSET.
+CHURN_OFFSETS = {"membership": 0, "revoke": 100_000, "hierarchy": 200_000}
+
+
+def sample_churn_ops(ds: Dataset, mix: tuple[tuple[str, float], ...], n: int) -> list[WriteOp]:
+    """About n ops drawn by `mix` (kind, share), in a seeded order, those that would change another's answers
+    left out (keep_independent): kinds are sampled apart, so a hierarchy op's big group may be a membership
+    op's group."""
+    kinds, shares = zip(*mix, strict=True)
+    counts = {k: max(1, round(n * w / sum(shares))) for k, w in mix}
+    pools = {k: sample_write_ops(ds, k, counts[k], offset=CHURN_OFFSETS[k]) for k in kinds}
+    kept = set(map(id, keep_independent([op for k in kinds for op in pools[k]], SimpleEvaluator.from_dataset(ds))))
+    rng = np.random.default_rng(zlib.crc32(b"churn"))
+    order = [k for k in kinds for _ in range(counts[k])]
+    rng.shuffle(order)
+    nxt = dict.fromkeys(kinds, 0)
+    ops = []
+    for k in order:
+        op, nxt[k] = pools[k][nxt[k]], nxt[k] + 1
+        if id(op) in kept:
+            ops.append(op)
+    return ops
+
+
+def keep_independent(ops: list[WriteOp], ev: SimpleEvaluator) -> list[WriteOp]:
+    """The ops that answer as alone while every op is applied. The model only grants, so an op's answers with
+    a subset of the others applied lie between alone and all: leaving some out keeps the rest independent."""
+    extra = {rel for op in ops for rel in (*op.setup, op.change) if not ev.has(*rel)}
+    for rel in extra:
+        ev.add(*rel)
+    try:
+        out = []
+        for op in ops:
+            with_change = (ev.check(*op.probe), ev.check(*op.control))
+            ev.remove(*op.change)
+            without = (ev.check(*op.probe), ev.check(*op.control))
+            ev.add(*op.change)
+            present, absent = ((op.control_base, op.control_applied) if op.revoke_first
+                               else (op.control_applied, op.control_base))
+            if with_change == (True, present) and without == (False, absent):
+                out.append(op)
+    finally:
+        for rel in extra:
+            ev.remove(*rel)
+    return out
+
+
 def _hierarchy_targets(ev: SimpleEvaluator, reach: dict[int, list[int]], members: dict[int, int],
                        rng: np.random.Generator, n: int) -> tuple[list[int], list[int]]:
     """Parents (hot first) and the big real groups hung below the ops' scratch groups, chosen so that no

@@ -391,4 +391,4 @@ def test_a_write_phase_without_lag_is_ended_by_its_op_cap_not_its_probes(tiny):
     timed, none held back by the pipeline."""
     res, k = _window_run(tiny, "revoke_then_check", lag_s=0.0)
     assert res.status == "complete" and k["write"]["ops"] == 200 == k["write"]["extra"]["revocations"]
-    assert k["write"]["extra"].get("stale_allows", 0) == 0
+    assert k["write"]["extra"].get("stale_allows", 0) == 0 == k["write"]["extra"].get("stale_reads", 0)
