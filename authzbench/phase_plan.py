@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from authzbench.config import Churn, MixedLoad, Schedule
 from authzbench.dataset import Dataset
-from authzbench.scenarios.catalog import SCRATCH_WRITES, scenario
+from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
 
@@ -17,6 +17,10 @@ from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
 # never waits on its own worker's previous one (the SLO is 25 ms): what queues is the server. 8 is also the
 # closed-loop sweep's middle worker count, whose check figures the step's are set beside.
 CHURN_READERS = 8
+# revoke_then_check's concurrent writers: the shape in which tools/newenemy_repro.py sees stale allows.
+REVOKE_SCENARIO, REVOKE_WRITERS = "revoke_then_check", 8
+# The check each engine's consistency modes are compared on (its 1-worker latency per mode).
+MODE_CHECK = "check_view_via_group_member"
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,39 @@ def _consistency_specs(sched: Schedule, modes: tuple[str, ...], chosen: str, ite
     """A write scenario once more per other read consistency mode of the backend (SpiceDB: stale allows under
     minimize_latency vs at_least_as_fresh with the write's ZedToken), at the first concurrency level. Capped
     at 20 ops: under a quantized snapshot each write takes up to the quantization window (5 s) to show.
-    `chosen`: the --consistency the run reads with ('' for the backend's first mode)."""
+    `chosen`: the --consistency the run reads with ('' for the backend's first mode).
+
+    revoke_then_check instead runs at REVOKE_WRITERS in every mode (the run's own too, named), in addition to
+    its 1-writer phase: stale allows show with concurrent writers (tools/newenemy_repro.py), not with one."""
     chosen = chosen or (modes[0] if modes else "")
+    if common["scenario"] == REVOKE_SCENARIO:
+        return [PhaseSpec(mode="closed", concurrency=REVOKE_WRITERS, iterations=iters, consistency=m, **common)
+                for m in modes or ("",)]
     return [PhaseSpec(mode="closed", concurrency=sched.write_concurrency[0], iterations=min(iters, 20),
                       consistency=m, **common) for m in modes if m != chosen]
+
+
+def _mode_check_specs(sc: Scenario, modes: tuple[str, ...], chosen: str, common: dict) -> list[PhaseSpec]:
+    """The via-group check at 1 worker in each other consistency mode of the engine: latency against the
+    staleness each mode allows, on the same machine in the same hour. Bounded like a whole read phase (one
+    round's budget is the scenario's budget split over the rounds: here the budget is whole, in round 0)."""
+    chosen = chosen or (modes[0] if modes else "")
+    common = {**common, "budget_s": sc.budget_s, "min_ops": sc.min_ops}
+    return [PhaseSpec(mode="closed", concurrency=1, iterations=sc.iterations, consistency=m, **common)
+            for m in modes if m != chosen]
+
+
+def _mode_specs(sched: Schedule, sc: Scenario, backend: BackendTraits, iters: int, common: dict,
+                rnd: int) -> list[tuple[PhaseSpec, str]]:
+    """The phases a scenario adds for the backend's read consistency modes."""
+    modes, chosen = backend.consistency_modes, backend.consistency
+    if sc.op == "write":
+        specs = _consistency_specs(sched, modes, chosen, iters, common)
+    elif sc.name == MODE_CHECK and rnd % sched.rounds == 0:
+        specs = _mode_check_specs(sc, modes, chosen, common)
+    else:
+        specs = []
+    return [(spec, sc.name) for spec in specs]
 
 
 def _churn_specs(churn: Churn, common: dict) -> list[PhaseSpec]:
@@ -110,9 +143,7 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
                 continue  # catalog.HEAVY_LOOKUP_WORKERS
             specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
                                     input_offset=(rnd % sched.rounds) * iters, **common), sname))
-        if sc.op == "write":
-            specs += [(spec, sname) for spec in _consistency_specs(sched, backend.consistency_modes,
-                                                                   backend.consistency, iters, common)]
+        specs += _mode_specs(sched, sc, backend, iters, common, rnd)
     return specs
 
 

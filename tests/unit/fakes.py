@@ -193,3 +193,40 @@ class DyingBackend(ReferenceBackend):
 
     def check(self, user: int, perm: str, resource: int) -> bool:
         os._exit(3)
+
+
+@dataclass(frozen=True)
+class ChurnSlowOptions(ReferenceOptions):
+    ms_per_write_per_s: float = 0.2  # a real user's check costs this much per write of the last second
+
+
+class ChurnSlowBackend(ReferenceBackend):
+    """Its checks of real users slow with the write rate of the last second, over every worker of the process
+    (threads), as a closure store's reads slow while its rows are rewritten. The scratch users' probes do not,
+    so a step fails on its reads."""
+
+    name = "churn-slow"
+    Options = ChurnSlowOptions
+    writes: list[float] = []  # noqa: RUF012 - shared on purpose: the write rate is the whole process's
+    lock = threading.Lock()
+
+    def _wrote(self) -> None:
+        with self.lock:
+            self.writes.append(time.perf_counter())
+
+    def write(self, rel) -> None:
+        self._wrote()
+        super().write(rel)
+
+    def delete(self, rel) -> None:
+        self._wrote()
+        super().delete(rel)
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        if user < self.oracle.n_users:
+            since = time.perf_counter() - 1.0
+            with self.lock:
+                self.writes[:] = [t for t in self.writes if t >= since]
+                rate = len(self.writes)
+            time.sleep(rate * self.options.ms_per_write_per_s / 1000)
+        return super().check(user, perm, resource)

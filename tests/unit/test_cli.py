@@ -31,6 +31,10 @@ def authzbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
     (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s=slow"],
      "option delay_s='slow': expected float"),
     (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s"], "expected KEY=VALUE"),
+    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "10,1"], "--churn-rates must ascend"),
+    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "1,1"], "--churn-rates: 1"),
+    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-writers", "0"], "--churn-writers"),
+    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-step", "-1"], "--churn-step"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     r = authzbench(*args, cwd=tmp_path)

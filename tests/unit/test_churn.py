@@ -1,0 +1,142 @@
+"""The churn sweep's measurement against fakes: a step's intervals carry the data contract the report reads,
+revocations a backend ignores are counted as stale allows, and the sweep stops at the first step whose reads
+leave the SLO, the higher ones skipped with that reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from authzbench.config import BenchConfig, Churn
+from authzbench.errors import UserError
+from authzbench.orchestrate import ChurnSweep
+from authzbench.phase_plan import CHURN_READERS, _churn_specs
+from authzbench.records import as_dict
+from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.churn import Step, step_of
+from authzbench.scenarios.inflight import CHURN_EXTRAS
+from authzbench.scenarios.runner import BackendFactory, run_phase
+from authzbench.social_oracle import oracle_for
+
+COMMON = dict(backend="fake", scenario="churn", warmup=10, timeout_s=60.0, max_seconds=120.0, repeat=0)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from authzbench.generator import generate
+
+    return generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def inputs(tiny):
+    return SCENARIOS["churn"].sampler(tiny, oracle_for(tiny), 200)
+
+
+def _step(ds, inputs, spec, cls: str = "tests.unit.fakes:ChurnSlowBackend", **opts) -> tuple[object, list[dict]]:
+    factory = BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
+    recs: list[dict] = []
+    res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread")
+    return res, recs
+
+
+def _specs(rates: list[float], **kw):
+    return _churn_specs(Churn(rates=rates, read_rate=40.0, step_s=2.0, **kw), COMMON)
+
+
+def _writes(recs: list[dict]) -> dict:
+    out: dict = {"ops": 0, "late": 0, "errors": {}}
+    for r in recs:
+        if r["type"] == "interval" and r["kind"] == "write":
+            out["ops"] += r["ops"]
+            out["late"] += r["late"]
+            for k, v in (r["extra"] or {}).items():
+                out[k] = out.get(k, 0) + v
+            for k, v in r["errors"].items():
+                out["errors"][k] = out["errors"].get(k, 0) + v
+    return out
+
+
+def test_a_churn_step_carries_the_contracts_phase_id_kinds_and_extras(tiny, inputs):
+    spec = _specs([10.0])[0]
+    assert spec.phase_id == f"fake/churn/open{CHURN_READERS + 2}@40+churn10/r0"
+    res, recs = _step(tiny, inputs, spec, "authzbench.backends.reference:ReferenceBackend")
+    start = next(r for r in recs if r["type"] == "phase_start")
+    assert (start["churn_rate"], start["churn_writers"], start["mode"]) == (10.0, 2, "open")
+    assert start["stages"] == [[40.0, 2.0]] or start["stages"] == [(40.0, 2.0)]
+    kinds = {r["kind"] for r in recs if r["type"] == "interval"}
+    assert kinds == {"check", "write", "visibility"}
+    w = _writes(recs)
+    assert set(CHURN_EXTRAS) <= set(w) and w["scheduled"] == 20 and w["unissued"] == 0
+    assert w["ops"] == 20 and 0 < w["revocations"] < 20  # one op a change; grants' revocations and revoke ops'
+    assert w["stale_allows"] == 0 == w["stale_reads"] and w["errors"] == {}
+    assert res.status == "complete" and res.dropped == 0  # the changes and probes are not the checks' schedule
+    step = step_of([r for r in recs if r["type"] == "interval"])
+    assert step.scheduled == 20 and step.late == 0 and step.read_p95_ms is not None
+
+
+def test_revocations_a_backend_ignores_are_counted_as_stale_allows_in_a_churn_step(tiny, inputs):
+    spec = _specs([10.0])[0]
+    spec.visibility_bound_s = 0.3  # a revocation never shows: bounded, then NeverVisible
+    _, recs = _step(tiny, inputs, spec, "tests.unit.fakes:IgnoresRevocationBackend")
+    w = _writes(recs)
+    assert w["revocations"] > 0 and w["stale_allows"] == w["revocations"]
+    assert w["errors"]["NeverVisible"] == w["revocations"]
+
+
+@pytest.mark.slow
+def test_the_sweep_stops_at_the_first_step_whose_reads_slow_past_the_slo_with_the_write_rate(tiny, inputs):
+    """Checks cost 0.2 ms per write of the last second: ~1 ms at 2 changes/s, ~8 ms at 20/s, ~80 ms at 200/s
+    (each change is one write, an op's setup a few more)."""
+    sweep, ran, skipped = ChurnSweep(slo_ms=25.0, freshness_s=10.0), [], []
+    for spec in _specs([2.0, 20.0, 200.0, 400.0]):
+        if why := sweep.stopped(spec):
+            skipped.append((spec.churn_rate, why))
+            continue
+        tap = sweep.tap(spec)
+        _, recs = _step(tiny, inputs, spec)
+        tap += [r for r in recs if r["type"] == "interval"]
+        ran.append(spec.churn_rate)
+        sweep.judge(tap)
+    assert ran == [2.0, 20.0, 200.0]
+    assert skipped == [(400.0, sweep.reason)] and "over the 25 ms SLO" in sweep.reason
+
+
+def test_a_step_is_computed_from_its_intervals_late_and_unissued_changes_together():
+    from authzbench.metrics import encode, new_histogram
+
+    def hist(*us: int) -> str:
+        h = new_histogram()
+        for v in us:
+            h.record_value(v)
+        return encode(h)
+
+    base = dict(errors={}, timeouts=0, late=0, extra={})
+    ivs = [dict(base, kind="check", hist=hist(*[1000] * 19, 40_000), ops=20, errors={"Boom": 1}),
+           dict(base, kind="write", hist=hist(500), ops=1, late=2, extra={"scheduled": 10, "unissued": 1},
+                errors={"NeverVisible": 1, "OSError": 2}),
+           dict(base, kind="visibility", hist=hist(2_000_000), ops=1)]
+    step = step_of(ivs)
+    assert step == Step(read_p95_ms=pytest.approx(1.0, rel=0.01), scheduled=10, late=3, never_visible=1,
+                        lag_p95_s=pytest.approx(2.0, rel=0.01), read_errors=1, write_errors=2)
+
+
+def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_the_manifest(tiny):
+    from authzbench.config import MixedLoad, Schedule
+    from authzbench.phase_plan import BackendTraits, phase_specs
+
+    sched = Schedule(scenarios=["churn"], rounds=2, visits=2)
+    specs = phase_specs(sched, MixedLoad(), BackendTraits("postgres"), tiny, Churn(rates=[1.0, 10.0]))
+    assert [(s.churn_rate, s.repeat, s.concurrency, s.churn_writers) for s, _ in specs] == \
+        [(1.0, 0, CHURN_READERS + 2, 2), (10.0, 0, CHURN_READERS + 2, 2)]
+    cfg = BenchConfig.of(churn={"rates": [1.0, 5.0], "read_rate": 50.0, "step_s": 3.0, "writers": 1,
+                                "freshness_s": 5.0})
+    assert cfg.to_manifest()["churn"] == {"rates": [1.0, 5.0], "read_rate": 50.0, "step_s": 3.0, "writers": 1,
+                                          "freshness_s": 5.0}
+
+
+@pytest.mark.parametrize("bad, message", [(dict(rates=[10.0, 1.0]), "ascend"), (dict(rates=[]), "--churn-rates"),
+                                          (dict(writers=0), "--churn-writers"), (dict(step_s=0.0), "--churn-step"),
+                                          (dict(read_rate=float("inf")), "--churn-read-rate")])
+def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
+    with pytest.raises(UserError, match=message):
+        Churn(**bad).validate()

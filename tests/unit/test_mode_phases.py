@@ -1,0 +1,47 @@
+"""The phases an engine's read consistency modes add (issue 53): revoke_then_check at 8 concurrent writers in
+every mode, the via-group check at 1 worker in each mode the run does not read with."""
+
+from __future__ import annotations
+
+import pytest
+
+from authzbench.config import MixedLoad, Schedule
+from authzbench.phase_plan import REVOKE_WRITERS, BackendTraits, phase_specs
+
+SPICEDB = ("minimize_latency", "at_least_as_fresh", "fully_consistent")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from authzbench.generator import generate
+
+    return generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
+
+
+def _plan(ds, scenarios: list[str], modes: tuple[str, ...], chosen: str = ""):
+    sched = Schedule(scenarios=scenarios, rounds=2, visits=2)
+    return [s for s, _ in phase_specs(sched, MixedLoad(), BackendTraits("engine", "process", modes, chosen), ds)]
+
+
+def test_revoke_then_check_runs_at_8_writers_in_every_mode_beside_its_1_writer_phase(tiny):
+    specs = _plan(tiny, ["revoke_then_check"], SPICEDB)
+    assert sorted((s.concurrency, s.consistency) for s in specs) == \
+        sorted([(1, ""), *((REVOKE_WRITERS, m) for m in SPICEDB)])
+    assert all(s.repeat == 0 and s.iterations == 200 for s in specs)  # whole, in the first round
+    assert "revoke_then_check@fully_consistent/c8/r0" in {s.phase_id.split("/", 1)[1] for s in specs}
+
+
+def test_a_backend_without_modes_runs_revoke_then_check_at_8_writers_once(tiny):
+    assert sorted((s.concurrency, s.consistency) for s in _plan(tiny, ["revoke_then_check"], ())) == \
+        [(1, ""), (REVOKE_WRITERS, "")]
+
+
+def test_the_via_group_check_runs_at_1_worker_in_each_other_mode_bounded_like_a_read_phase(tiny):
+    specs = _plan(tiny, ["check_view_via_group_member"], SPICEDB, chosen="minimize_latency")
+    per_mode = [s for s in specs if s.consistency]
+    assert sorted(s.consistency for s in per_mode) == ["at_least_as_fresh", "fully_consistent"]
+    assert all(s.concurrency == 1 and s.budget_s == 4.0 and s.min_ops == 20 and s.repeat == 0 for s in per_mode)
+    assert {s.phase_id for s in per_mode} == {"engine/check_view_via_group_member@at_least_as_fresh/c1/r0",
+                                              "engine/check_view_via_group_member@fully_consistent/c1/r0"}
+    # the run's own mode keeps its rounds: half the budget each
+    assert {(s.concurrency, s.budget_s) for s in specs if not s.consistency} == {(1, 2.0), (8, 2.0), (32, 2.0)}
