@@ -29,10 +29,10 @@ from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progre
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
-from authzbench.restore import HEAVY_LOOKUP, heavy_restore, verify_restored
+from authzbench.restore import HEAVY_LOOKUP, heavy_restore, touched_ops, verify_restored
 from authzbench.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.catalog import scenario
-from authzbench.scenarios.churn import step_of, why_not_held
+from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
 from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.servers import Session, monitor_for, pin_cores, running_pids
@@ -294,32 +294,6 @@ def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | No
         progress.finished(spec.backend, spec)
 
 
-# The check SLO a churn step is judged by when the run gave none (the CLI's --slo-check-p95 default).
-SLO_CHECK_P95_MS = 25.0
-
-
-@dataclass
-class ChurnSweep:
-    """One backend's churn sweep: its steps run in ascending rate until one does not hold
-    (scenarios/churn.py why_not_held, on the step's own intervals); the higher steps are skipped with that
-    reason: no higher rate can hold better."""
-
-    slo_ms: float
-    freshness_s: float
-    reason: str = ""
-
-    def stopped(self, spec: PhaseSpec) -> str:
-        return self.reason if spec.churn_writers else ""
-
-    def tap(self, spec: PhaseSpec) -> list[dict] | None:
-        """Where a churn step's interval records are collected (None: not a churn step)."""
-        return [] if spec.churn_writers else None
-
-    def judge(self, tap: list[dict] | None) -> None:
-        if tap is not None and not self.reason:
-            self.reason = why_not_held(step_of(tap), self.slo_ms, self.freshness_s)
-
-
 def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
     """How this phase's restore check covers the heaviest user: only after the backend's last writing phase,
     by lookup unless the run measured that lookup too slow (restore.heavy_restore)."""
@@ -338,6 +312,8 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
     name, sc = sess.name, scenario(spec.scenario)
     cls = backend_class(name)
     say(f"{name}: {spec.phase_id}")
+    if tap is None and sc.op == "write":
+        tap = []  # which ops the workers started: the restore check repairs those (restore.touched_ops)
     sink = _phase_sink(store, tap)
     mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
         rec.Monitor(backend=name, phase=pid, **s)), others).gated()
@@ -352,8 +328,7 @@ def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStor
         check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
         with timed_step(store, name, f"restore check after {spec.phase_id}"):
             verify_restored(sess, ds, oracle, store, spec.phase_id,
-                            write_ops=[o for inp in inputs if inp[0] == "structural" for o in inp[1:] if o]
-                            if sc.op != "mixed" else None,
+                            write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
                             clean_all=res.stopped_workers > 0, heavy=heavy_restore,
                             sample=restore_check or not clean)
     check_stop()

@@ -194,6 +194,11 @@ def visit_of(sched: Schedule, rnd: int) -> int:
     return rnd % sched.visits
 
 
+# A 1-writer write phase whose window ran past this many times its budget had ops that outlast it (FerretDB:
+# 39-63 s a phase for a 6 s budget in 20261128-160246; the next slowest, Cassandra's hierarchy, 18 s).
+SLOW_WRITES = 4.0
+
+
 @dataclass
 class Pace:
     """Seconds per op of each closed-loop read scenario at each worker count, from the phases run so far: a
@@ -203,11 +208,14 @@ class Pace:
 
     cores: int  # the server's cores: up to this many workers can run side by side without queueing
     seen: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
+    slow_writes: dict[tuple[str, str], float] = field(default_factory=dict)  # write phases far past their budget
 
     READS = ("check", "lookup")  # writes and mixed phases are never skipped: an op past its bound is honest work
 
     def note(self, spec: PhaseSpec, op: str, ops: int, wall_s: float) -> None:
         """A finished phase: its mean op time (Little's law on the closed loop: window x workers / ops)."""
+        if op == "write" and spec.concurrency == 1 and spec.budget_s and wall_s > SLOW_WRITES * spec.budget_s:
+            self.slow_writes[(spec.backend, spec.scenario)] = wall_s
         if op not in self.READS or spec.mode != "closed" or spec.write_share or spec.consistency or wall_s <= 0:
             return
         if ops:
@@ -227,6 +235,8 @@ class Pace:
         """Why every op of this phase would outlast its timeout, or '' to run it. Predicted from a lower worker
         count's op time, assuming the extra workers share the server's cores: c workers on `cores` cores make
         each op at least c / max(lower, cores) times slower (1 -> 8 workers on 2 cores: 4x)."""
+        if op == "write":
+            return self._queued_writers(spec)
         if op not in self.READS:
             return ""
         if why := self._bounded_by_ops(spec):
@@ -240,6 +250,16 @@ class Pace:
                         f"an op at {lower} worker{'s' if lower > 1 else ''}, x {spec.concurrency} / "
                         f"{max(lower, self.cores)} on {self.cores} cores")
         return ""
+
+    def _queued_writers(self, spec: PhaseSpec) -> str:
+        """A write scenario at several writers whose 1-writer phase ran far past its budget: its ops outlast the
+        budget alone, and concurrent writers queue behind the same writes (FerretDB's group lock): 8 writers
+        arming revoke ops of 10-23 s each would take minutes for a figure of a few ops."""
+        wall = self.slow_writes.get((spec.backend, spec.scenario))
+        if spec.concurrency == 1 or wall is None:
+            return ""
+        return (f"at 1 writer the phase took {wall:.0f} s for its {spec.budget_s:g} s budget (its ops outlast "
+                f"it); {spec.concurrency} writers would queue behind the same slow writes")
 
     def _bounded_by_ops(self, spec: PhaseSpec) -> str:
         """A later round of a phase whose every op outlasted the budget's longest stretch in an earlier round:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 # Changes per second, one step each. A step of CHURN_STEP_S at 0.1/s would hold no change, so the sweep starts
 # at 1/s; x10 a step spans a group-sync job (1/s) to an identity provider's bulk import (100/s).
@@ -84,3 +85,29 @@ def step_of(intervals: Iterable[dict]) -> Step:
             sums["write_errors"] += iv["timeouts"] + sum(n for e, n in errors.items() if e != "NeverVisible")
     read, lag = (summarize(merge(hists[k])) if hists[k] else None for k in ("check", "visibility"))
     return Step(read_p95_ms=read.p95_ms if read else None, lag_p95_s=lag.p95_ms / 1000 if lag else None, **sums)
+
+
+# The check SLO a churn step is judged by when the run gave none (the CLI's --slo-check-p95 default).
+SLO_CHECK_P95_MS = 25.0
+
+
+@dataclass
+class ChurnSweep:
+    """One backend's churn sweep (orchestrate._bench_backend): its steps (scenarios/spec.PhaseSpec) run in
+    ascending rate until one does not hold (why_not_held on the step's own intervals); the higher steps are
+    skipped with that reason: no higher rate can hold better."""
+
+    slo_ms: float
+    freshness_s: float
+    reason: str = ""
+
+    def stopped(self, spec: Any) -> str:
+        return self.reason if spec.churn_writers else ""
+
+    def tap(self, spec: Any) -> list[dict] | None:
+        """Where a churn step's interval records are collected (None: not a churn step)."""
+        return [] if spec.churn_writers else None
+
+    def judge(self, tap: list[dict] | None) -> None:
+        if tap is not None and not self.reason:
+            self.reason = why_not_held(step_of(tap), self.slo_ms, self.freshness_s)

@@ -8,11 +8,10 @@ import pytest
 
 from authzbench.config import BenchConfig, Churn
 from authzbench.errors import UserError
-from authzbench.orchestrate import ChurnSweep
 from authzbench.phase_plan import CHURN_READERS, _churn_specs
 from authzbench.records import as_dict
 from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.churn import Step, step_of
+from authzbench.scenarios.churn import ChurnSweep, Step, step_of
 from authzbench.scenarios.inflight import CHURN_EXTRAS
 from authzbench.scenarios.runner import BackendFactory, run_phase
 from authzbench.social_oracle import oracle_for
@@ -140,3 +139,41 @@ def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_th
 def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
     with pytest.raises(UserError, match=message):
         Churn(**bad).validate()
+
+
+def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(tmp_path, monkeypatch):
+    """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first step."""
+    from authzbench import orchestrate
+    from authzbench.results import RunStore
+
+    monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
+    restored: list[tuple[str, int]] = []
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, write_ops=None, **k:
+                        restored.append((pid, len(write_ops or []))))
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["churn"],
+                         concurrency=[1], rounds=1, visits=1, data_dir=tmp_path / "data",
+                         slo={"check_p95_ms": 1e-6},
+                         churn={"rates": [1.0, 2.0, 4.0], "read_rate": 20.0, "step_s": 1.0, "writers": 1,
+                                "freshness_s": 10.0})
+    store = RunStore.create(tmp_path / "results")
+    assert orchestrate.bench(cfg, store) == []
+    recs = list(store.records())
+    ran = [r["phase"] for r in recs if r["type"] == "phase_end"]
+    skipped = [(r["phase"], r["reason"]) for r in recs if r["type"] == "phase_skipped"]
+    assert ran == ["reference/churn/open9@20+churn1/r0"]
+    assert [p for p, _ in skipped] == ["reference/churn/open9@20+churn2/r0", "reference/churn/open9@20+churn4/r0"]
+    assert all("over the 1e-06 ms SLO" in why for _, why in skipped)
+    assert store.manifest()["config"]["churn"]["rates"] == [1.0, 2.0, 4.0]
+    assert restored == [(ran[0], 0)]  # ended cleanly: its writers cleaned up what they held
+
+
+def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_their_warm_up_ops():
+    from authzbench.restore import touched_ops
+    from authzbench.scenarios.spec import PhaseSpec
+
+    inputs = [("structural", f"op{k}", f"warm{k}") for k in range(20)]
+    spec = PhaseSpec("b", "write_acl", concurrency=2, iterations=20, warmup=2)
+    ivs = [{"kind": "write", "worker": 0, "extra": {"started": 2}}, {"kind": "write", "worker": 1, "extra": {}},
+           {"kind": "write", "worker": 1, "extra": {"started": 1}}, {"kind": "visibility", "worker": 0, "extra": {}}]
+    assert touched_ops(spec, inputs, ivs, clean=True) == ["op0", "op1", "op2", "warm0", "warm1"]
+    assert len(touched_ops(spec, inputs, ivs, clean=False)) == 40  # a worker stopped: every op and warm-up op

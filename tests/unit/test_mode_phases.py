@@ -45,3 +45,18 @@ def test_the_via_group_check_runs_at_1_worker_in_each_other_mode_bounded_like_a_
                                               "engine/check_view_via_group_member@fully_consistent/c1/r0"}
     # the run's own mode keeps its rounds: half the budget each
     assert {(s.concurrency, s.budget_s) for s in specs if not s.consistency} == {(1, 2.0), (8, 2.0), (32, 2.0)}
+
+
+def test_revoke_then_check_at_8_writers_is_skipped_where_its_1_writer_phase_ran_far_past_its_budget():
+    from authzbench.phase_plan import Pace
+    from authzbench.scenarios.spec import PhaseSpec
+
+    pace = Pace(cores=2)
+    one = PhaseSpec("mongo", "revoke_then_check", concurrency=1, budget_s=6.0)
+    eight = PhaseSpec("mongo", "revoke_then_check", concurrency=REVOKE_WRITERS, budget_s=6.0, consistency="")
+    assert pace.too_slow(eight, "write") == ""
+    pace.note(one, "write", ops=2, wall_s=38.9)  # FerretDB's in 20261128-160246
+    assert "queue behind" in pace.too_slow(eight, "write")
+    fast = Pace(cores=2)
+    fast.note(one, "write", ops=400, wall_s=8.8)  # a 5 s window's drain past a 6 s budget: not slow writes
+    assert fast.too_slow(eight, "write") == ""
