@@ -157,8 +157,8 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     restored = [r for r in store.records() if r["type"] == "restored"]
-    assert len(restored) == 1 and "error" not in restored[0], restored
-    assert restored[0]["scratch_checked"] > 0 and restored[0]["scratch_left"] == 0
+    assert [r["phase"] for r in restored] == ["reference/revoke_then_check/c1/r0", "reference/revoke_then_check/c8/r0"]
+    assert all("error" not in r and r["scratch_checked"] > 0 and r["scratch_left"] == 0 for r in restored), restored
 
 
 def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_writers_lock(tiny):
