@@ -192,7 +192,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     """The options only `bench` has: scenarios, load shape, SLOs, sweep, results, load hosts."""
     p.add_argument("--scenario", action="append", type=_csv(_name), help="scenario(s) to run, repeatable or "
                    "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
-                   "write_membership, write_hierarchy, revoke_then_check)")
+                   "write_membership, write_hierarchy, revoke_then_check, and the churn sweep)")
     p.add_argument("--concurrency", type=_csv_ints, default=None,
                    help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open loop "
                         "runs at the highest count)")

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from authzbench.scenarios.timing import timed
 from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
 
-# At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization) a change
-# shows 0-5 s after its write, 2.5 s on average, so an op (grant + revocation) holds its place ~5 s: 16 places
-# start ~3 ops/s, ~36 timed writes in a 6 s budget where one op at a time made 2-4. A round of 16 probes at the
-# engines' 1-2 ms check keeps the lag's resolution near 30 ms, under 1% of such a window.
-MAX_IN_FLIGHT = 16
+# At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
+# cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
+# place ~5-10 s (a revoke op: its grant shown, then its revocation). revoke_then_check's one writer thus starts
+# about one place's worth of ops in its 6 s budget: 32 places give 32 timed revocations (>= 20 for a p95), 16
+# gave 16. A round of 32 probes at the engines' 1-2 ms check keeps the lag's resolution near 30-60 ms, ~1% of
+# such a window.
+MAX_IN_FLIGHT = 32
 # A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window, ~r/2 x 5 / 1.8 ops
 # (1.8 changes an op in the mix) are in flight each, 14 at 10/s. 64 covers that with room; at 100/s (~140 needed)
 # the writer falls behind on such an engine, and a round of 64 probes is the lag's resolution (~0.1 s).
