@@ -106,7 +106,10 @@ class Pipeline:
             return
         if asked.answer == want:
             self._drop(p)
-            self._seen(p, asked.sent_ns)
+            try:
+                self._seen(p, asked.sent_ns)
+            except Exception as e:  # noqa: BLE001 - the control check failed: the op fails, counted
+                self._fail(p.op, e)
             return
         if p.stage != "arm":  # the answer of the state before the write: stale, not wrong
             self.rec.count("stale_reads")

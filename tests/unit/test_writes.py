@@ -393,3 +393,31 @@ def test_a_write_phase_without_lag_is_ended_by_its_op_cap_not_its_probes(tiny):
     res, k = _window_run(tiny, "revoke_then_check", lag_s=0.0)
     assert res.status == "complete" and k["write"]["ops"] == 200 == k["write"]["extra"]["revocations"]
     assert k["write"]["extra"].get("stale_allows", 0) == 0 == k["write"]["extra"].get("stale_reads", 0)
+
+
+def test_a_control_check_that_raises_fails_its_op_not_the_worker(tiny):
+    """Every op's control check raises: each op is counted as failed by the error's type, the phase runs on."""
+    from authzbench.scenarios.inflight import Pipeline, run_pipelined
+    from authzbench.scenarios.worker import _WriteRecorder
+
+    class ControlFails:
+        rows_touched, counts_rows = 0, False
+
+        def __init__(self, ops):
+            self.controls, self.edges = {op.control for op in ops}, set()
+
+        def write(self, rel):
+            self.edges.add(rel)
+
+        def delete(self, rel):
+            self.edges.discard(rel)
+
+        def check(self, u, perm, r):
+            if (u, perm, r) in self.controls:
+                raise ConnectionResetError("gone")
+            return any(rel.subject == u for rel in self.edges)
+
+    ops = sample_write_ops(tiny, "acl", 5)
+    rec = _WriteRecorder({}, 5)
+    run_pipelined(Pipeline(ControlFails(ops), rec, 0.3), ops, lambda: False)
+    assert rec.kinds["write"].errors == {"ConnectionResetError": 5} and rec.kinds["write"].ops == 5
