@@ -5,8 +5,8 @@ ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a pha
 Each timed change (a grant, or a revocation) is probed once right after its write returns, then once per
 round while it is pending; the rounds run between the worker's writes. The lag is the send time of the first
 probe that reflects the change minus the write's return, as before; its resolution is one probe round (one
-check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between), where one op at a time
-polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
+check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between; in a churn step at least
+CHURN_PROBE_GAP_S), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
 revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
 and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
 A change not seen within the bound is NeverVisible and its op is cleaned up (writes.clean_up)."""
@@ -28,9 +28,13 @@ from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
 # such a window.
 MAX_IN_FLIGHT = 32
 # A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window, ~r/2 x 5 / 1.8 ops
-# (1.8 changes an op in the mix) are in flight each, 14 at 10/s. 64 covers that with room; at 100/s (~140 needed)
-# the writer falls behind on such an engine, and a round of 64 probes is the lag's resolution (~0.1 s).
-CHURN_IN_FLIGHT = 64
+# (1.8 changes an op in the mix) are in flight each: 14 at 10/s, 140 at 100/s; 256 places hold them, so the
+# writers fall behind by the engine, not by the client's cap. Each pending change is probed every
+# CHURN_PROBE_GAP_S, not back to back: probes compete with the step's checks for the server, and at 10/s on a
+# 5 s window a writer's ~14-28 pending changes make ~56-112 probes/s beside 100 checks/s (back to back, one
+# worker probes ~500-1,000 times a second). The lag's resolution in a churn step is that gap, 5% of such a
+# window and 2.5% of the freshness bound.
+CHURN_IN_FLIGHT, CHURN_PROBE_GAP_S = 256, 0.25
 
 
 @dataclass
@@ -38,13 +42,16 @@ class _Pending:
     op: WriteOp
     stage: str  # "arm": a revoke op's untimed grant not yet seen | "grant" | "revoke": a timed change not yet seen
     t1: int  # perf_counter_ns when the change's write returned (arm: when the setup was written)
+    probed: int = 0  # perf_counter_ns of its last probe
 
 
 class Pipeline:
     """The ops in flight of one worker. `rec` is the worker's recorder (worker._WriteRecorder)."""
 
-    def __init__(self, backend, rec, bound_s: float, cap: int = MAX_IN_FLIGHT, tick=lambda: None) -> None:
+    def __init__(self, backend, rec, bound_s: float, cap: int = MAX_IN_FLIGHT, tick=lambda: None,
+                 probe_gap_s: float = 0.0) -> None:
         self.backend, self.rec, self.bound_ns, self.cap = backend, rec, int(bound_s * 1e9), cap
+        self.gap_ns = int(probe_gap_s * 1e9)  # a pending change is probed again no sooner than this
         self.tick = tick  # called between steps: the worker ships its interval counters when one is due
         self.pending: list[_Pending] = []
         self.ready: list[WriteOp] = []  # ops whose next change is a revocation that may be issued now
@@ -93,13 +100,16 @@ class Pipeline:
         return True
 
     def probe_round(self) -> None:
-        """One probe of every pending change (a change seen leaves the list)."""
+        """One probe of every pending change not probed within the gap (a change seen leaves the list)."""
+        now = time.perf_counter_ns()
         for p in list(self.pending):
-            self._probe(p, first=False)
+            if now - p.probed >= self.gap_ns:
+                self._probe(p, first=False)
 
     def _probe(self, p: _Pending, first: bool) -> None:
         want = p.stage != "revoke"
         asked = timed(lambda: bool(self.backend.check(*p.op.probe)))
+        p.probed = asked.sent_ns
         if asked.error is not None:
             self._drop(p)
             self._fail(p.op, asked.error)

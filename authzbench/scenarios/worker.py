@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.scenarios.inflight import CHURN_IN_FLIGHT, Pipeline, churn_writer, run_pipelined
+from authzbench.scenarios.inflight import (
+    CHURN_IN_FLIGHT,
+    CHURN_PROBE_GAP_S,
+    Pipeline,
+    churn_writer,
+    run_pipelined,
+)
 from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
 from authzbench.scenarios.timing import OpCounters, timed
 from authzbench.scenarios.writes import mixed_write, run_write_op
@@ -278,7 +284,7 @@ def _churn_writes(backend, ops: list, spec: PhaseSpec, at: tuple[int, float], ch
     wid = spec.concurrency - spec.churn_writers + widx
     rec = _WriteRecorder({}, spec.max_examples, progress)
     pipe = Pipeline(backend, rec, spec.visibility_bound_s, CHURN_IN_FLIGHT,
-                    tick=_flusher(out, wid, rec.kinds, spec.interval_s))
+                    tick=_flusher(out, wid, rec.kinds, spec.interval_s), probe_gap_s=CHURN_PROBE_GAP_S)
     churn_writer(pipe, ops[widx::spec.churn_writers], spec, widx, t0, stop)
     out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
 

@@ -178,3 +178,19 @@ def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_th
            {"kind": "write", "worker": 1, "extra": {"started": 1}}, {"kind": "visibility", "worker": 0, "extra": {}}]
     assert touched_ops(spec, inputs, ivs, clean=True) == ["op0", "op1", "op2", "warm0", "warm1"]
     assert len(touched_ops(spec, inputs, ivs, clean=False)) == 40  # a worker stopped: every op and warm-up op
+
+
+def test_a_churn_steps_changes_are_probed_a_gap_apart_so_the_probes_do_not_crowd_out_the_checks(tiny, inputs):
+    """A 1 s lag: each change is probed right after its write, then every CHURN_PROBE_GAP_S until it shows, so
+    ~1 / gap stale probes a change (back to back, a worker probed hundreds of times a second)."""
+    from authzbench.metrics import merge, summarize
+    from authzbench.scenarios.inflight import CHURN_PROBE_GAP_S
+
+    spec = _specs([10.0])[0]
+    _, recs = _step(tiny, inputs, spec, "tests.unit.fakes:LaggyBackend", lag_s=1.0)
+    w = _writes(recs)
+    lag = summarize(merge([r["hist"] for r in recs if r["type"] == "interval" and r["kind"] == "visibility"
+                           and r["ops"]]))
+    assert w["ops"] == 20 and w["late"] == 0 and w["unissued"] == 0
+    assert 1000 <= lag.p50_ms <= 1000 + 1000 * CHURN_PROBE_GAP_S + 100  # resolved to within the gap
+    assert w["stale_reads"] <= w["ops"] * (1 / CHURN_PROBE_GAP_S + 2)
