@@ -55,6 +55,7 @@ class Pipeline:
         self.tick = tick  # called between steps: the worker ships its interval counters when one is due
         self.pending: list[_Pending] = []
         self.ready: list[WriteOp] = []  # ops whose next change is a revocation that may be issued now
+        self.live: set[int] = set()  # id() of every op from its start until its teardown or clean-up
 
     @property
     def in_flight(self) -> int:
@@ -62,7 +63,7 @@ class Pipeline:
 
     def busy(self, op: WriteOp) -> bool:
         """The op is in flight (its scratch ids may not be reused yet)."""
-        return any(p.op is op for p in self.pending) or any(o is op for o in self.ready)
+        return id(op) in self.live
 
     def can_start(self) -> bool:
         return self.in_flight < self.cap
@@ -70,6 +71,7 @@ class Pipeline:
     def start(self, op: WriteOp) -> bool:
         """Untimed setup, then the timed grant; a revoke op's grant is its setup, seen before it is revoked
         (armed). False when the op failed (counted, cleaned up)."""
+        self.live.add(id(op))
         try:
             for rel in op.setup:
                 self.backend.write(rel)
@@ -159,6 +161,7 @@ class Pipeline:
                                     "after": stage})
 
     def _teardown(self, op: WriteOp) -> None:
+        self.live.discard(id(op))
         with contextlib.suppress(Exception):  # what is left is repaired after the phase (restore.repair_scratch)
             for rel in reversed(op.setup):
                 if not (op.revoke_first and rel == op.change):
@@ -174,6 +177,7 @@ class Pipeline:
         return False
 
     def _clean(self, op: WriteOp) -> None:
+        self.live.discard(id(op))
         with contextlib.suppress(Exception):
             clean_up(self.backend, op)
 
