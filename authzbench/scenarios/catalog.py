@@ -218,9 +218,9 @@ def _write_sampler(kind: str) -> Sampler:
 _WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=6.0, min_ops=0)
 
 
-# The churn sweep's structural ops (scenarios/churn.py CHURN_MIX): a writer reuses an op once it is done, so
-# 400 cover the ~330 ops that 100 changes/s schedule in a 6 s step (an op is 2 changes, a revoke op 1).
-CHURN_OPS = 400
+# The churn sweep's structural ops (scenarios/churn.py CHURN_MIX), split over the writers: a writer reuses an op
+# once it is done, and under a 5 s window 100 changes/s hold ~280 ops in flight a writer (inflight.CHURN_IN_FLIGHT).
+CHURN_OPS = 800
 
 
 def sample_churn(ds: Dataset, o: Oracle, n: int) -> list[Input]:

@@ -5,8 +5,8 @@ ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a pha
 Each timed change (a grant, or a revocation) is probed once right after its write returns, then once per
 round while it is pending; the rounds run between the worker's writes. The lag is the send time of the first
 probe that reflects the change minus the write's return, as before; its resolution is one probe round (one
-check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between; in a churn step at least
-CHURN_PROBE_GAP_S), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
+check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between; in a churn step the gap
+below CHURN_IN_FLIGHT), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
 revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
 and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
 A change not seen within the bound is NeverVisible and its op is cleaned up (writes.clean_up)."""
@@ -27,14 +27,15 @@ from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
 # gave 16. A round of 32 probes at the engines' 1-2 ms check keeps the lag's resolution near 30-60 ms, ~1% of
 # such a window.
 MAX_IN_FLIGHT = 32
-# A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window, ~r/2 x 5 / 1.8 ops
-# (1.8 changes an op in the mix) are in flight each: 14 at 10/s, 140 at 100/s; 256 places hold them, so the
-# writers fall behind by the engine, not by the client's cap. Each pending change is probed every
-# CHURN_PROBE_GAP_S, not back to back: probes compete with the step's checks for the server, and at 10/s on a
-# 5 s window a writer's ~14-28 pending changes make ~56-112 probes/s beside 100 checks/s (back to back, one
-# worker probes ~500-1,000 times a second). The lag's resolution in a churn step is that gap, 5% of such a
-# window and 2.5% of the freshness bound.
-CHURN_IN_FLIGHT, CHURN_PROBE_GAP_S = 256, 0.25
+# A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window an op holds its place
+# ~10 s (its grant, then its revocation, each up to 5 s to show), so ~r/2 / 1.8 x 10 ops are in flight a writer
+# (1.8 changes an op in the mix): 28 at 10/s, 280 at 100/s. 400 places (and catalog.CHURN_OPS, 400 ops a
+# writer) hold them, so the writers fall behind by the engine, not by the client. Each pending change is probed
+# every CHURN_PROBE_GAP_S, or every CHURN_GAP_PER_PENDING_S x the pending changes when more: probes compete with
+# the step's checks for the server (back to back, one worker probed ~500-1,000 times a second, beside 100
+# checks/s), so a writer probes at most ~250 times a second. The lag's resolution in a churn step is that gap:
+# 0.25 s (5% of such a window) up to ~1.1 s at 100/s on it (280 pending).
+CHURN_IN_FLIGHT, CHURN_PROBE_GAP_S, CHURN_GAP_PER_PENDING_S = 400, 0.25, 0.004
 
 
 @dataclass
@@ -49,9 +50,10 @@ class Pipeline:
     """The ops in flight of one worker. `rec` is the worker's recorder (worker._WriteRecorder)."""
 
     def __init__(self, backend, rec, bound_s: float, cap: int = MAX_IN_FLIGHT, tick=lambda: None,
-                 probe_gap_s: float = 0.0) -> None:
+                 probe_gap_s: float = 0.0, gap_per_pending_s: float = 0.0) -> None:
         self.backend, self.rec, self.bound_ns, self.cap = backend, rec, int(bound_s * 1e9), cap
-        self.gap_ns = int(probe_gap_s * 1e9)  # a pending change is probed again no sooner than this
+        # a pending change is probed again no sooner than the larger of these
+        self.gap_ns, self.gap_per_pending_ns = int(probe_gap_s * 1e9), int(gap_per_pending_s * 1e9)
         self.tick = tick  # called between steps: the worker ships its interval counters when one is due
         self.pending: list[_Pending] = []
         self.ready: list[WriteOp] = []  # ops whose next change is a revocation that may be issued now
@@ -103,9 +105,9 @@ class Pipeline:
 
     def probe_round(self) -> None:
         """One probe of every pending change not probed within the gap (a change seen leaves the list)."""
-        now = time.perf_counter_ns()
+        now, gap = time.perf_counter_ns(), max(self.gap_ns, len(self.pending) * self.gap_per_pending_ns)
         for p in list(self.pending):
-            if now - p.probed >= self.gap_ns:
+            if now - p.probed >= gap:
                 self._probe(p, first=False)
 
     def _probe(self, p: _Pending, first: bool) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from authzbench.scenarios.inflight import (
+    CHURN_GAP_PER_PENDING_S,
     CHURN_IN_FLIGHT,
     CHURN_PROBE_GAP_S,
     Pipeline,
@@ -284,7 +285,8 @@ def _churn_writes(backend, ops: list, spec: PhaseSpec, at: tuple[int, float], ch
     wid = spec.concurrency - spec.churn_writers + widx
     rec = _WriteRecorder({}, spec.max_examples, progress)
     pipe = Pipeline(backend, rec, spec.visibility_bound_s, CHURN_IN_FLIGHT,
-                    tick=_flusher(out, wid, rec.kinds, spec.interval_s), probe_gap_s=CHURN_PROBE_GAP_S)
+                    tick=_flusher(out, wid, rec.kinds, spec.interval_s), probe_gap_s=CHURN_PROBE_GAP_S,
+                    gap_per_pending_s=CHURN_GAP_PER_PENDING_S)
     churn_writer(pipe, ops[widx::spec.churn_writers], spec, widx, t0, stop)
     out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
 
