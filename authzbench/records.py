@@ -86,6 +86,8 @@ class PhaseStart(Record):
     consistency: str | None = None
     input_offset: int | None = None
     attempt: int | None = None
+    churn_rate: float | None = None
+    churn_writers: int | None = None
 
 
 @register("interval")

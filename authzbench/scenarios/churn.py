@@ -8,6 +8,7 @@ freshness bound; the sweep stops at the first step that does not hold (no higher
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Changes per second, one step each. A step of CHURN_STEP_S at 0.1/s would hold no change, so the sweep starts
@@ -39,6 +40,7 @@ class Step:
     never_visible: int  # changes not visible within the phase's visibility bound
     lag_p95_s: float | None  # visibility lag p95 of the changes seen; None: none seen
     read_errors: int = 0
+    write_errors: int = 0  # changes whose write (or probe) failed, NeverVisible aside
 
 
 def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS_S) -> str:
@@ -47,6 +49,8 @@ def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS
         return "no check completed"
     if step.read_errors:
         return f"{step.read_errors} checks failed"
+    if step.write_errors:
+        return f"{step.write_errors} changes failed"
     if step.read_p95_ms > slo_ms:
         return f"check p95 {step.read_p95_ms:.3g} ms over the {slo_ms:g} ms SLO"
     if step.scheduled and step.late > CHURN_LATE_SHARE * step.scheduled:
@@ -58,3 +62,25 @@ def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS
     if step.lag_p95_s is not None and step.lag_p95_s > freshness_s:
         return f"visibility lag p95 {step.lag_p95_s:.3g} s over {freshness_s:g} s"
     return ""
+
+
+def step_of(intervals: Iterable[dict]) -> Step:
+    """A churn step's Step from its phase's Interval records (as dicts): "check" (the reads), "write" (one op a
+    change; late, extras scheduled and unissued, errors with NeverVisible) and "visibility" (the lag, µs)."""
+    from authzbench.metrics import merge, summarize
+
+    hists: dict[str, list[str]] = {"check": [], "visibility": []}
+    sums = {"scheduled": 0, "late": 0, "never_visible": 0, "read_errors": 0, "write_errors": 0}
+    for iv in intervals:
+        kind, extra, errors = iv["kind"], iv.get("extra") or {}, iv.get("errors") or {}
+        if kind in hists and iv["ops"]:
+            hists[kind].append(iv["hist"])
+        if kind == "check":
+            sums["read_errors"] += iv["timeouts"] + sum(errors.values())
+        elif kind == "write":
+            sums["scheduled"] += extra.get("scheduled", 0)
+            sums["late"] += iv["late"] + extra.get("unissued", 0)
+            sums["never_visible"] += errors.get("NeverVisible", 0)
+            sums["write_errors"] += iv["timeouts"] + sum(n for e, n in errors.items() if e != "NeverVisible")
+    read, lag = (summarize(merge(hists[k])) if hists[k] else None for k in ("check", "visibility"))
+    return Step(read_p95_ms=read.p95_ms if read else None, lag_p95_s=lag.p95_ms / 1000 if lag else None, **sums)
