@@ -436,3 +436,25 @@ def churn_reads(rd: RunData, steps: pd.DataFrame, slo_ms: float, chart_dir: Path
     ax.grid(True, which="both", alpha=0.3)
     _legend_below(fig, ax, drawn["backend"].nunique() + 1)
     return _save(fig, chart_dir, "churn", tight=False)
+
+
+def freshness_modes(rd: RunData, modes: pd.DataFrame, chart_dir: Path) -> str | None:
+    """Each engine's consistency modes (report/freshness.py): via-group check p95 against the visibility lag
+    p95 that mode allowed, one point per mode labelled with it, one colour per engine: fresher modes sit left,
+    what they cost shows as height."""
+    drawn = modes.dropna(subset=["p95_ms", "lag_p95_ms"])
+    if drawn.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for b, g in drawn.groupby("backend", sort=False):
+        ax.plot(g["lag_p95_ms"], g["p95_ms"], linestyle="none", label=label(rd, b), **_style(rd, b))
+        for x, y, m in zip(g["lag_p95_ms"], g["p95_ms"], g["mode"], strict=True):
+            ax.annotate(m, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("visibility lag p95 after a write (ms, log)")
+    ax.set_ylabel("via-group check p95, 1 worker (ms)")
+    _plain_ticks(ax)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_below(fig, ax, drawn["backend"].nunique())
+    return _save(fig, chart_dir, "freshness", tight=False)

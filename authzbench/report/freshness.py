@@ -6,9 +6,11 @@ measured (visibility lag, stale allows) in the same run."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
+from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
 from authzbench.report.noise import Z95
@@ -121,7 +123,7 @@ def freshness(rd: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def section(rd: RunData, out_dir) -> str:
+def section(rd: RunData, out_dir: Path) -> str:
     """The appendix's tables: revocations at 8 writers per mode, and each engine's modes."""
     rev, fr = revocations(rd), freshness(rd)
     lines: list[str] = []
@@ -144,4 +146,6 @@ def section(rd: RunData, out_dir) -> str:
                   table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50_ms": "Check p50 (ms)",
                              "p95": "Check p95 (ms)", "lag_p95_ms": "Visibility p95 (ms)",
                              "stale_allows": "Stale allows", "writes": "Writes"})]
+        if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
+            lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
     return "\n".join([*lines, ""]) if lines else ""

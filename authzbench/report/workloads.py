@@ -55,7 +55,7 @@ def _churn_rows(rd: RunData) -> list[tuple[str, str, str]]:
         held = df[(df["rate"] == rate) & df["held"]]
         figs = [Figure(r["backend"], r["read_p95_ms"], n=r["read_ops"], q=95.0, bounds=r["read_iv"])
                 for _, r in held.iterrows()]
-        rows.append((f"Membership churn of {rate:g} changes/s", meaning, _listed(rd, figs, " ms")))
+        rows.append((f"Membership churn of {rate:g} change{'' if rate == 1 else 's'}/s", meaning, _listed(rd, figs, " ms")))
     return rows
 
 
