@@ -416,3 +416,45 @@ def _heatmap_legend() -> list:
             Patch(color=STAND_IN_COLOURS[1], label="† rank 2+ (paler: more clearly better)"),
             Patch(color=UNRANKED, label="not ranked (none qualified / not measured)")]
     return out
+
+
+def churn_reads(rd: RunData, steps: pd.DataFrame, slo_ms: float, chart_dir: Path) -> str | None:
+    """Read p95 against churn rate (report/churn.py's steps), one line per backend in its fixed colour, the
+    check SLO drawn: where a line crosses it is where that backend's reads stop holding under churn."""
+    drawn = steps.dropna(subset=["read_p95_ms"])
+    if drawn.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for b, g in drawn.sort_values("rate").groupby("backend", sort=False):
+        ax.plot(g["rate"], g["read_p95_ms"], label=label(rd, b), **_style(rd, b))
+    ax.axhline(slo_ms, color="red", linewidth=1, linestyle=":", label=f"check SLO: p95 < {slo_ms:g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("structural changes per second (log)")
+    ax.set_ylabel("check p95 (ms, from intended start)")
+    _plain_ticks(ax, drawn["rate"])
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_below(fig, ax, drawn["backend"].nunique() + 1)
+    return _save(fig, chart_dir, "churn", tight=False)
+
+
+def freshness_modes(rd: RunData, modes: pd.DataFrame, chart_dir: Path) -> str | None:
+    """Each engine's consistency modes (report/freshness.py): via-group check p95 against the visibility lag
+    p95 that mode allowed, one point per mode labelled with it, one colour per engine: fresher modes sit left,
+    what they cost shows as height."""
+    drawn = modes.dropna(subset=["p95_ms", "lag_p95_ms"])
+    if drawn.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for b, g in drawn.groupby("backend", sort=False):
+        ax.plot(g["lag_p95_ms"], g["p95_ms"], linestyle="none", label=label(rd, b), **_style(rd, b))
+        for x, y, m in zip(g["lag_p95_ms"], g["p95_ms"], g["mode"], strict=True):
+            ax.annotate(m, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("visibility lag p95 after a write (ms, log)")
+    ax.set_ylabel("via-group check p95, 1 worker (ms)")
+    _plain_ticks(ax)
+    ax.grid(True, which="both", alpha=0.3)
+    _legend_below(fig, ax, drawn["backend"].nunique())
+    return _save(fig, chart_dir, "freshness", tight=False)

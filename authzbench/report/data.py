@@ -108,6 +108,7 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
                 "disturbed": bool(disturbed.get(phase, {}).get("disturbed", False)),
                 "consistency": st.get("consistency") or "",
                 "target_rate": st["stages"][-1][0] if st.get("stages") else None,
+                "churn_rate": st.get("churn_rate"),  # changes/s of a churn step (None elsewhere)
                 "status": end["status"] if end else "incomplete",
                 "reason": (end or {}).get("reason") or ("" if end else "run ended before this phase finished"),
                 "ops": ok, "errors": n_err, "timeouts": n_to, "error_types": errors,
@@ -129,7 +130,8 @@ def phase_table(recs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-PHASE_KEY = ["backend", "scenario", "consistency", "mode", "concurrency", "target_rate", "repeat"]
+# churn_rate: a churn sweep's steps share every other key, so without it a re-run step replaced the others
+PHASE_KEY = ["backend", "scenario", "consistency", "mode", "concurrency", "target_rate", "churn_rate", "repeat"]
 
 
 def latest_attempts(ph: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, clientbound, engines, speed, tables
+from authzbench.report import charts, churn, clientbound, engines, freshness, speed, tables, workloads
 from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -65,11 +65,11 @@ def rows(rd: RunData, dims: list[Dimension]) -> list[tuple[Need, Dimension]]:
 
 def section(rd: RunData, out_dir: Path) -> str:
     dims = compute(rd)
-    picked = rows(rd, dims)
+    picked, first = rows(rd, dims), envelope(rd, dims, out_dir)
     if not picked:
-        return ""
+        return "\n".join(["## Decision summary", "", _scope(rd), "", *first]) if first else ""
     backends = _backends(rd, picked)
-    lines = ["## Decision summary", "", _scope(rd), "",
+    lines = ["## Decision summary", "", _scope(rd), "", *first,
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
@@ -81,6 +81,13 @@ def section(rd: RunData, out_dir: Path) -> str:
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
         lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
+
+
+def envelope(rd: RunData, dims: list[Dimension], out_dir: Path) -> list[str]:
+    """The operating envelope, first: the workload rows, then the churn and revocation figures they rest on
+    (nothing for a run without a churn sweep or revocations at 8 writers)."""
+    figures = [*churn.summary_lines(rd, out_dir), *freshness.summary_lines(rd)]
+    return [*workloads.section_lines(rd, dims), *(x for line in figures for x in (line, ""))]
 
 
 def _scope(rd: RunData) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts, writes
+from authzbench.report import charts, churn, freshness, writes
 from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell
 from authzbench.report.findings import Dimension, compute
@@ -215,7 +215,18 @@ def _interval_text(lo: float | None, hi: float | None, open_above: bool) -> str:
 
 
 def write_json(rd: RunData, path: Path) -> None:
-    path.write_text(json.dumps({"run_id": rd.manifest["run_id"], "figures": figure_records(rd)}, indent=1) + "\n")
+    out = {"run_id": rd.manifest["run_id"], "figures": figure_records(rd)}
+    # only runs with a churn sweep carry it: an older run's JSON stays as it was
+    if sustainable := churn.json_records(rd):
+        out["sustainable_churn"] = sustainable
+    if not (rev := freshness.revocations(rd)).empty:
+        out["revocations"] = [{k: _json_value(v) for k, v in r.items()} for r in rev.to_dict("records")]
+    path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _json_value(v: object) -> object:
+    v = v.item() if hasattr(v, "item") else v  # numpy scalars from the frame: plain JSON numbers
+    return _finite(v) if isinstance(v, float) else v
 
 
 def figure_table(rd: RunData, out_dir: Path) -> str:

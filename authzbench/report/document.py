@@ -10,9 +10,11 @@ from pathlib import Path
 
 from authzbench.report import (
     capacity,
+    churn,
     decision,
     digest,
     findings,
+    freshness,
     hosts,
     ingest,
     mixed,
@@ -38,7 +40,8 @@ MAIN: list[Section] = [
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
     outcomes.problems, digest.appendix_link]
 APPENDIX: list[Section] = [
-    reads.section, ingest.monitor, mixed.section, writes.section, hosts.section, overview.distribution,
+    reads.section, ingest.monitor, mixed.section, writes.section, churn.section,
+    freshness.section, hosts.section, overview.distribution,
     outcomes.correctness, outcomes.stability, validity.section]
 AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section, digest.figure_table]
 

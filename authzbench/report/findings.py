@@ -296,6 +296,8 @@ def write_freshness(rd: RunData) -> list[Dimension]:
     if df.empty:
         return []
     df = df[df["session"]]
+    if df.empty:  # every write phase named a mode (e.g. only revocations at 8 writers per mode)
+        return []
     first = df[df["concurrency"] == df["concurrency"].min()]
     c = int(first["concurrency"].min())
     lag = [_lag(b, float(g["vis_p95_ms"].max()), len(g)) for b, g in first.groupby("backend", sort=False)]
