@@ -21,6 +21,9 @@ class _Result:
     def error_field(self, field: int) -> bytes | None:  # a failed result's SQLSTATE: undefined_table
         return b"42P01" if field == pq.DiagnosticField.SQLSTATE else b"relation does not exist"
 
+    def get_error_message(self, encoding: str) -> str:
+        return "relation does not exist"
+
 
 class _PGconn:
     def __init__(self, result: _Result) -> None:
