@@ -285,8 +285,8 @@ def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
         (tmp_path / name / "manifest.json").write_text(json.dumps({"run_id": name, "config": {}}))
         (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     text = render_run([tmp_path / "a", tmp_path / "b"], tmp_path / "out").read_text()
-    assert "| permify | check_negative | 1 | pgbench | 0.440 |" in text and "| 0.100 |" not in text
-    assert "| postgres | check_negative | 1 | pgbench | 0.500 |" in text and "measured again in b (permify)" in text
+    assert "| permify | check_negative | 1 | pgbench | ours | 0.440 |" in text and "| 0.100 |" not in text
+    assert "| postgres | check_negative | 1 | pgbench | ours | 0.500 |" in text and "measured again in b (permify)" in text
 
 
 def _server(backend: str = "openfga", tier: str = "strict") -> dict:
@@ -401,7 +401,7 @@ def test_openfga_over_http_and_grpc_is_a_table_of_its_own_with_the_transports_co
 
 
 def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monkeypatch):
-    import authzbench.tools.crosscheck as cc
+    import authzbench.tools.crosscheck_client as cc
 
     class Fake:
         def check(self, *a: object) -> bool:
