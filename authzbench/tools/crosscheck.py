@@ -305,7 +305,8 @@ class Plan:
     tier: str = "cached"  # provision/tiers.py: the engines' answer caches and read consistency
 
 
-def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: bool = False) -> Measured:
+def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: bool = False,
+               on_window: Callable[[bool], None] | None = None) -> Measured:
     from authzbench.backends.registry import backend_class
     from authzbench.scenarios.runner import run_phase
     from authzbench.tools.crosscheck_client import grpc_factory
@@ -319,7 +320,7 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: 
     factory = sess.factory(dataset_path=sess.options.get("dataset_path"), timeout_s=spec.timeout_s)
     if grpc:  # its own phase id: its records are not the HTTP phase's
         factory, spec = grpc_factory(factory), replace(spec, backend=f"{spec.backend}-grpc")
-    res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, kept=kept)
+    res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, on_window, kept=kept)
     if res.status not in ("complete",):
         raise BackendUnavailable(f"{spec.phase_id}: {res.status}: {res.reason}")
     return ours_from_records(seen, spec.phase_id)
@@ -374,7 +375,7 @@ def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: 
                 m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
                                     float(spec.budget_s), spec.warmup)
             else:
-                m = _our_phase(sess, spec, inputs[sname], store, kept, grpc=side == OURS_GRPC)
+                m = _our_phase(sess, spec, inputs[sname], store, kept, side == OURS_GRPC, cpu.window)
         who = {"tool": theirs.tool, "command": cmd} if side == "theirs" else {"tool": "authzbench"}
         store.append(record(m, side=side, **who, **cpu.per_op_ms(m.ops), load=os.getloadavg(), **common))
 

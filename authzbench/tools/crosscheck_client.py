@@ -17,7 +17,6 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from resource import RUSAGE_CHILDREN, getrusage
 from typing import Any
 
@@ -32,19 +31,30 @@ from authzbench.scenarios.timing import timed
 OURS_GRPC = "ours-grpc"  # the side: the runner's phase over OpenFGA's gRPC API
 
 
-def tree_cpu_s(roots: Iterable[int]) -> float:
-    """User + system CPU seconds of processes, their live descendants and the children they waited for."""
+def tree_cpu_s(roots: Iterable[int], without: Iterable[int] = ()) -> float:
+    """User + system CPU seconds of processes, their live descendants and the children the roots waited for;
+    the processes under `without` left out (a server this process started is its child, not its client)."""
+    skip = set(_tree(without))
     total = 0.0
     for pid in roots:
         with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            t = root.cpu_times()
+            t = psutil.Process(pid).cpu_times()
             total += t.children_user + t.children_system
-            for p in [root, *root.children(recursive=True)]:
+        for p in _tree([pid]):
+            if p not in skip:
                 with contextlib.suppress(psutil.Error):
-                    c = p.cpu_times()
+                    c = psutil.Process(p).cpu_times()
                     total += c.user + c.system
     return total
+
+
+def _tree(roots: Iterable[int]) -> list[int]:
+    out = []
+    for pid in roots:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            out += [root.pid, *(p.pid for p in root.children(recursive=True))]
+    return out
 
 
 def _waited_cpu_s() -> float:
@@ -52,12 +62,26 @@ def _waited_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-@dataclass
 class CpuSpent:
-    """The CPU seconds a bracketed run cost the client and the server (None: not measurable here)."""
+    """The CPU seconds one run cost its client and the server (None: not measured), between window(True) and
+    window(False): the runner's measured window for ours (its on_window), the tool's whole runs for theirs (the
+    processes this one waited for: its warm-up run included)."""
 
-    client_s: float | None = None
-    server_s: float | None = None
+    def __init__(self, side: str, server_pids: list[int]) -> None:
+        me = psutil.Process().pid
+        self._client = _waited_cpu_s if side == "theirs" else (lambda: tree_cpu_s([me], server_pids))
+        self._server = (lambda: tree_cpu_s(server_pids)) if server_pids else None
+        self.client_s: float | None = None
+        self.server_s: float | None = None
+        self._at: tuple[float, float | None] = (0.0, None)
+
+    def window(self, opening: bool) -> None:
+        now = (self._client(), self._server() if self._server else None)
+        if opening:
+            self._at = now
+            return
+        self.client_s = now[0] - self._at[0]
+        self.server_s = now[1] - self._at[1] if now[1] is not None and self._at[1] is not None else None
 
     def per_op_ms(self, ops: int) -> dict[str, float | None]:
         def ms(s: float | None) -> float | None:
@@ -68,14 +92,14 @@ class CpuSpent:
 
 @contextlib.contextmanager
 def cpu_spent(side: str, server_pids: list[int]) -> Iterator[CpuSpent]:
-    """CPU over the bracketed run of one side, its warm-up included: the client is the tool's processes (waited
-    for) for theirs, this process tree for ours; the server its processes when native (given pids)."""
-    spent = CpuSpent()
-    client = _waited_cpu_s if side == "theirs" else (lambda: tree_cpu_s([psutil.Process().pid]))
-    c0, s0 = client(), tree_cpu_s(server_pids) if server_pids else None
+    """A CpuSpent for one run of a side: the tool's run is bracketed here; ours is measured over the runner's
+    window (pass its `window` as run_phase's on_window)."""
+    spent = CpuSpent(side, server_pids)
+    if side == "theirs":
+        spent.window(True)
     yield spent
-    spent.client_s = client() - c0
-    spent.server_s = tree_cpu_s(server_pids) - s0 if s0 is not None else None
+    if side == "theirs":
+        spent.window(False)
 
 
 # OpenFGA over gRPC as a runner's phase ------------------------------------------------------------------

@@ -320,9 +320,10 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
              ratio_table(table), *verdict(table), ""]
     if ct := cpu_table(table):
         parts += ["## The client's CPU per op", "",
-                  "CPU time over each run of either side, its warm-up included, per measured op, pooled over the "
-                  "rounds: our client is this process, the forkserver and the workers; the tool's is its processes; "
-                  "the server's its processes and the connections' backends they reaped (native deployments only).",
+                  "CPU time per measured op, pooled over the rounds: ours over the runner's measured window (this "
+                  "process, the forkserver and the workers), the tool's over its runs (its processes, its warm-up "
+                  "run included); the server's over the same span (its processes and the connections' backends "
+                  "they reaped; native deployments only).",
                   "", cpu_sentence(table), "", ct]
     bd = breakdown_table(records, table)
     if bd:

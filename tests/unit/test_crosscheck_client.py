@@ -81,9 +81,11 @@ def test_cpu_spent_counts_the_waited_tool_for_theirs_and_this_process_tree_for_o
         subprocess.run([sys.executable, "-c", BURN], check=True)
     assert theirs.client_s >= 0.25 and theirs.server_s is None
     with cpu_spent("ours", []) as ours:
+        ours.window(True)  # ours: the runner's measured window opens and closes it
         t = time.process_time()
         while time.process_time() - t < 0.3:
             pass
+        ours.window(False)
     assert ours.client_s >= 0.25
     assert ours.per_op_ms(100)["client_cpu_ms"] == pytest.approx(ours.client_s * 10)
 
@@ -95,10 +97,13 @@ def test_cpu_spent_counts_a_servers_process_and_the_children_it_reaped(tmp_path)
                                f"pathlib.Path({str(done)!r}).touch()\ntime.sleep(60)"])
     try:
         with cpu_spent("ours", [server.pid]) as spent:
+            spent.window(True)
             deadline = time.monotonic() + 60
             while not done.exists() and time.monotonic() < deadline:  # the server's child burnt its CPU, reaped
                 time.sleep(0.05)
+            spent.window(False)
         assert done.exists() and spent.server_s is not None and spent.server_s >= 0.25
+        assert spent.client_s is not None and spent.client_s < 0.2  # the server, our child, is not our client
     finally:
         server.kill()
         server.wait()
