@@ -22,6 +22,14 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
 
 
+def record_all(h: HdrHistogram, values_us: list[int]) -> None:
+    """Record every value into `h`, each distinct value once with its count: the same histogram as a
+    record_value per value, at a fraction of hdrh's pure-Python cost when values repeat (latencies in µs do)."""
+    vals, counts = np.unique(np.asarray(values_us, dtype=np.int64), return_counts=True)
+    for v, c in zip(vals.tolist(), counts.tolist(), strict=True):
+        h.record_value(v, c)
+
+
 def encode(h: HdrHistogram) -> str:
     return h.encode().decode("ascii")
 

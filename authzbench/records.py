@@ -376,6 +376,8 @@ class Crosscheck(Record):
     hist: str
     command: str | None = None  # the other tool's command line (theirs only)
     warmup: int | None = None  # warm-up ops before the measured window, the same number given to either side
+    client_cpu_ms: float | None = None  # CPU per measured op of the side's client, its warm-up included
+    server_cpu_ms: float | None = None  # ... and of the server's processes (native deployments only)
 
 
 @register("crosscheck_server")
@@ -401,6 +403,8 @@ class CrosscheckBreakdown(Record):
     driver_p50_ms: float
     calls: int
     grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (tools/openfga_grpc)
+    floor_p50_ms: float | None = None  # the bare driver call alone in a tight loop (tools/crosscheck_client.floor)
+    floor_cpu_ms: float | None = None  # ... and this process's CPU per call in that loop
 
 
 # encoding and decoding -----------------------------------------------------------------------------------

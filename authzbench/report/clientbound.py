@@ -132,6 +132,16 @@ def sentence(rows: list[dict]) -> str:
     return text + f" Each row's CPU rests on {min(n)} to {max(n)} monitor samples over its rounds."
 
 
+def pinning(rd: RunData) -> str:
+    """Whether the run pinned client and servers to separate cores (--pin, orchestrate.pin_cores), from its
+    manifest: a client-bound figure means something else when the two did not share the cores."""
+    cores = rd.manifest.get("environment", {}).get("cpu_logical") or "all the"
+    if rd.manifest.get("config", {}).get("pin"):
+        return (f"Cores pinned (--pin): each native server's processes on the last of {cores} cores, this process "
+                "and its workers on the others, so client and server did not take CPU from each other.")
+    return f"Cores not pinned: client and servers shared {cores} cores (the run had no --pin)."
+
+
 def section(rd: RunData) -> str:
     """The appendix's table and sentence: "" when no check phase has a monitor."""
     rows = best_rows(rd)
@@ -141,7 +151,7 @@ def section(rd: RunData) -> str:
                       "Per check scenario, each backend at its best worker count: checks/s, the CPU our client "
                       "(this process and its workers) and the server each spent per check (monitor's mean CPU x "
                       "phase wall time / checks, over the rounds), and the server's capacity per core = 1000 / "
-                      f"server CPU ms per check. {LEGEND}.", "", sentence(rows), "",
+                      f"server CPU ms per check. {LEGEND}.", "", f"{sentence(rows)} {pinning(rd)}", "",
                       table(pd.DataFrame(rows), {"scenario": "Scenario", "backend": "Backend", "workers": "Workers",
                                                  "rate": "Checks/s", "client_ms": "Client CPU ms per check",
                                                  "server_ms": "Server CPU ms per check",

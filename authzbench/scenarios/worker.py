@@ -10,6 +10,7 @@ the worker got to it, so queueing shows (no coordinated omission)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import pickle
 import signal
@@ -219,32 +220,72 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
     return ran
 
 
+# A worker looks at the stop event after the op that ends this long after it last looked, not before every op:
+# a multiprocessing Event's is_set() takes a lock, ~0.5 µs of an op's bookkeeping (issue 56). The budget's end
+# and the interval's shipping are among the times it looks, so only a stop from the parent can wait this long.
+POLL_S = 0.002
+
+
+class _Share:
+    """The bookkeeping around one worker's measured ops: its op kinds' counters, when the interval is shipped,
+    and when the worker looks whether to stop."""
+
+    def __init__(self, spec: PhaseSpec, t0: float, stop: Any, out: Any, wid: int) -> None:
+        self.spec, self.stop, self.out, self.wid = spec, stop, out, wid
+        self.kinds: dict[str, OpCounters] = {}
+        self.last_start = budget_end(spec, t0)
+        now = time.perf_counter()
+        self.next_flush, self.look_at = now + spec.interval_s, now
+
+    def kind(self, name: str) -> OpCounters:
+        kd = self.kinds.get(name)
+        if kd is None:
+            kd = self.kinds[name] = OpCounters()
+        return kd
+
+    def over(self, now: float) -> bool:
+        """Before the first op and after each: ship the interval when due; True when no further op may start."""
+        if now < self.look_at:
+            return False
+        if now >= self.next_flush:
+            self.flush()
+            self.next_flush = now + self.spec.interval_s
+        if self.stop.is_set() or now >= self.last_start:
+            return True
+        self.look_at = min(now + POLL_S, self.next_flush, self.last_start)
+        return False
+
+    def flush(self) -> None:
+        self.out.put(("interval", self.wid, {k: v.payload() for k, v in self.kinds.items()}))
+        self.kinds = {}
+
+
 def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop: Any, t0: float,
                    out: Any) -> None:
     """This worker's measured ops (every n-th from wid), each timed and checked; intervals shipped as they
     fill. Open loop: op k starts at its intended time and its latency runs from that time."""
-    n = spec.concurrency
-    kinds: dict[str, OpCounters] = {}
+    n, m, offset, progress = spec.concurrency, len(inputs), spec.input_offset, state["progress"]
     timeout_ns = int(spec.timeout_s * 1e9)
-    next_flush = time.perf_counter() + spec.interval_s
+    prepared = _prepared(backend, inputs)
     if t0 - time.perf_counter() > 0:  # one origin for all workers: the parent measures wall time from it
         time.sleep(t0 - time.perf_counter())
-    last_start = budget_end(spec, t0)
     if spec.churn_writers:  # a churn step: the last churn_writers workers write, the others read
         n = spec.concurrency - spec.churn_writers
         if wid >= n:
             return _churn_writes(backend, [i[1] for i in inputs if i[0] == "structural"], spec, (wid - n, t0),
-                                 (stop, out, state["progress"]))
+                                 (stop, out, progress))
         inputs = [i for i in inputs if i[0] != "structural"]
+        prepared, m = _prepared(backend, inputs), len(inputs)
     if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (scenarios/inflight.py)
+        last_start = budget_end(spec, t0)
         return _measure_writes(backend, inputs, spec, (wid, n), lambda: stop.is_set() or
-                               time.perf_counter() >= last_start, (out, state["progress"]))
+                               time.perf_counter() >= last_start, (out, progress))
     due = schedule_times(spec.start_rate, spec.stages, wid, n) if spec.mode == "open" else None
-    for i, k in enumerate(range(wid, spec.iterations if due is None else len(due) * n, n)):
-        if stop.is_set() or time.perf_counter() >= last_start:
-            break
-        inp = inputs[(k + spec.input_offset) % len(inputs)]
-        state["progress"][0] += 1
+    share = _Share(spec, t0, stop, out, wid)
+    ks = range(wid, spec.iterations if due is None else len(due) * n, n)
+    for i, k in enumerate(ks if not share.over(time.perf_counter()) else ()):
+        kind_name, call, inp = prepared[(k + offset) % m]
+        progress[0] += 1
         begin_ns, late = None, False
         if due is not None:
             intended = t0 + float(due[i])
@@ -253,17 +294,19 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
             if stop.is_set():
                 break
             begin_ns, late = int(intended * 1e9), time.perf_counter() - intended > 0.001
-        kind_name, call = _op(backend, inp, spec, state)
-        kd = kinds.get(kind_name)
-        if kd is None:
-            kd = kinds[kind_name] = OpCounters()
-        kd.add(inp if kind_name == inp[0] else None, timed(call), begin_ns=begin_ns, late=late,
-               timeout_ns=timeout_ns, max_examples=spec.max_examples)
-        if time.perf_counter() >= next_flush:
-            out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
-            kinds = {}
-            next_flush = time.perf_counter() + spec.interval_s
-    out.put(("interval", wid, {k_: v.payload() for k_, v in kinds.items()}))
+        if spec.write_share > 0 and (write := _drawn_write(backend, spec, state)):
+            kind_name, call = write  # in place of the read, drawn before the clock starts
+        share.kind(kind_name).add(inp if kind_name == inp[0] else None, timed(call), begin_ns=begin_ns,
+                                  late=late, timeout_ns=timeout_ns, max_examples=spec.max_examples)
+        if share.over(time.perf_counter()):
+            break
+    share.flush()
+
+
+def _prepared(backend, inputs: list) -> list[tuple[str, Callable[[], Any] | None, tuple]]:
+    """Each input's (kind, call, input), made once before the measured window: the per-op dispatch and closure
+    of _read cost ~0.3 µs an op."""
+    return [("structural", None, inp) if inp[0] == "structural" else (*_read(backend, inp), inp) for inp in inputs]
 
 
 def _measure_writes(backend, inputs: list, spec: PhaseSpec, slot: tuple[int, int], stop_at: Callable[[], bool],
@@ -305,8 +348,13 @@ def _flusher(out: Any, wid: int, kinds: dict[str, OpCounters], interval_s: float
 
 
 def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]]:
-    """What one op runs, as (kind, call) for scenarios/timing.timed. A mixed phase turns a share of ops into a
-    write or a delete of a scratch relationship, drawn here, before the clock starts."""
+    """What one op runs, as (kind, call) for scenarios/timing.timed: a drawn write, else the input's read."""
+    return _drawn_write(backend, spec, state) or _read(backend, inp)
+
+
+def _drawn_write(backend, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]] | None:
+    """A mixed phase turns a share of ops into a write or a delete of a scratch relationship, drawn here, before
+    the clock starts; None: this op is the input's read."""
     if spec.write_share > 0 and state["rng"].random() < spec.write_share:
         pending = state["pending"]
         if pending and state["rng"].random() < 0.5:
@@ -319,9 +367,14 @@ def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], A
             pending.append(rel)  # written: deleted by a later op or after the phase
 
         return "write", write
+    return None
+
+
+def _read(backend, inp: tuple) -> tuple[str, Callable[[], Any]]:
+    """An input's own op as (kind, call)."""
     op, args, _expected = inp
     if op == "check":
-        return "check", lambda: backend.check(*args)
+        return "check", functools.partial(backend.check, *args)
     if op == "lookup":
         return "lookup", lambda: list(backend.lookup_resources(*args))
     if op == "roundtrip":

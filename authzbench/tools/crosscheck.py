@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,11 @@ from authzbench.provision.base import say
 from authzbench.records import (
     BackendError,
     Crosscheck,
-    CrosscheckBreakdown,
     CrosscheckServer,
     Record,
     as_dict,
 )
-from authzbench.scenarios.timing import timed
+from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
 TOOL = {"postgres": "pgbench", "spicedb-pg": "ghz", "openfga": "ghz", "permify": "ghz"}
@@ -293,59 +292,6 @@ def seconds_scale(seconds: float, rounds: int) -> float:
     return seconds * rounds / READ_BUDGET_S
 
 
-# where our time goes at 1 worker ---------------------------------------------------------------------
-
-def bare_driver_call(backend: Any, name: str, args: tuple) -> Callable[[], Any]:
-    """The driver's own call for one check with everything the adapter builds made beforehand: the same
-    query / request on the adapter's connection, the adapter's code out of the way."""
-    user, perm, resource = args
-    if name == "postgres":
-        from authzbench.backends.postgres import check_statement
-
-        sql, params = check_statement(perm)
-        values = tuple({"user": user, "resource": resource}[p] for p in params)
-        cur = backend.conn.cursor()
-        return lambda: cur.execute(sql, values).fetchone()
-    if name == "spicedb-pg":
-        req = backend.check_request(user, perm, resource)
-        return lambda: backend.client.CheckPermission(req, timeout=backend.timeout, metadata=backend._md)
-    if name == "permify":
-        m = backend.api.method("Permission.Check")
-        msg = m.request(**backend.check_fields(user, perm, resource))
-        return lambda: m.rpc(msg, timeout=backend.timeout, metadata=backend.api.metadata)
-    return _openfga_post(backend, backend.check_message(user, perm, resource))
-
-
-def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
-    """The SDK's POST /stores/{id}/check as bytes already encoded, on a kept-alive urllib3 pool (the SDK's own
-    HTTP library)."""
-    import urllib3
-
-    body = json.dumps({k: v for k, v in message.items() if k != "store_id"}).encode()
-    url = f"{backend.endpoint['url']}/stores/{message['store_id']}/check"
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
-    pool = urllib3.PoolManager(maxsize=1)
-    return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data
-
-
-def breakdown(backend: Any, name: str, inputs: list, n: int,
-              grpc: Callable[[tuple], Callable[[], Any]] | None = None) -> dict[str, float]:
-    """p50 (ms) of the adapter's check and of the bare driver call (and, given `grpc`, of the same request over
-    gRPC: OpenFGA's), in this process, call by call alternately on the same n inputs (a slow moment of the
-    machine lands on all), which goes first rotating too (a later one asks the server what it was just asked)."""
-    times: dict[str, list[float]] = {"adapter": [], "driver": [], **({"grpc": []} if grpc else {})}
-    for i, (_, args, _) in enumerate(inputs[:n]):
-        calls = [("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
-        calls += [("grpc", grpc(args))] if grpc else []
-        for into, call in calls[i % len(calls):] + calls[:i % len(calls)]:
-            t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
-            if t.error is not None:
-                raise t.error
-            times[into].append((t.end_ns - t.sent_ns) / 1000)
-    return {**{f"{k}_p50_ms": _hist(v).get_value_at_percentile(50) / 1000 for k, v in times.items()},
-            "calls": len(times["adapter"])}
-
-
 # the command ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -359,9 +305,11 @@ class Plan:
     tier: str = "cached"  # provision/tiers.py: the engines' answer caches and read consistency
 
 
-def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Measured:
+def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: bool = False,
+               on_window: Callable[[bool], None] | None = None) -> Measured:
     from authzbench.backends.registry import backend_class
     from authzbench.scenarios.runner import run_phase
+    from authzbench.tools.crosscheck_client import grpc_factory
 
     seen: list[dict[str, Any]] = []
 
@@ -370,7 +318,9 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any) -> Mea
         store.append(rec)
 
     factory = sess.factory(dataset_path=sess.options.get("dataset_path"), timeout_s=spec.timeout_s)
-    res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, kept=kept)
+    if grpc:  # its own phase id: its records are not the HTTP phase's
+        factory, spec = grpc_factory(factory), replace(spec, backend=f"{spec.backend}-grpc")
+    res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, on_window, kept=kept)
     if res.status not in ("complete",):
         raise BackendUnavailable(f"{spec.phase_id}: {res.status}: {res.reason}")
     return ours_from_records(seen, spec.phase_id)
@@ -384,6 +334,7 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     from authzbench.loading import load_backend
     from authzbench.phase_plan import BackendTraits, phase_specs
     from authzbench.scenarios.pools import KeptWorkers
+    from authzbench.tools import crosscheck_client
 
     name = sess.name
     sess.options["dataset_path"] = str(ds.path)
@@ -404,23 +355,7 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
         for spec, sname in specs:
             _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
-            _breakdown(b, name, sess.dep.endpoint, inputs[sname], plan.breakdown_calls, store, sname)
-
-
-def _breakdown(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
-    """The 1-worker breakdown of one scenario; for OpenFGA also our own gRPC call of the request ghz sends,
-    so the transport (HTTP/JSON, what its SDKs use, against gRPC) is a figure of its own."""
-    client = None
-    if name == "openfga":
-        from authzbench.tools.openfga_grpc import OpenfgaGrpc
-
-        client = OpenfgaGrpc(endpoint["grpc_addr"], endpoint.get("preshared_key") or "", b.timeout)
-    try:
-        got = breakdown(b, name, inputs, n, (lambda a: client.call(b.check_message(*a))) if client else None)
-    finally:
-        if client is not None:
-            client.close()
-    store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
+            crosscheck_client.breakdown_of(b, name, sess.dep.endpoint, inputs[sname], plan.breakdown_calls, store, sname)
 
 
 def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,
@@ -432,24 +367,25 @@ def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: 
     if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures
         inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * iterations_scale)))
     common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
-              "phase": spec.phase_id}
-    for side in sides_in_order(spec.repeat):
-        say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else 'ours'}")
-        if side == "theirs":
-            m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
-                                float(spec.budget_s), spec.warmup)
-            store.append(record(m, side="theirs", tool=theirs.tool, command=cmd, load=os.getloadavg(),
-                                warmup=spec.warmup, **common))
-        else:
-            ours = _our_phase(sess, spec, inputs[sname], store, kept)
-            store.append(record(ours, side="ours", tool="authzbench", load=os.getloadavg(), warmup=spec.warmup,
-                                **common))
+              "phase": spec.phase_id, "warmup": spec.warmup}
+    for side in sides_in_order(spec.repeat, grpc=sess.name == "openfga"):
+        say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else side}")
+        with cpu_spent(side, list(sess.dep.pids) if sess.dep.mode == "native" else []) as cpu:
+            if side == "theirs":
+                m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
+                                    float(spec.budget_s), spec.warmup)
+            else:
+                m = _our_phase(sess, spec, inputs[sname], store, kept, side == OURS_GRPC, cpu.window)
+        who = {"tool": theirs.tool, "command": cmd} if side == "theirs" else {"tool": "authzbench"}
+        store.append(record(m, side=side, **who, **cpu.per_op_ms(m.ops), load=os.getloadavg(), **common))
 
 
-def sides_in_order(round_: int) -> tuple[str, str]:
+def sides_in_order(round_: int, grpc: bool = False) -> tuple[str, ...]:
     """Theirs first in even rounds, ours first in odd ones (theirs, ours, ours, theirs, ...): the second run
-    on a phase's inputs meets the answers the first left in the engine's caches, so neither side always does."""
-    return ("theirs", "ours") if round_ % 2 == 0 else ("ours", "theirs")
+    on a phase's inputs meets the answers the first left in the engine's caches, so neither side always does.
+    With OpenFGA's gRPC side, it runs last when the tool runs first and first when it runs last."""
+    sides = ("theirs", "ours", OURS_GRPC) if grpc else ("theirs", "ours")
+    return sides if round_ % 2 == 0 else sides[::-1]
 
 
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,

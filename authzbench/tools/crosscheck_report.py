@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.metrics import merge
+from authzbench.report.clientbound import MARK
 from authzbench.report.fold import fold
 
 LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
@@ -25,6 +26,11 @@ class Side:
     throughput: float
     ops: int
     errors: int
+    client_cpu_ms: float | None = None  # CPU per measured op over the rounds (runs that recorded it)
+    server_cpu_ms: float | None = None
+
+
+OUR_SIDES = {"ours": "ours", "ours-grpc": "ours over gRPC"}  # our sides as the tables name them
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class Row:
     theirs: Side
     p50_ratio_range: tuple[float, float]  # the rounds' lowest and highest ours / theirs p50
     rounds: int
+    side: str = "ours"  # which of our sides (OUR_SIDES): OpenFGA's runner over HTTP, or over gRPC
 
     def ratio(self, what: str) -> float:
         return getattr(self.ours, what) / getattr(self.theirs, what)
@@ -47,7 +54,16 @@ def pooled(records: Sequence[dict[str, Any]]) -> Side:
     seconds = sum(r["seconds"] for r in records)
     ops = sum(r["ops"] for r in records)
     return Side(h.get_value_at_percentile(50) / 1000, h.get_value_at_percentile(95) / 1000,
-                ops / seconds if seconds else float("nan"), ops, sum(r["errors"] for r in records))
+                ops / seconds if seconds else float("nan"), ops, sum(r["errors"] for r in records),
+                _cpu(records, "client_cpu_ms"), _cpu(records, "server_cpu_ms"))
+
+
+def _cpu(records: Sequence[dict[str, Any]], key: str) -> float | None:
+    """CPU ms per op over the rounds, weighted by their ops; None unless every round recorded it."""
+    if not records or any(r.get(key) is None for r in records):
+        return None
+    ops = sum(r["ops"] for r in records)
+    return sum(r[key] * r["ops"] for r in records) / ops if ops else None
 
 
 def rows(records: Iterable[dict[str, Any]]) -> list[Row]:
@@ -58,12 +74,12 @@ def rows(records: Iterable[dict[str, Any]]) -> list[Row]:
             groups[(r["backend"], r["scenario"], r["concurrency"])][r["side"]].append(r)
     out = []
     for (backend, scen, conc), sides in groups.items():
-        if not sides["ours"] or not sides["theirs"]:
-            continue
-        ours_by_round = {r["round"]: r["p50_ms"] for r in sides["ours"]}
-        paired = [ours_by_round[r["round"]] / r["p50_ms"] for r in sides["theirs"] if r["round"] in ours_by_round]
-        out.append(Row(backend, scen, conc, sides["theirs"][0]["tool"], pooled(sides["ours"]), pooled(sides["theirs"]),
-                       (min(paired), max(paired)) if paired else (float("nan"), float("nan")), len(paired)))
+        for side in (s for s in OUR_SIDES if sides[s] and sides["theirs"]):
+            ours_by_round = {r["round"]: r["p50_ms"] for r in sides[side]}
+            paired = [ours_by_round[r["round"]] / r["p50_ms"] for r in sides["theirs"] if r["round"] in ours_by_round]
+            out.append(Row(backend, scen, conc, sides["theirs"][0]["tool"], pooled(sides[side]),
+                           pooled(sides["theirs"]), (min(paired), max(paired)) if paired else (float("nan"),
+                           float("nan")), len(paired), side))
     return out
 
 
@@ -72,13 +88,13 @@ def _f(v: float, digits: int = 3) -> str:
 
 
 def ratio_table(table: Sequence[Row]) -> str:
-    head = ("| backend | scenario | workers | tool | ours p50 ms | theirs p50 ms | p50 ours/theirs (rounds) | "
+    head = ("| backend | scenario | workers | tool | our side | ours p50 ms | theirs p50 ms | p50 ours/theirs (rounds) | "
             "ours p95 ms | theirs p95 ms | p95 ours/theirs | ours checks/s | theirs checks/s | "
             "throughput ours/theirs | errors ours / theirs |")
-    lines = [head, "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [head, "|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in table:
         lo, hi = r.p50_ratio_range
-        lines.append(f"| {r.backend} | {r.scenario} | {r.concurrency} | {r.tool} | {_f(r.ours.p50_ms)} | "
+        lines.append(f"| {r.backend} | {r.scenario} | {r.concurrency} | {r.tool} | {OUR_SIDES[r.side]} | {_f(r.ours.p50_ms)} | "
                      f"{_f(r.theirs.p50_ms)} | {r.ratio('p50_ms'):.2f} ({lo:.2f}-{hi:.2f}) | {_f(r.ours.p95_ms)} | "
                      f"{_f(r.theirs.p95_ms)} | {r.ratio('p95_ms'):.2f} | {_f(r.ours.throughput, 0)} | "
                      f"{_f(r.theirs.throughput, 0)} | {r.ratio('throughput'):.2f} | {r.ours.errors} / {r.theirs.errors} |")
@@ -87,10 +103,23 @@ def ratio_table(table: Sequence[Row]) -> str:
 
 def verdict(table: Sequence[Row]) -> list[str]:
     """Which 1-worker p50s are within LIMIT of the tool's, and which are not."""
-    one = [r for r in table if r.concurrency == 1]
+    one = [r for r in table if r.concurrency == 1 and r.side == "ours"]
     over = [r for r in one if r.ratio("p50_ms") > LIMIT]
     if not one:
         return ["No 1-worker phase was measured."]
+    return [*_verdict(one, over), *_grpc_verdict(table)]
+
+
+def _grpc_verdict(table: Sequence[Row]) -> list[str]:
+    """OpenFGA's runner over gRPC against ghz at 1 worker, apart: the bench's adapter is the HTTP one."""
+    g = [r for r in table if r.concurrency == 1 and r.side == "ours-grpc"]
+    if not g:
+        return []
+    return ["Over gRPC (our runner with the check sent as ghz sends it), our 1-worker p50 / ghz's: "
+            + ", ".join(f"{r.backend} {r.scenario} {r.ratio('p50_ms'):.2f}" for r in g) + "."]
+
+
+def _verdict(one: Sequence[Row], over: Sequence[Row]) -> list[str]:
     if not over:
         return [f"At 1 worker our p50 is within {LIMIT:.2f}x of the independent tool's on all {len(one)} "
                 f"(backend, scenario) pairs (highest {max(r.ratio('p50_ms') for r in one):.2f})."]
@@ -102,25 +131,32 @@ def verdict(table: Sequence[Row]) -> list[str]:
 def breakdown_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
     """Per backend and scenario at 1 worker: the runner's p50, the adapter's check and the bare driver call
     timed in one process, and the tool's p50; the differences are where our time goes."""
-    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1}
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1 and r.side == "ours"}
     lines = ["| backend | scenario | ours (runner) p50 ms | adapter check p50 ms | bare driver call p50 ms | "
-             "tool p50 ms | runner - adapter ms | adapter - driver ms | driver - tool ms |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+             "tool p50 ms | runner - adapter ms | adapter - driver ms | driver - tool ms | driver alone p50 ms | "
+             "driver alone - tool ms | driver alone CPU ms per call |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for b in records:
         if b.get("type") != "crosscheck_breakdown" or (b["backend"], b["scenario"]) not in ones:
             continue
         r = ones[(b["backend"], b["scenario"])]
         ours, ad, dr, th = r.ours.p50_ms, b["adapter_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
+        fl, fc = b.get("floor_p50_ms"), b.get("floor_cpu_ms")
         lines.append(f"| {r.backend} | {r.scenario} | {_f(ours)} | {_f(ad)} | {_f(dr)} | {_f(th)} | "
-                     f"{ours - ad:+.3f} | {ad - dr:+.3f} | {dr - th:+.3f} |")
+                     f"{ours - ad:+.3f} | {ad - dr:+.3f} | {dr - th:+.3f} | {_opt(fl)} | "
+                     f"{'n/a' if fl is None else f'{fl - th:+.3f}'} | {_opt(fc)} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def _opt(v: float | None, digits: int = 3) -> str:
+    return "n/a" if v is None else _f(v, digits)
 
 
 def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
     """OpenFGA at 1 worker: our p50 over its HTTP API (the runner's phase, the adapter through the SDK, the bare
     POST) beside our own gRPC call of the request ghz sends and ghz's p50; bare HTTP - our gRPC is the
     transport's cost, our gRPC - ghz what is left of the client."""
-    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1}
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1 and r.side == "ours"}
     lines = ["| backend | scenario | ours HTTP (runner) p50 ms | adapter HTTP p50 ms | bare HTTP p50 ms | "
              "our gRPC p50 ms | ghz gRPC p50 ms | bare HTTP - our gRPC ms | our gRPC - ghz ms |",
              "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
@@ -134,6 +170,49 @@ def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> 
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
+def cpu_table(table: Sequence[Row]) -> str:
+    """Per row whose runs recorded it: the CPU per measured op of our client, of the tool, and of the server under
+    each; a row whose client used more CPU than the server is client-bound (MARK)."""
+    lines = ["| backend | scenario | workers | our side | ours client CPU ms/op | tool client CPU ms/op | "
+             "client CPU ours/tool | server CPU ms/op, our run | server CPU ms/op, tool's run | client-bound (ours) |",
+             "|---|---|--:|---|--:|--:|--:|--:|--:|---|"]
+    for r in (r for r in table if r.ours.client_cpu_ms is not None):
+        oc, tc, os_, ts = r.ours.client_cpu_ms, r.theirs.client_cpu_ms, r.ours.server_cpu_ms, r.theirs.server_cpu_ms
+        ratio = f"{oc / tc:.2f}" if tc else "n/a"
+        bound = "n/a" if os_ is None else f"{MARK} yes" if oc > os_ else "no"
+        lines.append(f"| {r.backend} | {r.scenario} | {r.concurrency} | {OUR_SIDES[r.side]} | {_f(oc, 4)} | "
+                     f"{_opt(tc, 4)} | {ratio} | {_opt(os_, 4)} | {_opt(ts, 4)} | {bound} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def cpu_sentence(table: Sequence[Row]) -> str:
+    """Which rows' client used more CPU than the server, and how our client's CPU compares with the tool's."""
+    rows_ = [r for r in table if r.ours.client_cpu_ms is not None and r.theirs.client_cpu_ms]
+    bound = [r for r in rows_ if r.ours.server_cpu_ms is not None and r.ours.client_cpu_ms > r.ours.server_cpu_ms]
+    if not rows_:
+        return ""
+    ratios = [r.ours.client_cpu_ms / r.theirs.client_cpu_ms for r in rows_]
+    names = ", ".join(f"{r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]})" for r in bound)
+    return (f"Our client spent {min(ratios):.2f}-{max(ratios):.2f}x the tool's CPU per op over {len(rows_)} rows. "
+            f"Client-bound ({MARK}, our client used more CPU than the server in the same run): "
+            f"{names or 'none'}.")
+
+
+def floor_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:
+    """Per 1-worker pair with a measured floor: the floor against the tool's p50, and ours against the floor."""
+    ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1 and r.side == "ours"}
+    out = []
+    for b in records:
+        r = ones.get((b.get("backend"), b.get("scenario")))
+        if b.get("type") != "crosscheck_breakdown" or r is None or not b.get("floor_p50_ms"):
+            continue
+        fl = b["floor_p50_ms"]
+        out.append(f"- {r.backend} {r.scenario}: the driver alone {fl:.3f} ms, {fl / r.theirs.p50_ms:.2f}x "
+                   f"{r.tool}'s {r.theirs.p50_ms:.3f} ms; ours {r.ours.p50_ms:.3f} ms, {r.ours.p50_ms / fl:.2f}x the "
+                   "driver alone.")
+    return [*out, ""] if out else []
+
+
 def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:
     """For each 1-worker pair over LIMIT with a breakdown: the gap split into the runner around the call, the
     adapter's own work and the driver against the tool, all from the records."""
@@ -141,7 +220,7 @@ def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> li
     out = []
     for r in table:
         b = bds.get((r.backend, r.scenario))
-        if r.concurrency != 1 or r.ratio("p50_ms") <= LIMIT or b is None:
+        if r.concurrency != 1 or r.side != "ours" or r.ratio("p50_ms") <= LIMIT or b is None:
             continue
         ours, ad, dr, th = r.ours.p50_ms, b["adapter_p50_ms"], b["driver_p50_ms"], r.theirs.p50_ms
         out.append(f"- {r.backend} {r.scenario}: ours {ours:.3f} ms against {r.tool}'s {th:.3f} ms "
@@ -239,14 +318,22 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
              "Ratios are ours / theirs: above 1 for latency, below 1 for throughput, means ours is slower. "
              "p50 and p95 pool every round's latencies; throughput is ops over measured seconds.", "",
              ratio_table(table), *verdict(table), ""]
+    if ct := cpu_table(table):
+        parts += ["## The client's CPU per op", "",
+                  "CPU time per measured op, pooled over the rounds: ours over the runner's measured window (this "
+                  "process, the forkserver and the workers), the tool's over its runs (its processes, its warm-up "
+                  "run included); the server's over the same span (its processes and the connections' backends "
+                  "they reaped; native deployments only).",
+                  "", cpu_sentence(table), "", ct]
     bd = breakdown_table(records, table)
     if bd:
         parts += ["## Where our time goes at 1 worker", "",
                   "The adapter's check and the bare driver call (the same query or request, prebuilt, on the "
                   "adapter's connection) timed call by call alternately in one process on the phase's inputs, after "
                   "every phase: an engine with an answer cache may answer them from it, the runner's phases may "
-                  "not have.", "",
-                  bd]
+                  "not have. Then the bare driver call alone, the same calls one after another in a tight loop "
+                  "(\"driver alone\", with this process's CPU per call): the floor a Python client on this driver "
+                  "does not pass.", "", bd, *floor_notes(records, table)]
         if tt := transport_table(records, table):
             parts += ["## OpenFGA over HTTP and over gRPC at 1 worker", "",
                       "Our adapter calls OpenFGA's HTTP API (what its SDKs use), ghz its gRPC API: our own gRPC call "

@@ -112,3 +112,14 @@ def test_each_read_phase_row_states_its_client_and_server_cpu_per_op():
     assert (row["client_ms"], row["server_ms"]) == ("6", "2")
     old = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).data()
     assert clientbound.with_cpu(old, merged).iloc[0]["client_ms"] == "unknown"
+
+
+def test_the_appendix_states_whether_client_and_servers_were_pinned_to_separate_cores():
+    run = _run(client_cpu=120.0, cpu=40.0)
+    assert "Cores not pinned: client and servers shared" in clientbound.section(run.data())
+    manifest = run.manifest()
+    manifest["config"] = {**manifest.get("config", {}), "pin": True}
+    run.manifest = lambda: manifest  # type: ignore[method-assign]
+    text = clientbound.section(run.data())
+    assert "Cores pinned (--pin): each native server's processes on the last of" in text
+    assert "not pinned" not in text

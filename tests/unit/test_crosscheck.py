@@ -68,21 +68,35 @@ def test_pgbench_script_runs_the_adapters_check_query_with_its_parameters_in_ord
 
 
 def test_check_statement_names_the_parameters_in_the_order_check_passes_them():
-    class Conn:
-        def execute(self, query, params):
-            self.seen = (query, params)
-            return self
+    from psycopg import pq
 
-        def fetchone(self):
-            return (True,)
+    from authzbench.backends.postgres import pq_placeholders
+
+    class Result:
+        status, ntuples = pq.ExecStatus.TUPLES_OK, 1
+
+        def get_value(self, row, col):
+            return b"\x01"
+
+    class PGconn:  # libpq's calls the adapter makes: a statement prepared once per query, then run by name
+        def __init__(self):
+            self.prepared, self.seen = {}, None
+
+        def prepare(self, name, query):
+            self.prepared[name] = query
+            return type("Ok", (), {"status": pq.ExecStatus.COMMAND_OK})()
+
+        def exec_prepared(self, name, params, result_format=0):
+            self.seen = (self.prepared[name], tuple(params), result_format)
+            return Result()
 
     b = PostgresBackend({"dsn": "postgresql://unused"}, {})
-    b.conn, b._watchdog = Conn(), None
-    b._check_cur = b.conn
+    b.conn, b._watchdog, b._statements = type("Conn", (), {"pgconn": PGconn()})(), None, {}
     for perm in ("manage", "view", "view_content"):
         assert b.check(user=5, perm=perm, resource=9)
         sql, params = check_statement(perm)
-        assert b.conn.seen == (sql, tuple({"user": 5, "resource": 9}[p] for p in params))
+        assert b.conn.pgconn.seen == (pq_placeholders(sql), tuple(b"%d" % {"user": 5, "resource": 9}[p] for p in params), 1)
+    assert len(b.conn.pgconn.prepared) == 3  # prepared once each
 
 
 PGBENCH_OUT = """pgbench (15.14 (Debian 15.14-0+deb12u1))
@@ -271,8 +285,8 @@ def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
         (tmp_path / name / "manifest.json").write_text(json.dumps({"run_id": name, "config": {}}))
         (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     text = render_run([tmp_path / "a", tmp_path / "b"], tmp_path / "out").read_text()
-    assert "| permify | check_negative | 1 | pgbench | 0.440 |" in text and "| 0.100 |" not in text
-    assert "| postgres | check_negative | 1 | pgbench | 0.500 |" in text and "measured again in b (permify)" in text
+    assert "| permify | check_negative | 1 | pgbench | ours | 0.440 |" in text and "| 0.100 |" not in text
+    assert "| postgres | check_negative | 1 | pgbench | ours | 0.500 |" in text and "measured again in b (permify)" in text
 
 
 def _server(backend: str = "openfga", tier: str = "strict") -> dict:
@@ -387,7 +401,7 @@ def test_openfga_over_http_and_grpc_is_a_table_of_its_own_with_the_transports_co
 
 
 def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monkeypatch):
-    import authzbench.tools.crosscheck as cc
+    import authzbench.tools.crosscheck_client as cc
 
     class Fake:
         def check(self, *a: object) -> bool:
