@@ -17,7 +17,6 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from authzbench.backends.registry import entry
 from authzbench.provision.base import cache_dir, console, say, stamp_ok
 
 
@@ -95,13 +94,12 @@ STEPS: dict[str, tuple[BuildStep, ...]] = {
 
 
 def steps_for(backends: list[str], provision: str) -> list[BuildStep]:
-    """The build steps of these backends, in their order, each once; none unless they run natively."""
+    """The build steps of these backends, in their order, each once; none unless they run natively (an
+    in-process engine, the reference, has none)."""
     if provision != "native":
         return []
     out: dict[str, BuildStep] = {}
     for name in backends:
-        if entry(name).in_process:
-            continue
         for step in STEPS.get(name, ()):
             out.setdefault(step.what, step)
     return list(out.values())
