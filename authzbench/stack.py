@@ -21,11 +21,11 @@ from authzbench.provision.native import cassandra
 TOOLS: dict[str, Callable[[], dict[str, Any]]] = {"scylla": lambda: {"bulk_cmd": cassandra.helper_command()}}
 
 
-def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any]) -> Deployment:
+def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any] | None = None) -> Deployment:
     """`name`'s servers in `mode` (provision/manager.py), its adapter checked first: a backend without one,
     or without its driver, fails here before any server is started."""
     implementation(name)
-    dep = manager.provision(name, mode, run_dir, options, backend_class(name), entry(name).why_not_native)
+    dep = manager.provision(name, mode, run_dir, options or {}, backend_class(name), entry(name).why_not_native)
     for key, value in (TOOLS[name]() if name in TOOLS else {}).items():
         dep.endpoint.setdefault(key, value)
     return dep

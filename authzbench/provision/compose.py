@@ -348,7 +348,7 @@ def published_ports(found: dict[str, Any]) -> dict[tuple[str, int], int]:
     return out
 
 
-def compose_up(name: str, read: Reader | None) -> Deployment:
+def compose_up(name: str, read: Reader | None = None) -> Deployment:
     """Start (or reuse) a backend's services, wait until healthy, return how to reach them (`read` from
     the file, see _endpoint)."""
     spec = load_compose()

@@ -330,7 +330,7 @@ def test_interpolation_handles_defaults_and_escapes():
 def test_without_a_docker_engine_compose_up_is_one_clear_line(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(compose, "_cached_client", None)
-    for call in (lambda: compose.compose_up("postgres", None), lambda: compose.compose_down("postgres"),
+    for call in (lambda: compose.compose_up("postgres"), lambda: compose.compose_down("postgres"),
                  lambda: compose.container_stats(["x"])):
         with pytest.raises(BackendUnavailable) as e:
             call()
@@ -345,7 +345,7 @@ def test_provision_compose_goes_through_compose_up(monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(compose, "_cached_client", None)
     with pytest.raises(BackendUnavailable, match="no Docker engine reachable"):
-        provision("scylla", "compose", tmp_path, {})
+        provision("scylla", "compose", tmp_path)
 
 
 # monitor arithmetic -------------------------------------------------------------------------------
