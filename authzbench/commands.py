@@ -399,13 +399,14 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _list_backends() -> int:
     from authzbench.backends.registry import BACKENDS, implementation, load_symbol
+    from authzbench.stack import compose_services, runs_natively
 
     t = Table(title="backends")
     for c in ("name", "default", "native here", "compose services", "why not"):
         t.add_column(c)
     for name, e in BACKENDS.items():
         why = e.why_not_native
-        ok = e.native is not None
+        ok = runs_natively(name)
         if ok:
             try:
                 load_symbol(implementation(name))
@@ -413,7 +414,7 @@ def _list_backends() -> int:
                 ok, why = False, str(ex)
             except AttributeError:
                 ok, why = False, "not implemented yet"
-        t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(e.compose_services), why)
+        t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(compose_services(name)), why)
     console.print(t)
     return 0
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib
 import os
 import signal
 import threading
@@ -22,6 +21,7 @@ from authzbench.backends.registry import BACKENDS, backend_class, entry
 from authzbench.errors import UserError
 from authzbench.provision.manager import MODES, default_mode
 from authzbench.records import Server
+from authzbench.stack import why_not_native_here
 
 PROFILES = ("tiny", "baseline", "large", "xl")
 
@@ -49,18 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @functools.cache  # asked for every test that takes backend_name; a recipe's answer may cost a module lookup
 def _native_ok(name: str) -> tuple[bool, str]:
-    e = BACKENDS[name]
-    if e.native is None:
-        return False, e.why_not_native
-    from authzbench.backends.registry import implementation, load_symbol
-
-    try:
-        load_symbol(implementation(name))  # no adapter or a missing driver: one line naming the extra
-        recipe = load_symbol(e.native)
-    except (UserError, AttributeError) as ex:
-        return False, str(ex)
-    # A recipe may say up front why it cannot build here (Permify without a module or a source to build from).
-    why = getattr(importlib.import_module(recipe.__module__), "unavailable", lambda: None)()
+    why = why_not_native_here(name)
     return (False, why) if why else (True, "")
 
 

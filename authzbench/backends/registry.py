@@ -1,9 +1,10 @@
-"""Backend name -> implementation, imported lazily so a missing driver disables only its backend.
+"""Backend name -> adapter, imported lazily so a missing driver disables only its backend.
 
-Each entry is everything the harness needs to know about a backend without importing it: its adapter,
-its native recipe, its compose services, the models it implements, its driver distributions and the
-pip extra that installs them (pyproject.toml's optional-dependencies; a unit test keeps the two, the
-compose file and results.DRIVERS in agreement). docs/ADDING-A-BACKEND.md walks through a new one.
+Each entry is what the harness needs to know about a backend's adapter without importing it: its class,
+the models it implements, its driver distributions and the pip extra that installs them (pyproject.toml's
+optional-dependencies; a unit test keeps the two and results.DRIVERS in agreement). How its servers are
+started is provisioning's (provision/manager.NATIVE, provision/compose.SERVICES); authzbench/stack.py joins
+the two, and neither package imports the other. docs/ADDING-A-BACKEND.md walks through a new backend.
 """
 
 from __future__ import annotations
@@ -22,57 +23,51 @@ BOTH = frozenset({"rebac", "social"})
 class BackendEntry:
     name: str
     impl: str  # "module:Class"; "" when there is no adapter yet (why_not_native says why)
-    native: str | None  # "module:function" starting its servers natively, None if impossible here
-    compose_services: tuple[str, ...]  # services in compose/docker-compose.yaml
-    why_not_native: str = ""  # shown by `--backend=list` when native is None
+    # Why it cannot run natively here ("" = it can: provision/manager.NATIVE has its recipe; a unit test keeps
+    # the two in agreement), or why it has no adapter; shown by `--backend=list`.
+    why_not_native: str = ""
     default: bool = True  # part of the default backend set of `nox -s bench`
     models: frozenset[str] = REBAC  # authorization models the adapter implements
     drivers: tuple[str, ...] = ()  # pip distributions the adapter needs (pinned in pyproject's extra)
     extra: str = ""  # the pyproject extra installing the drivers: pip install 'authzbench[EXTRA]'
-    # "module:function(ComposeFile) -> endpoint" for `--provision compose`; "" = the adapter's
-    # endpoint_from_compose classmethod (only a backend without an adapter needs this).
-    compose_endpoint: str = ""
     in_process: bool = False  # runs inside the harness: no servers, no saved server state (the oracle)
+
+    @property
+    def native(self) -> bool | None:
+        """True when it can run natively here, None when why_not_native says why not (None, as when this
+        field named the recipe: config._check_runnable asks `is None`)."""
+        return None if self.why_not_native else True
 
 
 BACKENDS: dict[str, BackendEntry] = {
     e.name: e
     for e in [
-        BackendEntry("reference", "authzbench.backends.reference:ReferenceBackend",
-                     "authzbench.provision.native.inprocess:start", (), default=False, models=BOTH, in_process=True),
-        BackendEntry("postgres", "authzbench.backends.postgres:PostgresBackend",
-                     "authzbench.provision.native.postgres:start", ("postgres",), models=BOTH,
+        BackendEntry("reference", "authzbench.backends.reference:ReferenceBackend", default=False, models=BOTH,
+                     in_process=True),
+        BackendEntry("postgres", "authzbench.backends.postgres:PostgresBackend", models=BOTH,
                      drivers=("psycopg",), extra="postgres"),
-        BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend",
-                     "authzbench.provision.native.spicedb:start", ("spicedb-pg",), models=BOTH,
+        BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend", models=BOTH,
                      drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
-        BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend",
-                     "authzbench.provision.native.openfga:start", ("openfga",), models=BOTH,
+        BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend", models=BOTH,
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
         # permify (the PyPI package): the REST clients authzbench.tools.permify_clients compares with the adapter's gRPC.
-        BackendEntry("permify", "authzbench.backends.permify:PermifyBackend",
-                     "authzbench.provision.native.permify:start", ("permify",), models=BOTH,
+        BackendEntry("permify", "authzbench.backends.permify:PermifyBackend", models=BOTH,
                      drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify"),
-        BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend", None, ("spicedb-crdb",),
+        BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend",
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False, models=BOTH, drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
         # The hand-built CockroachDB model has no adapter: no CockroachDB server can be obtained on these
         # machines to test one against, and an adapter is only trusted once tested against the real server.
-        BackendEntry("cockroach", "", None, ("cockroach",),
+        BackendEntry("cockroach", "",
                      why_not_native="no adapter yet: no CockroachDB server is obtainable here to test one against "
-                                    "(SpiceDB on CockroachDB is spicedb-crdb)", default=False,
-                     compose_endpoint="authzbench.provision.compose:cockroach_endpoint"),
+                                    "(SpiceDB on CockroachDB is spicedb-crdb)", default=False),
         BackendEntry("scylla", "authzbench.backends.scylla:ScyllaBackend",
-                     "authzbench.provision.native.cassandra:start", ("scylla",),
                      drivers=("cassandra-driver",), extra="scylla"),
         BackendEntry("clickhouse", "authzbench.backends.clickhouse:ClickHouseBackend",
-                     "authzbench.provision.native.chdb:start", ("clickhouse",),
                      drivers=("clickhouse-connect", "chdb"), extra="clickhouse"),
         BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
-                     "authzbench.provision.native.elasticsearch:start", ("elasticsearch",),
                      drivers=("elasticsearch",), extra="elasticsearch"),
         BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
-                     "authzbench.provision.native.ferretdb:start", ("mongo",),
                      drivers=("pymongo", "psycopg"), extra="mongo"),
     ]
 }

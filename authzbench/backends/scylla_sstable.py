@@ -140,12 +140,13 @@ class SSTableIngest:
         return rows
 
     def _bulk_cmd(self) -> list[str]:
+        """The SSTable helper's command, from the endpoint: natively the built helper itself; under compose or
+        external, one that builds it on first use (authzbench/stack.py adds it; an adapter never provisions)."""
         cmd = self.endpoint.get("bulk_cmd")
-        if cmd:
-            return list(cmd)
-        from authzbench.provision.native.cassandra import bulk_tool  # compose: the helper built here
-
-        return bulk_tool()
+        if not cmd:
+            raise BackendUnavailable("scylla: ingest=sstable needs the SSTable helper, and the endpoint names "
+                                     "none (bulk_cmd)")
+        return list(cmd)
 
     def _import_how(self) -> str:
         return ("nodetool import over JMX" if self.endpoint.get("jmx_port") else

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from authzbench.backends.registry import entry
 from authzbench.provision.base import cache_dir, console, say, stamp_ok
 
 
@@ -43,19 +42,17 @@ def _native(module: str, attr: str) -> Callable[[], object]:
     return lambda: getattr(importlib.import_module(f"authzbench.provision.native.{module}"), attr)()
 
 
-def _go_ready(module: str, name: str, version_attr: str) -> Callable[[], bool]:
+def _go_ready(module: str) -> Callable[[], bool]:
     def ready() -> bool:
         from authzbench.provision.gobuild import go_binary_ready
 
-        mod = importlib.import_module(f"authzbench.provision.native.{module}")
-        return go_binary_ready(name, getattr(mod, version_attr), mod.BUILD_ID)
+        return go_binary_ready(importlib.import_module(f"authzbench.provision.native.{module}").GO)
 
     return ready
 
 
-def _go(module: str, name: str, version_attr: str, expect: str) -> BuildStep:
-    return BuildStep(f"{name} (go build)", _native(module, "binary"), expect, _go_ready(module, name, version_attr),
-                     module)
+def _go(module: str, expect: str) -> BuildStep:
+    return BuildStep(f"{module} (go build)", _native(module, "binary"), expect, _go_ready(module), module)
 
 
 def _es_ready() -> bool:
@@ -84,10 +81,10 @@ def _postgres_ready() -> bool:
 POSTGRES = BuildStep("PostgreSQL server (apt)", _native("postgres", "bin_dir"), "", _postgres_ready)
 STEPS: dict[str, tuple[BuildStep, ...]] = {
     "postgres": (POSTGRES,),
-    "spicedb-pg": (POSTGRES, _go("spicedb", "spicedb", "SPICEDB_VERSION", "5-25 min")),
-    "openfga": (POSTGRES, _go("openfga", "openfga", "OPENFGA_VERSION", "~6.5 min")),
-    "permify": (POSTGRES, _go("permify", "permify", "PERMIFY_VERSION", "~3.5 min")),
-    "mongo": (POSTGRES, _go("ferretdb", "ferretdb", "FERRETDB_VERSION", "~3-6 min")),
+    "spicedb-pg": (POSTGRES, _go("spicedb", "5-25 min")),
+    "openfga": (POSTGRES, _go("openfga", "~6.5 min")),
+    "permify": (POSTGRES, _go("permify", "~3.5 min")),
+    "mongo": (POSTGRES, _go("ferretdb", "~3-6 min")),
     "elasticsearch": (BuildStep("elasticsearch node launcher (mvn package)", _native("elasticsearch", "node_build"),
                                 "~1 min", _es_ready, "elasticsearch"),),
     # jars() (~67 MB from Maven Central) states no duration; bulk_tool() fetches them first, then ~10 s of javac
@@ -97,13 +94,12 @@ STEPS: dict[str, tuple[BuildStep, ...]] = {
 
 
 def steps_for(backends: list[str], provision: str) -> list[BuildStep]:
-    """The build steps of these backends, in their order, each once; none unless they run natively."""
+    """The build steps of these backends, in their order, each once; none unless they run natively (an
+    in-process engine, the reference, has none)."""
     if provision != "native":
         return []
     out: dict[str, BuildStep] = {}
     for name in backends:
-        if entry(name).in_process:
-            continue
         for step in STEPS.get(name, ()):
             out.setdefault(step.what, step)
     return list(out.values())

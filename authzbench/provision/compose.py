@@ -11,6 +11,9 @@ engine reports it published (each checked to be on 127.0.0.1), so they cannot dr
 did. The engine and Compose v2 come from provision/engine.py; `--local-images` (AUTHZBENCH_LOCAL_IMAGES=1)
 adds compose/local/local-images.yaml, whose images provision/images.py builds here. The project name is
 AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's project.
+
+Which services are a backend's is stated here (SERVICES); the adapter's endpoint_from_compose comes in as
+`read` (provisioning never imports backends/; authzbench/stack.py joins the two).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import subprocess
 import tarfile
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +34,6 @@ from typing import Any
 
 import yaml
 
-from authzbench.backends.registry import BACKENDS, backend_class, entry, load_symbol
 from authzbench.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, cache_dir, say
 
@@ -41,6 +44,12 @@ PROJECT = "authzbench"
 UP_TIMEOUT_S = 600  # first `up` pulls several GB of images
 LOCAL_IMAGES_VAR = "AUTHZBENCH_LOCAL_IMAGES"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+# Backend -> the services of compose/docker-compose.yaml to `up` for it (their dependencies are followed from
+# the file); a backend not here has none (the in-process reference). A unit test keeps every service used.
+SERVICES: dict[str, tuple[str, ...]] = {name: (name,) for name in (
+    "postgres", "spicedb-pg", "openfga", "permify", "spicedb-crdb", "cockroach", "scylla", "clickhouse",
+    "elasticsearch", "mongo")}
 
 
 # the file, read offline -------------------------------------------------------------------------
@@ -140,7 +149,7 @@ def services_for(name: str, spec: dict) -> list[str]:
             visit(dep)
         order.append(svc)
 
-    for svc in entry(name).compose_services:
+    for svc in SERVICES.get(name, ()):
         visit(svc)
     return order
 
@@ -201,24 +210,31 @@ class ComposeFile:
         return str(dest)
 
 
-def endpoint(name: str, spec: dict | None = None) -> dict[str, Any]:
+# How a backend reads its endpoint from the file: its adapter's endpoint_from_compose.
+Reader = Callable[[ComposeFile], dict[str, Any]]
+
+
+def endpoint(name: str, read: Reader | None, spec: dict | None = None) -> dict[str, Any]:
     """What the backend's adapter expects, read from the interpolated file (no engine needed)."""
-    return _endpoint(ComposeFile(name, spec or load_compose(), environment()))
+    return _endpoint(ComposeFile(name, spec or load_compose(), environment()), read)
 
 
-def _endpoint(view: ComposeFile) -> dict[str, Any]:
-    """Each backend declares its own: its `endpoint_from_compose`, or its registry entry's compose_endpoint."""
-    e = entry(view.name)
-    if not e.compose_services:
+def _endpoint(view: ComposeFile, read: Reader | None) -> dict[str, Any]:
+    """Each backend declares its own (`read`, its adapter's endpoint_from_compose), but one without an adapter."""
+    if not SERVICES.get(view.name):
         raise UserError(f"compose: no endpoint for backend {view.name!r} (it has no compose services)")
-    if e.compose_endpoint:
-        return load_symbol(e.compose_endpoint)(view)
-    return backend_class(view.name).endpoint_from_compose(view)
+    own = OWN_ENDPOINTS.get(view.name) or read
+    if own is None:
+        raise UserError(f"compose: backend {view.name!r} has no adapter to read its endpoint")
+    return own(view)
 
 
 def cockroach_endpoint(c: ComposeFile) -> dict[str, Any]:
     """The planned cockroach backend's endpoint (it has no adapter module yet to hold this)."""
     return {"dsn": f"postgresql://root@127.0.0.1:{c.port('cockroach', 26257)}/defaultdb?sslmode=disable"}
+
+
+OWN_ENDPOINTS: dict[str, Reader] = {"cockroach": cockroach_endpoint}  # backends without an adapter
 
 
 # the engine -------------------------------------------------------------------------------------
@@ -332,10 +348,11 @@ def published_ports(found: dict[str, Any]) -> dict[tuple[str, int], int]:
     return out
 
 
-def compose_up(name: str, options: dict | None = None) -> Deployment:
-    """Start (or reuse) a backend's services, wait until healthy, return how to reach them."""
+def compose_up(name: str, read: Reader | None = None) -> Deployment:
+    """Start (or reuse) a backend's services, wait until healthy, return how to reach them (`read` from
+    the file, see _endpoint)."""
     spec = load_compose()
-    services = list(entry(name).compose_services)
+    services = list(SERVICES.get(name, ()))
     if not services:
         raise UserError(f"{name} has no compose services; use --provision native")
     client = _client()
@@ -360,7 +377,7 @@ def compose_up(name: str, options: dict | None = None) -> Deployment:
     if missing:
         raise BackendUnavailable(f"compose: no container for {', '.join(missing)} after `up`")
     view = ComposeFile(name, spec, environment(), published=published_ports(found))
-    ep = _endpoint(view)
+    ep = _endpoint(view, read)
     for svc, path, dest in view.copies:  # files the endpoint needs from inside a container (a CA)
         _copy_out(found[svc], path, dest)
     v = environment()
@@ -382,8 +399,8 @@ def compose_down(name: str) -> None:
     mine = services_for(name, spec)
     running = {s for s, c in _containers(client, list(spec["services"])).items() if c.status == "running"}
     still_needed: set[str] = set()
-    for other, e in BACKENDS.items():
-        if other != name and e.compose_services and set(e.compose_services) & running:
+    for other, services in SERVICES.items():
+        if other != name and set(services) & running:
             still_needed |= set(services_for(other, spec))
     targets = [s for s in reversed(mine) if s not in still_needed]
     if targets:

@@ -122,12 +122,11 @@ def compose_cli(build: bool = True) -> list[str]:
         raise BackendUnavailable("Docker Compose v2.20+ is missing (Debian packages only 1.29, without `up "
                                  "--wait`): install docker-compose-plugin, or run `nox -s engine`")
     if not exe.is_file():
-        from authzbench.provision.gobuild import go_module_binary
+        from authzbench.provision.gobuild import with_linked_version
 
         # go install refuses the module (its go.mod has exclude directives): the module-copy build of gobuild.
-        exe = go_module_binary("docker-compose", COMPOSE_MODULE, COMPOSE_VERSION, f"{COMPOSE_VERSION} ldflags-version",
-                               "./cmd", build_flags=["-ldflags", f"-s -w -X {COMPOSE_MODULE}/internal.Version="
-                                                                 f"{COMPOSE_VERSION}"], expect="~8 min")
+        exe = with_linked_version("docker-compose", COMPOSE_MODULE, COMPOSE_VERSION, "./cmd",
+                                  f"{COMPOSE_MODULE}/internal.Version", expect="~8 min").binary()
     return [str(exe)]
 
 

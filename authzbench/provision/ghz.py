@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from authzbench.provision.gobuild import go_module_binary
+from authzbench.provision.gobuild import GoModule, go_module_binary
 
 GHZ_VERSION = "v0.93.0"
 MODULE = "github.com/bojand/ghz"
@@ -20,5 +20,5 @@ BUILD_ID = f"{GHZ_VERSION} ldflags-version"
 
 def ghz_binary() -> Path:
     """The cached ghz binary, built if missing or built for another version."""
-    return go_module_binary("ghz", MODULE, GHZ_VERSION, BUILD_ID, "./cmd/ghz", build_flags=["-ldflags", LDFLAGS],
-                            expect="~1 min")
+    return go_module_binary(GoModule("ghz", MODULE, GHZ_VERSION, BUILD_ID, "./cmd/ghz",
+                                     build_flags=("-ldflags", LDFLAGS), expect="~1 min"))

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from authzbench.errors import BackendUnavailable
@@ -45,55 +46,84 @@ def go_with_progress(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Pat
         raise BackendUnavailable(f"{what} failed with exit code {proc.returncode} (see {log})")
 
 
-def go_binary_ready(name: str, version: str, build_id: str) -> bool:
+@dataclass(frozen=True)
+class GoModule:
+    """What one Go binary is built from: cache_dir()/NAME/NAME-VERSION, from MODULE@VERSION's PACKAGE, reused
+    while its stamp names BUILD_ID. `prepare(src)` edits the writable copy before the build; `expect` is the
+    duration announced to the user. Where the proxy refuses the module, `fallback(src, why)` fills src with
+    the module's source from elsewhere (or raises one line saying how to provide it)."""
+
+    name: str
+    module: str
+    version: str
+    build_id: str
+    package: str
+    build_flags: tuple[str, ...] = ()
+    prepare: Callable[[Path], None] | None = None
+    expect: str = ""
+    fallback: Callable[[Path, str], None] | None = None
+
+    def binary(self) -> Path:
+        """The cached binary, built if missing or built for another version."""
+        return go_module_binary(self)
+
+
+def with_linked_version(name: str, module: str, version: str, package: str, version_var: str,
+                        expect: str) -> GoModule:
+    """A release that links its version into the Go variable `version_var` (as its goreleaser file does):
+    without it the binary calls itself "(devel)" or "dev". The stamp names the version and this flag."""
+    return GoModule(name, module, version, f"{version} ldflags-version", package,
+                    build_flags=("-ldflags", f"-s -w -X {version_var}={version}"), expect=expect)
+
+
+def go_binary_ready(m: GoModule) -> bool:
     """True when go_module_binary would reuse the cached binary (nothing to build)."""
-    root = cache_dir() / name
-    return (root / f"{name}-{version}").is_file() and stamp_ok(root / f"{name}-{version}.stamp", build_id)
+    root = cache_dir() / m.name
+    return (root / f"{m.name}-{m.version}").is_file() and stamp_ok(root / f"{m.name}-{m.version}.stamp", m.build_id)
 
 
-def go_module_binary(name: str, module: str, version: str, build_id: str, package: str, *,
-                     build_flags: list[str] | None = None, prepare: Callable[[Path], None] | None = None,
-                     expect: str = "", fallback: Callable[[Path, str], None] | None = None) -> Path:
-    """cache_dir()/NAME/NAME-VERSION, built from MODULE@VERSION's PACKAGE if missing or stamped for
-    another build id. `prepare(src)` edits the writable copy before the build; `expect` is the duration
-    announced to the user. Where the proxy refuses the module, `fallback(src, why)` fills src with the
-    module's source from elsewhere (or raises one line saying how to provide it)."""
-    root = cache_dir() / name
-    exe = root / f"{name}-{version}"
-    if go_binary_ready(name, version, build_id):
+def go_module_binary(m: GoModule) -> Path:
+    """The cached binary of `m`, built if missing or stamped for another build id."""
+    root = cache_dir() / m.name
+    exe = root / f"{m.name}-{m.version}"
+    if go_binary_ready(m):
         return exe
     go = require_go()
-    with build_lock(root, name):
-        if go_binary_ready(name, version, build_id):  # built by whoever held the lock
+    with build_lock(root, m.name):
+        if go_binary_ready(m):  # built by whoever held the lock
             return exe
-        stamp = root / f"{name}-{version}.stamp"
         env = go_env()
         log = root / "build.log"
         t0 = time.monotonic()
-        say(f"building {name} {version} from the Go module proxy (once per machine; {expect or 'a few minutes'} "
-            f"on 2 cores; modules in {env['GOMODCACHE']}; log {log})")
-        out = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"], capture_output=True,
-                             text=True, env={**os.environ, **env})
-        src = root / f"src-{version}"
-        shutil.rmtree(src, ignore_errors=True)
-        if out.returncode != 0:
-            last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
-            why = f"go mod download {module}@{version} failed: {last[:300]}"
-            if fallback is None:
-                raise BackendUnavailable(why)
-            fallback(src, why)
-        else:
-            shutil.copytree(json.loads(out.stdout)["Dir"], src)
-        for p in [src, *src.rglob("*")]:
-            p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
-        if prepare:
-            prepare(src)
-        say(f"{name}: go build {package} (dependencies are fetched on the way)")
+        say(f"building {m.name} {m.version} from the Go module proxy (once per machine; "
+            f"{m.expect or 'a few minutes'} on 2 cores; modules in {env['GOMODCACHE']}; log {log})")
+        src = _writable_source(m, go, env, root / f"src-{m.version}")
+        say(f"{m.name}: go build {m.package} (dependencies are fetched on the way)")
         tmp = exe.with_suffix(".tmp")
-        go_with_progress([go, "build", "-v", *(build_flags or []), "-o", str(tmp), package], cwd=src, env=env,
-                         log=log, what=f"{name}: go build")
+        go_with_progress([go, "build", "-v", *m.build_flags, "-o", str(tmp), m.package], cwd=src, env=env,
+                         log=log, what=f"{m.name}: go build")
         tmp.replace(exe)  # atomic: a server still running from the old file keeps its inode
-        write_stamp(stamp, build_id)
+        write_stamp(root / f"{m.name}-{m.version}.stamp", m.build_id)
         shutil.rmtree(src, ignore_errors=True)  # only the binary is reused
-        say(f"{name} {version} built in {time.monotonic() - t0:.0f} s: {exe}")
+        say(f"{m.name} {m.version} built in {time.monotonic() - t0:.0f} s: {exe}")
     return exe
+
+
+def _writable_source(m: GoModule, go: str, env: dict[str, str], src: Path) -> Path:
+    """The module's source copied to `src` (from the proxy, else from `m.fallback`), writable and prepared."""
+    out = subprocess.run([go, "mod", "download", "-json", f"{m.module}@{m.version}"], capture_output=True,
+                         text=True, env={**os.environ, **env})
+    shutil.rmtree(src, ignore_errors=True)
+    if out.returncode != 0:
+        last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
+        why = f"go mod download {m.module}@{m.version} failed: {last[:300]}"
+        if m.fallback is None:
+            raise BackendUnavailable(why)
+        m.fallback(src, why)
+    else:
+        shutil.copytree(json.loads(out.stdout)["Dir"], src)
+    for p in [src, *src.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
+    if m.prepare:
+        m.prepare(src)
+    return src

@@ -114,10 +114,10 @@ def local_versions() -> dict[str, str]:
 
 def health_probe() -> Path:
     """grpc_health_probe, which the official SpiceDB/OpenFGA/Permify images carry for their healthchecks."""
-    from authzbench.provision.gobuild import go_module_binary
+    from authzbench.provision.gobuild import GoModule, go_module_binary
 
-    return go_module_binary("grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe",
-                            HEALTH_PROBE_VERSION, HEALTH_PROBE_VERSION, ".", expect="~1 min")
+    return go_module_binary(GoModule("grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe",
+                                     HEALTH_PROBE_VERSION, HEALTH_PROBE_VERSION, ".", expect="~1 min"))
 
 
 # hashing and the engine ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The registry is the one description of each backend: its compose services, driver distributions and
-pip extra agree with compose/docker-compose.yaml, compose/versions.env, pyproject.toml's extras,
-results.DRIVERS and the noxfile, for every backend (docs/ADDING-A-BACKEND.md)."""
+"""The registry is the one description of each backend's adapter: its driver distributions and pip extra
+agree with pyproject.toml's extras, results.DRIVERS and the noxfile; its native and compose recipes
+(provision/manager.NATIVE, provision/compose.SERVICES) agree with it and with compose/docker-compose.yaml,
+for every backend (docs/ADDING-A-BACKEND.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from authzbench import stack
 from authzbench.backends.base import Backend
-from authzbench.backends.registry import BACKENDS, backend_class, extras, load_symbol, missing_driver
-from authzbench.provision import compose
+from authzbench.backends.registry import BACKENDS, backend_class, extras, missing_driver
+from authzbench.provision import compose, manager
 from authzbench.results import DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,22 +61,27 @@ def test_results_record_every_driver_version():
 def test_every_backend_with_services_has_an_endpoint_and_every_service_a_backend():
     spec = compose.load_compose({**compose.versions()})
     owned: set[str] = set()
-    for name, e in BACKENDS.items():
-        if not e.compose_services:
+    for name in BACKENDS:
+        if not compose.SERVICES.get(name):
             continue
         owned |= set(compose.services_for(name, spec))
-        if not e.compose_endpoint:  # declared by the adapter itself, not inherited from Backend
+        if name not in compose.OWN_ENDPOINTS:  # declared by the adapter itself, not inherited from Backend
             assert backend_class(name).endpoint_from_compose.__func__ is not Backend.endpoint_from_compose.__func__
-        assert compose.endpoint(name, spec), name
+        assert stack.compose_endpoint(name, spec), name
     assert owned == set(spec["services"]), f"services no backend uses: {set(spec['services']) - owned}"
+    assert set(compose.SERVICES) <= set(BACKENDS)
 
 
 @pytest.mark.parametrize("name", [n for n, e in BACKENDS.items() if e.native])
 def test_every_native_recipe_and_adapter_resolves(name):
-    e = BACKENDS[name]
-    assert callable(load_symbol(e.native))
+    assert callable(manager.native_recipe(name).start)
     assert missing_driver(name) is None  # the test venv installs `all`
     assert issubclass(backend_class(name), Backend)
+
+
+def test_a_backend_has_a_native_recipe_exactly_when_its_entry_gives_no_reason_it_cannot():
+    assert {n for n, e in BACKENDS.items() if not e.why_not_native} == set(manager.NATIVE)
+    assert [n for n in BACKENDS if (BACKENDS[n].native is None) == stack.runs_natively(n)] == []
 
 
 def test_a_missing_driver_names_the_extra_to_install(monkeypatch):

@@ -14,7 +14,9 @@ SSTables from rows streamed to it and imports them through the node's JMX port (
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -181,6 +183,12 @@ def bulk_tool() -> list[str]:
             "-cp", f"{root / 'classes'}:{lib}/*", "authzbench.SSTableBulk"]
 
 
+def helper_command() -> list[str]:
+    """A command that runs the SSTable helper, building it first when it is not built yet: what an endpoint
+    read from a compose file or a URL carries, so the helper is built only when SSTables are loaded."""
+    return [sys.executable, "-m", __name__]
+
+
 def start(ctx: StartContext) -> Deployment:
     java, _ = require_java()
     lib = jars()
@@ -234,3 +242,8 @@ def _cql_answers(port: int) -> bool:
         return cluster.connect().execute("SELECT release_version FROM system.local", timeout=5).one() is not None
     finally:
         cluster.shutdown()
+
+
+if __name__ == "__main__":  # helper_command(): build if needed, then become the helper with these arguments
+    cmd = bulk_tool()
+    os.execvp(cmd[0], [*cmd, *sys.argv[1:]])

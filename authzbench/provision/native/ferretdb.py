@@ -26,7 +26,7 @@ from authzbench.provision.base import (
     stop_pid,
     wait_until,
 )
-from authzbench.provision.gobuild import go_module_binary
+from authzbench.provision.gobuild import GoModule
 from authzbench.provision.native.postgres import start_cluster
 
 FERRETDB_VERSION = "v1.24.0"
@@ -41,10 +41,11 @@ def _write_version(src: Path) -> None:
     (src / "build" / "version" / "version.txt").write_text(FERRETDB_VERSION + "\n")
 
 
-def binary() -> Path:
-    """The cached ferretdb binary, built if missing or built for another version."""
-    return go_module_binary("ferretdb", MODULE, FERRETDB_VERSION, BUILD_ID, "./cmd/ferretdb",
-                            build_flags=["-trimpath"], prepare=_write_version, expect="~3-6 min")
+GO = GoModule("ferretdb", MODULE, FERRETDB_VERSION, BUILD_ID, "./cmd/ferretdb", build_flags=("-trimpath",),
+              prepare=_write_version, expect="~3-6 min")
+
+
+binary = GO.binary  # the cached ferretdb binary, built if missing or built for another version
 
 
 def _ping(port: int) -> bool:

@@ -16,28 +16,17 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import tarfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
-
-import psycopg
+from typing import Any
 
 from authzbench.errors import BackendUnavailable
-from authzbench.provision.base import (
-    Deployment,
-    StartContext,
-    free_port,
-    port_open,
-    say,
-    spawn,
-    stop_pid,
-    wait_until,
-)
-from authzbench.provision.gobuild import go_module_binary
-from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.base import Deployment, StartContext, say
+from authzbench.provision.gobuild import GoModule
+from authzbench.provision.native.goengine import GoEngine, start_engine
 from authzbench.provision.tiers import permify as tier_settings
 from authzbench.provision.tiers import tier_of
 
@@ -122,6 +111,10 @@ def _unpack(tarball: Path, dest: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+GO = GoModule("permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify", build_flags=("-ldflags", "-s -w"),
+              prepare=prepare_source, expect="~3.5 min", fallback=source_from_env)
+
+
 def unavailable() -> str | None:
     """One line when Permify can be neither reused nor built here, else None (asks the module proxy only
     when no binary is cached and no source is named)."""
@@ -143,11 +136,7 @@ def unavailable() -> str | None:
             "tree or tarball to build it from")
 
 
-def binary() -> Path:
-    """The cached permify binary (loopback-patched), built if missing or built another way."""
-    return go_module_binary("permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify",
-                            build_flags=["-ldflags", "-s -w"], prepare=prepare_source, expect="~3.5 min",
-                            fallback=source_from_env)
+binary = GO.binary  # the cached permify binary, built if missing or built for another version
 
 
 def reported_version(exe: Path) -> str:
@@ -156,44 +145,35 @@ def reported_version(exe: Path) -> str:
     return m.group(0) if m else "unknown"
 
 
+@dataclass(frozen=True)
+class Permify(GoEngine):
+    backend = "permify"
+    name = "permify"
+    ports = ("http", "grpc", "invoker")
+    listening = ("http", "grpc")
+
+    def arguments(self, ports: dict[str, int]) -> list[str]:
+        return ["serve", "--server-host", "127.0.0.1", "--http-port", str(ports["http"]),
+                "--grpc-port", str(ports["grpc"]), "--distributed-port", str(ports["invoker"]),
+                "--database-engine", "postgres", "--database-auto-migrate=true",
+                "--database-max-data-per-write", str(MAX_DATA_PER_WRITE),
+                "--authn-enabled=true", "--authn-method", "preshared", "--profiler-enabled=false",
+                "--log-output", "json"]
+
+    def environment(self, database_uri: str, key: str) -> dict[str, str]:
+        return {"PERMIFY_DATABASE_URI": database_uri + "?sslmode=disable&" + QUERY_MODE,
+                "PERMIFY_AUTHN_PRESHARED_KEYS": key}
+
+    def version(self, log: Path) -> str:
+        return reported_version(self.exe)
+
+    def endpoint(self, ports: dict[str, int], key: str, version: str) -> dict[str, Any]:
+        return {"url": f"http://127.0.0.1:{ports['http']}", "grpc_addr": f"127.0.0.1:{ports['grpc']}",
+                "preshared_key": key, "permify_version": version, "max_data_per_write": MAX_DATA_PER_WRITE}
+
+    def note(self, version: str) -> str:
+        return f"Permify {version} {LOOPBACK_NOTE}; data/write up to {MAX_DATA_PER_WRITE:,} tuples"
+
+
 def start(ctx: StartContext) -> Deployment:
-    exe = binary()
-    version = reported_version(exe)
-    tier = tier_settings(tier_of(ctx.options))
-    cluster = start_cluster(ctx, name="permify-datastore")
-    dep = Deployment("permify", "native", {}, pids=[], notes=[])
-    dep.on_stop(cluster.stop)  # registered first so it runs last: Permify stops before its datastore
-    try:
-        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE permify")
-        key = secrets.token_hex(16)
-        db_uri = cluster.dsn.rsplit("/", 1)[0] + "/permify?sslmode=disable&" + QUERY_MODE
-        # Secrets through Permify's PERMIFY_* environment, not argv, so `ps` does not show them.
-        env = {"PERMIFY_DATABASE_URI": db_uri, "PERMIFY_AUTHN_PRESHARED_KEYS": key}
-        http_port, grpc_port, invoker_port = free_port(), free_port(), free_port()
-        log = ctx.dir("permify") / "permify.log"
-        t0 = time.monotonic()
-        proc = spawn([str(exe), "serve", "--server-host", "127.0.0.1", "--http-port", str(http_port),
-                      "--grpc-port", str(grpc_port), "--distributed-port", str(invoker_port),
-                      "--database-engine", "postgres", "--database-auto-migrate=true",
-                      "--database-max-data-per-write", str(MAX_DATA_PER_WRITE),
-                      "--authn-enabled=true", "--authn-method", "preshared", "--profiler-enabled=false",
-                      "--log-output", "json", *tier.flags], log=log, env=env)
-        dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
-        wait_until(lambda: port_open(http_port) and port_open(grpc_port), timeout=60, what="permify serve",
-                   proc=proc, log=log)
-        say(f"permify {version} serving HTTP on 127.0.0.1:{http_port}, gRPC on 127.0.0.1:{grpc_port} "
-            f"(pid {proc.pid}, {time.monotonic() - t0:.1f} s)")
-    except BaseException:
-        dep.stop()
-        raise
-    dep.pids = [proc.pid, cluster.pid]
-    # The datastore password travels as its own key so Deployment.public_endpoint() masks it.
-    dep.endpoint = {"url": f"http://127.0.0.1:{http_port}", "grpc_addr": f"127.0.0.1:{grpc_port}",
-                    "preshared_key": key, "permify_version": version, "max_data_per_write": MAX_DATA_PER_WRITE,
-                    "datastore_version": cluster.version, "engine_settings": {**tier.settings, "flags": tier.flags},
-                    "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/permify",
-                    "datastore_password": cluster.password}
-    dep.notes = [f"Permify {version} {LOOPBACK_NOTE}; data/write up to {MAX_DATA_PER_WRITE:,} tuples",
-                 f"datastore: native PostgreSQL {cluster.version.split()[0]}: {cluster.settings_line()}"]
-    return dep
+    return start_engine(ctx, Permify(binary(), tier_settings(tier_of(ctx.options))))

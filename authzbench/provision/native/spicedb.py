@@ -8,41 +8,24 @@ once per machine: the binary is reused while its stamp names the pinned version 
 
 from __future__ import annotations
 
-import secrets
 import subprocess
-import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import psycopg
-
-from authzbench.provision.base import (
-    Deployment,
-    StartContext,
-    free_port,
-    grpc_serving,
-    port_open,
-    run,
-    say,
-    spawn,
-    stop_pid,
-    wait_until,
-)
-from authzbench.provision.gobuild import go_module_binary
-from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.base import Deployment, StartContext
+from authzbench.provision.gobuild import with_linked_version
+from authzbench.provision.native.goengine import GoEngine, start_engine
 from authzbench.provision.tiers import spicedb as tier_settings
 from authzbench.provision.tiers import tier_of
 
 SPICEDB_VERSION = "v1.56.2"  # the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
 MODULE = "github.com/authzed/spicedb"
-# As upstream's .goreleaser.yml: without it the binary and the server call themselves "(devel)".
-LDFLAGS = f"-s -w -X github.com/jzelinskie/cobrautil/v2.Version={SPICEDB_VERSION}"
-BUILD_ID = f"{SPICEDB_VERSION} ldflags-version"  # the stamp: a rebuild when either part changes
+GO = with_linked_version("spicedb", MODULE, SPICEDB_VERSION, "./cmd/spicedb",
+                         "github.com/jzelinskie/cobrautil/v2.Version", expect="5-25 min, ~1 GB of modules")
 
 
-def binary() -> Path:
-    """The cached spicedb binary, built if missing or built for another version."""
-    return go_module_binary("spicedb", MODULE, SPICEDB_VERSION, BUILD_ID, "./cmd/spicedb",
-                            build_flags=["-ldflags", LDFLAGS], expect="5-25 min, ~1 GB of modules")
+binary = GO.binary  # the cached spicedb binary, built if missing or built for another version
 
 
 def binary_version(exe: Path) -> str:
@@ -52,46 +35,35 @@ def binary_version(exe: Path) -> str:
     return words[1] if len(words) >= 2 and words[0] == "spicedb" else "unknown"
 
 
-def start(ctx: StartContext) -> Deployment:
-    exe = binary()
-    version = binary_version(exe)
-    tier = tier_settings(tier_of(ctx.options))
-    cluster = start_cluster(ctx, name="spicedb-datastore")
-    dep = Deployment("spicedb-pg", "native", {}, pids=[], notes=[])
-    dep.on_stop(cluster.stop)  # registered first so it runs last: SpiceDB stops before its datastore
-    try:
-        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE spicedb")
-        ds_uri = cluster.dsn.rsplit("/", 1)[0] + "/spicedb"
-        key = secrets.token_hex(16)
-        # Secrets through SpiceDB's SPICEDB_* environment, not argv, so `ps` does not show them.
-        env = {"SPICEDB_DATASTORE_CONN_URI": ds_uri, "SPICEDB_GRPC_PRESHARED_KEY": key}
-        log = ctx.dir("spicedb") / "spicedb.log"
-        say("spicedb: datastore migrate head")
-        run([str(exe), "datastore", "migrate", "head", "--datastore-engine", "postgres", "--skip-release-check"],
-            env=env, log=log, what="spicedb datastore migrate head")
-        port = free_port()
-        t0 = time.monotonic()
+@dataclass(frozen=True)
+class SpiceDB(GoEngine):
+    backend = "spicedb-pg"
+    name = "spicedb"
+    ports = ("grpc",)
+    listening = ("grpc",)
+    migrate = ("datastore", "migrate", "head")
+    migrate_flags = ("--datastore-engine", "postgres", "--skip-release-check")
+    health = "authzed.api.v1.PermissionsService"
+
+    def arguments(self, ports: dict[str, int]) -> list[str]:
         # Defaults listen on all interfaces and send telemetry: loopback only, telemetry and extras off.
-        proc = spawn([str(exe), "serve", "--datastore-engine", "postgres", "--grpc-addr", f"127.0.0.1:{port}",
-                      "--metrics-enabled=false", "--http-enabled=false", "--telemetry-endpoint", "",
-                      "--skip-release-check", "--dispatch-cluster-enabled=false", *tier.flags], log=log, env=env)
-        dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
-        wait_until(lambda: port_open(port), timeout=60, what="spicedb serve", proc=proc, log=log)
-        wait_until(lambda: grpc_serving(port, "authzed.api.v1.PermissionsService"), timeout=60,
-                   what="spicedb health (PermissionsService SERVING)", proc=proc, log=log)
-        say(f"spicedb {version} serving gRPC on 127.0.0.1:{port} (pid {proc.pid}, "
-            f"{time.monotonic() - t0:.1f} s)")
-    except BaseException:
-        dep.stop()
-        raise
-    dep.pids = [proc.pid, cluster.pid]
-    # The datastore password travels as its own key so Deployment.public_endpoint() masks it.
-    dep.endpoint = {"addr": f"127.0.0.1:{port}", "preshared_key": key, "datastore": "postgres",
-                    "datastore_version": cluster.version,
-                    "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/spicedb",
-                    "datastore_password": cluster.password, "spicedb_version": version,
-                    "engine_settings": {**tier.settings, "flags": tier.flags}}
-    dep.notes = [f"SpiceDB {version} built from the Go module proxy (the reference's v1.46.2 is not served "
-                 f"there)", f"datastore: native PostgreSQL {cluster.version.split()[0]}: {cluster.settings_line()}"]
-    return dep
+        return ["serve", "--datastore-engine", "postgres", "--grpc-addr", f"127.0.0.1:{ports['grpc']}",
+                "--metrics-enabled=false", "--http-enabled=false", "--telemetry-endpoint", "",
+                "--skip-release-check", "--dispatch-cluster-enabled=false"]
+
+    def environment(self, database_uri: str, key: str) -> dict[str, str]:
+        return {"SPICEDB_DATASTORE_CONN_URI": database_uri, "SPICEDB_GRPC_PRESHARED_KEY": key}
+
+    def version(self, log: Path) -> str:
+        return binary_version(self.exe)
+
+    def endpoint(self, ports: dict[str, int], key: str, version: str) -> dict[str, Any]:
+        return {"addr": f"127.0.0.1:{ports['grpc']}", "preshared_key": key, "datastore": "postgres",
+                "spicedb_version": version}
+
+    def note(self, version: str) -> str:
+        return f"SpiceDB {version} built from the Go module proxy (the reference's v1.46.2 is not served there)"
+
+
+def start(ctx: StartContext) -> Deployment:
+    return start_engine(ctx, SpiceDB(binary(), tier_settings(tier_of(ctx.options))))
