@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, clientbound, engines, speed, tables
+from authzbench.report import charts, clientbound, engines, scaling, speed, tables
 from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -78,6 +78,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
+    lines += scaling.at_target(rd)  # the reader's size, projected (a size sweep with a target)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
         lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
