@@ -149,7 +149,7 @@ def lines(df: pd.DataFrame, x: str, axis: str, measures: dict[str, str]) -> list
             fastest.append(f"{b}: {measures[top]} ({axis}{got[top].text()})")
     if breaks:
         out += ["", *breaks]
-    if untested := [t for m, t in measures.items() if not _has_rounds(df, m)]:
+    if untested := [t for m, t in measures.items() if (df[m] > 0).any() and not _has_rounds(df, m)]:
         out += ["", f"Not tested for a power law (one figure per {axis}, no rounds to judge a kink by): "
                 + ", ".join(untested) + "."]
     if fastest:
