@@ -89,7 +89,10 @@ def plan(cfg: BenchConfig, shapes: dict[str, list[float]]) -> list[Point]:
             raise UserError(f"--shape {name} varies {key}: leave it out of --set")
         for v in values:
             over = {**cfg.data.overrides, key: f"{v:g}"}
-            resolve(cfg.data.profile, over, cfg.data.model)  # e.g. depth 12 with 11 groups an org
+            try:
+                resolve(cfg.data.profile, over, cfg.data.model)  # e.g. depth 12 with 11 groups an org
+            except UserError as e:
+                raise UserError(f"--shape {name}={v:g}: {str(e).removeprefix('--set ')}") from None
             points.append(Point(name, v, over))
     return points
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, clientbound, engines, scaling, speed, tables
+from authzbench.report import charts, clientbound, engines, projected, scaling, speed, tables
 from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -78,10 +78,16 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
-    lines += scaling.at_target(rd)  # the reader's size, projected (a size sweep with a target)
+    lines += _target(rd)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
         lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
+
+
+def _target(rd: RunData) -> list[str]:
+    """The reader's size (--target-relationships) projected, when this run ends a size sweep."""
+    runs = scaling.sweep_runs(rd)
+    return projected.at_target(rd, scaling.size_table(runs)) if len(runs) >= 2 else []
 
 
 def _scope(rd: RunData) -> str:

@@ -142,12 +142,6 @@ def section(rd: RunData, out_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def at_target(rd: RunData) -> list[str]:
-    """The decision summary's lines on `--target-relationships`, when this run ends a sweep of two or more sizes."""
-    runs = sweep_runs(rd)
-    return projected.at_target(rd, size_table(runs)) if len(runs) >= 2 else []
-
-
 def _note(row) -> str:
     """The row's note, or nothing: rows without one hold NaN in the frame, which must not print as "nan"."""
     note = row.get("note")

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("backends",)),
     ("provision", ("provision",)),
     ("measure", ("scenarios", "results")),
-    ("run", ("config", "servers", "loading", "restore", "phase_plan", "progress", "orchestrate", "sweep",
+    ("run", ("config", "servers", "loading", "restore", "phase_plan", "progress", "orchestrate", "sweep", "shape",
              "loadtest", "perf")),
     ("report", ("report",)),
     ("command", ("commands", "tools")),
