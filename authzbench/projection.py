@@ -144,13 +144,14 @@ def grow(basis: BackendBasis, what: str, size: float) -> Grown | None:
     return carry(basis.figure(what), DEFAULT_EXPONENT[what], size)
 
 
-def carry(pts: list[tuple[int, Range]], default_k: float, size: float) -> Grown | None:
-    """A figure measured at the sizes `pts` carried to `size` along its exponent (default_k without one);
-    the range from the worst combination of the largest size's rounds and the exponent's interval."""
+def carry(pts: list[tuple[int, Range]], default_k: float, size: float, k: Range | None = None) -> Grown | None:
+    """A figure measured at the sizes `pts` carried to `size` along its exponent (`k` when given, else
+    exponent(pts), default_k without one); the range from the worst combination of the largest size's rounds
+    and the exponent's interval."""
     if not pts:
         return None
     base_size, base = max(pts, key=lambda p: p[0])
-    k = exponent(pts)
+    k = k or exponent(pts)
     assumed = k is None
     if k is None:
         k = Range(default_k, default_k, default_k)

@@ -50,6 +50,12 @@ class Fit:
     def two_point(self) -> bool:
         return self.n == 2
 
+    def cell(self) -> str:
+        """A table cell: "0.52 ± 0.04 [0.40, 0.64]" or "1.00 (2 points)"."""
+        if self.se is None:
+            return f"{self.k:.2f} (2 points)"
+        return f"{self.k:.2f} ± {self.se:.2f} [{self.low:.2f}, {self.high:.2f}]"
+
     def text(self) -> str:
         """"x^0.52 ± 0.04 (95%: 0.40 to 0.64, 4 points)" or "x^0.52 (two-point slope, no interval)"."""
         if self.se is None:
@@ -138,11 +144,13 @@ def of(g: pd.DataFrame, x: str, m: str) -> Fit | None:
 def lines(df: pd.DataFrame, x: str, axis: str, measures: dict[str, str]) -> list[str]:
     """The growth table (one row per backend, one column per measure: its exponent on `x`), then one line per
     series that is not a power law, and per backend the measure that grows fastest."""
-    out = [f"| backend | {' | '.join(measures.values())} |", "|---|" + "---:|" * len(measures)]
+    out = [f"Exponent on {axis}: k ± its standard error [95% interval] over three or more points; over two, a "
+           "two-point slope with no interval.", "",
+           f"| backend | {' | '.join(measures.values())} |", "|---|" + "---:|" * len(measures)]
     breaks, fastest = [], []
     for b, g in df.groupby("backend", sort=False):
         fits = {m: of(g, x, m) for m in measures}
-        out.append(f"| {b} | " + " | ".join(f"{axis}{f.text()}" if f else "—" for f in fits.values()) + " |")
+        out.append(f"| {b} | " + " | ".join(f.cell() if f else "—" for f in fits.values()) + " |")
         breaks += [f"- **{b}**, {measures[m]}: {f.off}." for m, f in fits.items() if f and f.off]
         if got := {m: f for m, f in fits.items() if f}:
             top = max(got, key=lambda m: got[m].k)

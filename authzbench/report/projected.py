@@ -2,7 +2,8 @@
 
 Both carry a figure along its growth exponent as `authzbench.projection.carry` does for `plan`: from the
 largest size measured, with a range from the worst combination of that size's rounds and the exponent's
-flattest and steepest line through the sizes' round ranges.
+range: the flattest and steepest line through the sizes' round ranges, widened to the fit's 95% interval
+where three or more sizes give one (round ranges alone ignore how far the sizes stray from one line).
 - `check_table`: on our own data, the largest size projected from the smaller ones (two or more), beside
   what it measured: the error says how far to trust a projection of the reader's size.
 - `at_target`: the decision summary's lines: each backend's projected figures at the target, and which are
@@ -16,6 +17,8 @@ import math
 import pandas as pd
 
 from authzbench.projection import Grown, Range, carry
+from authzbench.projection import exponent as projection_exponent
+from authzbench.report import growth
 from authzbench.report.data import RunData
 from authzbench.report.frames import slo
 
@@ -39,6 +42,20 @@ def points(g: pd.DataFrame, m: str) -> list[tuple[int, Range]]:
     return sorted(out, key=lambda p: p[0])
 
 
+def exponent(pts: list[tuple[int, Range]]) -> Range | None:
+    """The exponent's range: the flattest to steepest line through the sizes' rounds (projection.exponent),
+    widened to the least-squares fit's 95% interval where three or more sizes give one."""
+    k = projection_exponent(pts)
+    f = growth.fit([s for s, _ in pts], [r.value for _, r in pts])
+    if k is None or f is None or f.se is None:
+        return k
+    return Range(k.value, min(k.low, f.low), max(k.high, f.high))
+
+
+def grown(pts: list[tuple[int, Range]], k0: float, size: float) -> Grown | None:
+    return carry(pts, k0, size, exponent(pts))
+
+
 def check_rows(df: pd.DataFrame) -> list[dict]:
     """Per backend and need: the largest size projected from the smaller ones (two or more) and measured."""
     rows = []
@@ -48,7 +65,7 @@ def check_rows(df: pd.DataFrame) -> list[dict]:
             if len(pts) < 3:
                 continue
             size, measured = pts[-1]
-            got = carry(pts[:-1], k0, size)
+            got = grown(pts[:-1], k0, size)
             if got is None:
                 continue
             rows.append({"backend": b, "need": title, "size": size, "from": len(pts) - 1, "projected": got.at,
@@ -83,12 +100,12 @@ def at_target(rd: RunData, df: pd.DataFrame) -> list[str]:
     limits = slo(rd)
     free = (rd.manifest.get("environment") or {}).get("disk_free_bytes")
     out = [f"- At the target size, {target:,.0f} relationships ({target / df['relationships'].max():,.3g}x the "
-           "largest measured), projected along each backend's growth exponent (range: rounds x exponent interval):"]
+           "largest measured), projected along each backend's growth exponent (range: the largest size's rounds x the exponent's range, which spans its 95% interval over three or more sizes):"]
     for b, g in df.groupby("backend", sort=False):
-        grown = {need: carry(points(g, m), k0, target) for need, (m, _, k0) in NEEDS.items()}
+        at = {need: grown(points(g, m), k0, target) for need, (m, _, k0) in NEEDS.items()}
         figs = [f"{NEEDS[n][1]} {_range(x.at)}{'' if not x.assumed else ' (one size: exponent assumed)'}"
-                for n, x in grown.items() if x]
-        verdicts = _verdicts(grown, limits, free)
+                for n, x in at.items() if x]
+        verdicts = _verdicts(at, limits, free)
         out.append(f"  - {b}: " + "; ".join(figs) + (f". **{'; '.join(verdicts)}**" if verdicts else ""))
     return out
 

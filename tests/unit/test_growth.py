@@ -112,3 +112,14 @@ def test_the_readers_size_names_who_leaves_the_slo_and_outgrows_the_disk():
     assert "projected to leave the check p95 SLO (25 ms)" in steep and "SLO" not in flat
     assert "outgrow the machine's free disk (1 GiB)" in steep  # 8,000 MiB projected
     assert at_target(_Run(None, 2**30), df) == []
+
+
+def test_over_three_sizes_the_projection_exponent_spans_the_fits_95_percent_interval():
+    from authzbench.projection import exponent as rounds_only
+    from authzbench.report.projected import exponent
+
+    pts = [(1_000, Range(1.0, 1.0, 1.0)), (10_000, Range(3.0, 3.0, 3.0)), (100_000, Range(4.0, 4.0, 4.0))]
+    f = fit([s for s, _ in pts], [r.value for _, r in pts])
+    k = exponent(pts)
+    assert rounds_only(pts).high - rounds_only(pts).low < 1e-9  # no spread over rounds: a point range alone
+    assert k.low == pytest.approx(f.low) and k.high == pytest.approx(f.high) and k.low < k.value < k.high
