@@ -226,6 +226,10 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    "tiny,baseline,large; the last report shows how cost grows with size")
     p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
                    "(= baseline,large,xl)")
+    p.add_argument("--shape", action="append", metavar="PARAM=V1,V2,V3",
+                   help="shape sweep at --profile: one run per value of a generator parameter, the others fixed; "
+                        "PARAM is depth (group nesting), fanout (groups a user joins an org) or acl (viewers a "
+                        "resource), 3+ values each (repeatable), or `all` for each at its default values")
     p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
     p.add_argument("--report-dir", type=_path, default=Path("reports"))
     p.add_argument("--no-report", action="store_true")

@@ -262,6 +262,8 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
+    elif args.shape:
+        failures = _shape_sweep(args, cfg)
     elif args.profiles is not None or args.scale is not None:
         from authzbench.sweep import parse_sizes, run_sweep
 
@@ -287,6 +289,15 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     for f in failures:
         err.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0
+
+
+def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
+    from authzbench.shape import parse_shapes, plan, run_shape
+
+    if args.profiles is not None or args.scale is not None:
+        raise UserError("--shape sweeps the graph's shape at one size (--profile): leave out --profiles and --scale")
+    points = plan(cfg, parse_shapes(args.shape))
+    return run_shape(cfg, points, args.results_dir, None if args.no_report else _renderer(args.report_dir))
 
 
 def _basis(args: argparse.Namespace) -> int:

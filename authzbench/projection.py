@@ -141,15 +141,20 @@ class Grown:
 
 
 def grow(basis: BackendBasis, what: str, size: float) -> Grown | None:
-    pts = basis.figure(what)
+    return carry(basis.figure(what), DEFAULT_EXPONENT[what], size)
+
+
+def carry(pts: list[tuple[int, Range]], default_k: float, size: float, k: Range | None = None) -> Grown | None:
+    """A figure measured at the sizes `pts` carried to `size` along its exponent (`k` when given, else
+    exponent(pts), default_k without one); the range from the worst combination of the largest size's rounds
+    and the exponent's interval."""
     if not pts:
         return None
     base_size, base = max(pts, key=lambda p: p[0])
-    k = exponent(pts)
+    k = k or exponent(pts)
     assumed = k is None
     if k is None:
-        d = DEFAULT_EXPONENT[what]
-        k = Range(d, d, d)
+        k = Range(default_k, default_k, default_k)
     ratio = size / base_size
     corners = [b * ratio ** e for b in (base.low, base.high) for e in (k.low, k.high)]
     return Grown(Range(base.value * ratio ** k.value, min(corners), max(corners)), base, base_size, k, assumed)

@@ -48,20 +48,31 @@ def parse_sizes(profiles: str | None, scale: str | None, model: str) -> list[str
 def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
               render: Callable[[Path], Path] | None) -> list[str]:
     """bench at every size in order; returns the failures of all sizes (one line each)."""
-    for p in sizes:
-        _sized(cfg, p).validate()
+    runs: list[str] = []
+
+    def manifest(run_id: str, _i: int) -> dict:
+        runs.append(run_id)
+        say(f"size sweep: {len(runs)}/{len(sizes)} sizes")
+        return {"sweep": {"profiles": sizes, "runs": list(runs)}}
+
+    return run_each([(p, _sized(cfg, p)) for p in sizes], cfg, results_dir, render, manifest)
+
+
+def run_each(runs: list[tuple[str, BenchConfig]], cfg: BenchConfig, results_dir: Path | None,
+             render: Callable[[Path], Path] | None, manifest: Callable[[str, int], dict]) -> list[str]:
+    """bench every (label, config) in order, each its own run whose manifest gets manifest(run_id, index);
+    the servers this started are stopped at the end (unless --keep-running). The failures, one line each."""
+    for _, c in runs:
+        c.validate()
     running_before = set(servers.running())
     failures: list[str] = []
-    runs: list[str] = []
     try:
-        for p in sizes:
+        for i, (label, one) in enumerate(runs):
             store = RunStore.create(results_dir)
-            runs.append(store.run_id)
-            store.update_manifest(sweep={"profiles": sizes, "runs": list(runs)})
-            say(f"size sweep: {p} -> {store.path}")
-            sized = _sized(cfg, p)
+            store.update_manifest(**manifest(store.run_id, i))
+            say(f"{label} -> {store.path}")
             try:
-                failures += [f"{p}: {f}" for f in orchestrate.bench(sized, store)]
+                failures += [f"{label}: {f}" for f in orchestrate.bench(one, store)]
             finally:
                 if render:
                     say(f"report: {render(store.path)}")

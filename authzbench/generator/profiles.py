@@ -18,6 +18,9 @@ class RebacParams:
     groups_per_user: float = 3.0  # mean groups a user joins in each of their orgs
     group_manager_share: float = 0.12  # share of groups that have direct managers (1-3)
     child_group_share: float = 0.07  # share of groups nested under another group of the same org
+    # > 0: instead of child_group_share's random nesting, each org's first groups form one chain this many
+    # levels deep (group 1 in group 0, 2 in 1, ...): the shape sweep's nesting depth, set exactly.
+    group_depth: int = 0
     resources_per_org: int = 2000
     admins_per_org: int = 10
     manager_users_per_res: int = 2
@@ -57,6 +60,8 @@ class RebacParams:
                 raise UserError(f"{f.name} must be >= 0, got {v}")
         if self.orgs_per_user < 1:
             raise UserError(f"orgs_per_user must be >= 1, got {self.orgs_per_user}")
+        if self.group_depth >= self.groups_per_org:
+            raise UserError(f"group_depth must be below groups_per_org ({self.groups_per_org}), got {self.group_depth}")
 
     def as_dict(self) -> dict:
         return asdict(self)

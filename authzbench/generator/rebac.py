@@ -155,10 +155,14 @@ def _group_managers(p: RebacParams, group_org: np.ndarray, user_of: np.ndarray,
 
 
 def _hierarchy(p: RebacParams, group_org: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray]:
-    """A share of groups become children of an earlier group of the same org -> acyclic."""
+    """A share of groups become children of an earlier group of the same org -> acyclic; with group_depth,
+    one chain of that depth per org instead."""
     gpo = p.groups_per_org
     rng = _rng(p, _HIERARCHY)
     local = np.tile(np.arange(gpo), p.orgs)
+    if p.group_depth > 0:  # one chain per org: local group i in i - 1, for i = 1..depth
+        child = np.flatnonzero((local > 0) & (local <= p.group_depth))
+        return _unique_pairs(child - 1, child, G)
     is_child = (local > 0) & (rng.random(G) < p.child_group_share)
     child = np.flatnonzero(is_child)
     parent = group_org[child] * gpo + np.floor(rng.random(len(child)) * local[child]).astype(np.int64)

@@ -458,3 +458,25 @@ def freshness_modes(rd: RunData, modes: pd.DataFrame, chart_dir: Path) -> str | 
     ax.grid(True, which="both", alpha=0.3)
     _legend_below(fig, ax, drawn["backend"].nunique())
     return _save(fig, chart_dir, "freshness", tight=False)
+
+
+def shape_sweep(rd: RunData, df: pd.DataFrame, param: str, measures: dict[str, str], chart_dir: Path) -> dict[str, str]:
+    """The shape sweep's log-log chart per measure against one parameter's values (report/shapes.py), drawn as
+    size_sweep draws against relationships. measure -> chart path."""
+    out = {}
+    for m, title in measures.items():
+        if not (df[m] > 0).any():
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for b, g in df.groupby("backend", sort=False):
+            g = g[g[m] > 0].sort_values("value")
+            if not g.empty:
+                ax.plot(g["value"], g[m], label=label(rd, b), **_style(rd, b))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(param)
+        ax.set_ylabel(title)
+        ax.set_title(f"{title} vs {param} (log-log)")
+        ax.legend(fontsize=7)
+        out[m] = _save(fig, chart_dir, f"shape-{param}-{m}")
+    return out

@@ -9,7 +9,18 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.report import charts, churn, clientbound, engines, freshness, speed, tables, workloads
+from authzbench.report import (
+    charts,
+    churn,
+    clientbound,
+    engines,
+    freshness,
+    projected,
+    scaling,
+    speed,
+    tables,
+    workloads,
+)
 from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups, ranks
 from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
@@ -78,6 +89,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
+    lines += _target(rd)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
         lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
     return "\n".join([*lines, ""])
@@ -88,6 +100,12 @@ def envelope(rd: RunData, dims: list[Dimension], out_dir: Path) -> list[str]:
     (nothing for a run without a churn sweep or revocations at 8 writers)."""
     figures = [*churn.summary_lines(rd, out_dir), *freshness.summary_lines(rd)]
     return [*workloads.section_lines(rd, dims), *(x for line in figures for x in (line, ""))]
+
+
+def _target(rd: RunData) -> list[str]:
+    """The reader's size (--target-relationships) projected, when this run ends a size sweep."""
+    runs = scaling.sweep_runs(rd)
+    return projected.at_target(rd, scaling.size_table(runs)) if len(runs) >= 2 else []
 
 
 def _scope(rd: RunData) -> str:

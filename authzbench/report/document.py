@@ -23,6 +23,7 @@ from authzbench.report import (
     reads,
     reference,
     scaling,
+    shapes,
     tiers,
     timeline,
     validity,
@@ -37,6 +38,7 @@ MAIN: list[Section] = [
     overview.intro, decision.section, findings.section, overview.environment, overview.dataset, overview.method,
     ingest.section, digest.reads, digest.mixed, digest.writes_digest, digest.correctness,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
+    shapes.section,  # "" unless the run ends a `--shape` sweep
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
     outcomes.problems, digest.appendix_link]
 APPENDIX: list[Section] = [

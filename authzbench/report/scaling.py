@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.metrics import merge, summarize
-from authzbench.report import charts
+from authzbench.report import charts, growth, projected
 from authzbench.report.data import RunData, load_run
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -27,7 +27,12 @@ MEASURES = {
     "footprint_mib": "footprint (MiB)", "bytes_per_rel": "bytes per relationship",
     "check_p50_ms": "check p50 (ms)", "check_p95_ms": "check p95 (ms)",
     "lookup_p50_ms": "heavy lookup p50 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+    "write_p50_ms": "structural write p50 (ms)", "write_p95_ms": "structural write p95 (ms)",
 }
+# The measures the growth table fits: one per need (rows written and relationships/s follow from the others)
+GROWTH = ("ingest_s", "footprint_mib", "bytes_per_rel", "check_p95_ms", "lookup_p95_ms", "write_p95_ms")
+# The default run's structural writes: a user joins a group, a group joins a group.
+STRUCTURAL = ("write_membership", "write_hierarchy")
 
 
 def sweep_runs(rd: RunData) -> list[RunData]:
@@ -38,14 +43,21 @@ def sweep_runs(rd: RunData) -> list[RunData]:
     return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
 
 
-def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str) -> tuple[float, float]:
+def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
+    """{prefix}_p50_ms / _p95_ms over every round merged, and each one's lowest and highest round (_lo, _hi:
+    the spread the growth fit's power-law tests and the projections' ranges rest on)."""
     sub = ph[(ph["backend"] == backend) & ph["scenario"].isin(scenarios) & (ph["kind"] == kind)
              & (ph["mode"] == "closed")]
     if sub.empty:
-        return math.nan, math.nan
+        return {}
     sub = sub[sub["concurrency"] == sub["concurrency"].min()]
     s = summarize(merge(h for hs in sub["hists"] for h in hs))
-    return s.p50_ms, s.p95_ms
+    rounds = [summarize(merge(h for hs in g["hists"] for h in hs)) for _, g in sub.groupby("repeat")]
+    out = {f"{prefix}_p50_ms": s.p50_ms, f"{prefix}_p95_ms": s.p95_ms}
+    for q in ("p50", "p95"):
+        v = [getattr(r, f"{q}_ms") for r in rounds]
+        out[f"{prefix}_{q}_ms_lo"], out[f"{prefix}_{q}_ms_hi"] = min(v), max(v)
+    return out
 
 
 def size_table(runs: list[RunData]) -> pd.DataFrame:
@@ -60,7 +72,7 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
         backends = list(dict.fromkeys([*ing.get("backend", []), *bounded,
                                        *(rd.phases["backend"] if not rd.phases.empty else [])]))
         for b in backends:
-            row = {"backend": b, "profile": ds.get("profile"), "relationships": rels}
+            row = {"backend": b, "profile": ds.get("profile"), "relationships": rels, "run": rd.path.name}
             one = ing[ing["backend"] == b] if not ing.empty else ing
             if not one.empty:
                 r = one.iloc[-1]
@@ -73,11 +85,12 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
                 row["note"] = (f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): "
                                f"{x['rels_per_s']:,.0f}/s, projected {x['projected_seconds'] / 60:,.1f} min")
             if not rd.phases.empty:
-                row["check_p50_ms"], row["check_p95_ms"] = _latency(rd.phases, b, checks, "check")
-                row["lookup_p50_ms"], row["lookup_p95_ms"] = _latency(rd.phases, b, [HEAVY_LOOKUP], "lookup")
+                row.update(_latency(rd.phases, b, checks, "check", "check"))
+                row.update(_latency(rd.phases, b, [HEAVY_LOOKUP], "lookup", "lookup"))
+                row.update(_latency(rd.phases, b, list(STRUCTURAL), "write", "write"))
             rows.append(row)
     df = pd.DataFrame(rows)
-    for m in MEASURES:
+    for m in [*MEASURES, *(f"{m}_{e}" for m in MEASURES for e in ("lo", "hi"))]:
         if m not in df:
             df[m] = math.nan
     return df
@@ -110,22 +123,21 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines = ["## How cost grows with size", "",
              f"The same scenarios at each size of the sweep: {sizes}. Latencies at the lowest concurrency; "
              "check = every check scenario's ops merged; heavy lookup = `lookup_resources_manage_super`. "
-             "Slopes are least-squares fits of log(measure) on log(relationships): 1.0 is linear growth, "
-             "0 is flat.", "",
+             "Structural write = `write_membership` and `write_hierarchy` merged. An exponent of 1.0 is "
+             "linear growth, 0 is flat.", "",
              "| backend | size | relationships | " + " | ".join(MEASURES.values()) + " | note |",
              "|---|---|---:|" + "---:|" * len(MEASURES) + "---|"]
     for _, r in df.sort_values(["backend", "relationships"]).iterrows():
         lines.append(f"| {r['backend']} | {r['profile']} | {r['relationships']:,} | "
                      + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {_note(r)} |")
-    lines += ["", "Growth with size (exponent of a power-law fit over the sizes measured):", ""]
-    for b, g in df.groupby("backend", sort=False):
-        parts = []
-        for m, title in MEASURES.items():
-            k = slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
-            if k is not None:
-                parts.append(f"{title} grows as size^{k:.2f}")
-        if parts:
-            lines.append(f"- **{b}**: " + "; ".join(parts) + f" ({g['relationships'].nunique()} sizes)")
+    lines += ["", "Growth with size: the exponent k of measure ~ size^k, a least-squares fit of log(measure) on "
+              "log(relationships) with its standard error and 95% interval over three or more sizes (a two-point "
+              "slope has none). A series is flagged as not a power law where the slopes between neighbouring sizes "
+              "disagree beyond their rounds' ranges (local-slopes test), or where the fit misses a size by more "
+              "than its rounds' spread (residuals test).", "",
+              *growth.lines(df, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
+    if check := projected.check_table(df):
+        lines += ["", *check]
     drawn = charts.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
     if drawn:
         lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in drawn.items())]

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("provision", ("provision",)),
     ("measure", ("scenarios", "results")),
     ("run", ("config", "servers", "stack", "loading", "restore", "phase_plan", "progress", "orchestrate", "sweep",
-             "loadtest", "perf")),
+             "shape", "loadtest", "perf")),
     ("report", ("report",)),
     ("command", ("commands", "tools")),
     ("cli", ("cli",)),
