@@ -389,22 +389,29 @@ def _write_panel(rd: RunData, ax, bars: dict[str, dict[str, tuple[float, bool]]]
 def size_sweep(rd: RunData, df: pd.DataFrame, measures: dict[str, str], chart_dir: Path) -> dict[str, str]:
     """The size sweep's log-log chart per measure (scaling.py): one line per backend in its fixed colour and
     marker, † dashed and hollow. measure -> chart path, for the measures some backend has a value of."""
+    return _loglog(rd, df, ("relationships", "relationships", "size"), measures, chart_dir, "scaling-")
+
+
+def _loglog(rd: RunData, df: pd.DataFrame, x: tuple[str, str, str], measures: dict[str, str], chart_dir: Path,
+            prefix: str) -> dict[str, str]:
+    """A log-log chart per measure against column x = (column, axis label, title word), one line per backend."""
+    column, xlabel, word = x
     out = {}
     for m, title in measures.items():
         if not (df[m] > 0).any():
             continue
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for b, g in df.groupby("backend", sort=False):
-            g = g[g[m] > 0].sort_values("relationships")
+            g = g[g[m] > 0].sort_values(column)
             if not g.empty:
-                ax.plot(g["relationships"], g[m], label=label(rd, b), **_style(rd, b))
+                ax.plot(g[column], g[m], label=label(rd, b), **_style(rd, b))
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("relationships")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(title)
-        ax.set_title(f"{title} vs size (log-log)")
+        ax.set_title(f"{title} vs {word} (log-log)")
         ax.legend(fontsize=7)
-        out[m] = _save(fig, chart_dir, f"scaling-{m}")
+        out[m] = _save(fig, chart_dir, f"{prefix}{m}")
     return out
 
 
@@ -463,20 +470,4 @@ def freshness_modes(rd: RunData, modes: pd.DataFrame, chart_dir: Path) -> str | 
 def shape_sweep(rd: RunData, df: pd.DataFrame, param: str, measures: dict[str, str], chart_dir: Path) -> dict[str, str]:
     """The shape sweep's log-log chart per measure against one parameter's values (report/shapes.py), drawn as
     size_sweep draws against relationships. measure -> chart path."""
-    out = {}
-    for m, title in measures.items():
-        if not (df[m] > 0).any():
-            continue
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for b, g in df.groupby("backend", sort=False):
-            g = g[g[m] > 0].sort_values("value")
-            if not g.empty:
-                ax.plot(g["value"], g[m], label=label(rd, b), **_style(rd, b))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(param)
-        ax.set_ylabel(title)
-        ax.set_title(f"{title} vs {param} (log-log)")
-        ax.legend(fontsize=7)
-        out[m] = _save(fig, chart_dir, f"shape-{param}-{m}")
-    return out
+    return _loglog(rd, df, ("value", param, param), measures, chart_dir, f"shape-{param}-")
