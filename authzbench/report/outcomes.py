@@ -116,7 +116,7 @@ def _completed(rd: RunData) -> str:
 def _not_run(rd: RunData) -> str:
     per = pd.Series([str(r["phase"]).split("/")[0] for r in rd.skipped]).value_counts()
     return (f"{len(rd.skipped)} phase{'s' * (len(rd.skipped) != 1)} not run ("
-            + ", ".join(f"{b} {n}" for b, n in per.items())
+            + ", ".join(f"{label(rd, b)} {n}" for b, n in per.items())
             + "); each one's cause: appendix, \"Phases stopped early\".")
 
 

@@ -188,7 +188,9 @@ def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measur
 
 
 def _summary_rows(md: str) -> tuple[list[str], list[list[str]]]:
-    rows = [r for r in md.split("## Decision summary")[1].split("\n\n| ")[1].split("\n\n")[0].splitlines()]
+    # the needs table (a run with the operating envelope has the workload table before it)
+    rows = [r for r in md.split("## Decision summary")[1].split("\n\n| Need |")[1].split("\n\n")[0].splitlines()]
+    rows[0] = " Need |" + rows[0]
     cells = [[c.strip() for c in ("| " + r if i == 0 else r).strip("|").split("|")] for i, r in enumerate(rows)]
     return [re.sub(r" [‡†]$", "", h) for h in cells[0][2:]], [c for c in cells[2:]]
 
