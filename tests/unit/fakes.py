@@ -196,6 +196,26 @@ class DyingBackend(ReferenceBackend):
 
 
 @dataclass(frozen=True)
+class GoneOptions(ReferenceOptions):
+    answers: int = 300  # checks answered at once before the server is gone
+    fail_after_s: float = 0.05  # how long each later check waits before it fails
+
+
+class GoneBackend(_Counting):
+    """Answers its first checks at once, then every check fails after a wait: a server killed mid-phase, seen
+    by a driver whose calls time out (the fast part's many answers outnumber the slow part's failures)."""
+
+    name = "gone"
+    Options = GoneOptions
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        if self.n >= self.options.answers:
+            time.sleep(self.options.fail_after_s)
+            raise ConnectionError("server gone")
+        return super().check(user, perm, resource)
+
+
+@dataclass(frozen=True)
 class ChurnSlowOptions(ReferenceOptions):
     ms_per_write_per_s: float = 0.2  # a real user's check costs this much per write of the last second
 

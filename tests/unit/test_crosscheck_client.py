@@ -107,3 +107,21 @@ def test_cpu_spent_counts_a_servers_process_and_the_children_it_reaped(tmp_path)
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_client_descendants_reaped_grandchild_still_counts_so_the_sum_never_falls(tmp_path):
+    done = tmp_path / "reaped"
+    child = subprocess.Popen([sys.executable, "-c", "import pathlib, subprocess, sys, time\n"
+                              f"subprocess.run([sys.executable, '-c', {BURN!r}])\n"
+                              f"pathlib.Path({str(done)!r}).touch()\ntime.sleep(60)"])
+    try:
+        with cpu_spent("ours", []) as spent:
+            spent.window(True)
+            deadline = time.monotonic() + 60
+            while not done.exists() and time.monotonic() < deadline:  # the grandchild burnt, its parent reaped it
+                time.sleep(0.05)
+            spent.window(False)
+        assert done.exists() and spent.client_s is not None and spent.client_s >= 0.25
+    finally:
+        child.kill()
+        child.wait()

@@ -138,6 +138,17 @@ def test_a_phase_stopped_by_its_time_budget_is_complete_and_one_stopped_by_the_c
     assert cap.status == "incomplete" and "cap" in cap.reason
 
 
+def test_a_server_gone_mid_phase_is_incomplete_though_its_failed_ops_are_under_one_percent(tiny):
+    ds, o = tiny
+    inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
+    factory = _factory(ds, "tests.unit.fakes:GoneBackend", answers=3000, fail_after_s=0.1)
+    spec = PhaseSpec("gone", "s", concurrency=2, iterations=100_000, budget_s=1.5, interval_s=0.1, warmup=0)
+    res, t = _run(spec, factory, inputs)
+    failed = t.iloc[0]["timeouts"] + t.iloc[0]["errors"]
+    assert 0 < failed < 0.01 * (t.iloc[0]["ops"] + failed)  # the share rule alone would call it complete
+    assert res.status == "incomplete" and "stopped answering" in res.reason
+
+
 def test_a_time_budget_waits_for_the_ops_a_percentile_needs_but_not_forever(tiny):
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
