@@ -93,23 +93,64 @@ def step_of(intervals: Iterable[dict]) -> Step:
 SLO_CHECK_P95_MS = 25.0
 
 
+# The phases before the sweep that foretell a step that cannot hold (ChurnSweep.foreseen): the 1-writer write
+# phases. Reads foretell nothing certain: FerretDB's via-group check p95 at 1 worker was 107 ms in one round
+# and 14.6 ms in the next (20261128-183514), so one round over the SLO could skip a step that holds.
+WRITE_PHASES = ("write_membership", "write_hierarchy", "revoke_then_check")
+
+
 @dataclass
 class ChurnSweep:
     """One backend's churn sweep (orchestrate._bench_backend): its steps (scenarios/spec.PhaseSpec) run in
     ascending rate until one does not hold (why_not_held on the step's own intervals); the higher steps are
-    skipped with that reason: no higher rate can hold better."""
+    skipped with that reason: no higher rate can hold better. A step the backend's write phases show cannot
+    hold is not run either (foreseen): FerretDB's 1 change/s step took 103 s for two ~20 s writes and their
+    undoing."""
 
     slo_ms: float
     freshness_s: float
     reason: str = ""
+    fastest_write_s: float | None = None  # the quickest structural write at 1 writer, any kind
+    _open: str = ""  # what the phase being run is tapped for: "step", "writes" or ""
 
     def stopped(self, spec: Any) -> str:
-        return self.reason if spec.churn_writers else ""
+        if not spec.churn_writers:
+            return ""
+        if not self.reason and (why := self.foreseen(spec)):
+            self.reason = f"foreseen: {why}"
+        return self.reason
+
+    def foreseen(self, spec: Any) -> str:
+        """Why this step cannot hold, from the write phases before it ('' when they do not tell): a writer issues
+        one change at a time, so when even the quickest write outlasts a writer's share of the schedule by over
+        CHURN_LATE_S, every change after each writer's first starts later still."""
+        slot_s, due = spec.churn_writers / spec.churn_rate, spec.churn_rate * spec.duration_s
+        late = due - spec.churn_writers  # the changes after each writer's first
+        if (self.fastest_write_s is not None and self.fastest_write_s > slot_s + CHURN_LATE_S
+                and late > CHURN_LATE_SHARE * due):
+            return (f"its quickest write took {self.fastest_write_s:.3g} s at 1 writer, over the {slot_s:g} s each "
+                    f"of {spec.churn_writers} writers has per change at {spec.churn_rate:g}/s by more than "
+                    f"{CHURN_LATE_S:g} s: at least {late:g} of {due:g} changes would start late")
+        return ""
 
     def tap(self, spec: Any) -> list[dict] | None:
-        """Where a churn step's interval records are collected (None: not a churn step)."""
-        return [] if spec.churn_writers else None
+        """Where a phase's interval records are collected for the sweep (None: the sweep does not read it)."""
+        one_writer = spec.concurrency == 1 and not spec.consistency and spec.scenario in WRITE_PHASES
+        self._open = "step" if spec.churn_writers else "writes" if one_writer else ""
+        return [] if self._open else None
 
     def judge(self, tap: list[dict] | None) -> None:
-        if tap is not None and not self.reason:
+        kind, self._open = self._open, ""
+        if tap is None:
+            return
+        if kind == "step" and not self.reason:
             self.reason = why_not_held(step_of(tap), self.slo_ms, self.freshness_s)
+        elif kind == "writes" and (quickest := _quickest_write_s(tap)) is not None:
+            self.fastest_write_s = min(quickest, self.fastest_write_s or quickest)
+
+
+def _quickest_write_s(intervals: list[dict]) -> float | None:
+    from authzbench.metrics import merge, summarize
+
+    hists = [iv["hist"] for iv in intervals if iv["kind"] == "write" and iv["ops"]]
+    return summarize(merge(hists)).min_ms / 1000 if hists else None

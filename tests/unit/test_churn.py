@@ -120,6 +120,47 @@ def test_a_step_is_computed_from_its_intervals_late_and_unissued_changes_togethe
                         lag_p95_s=pytest.approx(2.0, rel=0.01), read_errors=1, write_errors=2)
 
 
+def _write_phase_tap(*write_us: int) -> list[dict]:
+    from authzbench.metrics import encode, new_histogram
+
+    h = new_histogram()
+    for v in write_us:
+        h.record_value(v)
+    base = dict(errors={}, timeouts=0, late=0, extra={})
+    return [dict(base, kind="write", hist=encode(h), ops=len(write_us)), dict(base, kind="visibility",
+                                                                              hist=encode(h), ops=len(write_us))]
+
+
+def test_a_step_the_write_phases_show_cannot_keep_its_schedule_is_foreseen_and_not_run():
+    # 2 writers: 2 s a change each at 1/s, 0.2 s at 10/s; a quickest write over that plus 1 s makes every
+    # change after a writer's first start over 1 s late
+    one, ten = _churn_specs(Churn(rates=[1.0, 10.0], read_rate=40.0, step_s=6.0), COMMON)
+    write_phase = one.__class__(**{**COMMON, "scenario": "write_membership", "concurrency": 1})
+    for quickest_s, at_one in ((3.5, True), (2.5, False)):
+        sweep = ChurnSweep(slo_ms=25.0, freshness_s=10.0)
+        assert sweep.tap(write_phase) == []
+        sweep.judge(_write_phase_tap(int(quickest_s * 1e6), int(quickest_s * 2e6)))
+        assert sweep.foreseen(ten).startswith(f"its quickest write took {quickest_s:g} s")
+        why = sweep.stopped(one)
+        assert bool(why) is at_one
+    assert why == "" and sweep.tap(one) == []  # 1/s at 2.5 s runs: it may hold
+    sweep = ChurnSweep(slo_ms=25.0, freshness_s=10.0)
+    sweep.tap(write_phase)
+    sweep.judge(_write_phase_tap(3_500_000))
+    assert sweep.stopped(one).startswith("foreseen: its quickest write took 3.5 s") and "4 of 6 changes" in \
+        sweep.stopped(one)
+    assert sweep.stopped(ten) == sweep.stopped(one)  # a higher rate is not run either
+
+
+def test_a_read_or_many_writer_phase_foretells_nothing():
+    sweep = ChurnSweep(slo_ms=25.0, freshness_s=10.0)
+    for scenario, workers in (("check_view_via_group_member", 1), ("write_membership", 8)):
+        assert sweep.tap(_specs([1.0])[0].__class__(**{**COMMON, "scenario": scenario, "concurrency": workers})) \
+            is None
+        sweep.judge(None)
+    assert sweep.fastest_write_s is None and sweep.stopped(_specs([1.0])[0]) == ""
+
+
 def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_the_manifest(tiny):
     from authzbench.config import MixedLoad, Schedule
     from authzbench.phase_plan import BackendTraits, phase_specs
