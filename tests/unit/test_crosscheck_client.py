@@ -90,38 +90,33 @@ def test_cpu_spent_counts_the_waited_tool_for_theirs_and_this_process_tree_for_o
     assert ours.per_op_ms(100)["client_cpu_ms"] == pytest.approx(ours.client_s * 10)
 
 
-def test_cpu_spent_counts_a_servers_process_and_the_children_it_reaped(tmp_path):
-    done = tmp_path / "reaped"
-    server = subprocess.Popen([sys.executable, "-c", "import pathlib, subprocess, sys, time\n"
-                               f"subprocess.run([sys.executable, '-c', {BURN!r}])\n"
-                               f"pathlib.Path({str(done)!r}).touch()\ntime.sleep(60)"])
-    try:
-        with cpu_spent("ours", [server.pid]) as spent:
-            spent.window(True)
-            deadline = time.monotonic() + 60
-            while not done.exists() and time.monotonic() < deadline:  # the server's child burnt its CPU, reaped
-                time.sleep(0.05)
-            spent.window(False)
-        assert done.exists() and spent.server_s is not None and spent.server_s >= 0.25
-        assert spent.client_s is not None and spent.client_s < 0.2  # the server, our child, is not our client
-    finally:
-        server.kill()
-        server.wait()
-
-
-def test_a_client_descendants_reaped_grandchild_still_counts_so_the_sum_never_falls(tmp_path):
+def _spent_while_a_child_reaps_a_burn(tmp_path, server: bool):
+    """The CpuSpent of a window in which a child of ours ran a CPU burn in its own child and reaped it; the
+    child is the server when `server`, else a descendant of the client."""
     done = tmp_path / "reaped"
     child = subprocess.Popen([sys.executable, "-c", "import pathlib, subprocess, sys, time\n"
                               f"subprocess.run([sys.executable, '-c', {BURN!r}])\n"
                               f"pathlib.Path({str(done)!r}).touch()\ntime.sleep(60)"])
     try:
-        with cpu_spent("ours", []) as spent:
+        with cpu_spent("ours", [child.pid] if server else []) as spent:
             spent.window(True)
             deadline = time.monotonic() + 60
-            while not done.exists() and time.monotonic() < deadline:  # the grandchild burnt, its parent reaped it
+            while not done.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
             spent.window(False)
-        assert done.exists() and spent.client_s is not None and spent.client_s >= 0.25
+        assert done.exists()
+        return spent
     finally:
         child.kill()
         child.wait()
+
+
+def test_cpu_spent_counts_a_servers_process_and_the_children_it_reaped(tmp_path):
+    spent = _spent_while_a_child_reaps_a_burn(tmp_path, server=True)
+    assert spent.server_s is not None and spent.server_s >= 0.25
+    assert spent.client_s is not None and spent.client_s < 0.2  # the server, our child, is not our client
+
+
+def test_a_client_descendants_reaped_grandchild_still_counts_so_the_sum_never_falls(tmp_path):
+    spent = _spent_while_a_child_reaps_a_burn(tmp_path, server=False)
+    assert spent.client_s is not None and spent.client_s >= 0.25
