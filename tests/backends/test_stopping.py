@@ -116,10 +116,10 @@ def _records(tmp_path: Path) -> list[dict]:
 
 BENCH = [sys.executable, "-m", "authzbench.cli", "bench", "--backend", "postgres", "--provision", "native",
          "--profile", "tiny", "--scenario", "check_manage_direct_user", "--scenario", "check_manage_org_admin",
-         # enough iterations that the first phase is still measuring when the signal comes (60 s cap); 500 x
-         # CHECK_OPS (8,000) / 3 rounds = 1.33M ops a round: at 2000 x the inputs of 5.3M ops took the bench
-         # 2.3 GB and over the test's 180 s wait to sample before its first interval, under a loaded machine
-         "--concurrency", "2", "--iterations-scale", "500"]
+         # enough iterations that the first phase is still measuring when the signal comes, after its first
+         # 1 s interval: 50 x CHECK_OPS (8,000) / 3 rounds = 133k ops a round, over 10 s at 2 workers. At 500 x
+         # sampling 1.33M inputs and their answers took each of these tests ~70 s (17 s at 50 x)
+         "--concurrency", "2", "--iterations-scale", "50"]
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
