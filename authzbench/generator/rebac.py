@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from authzbench.closure import sorted_unique
+from authzbench.schema.closure import sorted_unique
 from authzbench.generator.profiles import RebacParams
 
 Emit = Callable[[str, np.ndarray, np.ndarray], None]  # relation, object ids, subject ids

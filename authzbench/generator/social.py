@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from authzbench.closure import sorted_unique
+from authzbench.schema.closure import sorted_unique
 from authzbench.generator.profiles import SocialParams
 from authzbench.generator.rebac import Emit, _pareto
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from authzbench.scenarios.spec import PhaseSpec
 from authzbench.scenarios.worker import kept_worker_main, worker_main
-from authzbench.stopping import STOP
+from authzbench.core.stopping import STOP
 
 
 class WorkerPool(Protocol):

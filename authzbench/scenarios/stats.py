@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from authzbench.dataset import Dataset
-from authzbench.oracle import Oracle
+from authzbench.schema.dataset import Dataset
+from authzbench.truth.oracle import Oracle
 from authzbench.scenarios.catalog import SCENARIOS, heavy_manage_user, regular_view_user
 
 

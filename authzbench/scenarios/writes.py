@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from authzbench.dataset import Dataset
-from authzbench.evaluator import SimpleEvaluator
-from authzbench.model import Relationship
+from authzbench.schema.dataset import Dataset
+from authzbench.truth.evaluator import SimpleEvaluator
+from authzbench.schema.model import Relationship
 from authzbench.scenarios.timing import timed
 
 KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")

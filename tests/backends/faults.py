@@ -13,10 +13,10 @@ from pathlib import Path
 
 import psutil
 
-from authzbench import orchestrate
+from authzbench.run import orchestrate
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.results import RunStore
+from authzbench.scenarios.results import RunStore
 from authzbench.scenarios import catalog
 
 

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 import pytest
 
 from authzbench.backends.elasticsearch import ElasticsearchBackend
-from authzbench.closure import group_membership
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.model import PERMISSIONS, Relationship
+from authzbench.schema.closure import group_membership
+from authzbench.schema.dataset import Dataset
+from authzbench.core.errors import UserError
+from authzbench.schema.model import PERMISSIONS, Relationship
 from authzbench.provision.base import free_port
 from tests.backends.edits import (
     assert_checks_equal_oracle,

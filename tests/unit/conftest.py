@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from authzbench import orchestrate, speed
+from authzbench.run import orchestrate
+from authzbench.core import speed
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import numpy as np
 
 from authzbench.backends import elasticsearch_load, mongo_load
 from authzbench.backends.expansion import Expansion
-from authzbench.closure import group_membership, permission_keys
+from authzbench.schema.closure import group_membership, permission_keys
 from authzbench.generator import generate
 
 

@@ -19,8 +19,8 @@ from authzbench.backends.permify import (
     tuple_json,
 )
 from authzbench.backends.permify_grpc import PermifyError
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import MODELS, relation_defs
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.model import MODELS, relation_defs
 from authzbench.provision.native import permify as recipe
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
-from authzbench.records import as_dict
+from authzbench.truth.oracle import Oracle
+from authzbench.core.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase

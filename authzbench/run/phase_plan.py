@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from authzbench.config import Churn, MixedLoad, Schedule
-from authzbench.dataset import Dataset
+from authzbench.schema.dataset import Dataset
 from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
