@@ -47,10 +47,10 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from authzbench.run.loadtest import run_command
     from authzbench.report import loadtest as report
-    from authzbench.scenarios.results import RunStore, default_results_dir
+    from authzbench.run.loadtest import run_command
     from authzbench.scenarios.loadtest import PLANS
+    from authzbench.scenarios.results import RunStore, default_results_dir
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
@@ -127,8 +127,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
     if args.cmd == "engine":
         return _engine(args)
     if args.cmd == "down":
-        from authzbench.run import servers
         from authzbench.backends.registry import entry
+        from authzbench.run import servers
 
         for name in args.backend:
             entry(name)  # an unknown name is a typo, not "nothing was running"
@@ -276,8 +276,8 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
             failures = orchestrate.bench(cfg, store)
         finally:
             if not args.no_report:
-                from authzbench.report import render
                 from authzbench.core.stopping import polled
+                from authzbench.report import render
 
                 try:
                     with polled():  # a signal now must not cut the report short: it is the run's last step
@@ -380,10 +380,10 @@ def _print_compare(a: Path, b: Path) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from authzbench.schema.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
     from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
+    from authzbench.schema.dataset import Dataset
     from authzbench.truth.social_oracle import oracle_for
 
     if args.path:

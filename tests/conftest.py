@@ -19,8 +19,8 @@ import pytest
 
 from authzbench.backends.registry import BACKENDS, backend_class, entry
 from authzbench.core.errors import UserError
-from authzbench.provision.manager import MODES, default_mode
 from authzbench.core.records import Server
+from authzbench.provision.manager import MODES, default_mode
 from authzbench.run.stack import why_not_native_here
 
 PROFILES = ("tiny", "baseline", "large", "xl")

@@ -31,8 +31,8 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.sqlfile import schema_sections
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import ACL_RELATIONS, Relationship
 from authzbench.schema.model_rules import Reach
 

@@ -50,8 +50,8 @@ from authzbench.backends.base import (
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.backends.zanzibar import relationship_batches
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
 from authzbench.schema.model import Relationship as Rel
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import UserError
-from authzbench.truth.evaluator import SimpleEvaluator
+from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import REBAC_RELATIONS, Relationship
+from authzbench.truth.evaluator import SimpleEvaluator
 from authzbench.truth.social_oracle import oracle_for
 
 PERM_OF = {"resource_viewer_user": "view", "resource_manager_user": "manage"}

@@ -21,8 +21,8 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.run.loading import load_backend
     from authzbench.run.orchestrate import dataset_of
-    from authzbench.scenarios.results import RunStore
     from authzbench.run.servers import Session
+    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig(data=DatasetChoice(model="social", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=backends))

@@ -20,11 +20,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from authzbench.generator import generate
 from authzbench.core.metrics import new_histogram
-from authzbench.truth.oracle import Oracle
+from authzbench.generator import generate
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.truth.oracle import Oracle
 
 console = Console()
 

@@ -19,8 +19,8 @@ from authzbench.backends.registry import backend_class, entry, implementation
 from authzbench.config import ServerChoice, own_options
 from authzbench.core.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
-from authzbench.scenarios.spec import BackendFactory
 from authzbench.run.stack import provision
+from authzbench.scenarios.spec import BackendFactory
 
 # server state between commands ----------------------------------------------------------------
 

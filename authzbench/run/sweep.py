@@ -13,12 +13,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from authzbench.run import orchestrate
-from authzbench.run import servers
 from authzbench.config import BenchConfig
 from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.base import say
+from authzbench.run import orchestrate, servers
 from authzbench.scenarios.results import RunStore
 
 # --scale: multiples of the reference report's dataset, i.e. of the calibrated `baseline`.

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import UserError
+from authzbench.schema.dataset import Dataset
 from authzbench.truth.oracle import Oracle
 
 # An input is (op, args, expected): op in {"check", "lookup", "roundtrip"}; expected is a bool for

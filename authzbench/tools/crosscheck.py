@@ -33,7 +33,6 @@ from hdrh.histogram import HdrHistogram
 
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.core.metrics import encode, merge, new_histogram
-from authzbench.provision.base import say
 from authzbench.core.records import (
     BackendError,
     Crosscheck,
@@ -41,6 +40,7 @@ from authzbench.core.records import (
     Record,
     as_dict,
 )
+from authzbench.provision.base import say
 from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
@@ -391,12 +391,12 @@ def sides_in_order(round_: int, grpc: bool = False) -> tuple[str, ...]:
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,
                 data_dir: Path | None) -> Path:
     from authzbench.config import BenchConfig, DatasetChoice, Schedule, ServerChoice
-    from authzbench.run.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
-    from authzbench.scenarios.results import RunStore, default_results_dir
+    from authzbench.run.orchestrate import dataset_of
     from authzbench.run.servers import Session
-    from authzbench.truth.social_oracle import oracle_for
+    from authzbench.scenarios.results import RunStore, default_results_dir
     from authzbench.tools.crosscheck_report import render_run
+    from authzbench.truth.social_oracle import oracle_for
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(),

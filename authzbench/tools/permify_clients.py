@@ -346,10 +346,10 @@ def run(args: argparse.Namespace) -> int:
 def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckInput]]:
     """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
-    from authzbench.truth.oracle import Oracle
-    from authzbench.run.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
+    from authzbench.run.orchestrate import dataset_of
     from authzbench.scenarios.catalog import sample_mixed_reads
+    from authzbench.truth.oracle import Oracle
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=args.profile, data_dir=args.data_dir),
                       servers=ServerChoice(backends=["permify"], provision=args.provision or default_mode()))
@@ -368,8 +368,8 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
     import psutil
 
     from authzbench.backends.permify import DEPTH
-    from authzbench.run.loading import load_backend
     from authzbench.provision.base import say
+    from authzbench.run.loading import load_backend
 
     rest: RestDict | None = None
     try:

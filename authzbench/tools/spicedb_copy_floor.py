@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import UserError
+from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
 
 TABLE = "copy_floor"

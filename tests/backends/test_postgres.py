@@ -21,12 +21,12 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from authzbench.backends.postgres import PostgresBackend
+from authzbench.core.errors import UserError
+from authzbench.provision.base import StartContext, free_port
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
-from authzbench.core.errors import UserError
 from authzbench.schema.model import PERMISSIONS, Relationship
 from authzbench.truth.oracle import Oracle
-from authzbench.provision.base import StartContext, free_port
 
 pytestmark = pytest.mark.backend("postgres")
 

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram, summarize
-from authzbench.schema.model import Relationship
 from authzbench.core.records import Interval, PhaseEnd, PhaseStart, as_dict
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.schema.model import Relationship
 
 CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
 LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]

@@ -17,10 +17,10 @@ import pytest
 
 from authzbench.backends import expansion
 from authzbench.backends.scylla import ScyllaBackend
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import UserError
-from authzbench.schema.model import PERMISSIONS, Relationship
 from authzbench.provision.base import free_port
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, Relationship
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from authzbench.run import orchestrate
 from authzbench.core import speed
+from authzbench.run import orchestrate
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.run import orchestrate
 from authzbench.config import BenchConfig
+from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
 
 

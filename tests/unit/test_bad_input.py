@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from authzbench import cli, config
-from authzbench.run import orchestrate
-from authzbench.run import servers
+from authzbench.run import orchestrate, servers
 
 # Values are given as `--opt=value`. "{file}" is a regular file in the test's directory (so "{file}/x" is a
 # path below a file), "{missing}" a path that does not exist.

@@ -8,10 +8,10 @@ import inspect
 
 import pytest
 
-from authzbench.run import orchestrate
 from authzbench.config import BenchConfig
 from authzbench.provision import builds
 from authzbench.provision.builds import STEPS, BuildStep
+from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from authzbench.config import BenchConfig, Churn
 from authzbench.core.errors import UserError
-from authzbench.run.phase_plan import CHURN_READERS, _churn_specs
 from authzbench.core.records import as_dict
+from authzbench.run.phase_plan import CHURN_READERS, _churn_specs
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.churn import ChurnSweep, Step, step_of
 from authzbench.scenarios.inflight import CHURN_EXTRAS

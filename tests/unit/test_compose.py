@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from authzbench.run import stack
 from authzbench.backends.registry import BACKENDS
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import compose
 from authzbench.provision.base import cache_dir, go_env
+from authzbench.run import stack
 
 # The reference report's server versions: a fact about that report, so written down here. A backend
 # added since pins its own version in versions.env; every pin there must be used by a service's image.

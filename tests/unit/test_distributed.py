@@ -20,16 +20,16 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 import psutil  # noqa: E402
 
-from authzbench.generator import generate  # noqa: E402
 from authzbench.core.metrics import merge  # noqa: E402
-from authzbench.truth.oracle import Oracle  # noqa: E402
 from authzbench.core.records import as_dict  # noqa: E402
+from authzbench.generator import generate  # noqa: E402
 from authzbench.report import render  # noqa: E402
 from authzbench.report.data import phase_table  # noqa: E402
-from authzbench.scenarios.results import RunStore  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
+from authzbench.scenarios.results import RunStore  # noqa: E402
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec  # noqa: E402
+from authzbench.truth.oracle import Oracle  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

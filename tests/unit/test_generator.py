@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from authzbench.schema.dataset import Dataset
 from authzbench.core.errors import UserError
 from authzbench.generator import generate
+from authzbench.schema.dataset import Dataset
 from authzbench.truth.oracle import Oracle
 
 

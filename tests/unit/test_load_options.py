@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from authzbench.run import orchestrate
 from authzbench.backends.reference import ReferenceBackend
 from authzbench.config import BenchConfig
 from authzbench.report import render
+from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
 from tests.unit.test_cli import authzbench
 

@@ -20,8 +20,8 @@ from authzbench.backends.permify import (
 )
 from authzbench.backends.permify_grpc import PermifyError
 from authzbench.core.errors import BackendUnavailable, UserError
-from authzbench.schema.model import MODELS, relation_defs
 from authzbench.provision.native import permify as recipe
+from authzbench.schema.model import MODELS, relation_defs
 
 
 def _entities(text: str) -> dict[str, str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.run import stack
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import BACKENDS, backend_class, extras, missing_driver
 from authzbench.provision import compose, manager
+from authzbench.run import stack
 from authzbench.scenarios.results import DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from authzbench.run import orchestrate
 from authzbench.config import BenchConfig
 from authzbench.core.metrics import merge
 from authzbench.report import render
 from authzbench.report.compare import render_compare
 from authzbench.report.figures import cell
+from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
 
 

@@ -17,9 +17,9 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.core.metrics import Monitor
-from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from authzbench.report import findings
 from authzbench.report.compare import summary
+from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 
 SCEN = ["check_view_via_group_member", "check_manage_direct_user"]
@@ -235,9 +235,9 @@ def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
 
 
 def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
-    from authzbench.run.orchestrate import bench
     from authzbench.report import render
     from authzbench.report.data import load_run
+    from authzbench.run.orchestrate import bench
     from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))

@@ -57,8 +57,8 @@ def test_a_phase_plans_its_budget_its_schedule_or_its_cap():
 
 
 def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_with_every_phase_done(tmp_path):
-    from authzbench.run import orchestrate
     from authzbench.config import BenchConfig
+    from authzbench.run import orchestrate
     from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,

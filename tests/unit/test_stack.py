@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from authzbench.run import stack
 from authzbench.backends.registry import backend_class
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import manager
 from authzbench.provision.base import Deployment
+from authzbench.run import stack
 
 HELPER = [sys.executable, "-m", "authzbench.provision.native.cassandra"]
 

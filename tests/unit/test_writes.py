@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from authzbench.truth.evaluator import SimpleEvaluator
-from authzbench.generator import generate
 from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import as_dict
+from authzbench.generator import generate
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.writes import KINDS, sample_write_ops
+from authzbench.truth.evaluator import SimpleEvaluator
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,8 @@ def test_hierarchy_ops_that_would_see_each_other_are_refused(tiny):
     """The pair the compose CI run caught: op A hangs real group 15 under its scratch group and attaches that
     under group 2 (which grants resource 17); op B attaches its scratch group under 15, so while A's change
     is applied B's user views 17."""
-    from authzbench.schema.model import Relationship
     from authzbench.scenarios.writes import WriteOp, _independent, _verified
+    from authzbench.schema.model import Relationship
 
     n_u, n_g = tiny.entities["user"], tiny.entities["group"]
     ua, ub, sa, sb = n_u + 10**6, n_u + 10**6 + 1, n_g + 10**6, n_g + 10**6 + 1
@@ -148,8 +148,8 @@ def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(ti
 
 
 def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
-    from authzbench.run import orchestrate
     from authzbench.config import BenchConfig
+    from authzbench.run import orchestrate
     from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
@@ -234,9 +234,9 @@ class _Session:
 @pytest.mark.parametrize("wrong_checks", [False, True])
 def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.truth.oracle import Oracle
     from authzbench.run.restore import RESTORE_CLIENTS, verify_restored
     from authzbench.scenarios.results import RunStore
+    from authzbench.truth.oracle import Oracle
 
     class Flipped(ReferenceBackend):  # a dataset left changed: every check answers the opposite
         def check(self, user, permission, resource):
