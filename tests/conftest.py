@@ -212,7 +212,7 @@ def run_store(request, tmp_path_factory):
     from authzbench.scenarios.results import RunStore
 
     base = Path("results") if request.config.getoption("report") else tmp_path_factory.mktemp("results")
-    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.scenarios.results").results.new_run_id(),
+    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.scenarios.results").scenarios.results.new_run_id(),
                             config={"via": "pytest", "profile": request.config.getoption("profile"),
                                     "backends": selected_backends(request.config)})
     yield store
