@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from authzbench.commands import dispatch, err
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 
 # --repeat multiplies every phase: 100 repeats of `make bench` (~40 min each here) is ~3 days already.
 MAX_REPEAT = 100
@@ -393,7 +393,7 @@ def refuse_repeats(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from authzbench import stopping
+    from authzbench.core import stopping
 
     args = build_parser().parse_args(argv)
     try:

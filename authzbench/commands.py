@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 
 console = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -47,10 +47,10 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from authzbench.loadtest import run_command
     from authzbench.report import loadtest as report
-    from authzbench.results import RunStore, default_results_dir
+    from authzbench.run.loadtest import run_command
     from authzbench.scenarios.loadtest import PLANS
+    from authzbench.scenarios.results import RunStore, default_results_dir
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
@@ -127,8 +127,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
     if args.cmd == "engine":
         return _engine(args)
     if args.cmd == "down":
-        from authzbench import servers
         from authzbench.backends.registry import entry
+        from authzbench.run import servers
 
         for name in args.backend:
             entry(name)  # an unknown name is a typo, not "nothing was running"
@@ -144,7 +144,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         except (RuntimeError, OSError) as e:  # the worker could not start or reach the scheduler
             raise UserError(f"load-host: cannot join {args.scheduler}: {str(e).splitlines()[0][:200]}") from None
     if args.cmd == "perf":
-        from authzbench.perf import run_perf
+        from authzbench.run.perf import run_perf
 
         return run_perf(quick=args.quick)
     return None
@@ -256,8 +256,8 @@ def _targets(args: argparse.Namespace):
 
 
 def _prepare_or_bench(args: argparse.Namespace) -> int:
-    from authzbench import orchestrate
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     cfg = _config(args)
     if args.cmd == "prepare":
@@ -265,7 +265,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     elif args.shape:
         failures = _shape_sweep(args, cfg)
     elif args.profiles is not None or args.scale is not None:
-        from authzbench.sweep import parse_sizes, run_sweep
+        from authzbench.run.sweep import parse_sizes, run_sweep
 
         sizes = parse_sizes(args.profiles, args.scale, cfg.data.model)
         failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
@@ -276,8 +276,8 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
             failures = orchestrate.bench(cfg, store)
         finally:
             if not args.no_report:
+                from authzbench.core.stopping import polled
                 from authzbench.report import render
-                from authzbench.stopping import polled
 
                 try:
                     with polled():  # a signal now must not cut the report short: it is the run's last step
@@ -292,7 +292,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
 
 
 def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
-    from authzbench.shape import parse_shapes, plan, run_shape
+    from authzbench.run.shape import parse_shapes, plan, run_shape
 
     if args.profiles is not None or args.scale is not None:
         raise UserError("--shape sweeps the graph's shape at one size (--profile): leave out --profiles and --scale")
@@ -301,7 +301,7 @@ def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
 
 
 def _basis(args: argparse.Namespace) -> int:
-    from authzbench.results import RunStore
+    from authzbench.scenarios.results import RunStore
 
     for run in args.run:  # every run checked before the first is read
         RunStore.open(run)
@@ -313,7 +313,7 @@ def _basis(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from authzbench.projection import Target
+    from authzbench.core.projection import Target
 
     if args.against_tiers and (args.qps or args.relationships):
         raise UserError("--against-tiers takes each tier's rate and size: leave out --qps and --relationships")
@@ -344,7 +344,7 @@ def _renderer(report_dir: Path):
 
 
 def _report(args: argparse.Namespace) -> int:
-    from authzbench.results import latest_run
+    from authzbench.scenarios.results import latest_run
 
     if args.compare:
         from authzbench.report.compare import render_compare
@@ -380,11 +380,11 @@ def _print_compare(a: Path, b: Path) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from authzbench.dataset import Dataset
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
     from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
-    from authzbench.social_oracle import oracle_for
+    from authzbench.schema.dataset import Dataset
+    from authzbench.truth.social_oracle import oracle_for
 
     if args.path:
         ds = Dataset.open(args.path)
@@ -410,7 +410,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _list_backends() -> int:
     from authzbench.backends.registry import BACKENDS, implementation, load_symbol
-    from authzbench.stack import compose_services, runs_natively
+    from authzbench.run.stack import compose_services, runs_natively
 
     t = Table(title="backends")
     for c in ("name", "default", "native here", "compose services", "why not"):
@@ -456,7 +456,7 @@ def _engine(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from authzbench.config import ServerChoice
     from authzbench.provision.manager import default_mode
-    from authzbench.servers import Session
+    from authzbench.run.servers import Session
 
     if not args.backend:
         raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")

@@ -20,7 +20,7 @@ import psutil
 
 from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.registry import BACKENDS, backend_class, entry, missing_driver
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.manager import MODES, default_mode, external_url_var
 from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS

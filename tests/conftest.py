@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from authzbench.backends.registry import BACKENDS, backend_class, entry
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
+from authzbench.core.records import Server
 from authzbench.provision.manager import MODES, default_mode
-from authzbench.records import Server
-from authzbench.stack import why_not_native_here
+from authzbench.run.stack import why_not_native_here
 
 PROFILES = ("tiny", "baseline", "large", "xl")
 
@@ -105,7 +105,7 @@ def _compose_engine(config: pytest.Config) -> str | None:
         return None
     if "engine" in _ENGINE or "why" in _ENGINE:
         return _ENGINE.get("why")  # type: ignore[return-value]
-    from authzbench.errors import BackendUnavailable
+    from authzbench.core.errors import BackendUnavailable
     from authzbench.provision import compose
     from authzbench.provision.engine import ensure_engine
 
@@ -137,7 +137,7 @@ _SIGNAL: dict[str, int] = {}
 def _on_signal(signum, frame) -> None:
     """SIGINT / SIGTERM / SIGHUP end the session like Ctrl-C (pytest then tears the session down: the
     servers it started are stopped); a second signal kills what this process started and exits at once."""
-    from authzbench.stopping import kill_children
+    from authzbench.core.stopping import kill_children
 
     if _SIGNAL:
         kill_children()
@@ -156,7 +156,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if _SIGNAL:
-        from authzbench.stopping import stop_children
+        from authzbench.core.stopping import stop_children
 
         stop_children()  # a server whose start the signal cut short has no Session to stop it
         session.exitstatus = 128 + _SIGNAL["signum"]  # 130 / 143 / 129, like `authzbench bench`
@@ -201,7 +201,7 @@ def dataset(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def oracle(dataset):
-    from authzbench.social_oracle import oracle_for
+    from authzbench.truth.social_oracle import oracle_for
 
     return oracle_for(dataset)
 
@@ -209,10 +209,10 @@ def oracle(dataset):
 @pytest.fixture(scope="session")
 def run_store(request, tmp_path_factory):
     """Results of this pytest run, in the same format as `authzbench bench` (for --report)."""
-    from authzbench.results import RunStore
+    from authzbench.scenarios.results import RunStore
 
     base = Path("results") if request.config.getoption("report") else tmp_path_factory.mktemp("results")
-    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.results").results.new_run_id(),
+    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.scenarios.results").scenarios.results.new_run_id(),
                             config={"via": "pytest", "profile": request.config.getoption("profile"),
                                     "backends": selected_backends(request.config)})
     yield store
@@ -238,8 +238,8 @@ class _Deployments:
             from dataclasses import asdict
 
             from authzbench.config import ServerChoice
-            from authzbench.loading import load_backend
-            from authzbench.servers import Session
+            from authzbench.run.loading import load_backend
+            from authzbench.run.servers import Session
 
             servers = ServerChoice(backends=[name], provision=self.config.getoption("provision") or default_mode(),
                                    tier=self.config.getoption("tier"))

@@ -28,9 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import Relationship
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import Relationship
 
 Progress = Callable[[int], None]  # called with the number of rows just written
 

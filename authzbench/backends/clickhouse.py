@@ -31,10 +31,10 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.sqlfile import schema_sections
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import ACL_RELATIONS, Relationship
-from authzbench.model_rules import Reach
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import ACL_RELATIONS, Relationship
+from authzbench.schema.model_rules import Reach
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "clickhouse.sql"
 # Load order: the closure's inputs first, then what the materialized views expand (they join the

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from authzbench.backends.locks import serialized
-from authzbench.model import Relationship
-from authzbench.model_rules import PairState, Reach, group_closure, pair_state, reach, walk
+from authzbench.schema.model import Relationship
+from authzbench.schema.model_rules import PairState, Reach, group_closure, pair_state, reach, walk
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from authzbench.errors import UserError
-from authzbench.model import PERMISSION_TARGETS
+from authzbench.core.errors import UserError
+from authzbench.schema.model import PERMISSION_TARGETS
 
 # every model's permissions: a lenient lookup (SpiceDB's) names the object type through the permission
 _ANY_MODEL = {perm: target for targets in PERMISSION_TARGETS.values() for perm, target in targets.items()}

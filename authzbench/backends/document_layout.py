@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from authzbench.backends.expansion import Expansion, timed
-from authzbench.dataset import Dataset
-from authzbench.model_rules import ACL_ROLES
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model_rules import ACL_ROLES
 
 # relation -> [(collection or index, id side, array field, other side)]: "object"/"subject" name which end
 # of the edge is the document id and which the array element. Some edges are kept at both ends, so that

@@ -16,8 +16,8 @@ from authzbench.backends import document_layout as layout
 from authzbench.backends.base import BuildStats, LoadStats, Progress, no_progress
 from authzbench.backends.document_layout import sorted_csr
 from authzbench.backends.expansion import Expansion
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
+from authzbench.schema.dataset import Dataset
 
 # Bytes per bulk request: xl's heaviest 250 resource documents are 49.8 MB (groups that expand to ~25k
 # users), and three such requests in flight passed the node's indexing-pressure limit (10% of its 1 GB

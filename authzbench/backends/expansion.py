@@ -5,7 +5,7 @@ side.
 Written apart from the oracle on purpose: had the loaders taken their rows from the oracle, a defect in
 that expansion would be loaded into three backends and then agree with the oracle that produced it, the
 one class of error the answers' comparison cannot catch. This module imports nothing of the oracle's
-(authzbench.oracle, authzbench.closure) and works differently: the group closure walks each user up the
+(authzbench.truth.oracle, authzbench.schema.closure) and works differently: the group closure walks each user up the
 hierarchy (the oracle joins a group-reach table), the joins are binary searches over pair tables sorted
 once (the oracle's are CSR indexes), and the dedup is a hash (pandas.unique) then a sort.
 tests/unit/test_expansion.py holds the two equal on every pair; tests/unit/test_imports.py keeps them apart.
@@ -24,8 +24,8 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from authzbench.dataset import Dataset
-from authzbench.model import REBAC_RELATIONS
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import REBAC_RELATIONS
 
 T = TypeVar("T")
 # Paths expanded per chunk before dedup: 8M int64 keys = 64 MB, a few copies while deduplicating.

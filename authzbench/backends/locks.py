@@ -12,8 +12,8 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
-from authzbench.errors import BackendUnavailable
-from authzbench.model_rules import reach
+from authzbench.core.errors import BackendUnavailable
+from authzbench.schema.model_rules import reach
 
 # Give up waiting after 1,800 s: at baseline 8 workers queue behind one lock, each of their ops takes it
 # for a grant and a revocation, and one FerretDB hierarchy change holds it for 46-85 s; the lock is not

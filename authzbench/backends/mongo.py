@@ -38,9 +38,9 @@ from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.backends.locks import EXPIRE_S, spin_lock
 from authzbench.backends.mongo_grants import grant_id, grant_updates
 from authzbench.backends.mongo_load import COLLECTIONS, BulkLoad
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import PERMISSIONS, REBAC_RELATIONS, Relationship
-from authzbench.model_rules import Reach, holds, walk
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS, Relationship
+from authzbench.schema.model_rules import Reach, holds, walk
 
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
 FERRETDB_IN_FLIGHT = 4  # single-update commands in flight on FerretDB (see MongoBackend._bulk)

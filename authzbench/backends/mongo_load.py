@@ -18,7 +18,7 @@ from authzbench.backends.base import BuildStats, LoadStats, Progress, no_progres
 from authzbench.backends.document_layout import sorted_csr
 from authzbench.backends.expansion import Expansion
 from authzbench.backends.mongo_grants import _grant_docs
-from authzbench.dataset import Dataset
+from authzbench.schema.dataset import Dataset
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")

@@ -17,7 +17,7 @@ from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message_factory import GetMessageClass
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 
 PACKAGE = "base.v1"
 SERVICES = ("Permission", "Data", "Schema", "Tenancy", "Bundle")  # what the adapter calls, in base.v1

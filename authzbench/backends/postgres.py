@@ -22,9 +22,15 @@ from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, S
 from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.deadline import Watchdog, within_deadline
 from authzbench.backends.sqlfile import schema_sections
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import PERMISSIONS, REBAC_RELATIONS, SOCIAL_PERMISSIONS, SOCIAL_RELATIONS, Relationship
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import (
+    PERMISSIONS,
+    REBAC_RELATIONS,
+    SOCIAL_PERMISSIONS,
+    SOCIAL_RELATIONS,
+    Relationship,
+)
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "postgres.sql"
 SOCIAL_SCHEMA_FILE = SCHEMA_FILE.with_name("postgres_social.sql")

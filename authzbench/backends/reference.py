@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.evaluator import SimpleEvaluator
-from authzbench.model import REBAC_RELATIONS, Relationship
-from authzbench.social_oracle import oracle_for
+from authzbench.core.errors import UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import REBAC_RELATIONS, Relationship
+from authzbench.truth.evaluator import SimpleEvaluator
+from authzbench.truth.social_oracle import oracle_for
 
 PERM_OF = {"resource_viewer_user": "view", "resource_manager_user": "manage"}
 

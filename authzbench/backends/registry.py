@@ -3,7 +3,7 @@
 Each entry is what the harness needs to know about a backend's adapter without importing it: its class,
 the models it implements, its driver distributions and the pip extra that installs them (pyproject.toml's
 optional-dependencies; a unit test keeps the two and results.DRIVERS in agreement). How its servers are
-started is provisioning's (provision/manager.NATIVE, provision/compose.SERVICES); authzbench/stack.py joins
+started is provisioning's (provision/manager.NATIVE, provision/compose.SERVICES); authzbench/run/stack.py joins
 the two, and neither package imports the other. docs/ADDING-A-BACKEND.md walks through a new backend.
 """
 
@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass
 from importlib import metadata
 
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 
 REBAC = frozenset({"rebac"})
 BOTH = frozenset({"rebac", "social"})

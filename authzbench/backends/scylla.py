@@ -41,9 +41,9 @@ from authzbench.backends.scylla_sstable import SSTABLE_BLOCK_ROWS, SSTableIngest
 from authzbench.backends.scylla_tables import REVERSE, SOURCE_ROW_COST, SSTABLE_SOURCE_ROW_COST, _Ticker
 from authzbench.backends.scylla_writes import ScyllaWrites
 from authzbench.backends.sqlfile import schema_sections
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import PERMISSIONS
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 INGEST_PATHS = ("sstable", "cql")

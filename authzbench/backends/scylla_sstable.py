@@ -21,8 +21,8 @@ import numpy as np
 from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
 from authzbench.backends.expansion import Expansion, timed
 from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short, _Ticker
-from authzbench.errors import BackendUnavailable
-from authzbench.model import REBAC_RELATIONS
+from authzbench.core.errors import BackendUnavailable
+from authzbench.schema.model import REBAC_RELATIONS
 
 # Rows a block sent to the SSTable helper; each block becomes one SSTable. Bounds the helper's memory
 # (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load
@@ -141,7 +141,7 @@ class SSTableIngest:
 
     def _bulk_cmd(self) -> list[str]:
         """The SSTable helper's command, from the endpoint: natively the built helper itself; under compose or
-        external, one that builds it on first use (authzbench/stack.py adds it; an adapter never provisions)."""
+        external, one that builds it on first use (authzbench/run/stack.py adds it; an adapter never provisions)."""
         cmd = self.endpoint.get("bulk_cmd")
         if not cmd:
             raise BackendUnavailable("scylla: ingest=sstable needs the SSTable helper, and the endpoint names "

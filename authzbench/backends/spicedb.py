@@ -54,10 +54,10 @@ from authzbench.backends.base import (
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
 from authzbench.backends.zanzibar import relationship_batches
-from authzbench.dataset import Dataset
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import RelationDef, relation_defs
-from authzbench.model import Relationship as Rel
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import RelationDef, relation_defs
+from authzbench.schema.model import Relationship as Rel
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
 HASH_MARK = re.compile(r"authzbench dataset ([0-9a-f]{64})")

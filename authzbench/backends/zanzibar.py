@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from authzbench.dataset import Dataset
-from authzbench.model import RelationDef, relation_defs
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import RelationDef, relation_defs
 
 
 def relationship_batches(ds: Dataset, n: int) -> Iterator[tuple[RelationDef, list[int], list[int]]]:

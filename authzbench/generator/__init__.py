@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from authzbench.dataset import COMPLETE_MARK, MANIFEST, Dataset
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator import rebac, social
 from authzbench.generator.profiles import PROFILES, RebacParams, resolve
-from authzbench.model import ACL_RELATIONS, relation_defs
+from authzbench.schema.dataset import COMPLETE_MARK, MANIFEST, Dataset
+from authzbench.schema.model import ACL_RELATIONS, relation_defs
 
 __all__ = ["PROFILES", "generate", "obtain", "default_data_dir", "dataset_dir"]
 

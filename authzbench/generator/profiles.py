@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from authzbench.closure import sorted_unique
 from authzbench.generator.profiles import RebacParams
+from authzbench.schema.closure import sorted_unique
 
 Emit = Callable[[str, np.ndarray, np.ndarray], None]  # relation, object ids, subject ids
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from authzbench.closure import sorted_unique
 from authzbench.generator.profiles import SocialParams
 from authzbench.generator.rebac import Emit, _pareto
+from authzbench.schema.closure import sorted_unique
 
 _W, _VIS, _FOLLOW, _BLOCK, _CONTENT, _INTERACT = range(6)
 

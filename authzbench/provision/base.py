@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 

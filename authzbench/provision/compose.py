@@ -13,7 +13,7 @@ adds compose/local/local-images.yaml, whose images provision/images.py builds he
 AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's project.
 
 Which services are a backend's is stated here (SERVICES); the adapter's endpoint_from_compose comes in as
-`read` (provisioning never imports backends/; authzbench/stack.py joins the two).
+`read` (provisioning never imports backends/; authzbench/run/stack.py joins the two).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, cache_dir, say
 
 COMPOSE_DIR = Path(__file__).resolve().parents[2] / "compose"

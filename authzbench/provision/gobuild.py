@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import build_lock, cache_dir, go_env, require_go, say, stamp_ok, write_stamp
 
 PROGRESS_EVERY_S = 30.0

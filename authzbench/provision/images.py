@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import apt_install, build_lock, cache_dir, say
 
 LOCAL_DIR = Path(__file__).resolve().parents[2] / "compose" / "local"

@@ -2,7 +2,7 @@
 
 The native recipe of each backend is named here (NATIVE), its compose services in compose.py (SERVICES).
 What a mode needs of the backend's adapter (its endpoint from a URL or from the compose file) comes in as
-`adapter`: provisioning never imports backends/ (authzbench/stack.py joins the two)."""
+`adapter`: provisioning never imports backends/ (authzbench/run/stack.py joins the two)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from authzbench.errors import BackendUnavailable, UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, StartContext
 
 if TYPE_CHECKING:

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.errors import UserError
-from authzbench.projection import KINDS, BackendBasis, SizePoint
+from authzbench.core.errors import UserError
+from authzbench.core.projection import KINDS, BackendBasis, SizePoint
 from authzbench.report.data import RunData, load_run
 from authzbench.report.tables import label
-from authzbench.results import MANIFEST
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.results import MANIFEST
 
 FORMAT = "authzbench-cost-basis/1"
 

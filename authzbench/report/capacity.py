@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from authzbench.errors import UserError
-from authzbench.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
+from authzbench.core.errors import UserError
+from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
 from authzbench.report.basis import combine, extract
 from authzbench.report.data import RunData
 from authzbench.report.scaling import sweep_runs

@@ -17,7 +17,7 @@ from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from authzbench.metrics import merge, percentile  # noqa: E402
+from authzbench.core.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
 from authzbench.report.figures import cell  # noqa: E402
 from authzbench.report.tables import label  # noqa: E402

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.metrics import merge, summarize
-from authzbench.results import RunStore
+from authzbench.core.metrics import merge, summarize
+from authzbench.scenarios.results import RunStore
 
 
 @dataclass

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.metrics import merge, summarize
+from authzbench.core.metrics import merge, summarize
 from authzbench.report.data import RunData
 from authzbench.report.tables import table
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from authzbench.errors import UserError
-from authzbench.metrics import decode
-from authzbench.results import RunStore
+from authzbench.core.errors import UserError
+from authzbench.core.metrics import decode
+from authzbench.scenarios.results import RunStore
 
 # The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
 PUBLISHED = {"engine": "Permify 1.3.0 (published)", "avg": 10.14, "min": 1.61, "med": 7.44, "max": 295.29,

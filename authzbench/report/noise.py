@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from authzbench.metrics import decode, merge, new_histogram, percentile
+from authzbench.core.metrics import decode, merge, new_histogram, percentile
 
 Z95 = 1.96
 

@@ -106,7 +106,7 @@ def dataset(rd: RunData, out_dir: Path) -> str:
 
 
 def _authz_relations(model: str, counts: dict) -> list[str]:
-    from authzbench.model import relation_defs
+    from authzbench.schema.model import relation_defs
 
     defs = relation_defs(model)
     return [r for r in counts if r not in defs or defs[r].authz]

@@ -1,6 +1,6 @@
 """The reader's size: a size sweep's figures carried to `--target-relationships`, and the method checked.
 
-Both carry a figure along its growth exponent as `authzbench.projection.carry` does for `plan`: from the
+Both carry a figure along its growth exponent as `authzbench.core.projection.carry` does for `plan`: from the
 largest size measured, with a range from the worst combination of that size's rounds and the exponent's
 range: the flattest and steepest line through the sizes' round ranges, widened to the fit's 95% interval
 where three or more sizes give one (round ranges alone ignore how far the sizes stray from one line).
@@ -16,8 +16,8 @@ import math
 
 import pandas as pd
 
-from authzbench.projection import Grown, Range, carry
-from authzbench.projection import exponent as projection_exponent
+from authzbench.core.projection import Grown, Range, carry
+from authzbench.core.projection import exponent as projection_exponent
 from authzbench.report import growth
 from authzbench.report.data import RunData
 from authzbench.report.frames import slo

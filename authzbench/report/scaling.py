@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.metrics import merge, summarize
+from authzbench.core.metrics import merge, summarize
 from authzbench.report import charts, growth, projected
 from authzbench.report.data import RunData, load_run
 from authzbench.scenarios.catalog import SCENARIOS

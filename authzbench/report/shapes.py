@@ -1,7 +1,7 @@
 """The shape sweep's section: "How cost grows with the graph's shape", from the runs of one `bench --shape`.
 
 Each point is its own run; the manifest of every run of the sweep lists the points before it, so the last
-report covers them all. Per parameter (depth, fanout, acl: authzbench/shape.py): a table of each backend's
+report covers them all. Per parameter (depth, fanout, acl: authzbench/run/shape.py): a table of each backend's
 check, heavy lookup and structural write p95 at each value, their exponent on the parameter (growth.py: with
 its 95% interval over three or more values), which backend's reads and writes depend on it, and a chart per
 measure.
@@ -19,7 +19,7 @@ from authzbench.report.scaling import size_table
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
             "write_p95_ms": "structural write p95 (ms)"}
-# what each parameter changes in the generator, for the section's reader (authzbench/shape.py sets it)
+# what each parameter changes in the generator, for the section's reader (authzbench/run/shape.py sets it)
 MEANING = {"depth": "groups nested in one chain per org (`group_depth`)",
            "fanout": "groups a user joins in each of their orgs (`groups_per_user`), i.e. members per group",
            "acl": "users granted view on each resource (`viewer_users_per_res`)"}

@@ -1,4 +1,4 @@
-"""The machine-speed index of a run (authzbench/speed.py): its median and spread over the backend visits, for
+"""The machine-speed index of a run (authzbench/core/speed.py): its median and spread over the backend visits, for
 the environment section, `report --compare` and any section that wants to say how fast the machine was.
 Runs recorded before the index existed have none: every caller must take None."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
+from authzbench.core.speed import REF_CPU_S, REF_MACHINE, REF_RTT_US
 from authzbench.report.data import RunData
-from authzbench.speed import REF_CPU_S, REF_MACHINE, REF_RTT_US
 
 
 class SpeedIndex(NamedTuple):

@@ -1,7 +1,7 @@
 """How fast host B is for each figure of a backend, relative to host A: the scale `report --compare` divides a
 B / A ratio by to compare two machines' runs.
 
-The machine-speed index (authzbench/speed.py) is one number per machine; a backend's figures are not one
+The machine-speed index (authzbench/core/speed.py) is one number per machine; a backend's figures are not one
 machine-wide multiple of it. Between two hosts of the same 2-vCPU kind (reports/data/20261128-083444, Intel
 Xeon, against ../shared/runs/20261128-115554, AMD EPYC) the index's loopback part moved 6.8x while the
 backends' check p50 moved 1.0-3.7x, each by a different amount, so dividing by the index took the p50,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.metrics import merge, summarize
+from authzbench.core.metrics import merge, summarize
 from authzbench.report import charts
 from authzbench.report.data import RunData
 from authzbench.report.figures import cell
 from authzbench.report.tables import anchor, label, table
-from authzbench.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
+from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.oracle import Oracle
+from authzbench.core.errors import UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.truth.oracle import Oracle
 
 # An input is (op, args, expected): op in {"check", "lookup", "roundtrip"}; expected is a bool for
 # checks, a sorted tuple of resource ids for lookups, None for round trips.

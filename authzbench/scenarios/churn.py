@@ -70,7 +70,7 @@ def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS
 def step_of(intervals: Iterable[dict]) -> Step:
     """A churn step's Step from its phase's Interval records (as dicts): "check" (the reads), "write" (one op a
     change; late, extras scheduled and unissued, errors with NeverVisible) and "visibility" (the lag, µs)."""
-    from authzbench.metrics import merge, summarize
+    from authzbench.core.metrics import merge, summarize
 
     hists: dict[str, list[str]] = {"check": [], "visibility": []}
     sums = {"scheduled": 0, "late": 0, "never_visible": 0, "read_errors": 0, "write_errors": 0}

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from authzbench.errors import UserError
-from authzbench.records import Clock, HostLost, Record
+from authzbench.core.errors import UserError
+from authzbench.core.records import Clock, HostLost, Record
 from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase
 from authzbench.scenarios.worker import worker_main
 
@@ -161,7 +161,7 @@ class Agent:
                 p.join(timeout=2)
 
     def versions(self) -> dict:
-        from authzbench.results import environment
+        from authzbench.scenarios.results import environment
 
         env = environment()
         return {k: env[k] for k in ("hostname", "cpu_model", "cpu_logical", "python", "drivers")}
@@ -353,7 +353,7 @@ def connect(address: str) -> Any:
 
 def host_versions(client: Any) -> dict:
     """Each load host's Python, CPU and driver versions, and the drivers whose versions differ from ours."""
-    from authzbench.results import environment
+    from authzbench.scenarios.results import environment
 
     ours = environment()["drivers"]
     hosts = client.run(_versions)

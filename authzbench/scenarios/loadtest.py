@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from authzbench.metrics import encode
+from authzbench.core.metrics import encode
 from authzbench.scenarios.spec import cumulative_ops, schedule_times
 from authzbench.scenarios.timing import OpCounters, timed
 

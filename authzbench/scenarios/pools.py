@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from authzbench.core.stopping import STOP
 from authzbench.scenarios.spec import PhaseSpec
 from authzbench.scenarios.worker import kept_worker_main, worker_main
-from authzbench.stopping import STOP
 
 
 class WorkerPool(Protocol):

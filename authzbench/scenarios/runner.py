@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from authzbench.records import Interval, PhaseEnd, PhaseStart, Record
+from authzbench.core.records import Interval, PhaseEnd, PhaseStart, Record
+from authzbench.core.stopping import STOP, grace_deadline, signal_name
 from authzbench.scenarios.pools import KeptWorkers, WorkerPool, _KeptPool, _LocalPool
 from authzbench.scenarios.spec import BUDGET_STRETCH, BackendFactory, PhaseResult, PhaseSpec
-from authzbench.stopping import STOP, grace_deadline, signal_name
 
 # The phase's vocabulary, kept importable from here: most callers build a PhaseSpec and a BackendFactory
 # and hand them to run_phase.

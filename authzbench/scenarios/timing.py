@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from hdrh.histogram import HdrHistogram
 
-from authzbench.metrics import encode, new_histogram, record_all
+from authzbench.core.metrics import encode, new_histogram, record_all
 
 
 class Timed(NamedTuple):

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from authzbench.dataset import Dataset
-from authzbench.evaluator import SimpleEvaluator
-from authzbench.model import Relationship
 from authzbench.scenarios.timing import timed
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import Relationship
+from authzbench.truth.evaluator import SimpleEvaluator
 
 KINDS = ("membership", "hierarchy", "org_admin", "acl", "revoke")
 SCRATCH_BASE = 1_000_000  # scratch ids start at n + this: far from the mixed workloads' n + worker id

@@ -31,16 +31,16 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.metrics import encode, merge, new_histogram
-from authzbench.provision.base import say
-from authzbench.records import (
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.core.metrics import encode, merge, new_histogram
+from authzbench.core.records import (
     BackendError,
     Crosscheck,
     CrosscheckServer,
     Record,
     as_dict,
 )
+from authzbench.provision.base import say
 from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
@@ -331,8 +331,8 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     then ours, round by round; then, at 1 worker, where our time goes."""
     from dataclasses import asdict
 
-    from authzbench.loading import load_backend
-    from authzbench.phase_plan import BackendTraits, phase_specs
+    from authzbench.run.loading import load_backend
+    from authzbench.run.phase_plan import BackendTraits, phase_specs
     from authzbench.scenarios.pools import KeptWorkers
     from authzbench.tools import crosscheck_client
 
@@ -391,12 +391,12 @@ def sides_in_order(round_: int, grpc: bool = False) -> tuple[str, ...]:
 def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Path | None, report_dir: Path,
                 data_dir: Path | None) -> Path:
     from authzbench.config import BenchConfig, DatasetChoice, Schedule, ServerChoice
-    from authzbench.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
-    from authzbench.results import RunStore, default_results_dir
-    from authzbench.servers import Session
-    from authzbench.social_oracle import oracle_for
+    from authzbench.run.orchestrate import dataset_of
+    from authzbench.run.servers import Session
+    from authzbench.scenarios.results import RunStore, default_results_dir
     from authzbench.tools.crosscheck_report import render_run
+    from authzbench.truth.social_oracle import oracle_for
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(),

@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 
 from authzbench.backends.openfga import OpenFGABackend
-from authzbench.metrics import new_histogram, record_all
-from authzbench.records import CrosscheckBreakdown
+from authzbench.core.metrics import new_histogram, record_all
+from authzbench.core.records import CrosscheckBreakdown
 from authzbench.scenarios.spec import BackendFactory
 from authzbench.scenarios.timing import timed
 

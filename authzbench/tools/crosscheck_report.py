@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from authzbench.metrics import merge
+from authzbench.core.metrics import merge
 from authzbench.report.clientbound import MARK
 from authzbench.report.fold import fold
 
@@ -348,7 +348,7 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
 def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A run's manifest and records: results/crosscheck/<run-id>, or a committed copy whose records are
     gzipped (records.jsonl.gz)."""
-    from authzbench.results import RunStore
+    from authzbench.scenarios.results import RunStore
 
     store = RunStore.open(run)  # reads records.jsonl.gz where records.jsonl is absent
     return store.manifest(), list(store.records())

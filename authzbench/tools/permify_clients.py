@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from authzbench.metrics import percentile
+from authzbench.core.metrics import percentile
 from authzbench.scenarios.timing import OpCounters, Timed, timed
 
 MAX_EXAMPLES = 5  # failed calls kept with their error, per client
@@ -191,7 +191,7 @@ def grpc_roundtrip_client(backend: Any) -> Client:
 def rest_typed_client(url: str, key: str, tenant: str, metadata: dict[str, Any], timeout: float) -> Client:
     import permify
 
-    from authzbench.model import PERMISSION_TARGETS
+    from authzbench.schema.model import PERMISSION_TARGETS
 
     # The package's API methods name no auth settings: the key goes as a default header, as Permify's docs do.
     api = permify.PermissionApi(permify.ApiClient(permify.Configuration(host=url), header_name="Authorization",
@@ -233,7 +233,7 @@ class RestDict:
         return data
 
     def check(self, tenant: str, metadata: dict[str, Any]) -> Client:
-        from authzbench.model import PERMISSION_TARGETS
+        from authzbench.schema.model import PERMISSION_TARGETS
 
         path, targets = f"/v1/tenants/{tenant}/permissions/check", PERMISSION_TARGETS["rebac"]
 
@@ -318,7 +318,7 @@ def _versions() -> str:
 
 def run(args: argparse.Namespace) -> int:
     from authzbench.provision.base import say
-    from authzbench.servers import Session
+    from authzbench.run.servers import Session
 
     cfg, ds, inputs = _dataset_and_inputs(args)
     load0 = os.getloadavg()
@@ -346,10 +346,10 @@ def run(args: argparse.Namespace) -> int:
 def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckInput]]:
     """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
-    from authzbench.oracle import Oracle
-    from authzbench.orchestrate import dataset_of
     from authzbench.provision.manager import default_mode
+    from authzbench.run.orchestrate import dataset_of
     from authzbench.scenarios.catalog import sample_mixed_reads
+    from authzbench.truth.oracle import Oracle
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=args.profile, data_dir=args.data_dir),
                       servers=ServerChoice(backends=["permify"], provision=args.provision or default_mode()))
@@ -368,8 +368,8 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
     import psutil
 
     from authzbench.backends.permify import DEPTH
-    from authzbench.loading import load_backend
     from authzbench.provision.base import say
+    from authzbench.run.loading import load_backend
 
     rest: RestDict | None = None
     try:
@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from authzbench.errors import BackendUnavailable, UserError
+    from authzbench.core.errors import BackendUnavailable, UserError
 
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.model import RelationDef, relation_defs
+from authzbench.core.errors import UserError
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import RelationDef, relation_defs
 
 TABLE = "copy_floor"
 COLS = "namespace, object_id, relation, userset_namespace, userset_object_id, userset_relation, caveat_name"
@@ -77,7 +77,7 @@ def copy_floor(ds: Dataset, dsn: str, password: str | None, streams: int, say=pr
 
 
 def _datastore() -> tuple[str, str | None]:
-    from authzbench.servers import _load_state
+    from authzbench.run.servers import _load_state
 
     st = _load_state("spicedb-pg")
     if not st or st["mode"] != "native":

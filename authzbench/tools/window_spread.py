@@ -13,7 +13,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from authzbench.metrics import merge, summarize
+from authzbench.core.metrics import merge, summarize
 
 WINDOWS_S = (1, 2, 4)
 

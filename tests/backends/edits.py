@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from authzbench.backends.base import Backend
-from authzbench.dataset import Dataset
-from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import Oracle
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.truth.oracle import Oracle
 
 State = dict[str, set[tuple[int, int]]]
 

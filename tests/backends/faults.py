@@ -13,11 +13,11 @@ from pathlib import Path
 
 import psutil
 
-from authzbench import orchestrate
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
 from authzbench.scenarios import catalog
+from authzbench.scenarios.results import RunStore
 
 
 def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> tuple[str, str, float]:

@@ -104,7 +104,7 @@ def test_sigterm_mid_bench_removes_its_containers_and_down_v_leaves_nothing(requ
 def test_an_up_that_fails_says_why_in_one_line_and_leaves_no_container(monkeypatch):
     import socket
 
-    from authzbench.errors import BackendUnavailable
+    from authzbench.core.errors import BackendUnavailable
     from authzbench.provision import compose
 
     monkeypatch.setenv("AUTHZBENCH_COMPOSE_PROJECT", "authzbench-pytest-failed-up")

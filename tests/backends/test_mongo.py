@@ -13,12 +13,12 @@ import time
 import pytest
 
 from authzbench.backends.mongo import FERRETDB_LABEL, MongoBackend
-from authzbench.closure import group_membership
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import Oracle
+from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
+from authzbench.schema.closure import group_membership
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.truth.oracle import Oracle
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from authzbench.backends.openfga import OpenFGABackend
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import SOCIAL_PERMISSIONS
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.model import SOCIAL_PERMISSIONS
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,
@@ -147,7 +147,7 @@ def test_unreachable_server_is_one_clear_error():
 
 
 def test_unknown_permission_and_relation_are_user_errors(backend):
-    from authzbench.model import Relationship
+    from authzbench.schema.model import Relationship
 
     with pytest.raises(UserError, match="unknown permission"):
         backend.check(0, "own", 0)
@@ -157,7 +157,7 @@ def test_unknown_permission_and_relation_are_user_errors(backend):
 
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
-    from authzbench.stack import provision
+    from authzbench.run.stack import provision
 
     dep = provision("openfga", "native", tmp_path / "run")
     try:

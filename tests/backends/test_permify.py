@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from authzbench.backends.permify import PermifyBackend
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import SOCIAL_PERMISSIONS, Relationship
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.model import SOCIAL_PERMISSIONS, Relationship
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,
@@ -162,7 +162,7 @@ def _blocked(ds, content: int, user: int) -> bool:
 
 def _sole_grant(ds) -> tuple[int, int]:
     """A (resource, user) of resource_viewer_user that is the user's only way to view the resource."""
-    from authzbench.oracle import Oracle
+    from authzbench.truth.oracle import Oracle
 
     rows = ds.table("resource_viewer_user")
     for i in range(len(rows)):
@@ -225,7 +225,7 @@ def test_unknown_permission_and_relation_are_user_errors(backend):
 
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
-    from authzbench.stack import provision
+    from authzbench.run.stack import provision
 
     dep = provision("permify", "native", tmp_path / "run")
     try:

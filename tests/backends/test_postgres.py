@@ -21,12 +21,12 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from authzbench.backends.postgres import PostgresBackend
-from authzbench.closure import group_membership
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.model import PERMISSIONS, Relationship
-from authzbench.oracle import Oracle
+from authzbench.core.errors import UserError
 from authzbench.provision.base import StartContext, free_port
+from authzbench.schema.closure import group_membership
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.truth.oracle import Oracle
 
 pytestmark = pytest.mark.backend("postgres")
 
@@ -145,7 +145,7 @@ def test_writes_keep_closure_equal_to_recomputed_oracle(session, dataset):
 
 
 def test_prepare_twice_skips_loaded_dataset(session, dataset, backend):
-    from authzbench.loading import load_backend
+    from authzbench.run.loading import load_backend
 
     assert backend.loaded_hash() == dataset.hash
     rec = load_backend(session, dataset, None, reload=False)

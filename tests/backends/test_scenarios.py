@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from authzbench.metrics import encode, new_histogram, summarize
-from authzbench.model import Relationship
-from authzbench.records import Interval, PhaseEnd, PhaseStart, as_dict
+from authzbench.core.metrics import encode, new_histogram, summarize
+from authzbench.core.records import Interval, PhaseEnd, PhaseStart, as_dict
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.schema.model import Relationship
 
 CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
 LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]
@@ -158,7 +158,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     anchor lookups equal the pristine oracle again."""
     from authzbench.backends.registry import backend_class
     from authzbench.report.data import phase_table
-    from authzbench.restore import verify_restored
+    from authzbench.run.restore import verify_restored
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 
     if dataset.model != "rebac":
@@ -190,7 +190,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
     from authzbench.report.data import phase_table
-    from authzbench.restore import verify_restored
+    from authzbench.run.restore import verify_restored
     from authzbench.scenarios.churn import step_of
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 

@@ -17,10 +17,10 @@ import pytest
 
 from authzbench.backends import expansion
 from authzbench.backends.scylla import ScyllaBackend
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
-from authzbench.model import PERMISSIONS, Relationship
+from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, Relationship
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,
@@ -95,7 +95,7 @@ def _source_state(b: ScyllaBackend) -> set[tuple[str, int, str, int]]:
 
 def _dataset_source(ds: Dataset) -> set[tuple[str, int, str, int]]:
     from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short
-    from authzbench.model import REBAC_RELATIONS
+    from authzbench.schema.model import REBAC_RELATIONS
 
     out = set()
     for rel in ds.relations():
@@ -180,7 +180,7 @@ def test_the_sstable_helper_refuses_a_partition_whose_rows_are_out_of_clustering
 
     from authzbench.backends.scylla_sstable import _SSTableWriter
     from authzbench.backends.scylla_tables import _Ticker
-    from authzbench.errors import BackendUnavailable
+    from authzbench.core.errors import BackendUnavailable
     from authzbench.provision.native.cassandra import bulk_tool
 
     schema = ["CREATE TABLE IF NOT EXISTS ks.perm_by_resource (resource int, user int, manage boolean, "

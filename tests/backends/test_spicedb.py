@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
-from authzbench.errors import UserError
-from authzbench.model import Relationship
+from authzbench.core.errors import UserError
+from authzbench.schema.model import Relationship
 
 pytestmark = pytest.mark.backend("spicedb-pg")
 
@@ -98,7 +98,7 @@ def test_unreachable_server_is_a_clear_error():
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
     from authzbench.backends.spicedb import SpiceDBBackend
-    from authzbench.stack import provision
+    from authzbench.run.stack import provision
 
     dep = provision("spicedb-pg", "native", tmp_path / "run")
     try:

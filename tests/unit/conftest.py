@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from authzbench import orchestrate, speed
+from authzbench.core import speed
+from authzbench.run import orchestrate
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench import orchestrate
 from authzbench.config import BenchConfig
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
+from authzbench.scenarios.results import RunStore
 
 
 def _cfg(tmp_path) -> BenchConfig:

@@ -8,12 +8,12 @@ from dataclasses import fields
 
 import pytest
 
-from authzbench import orchestrate
 from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
 from authzbench.backends.registry import BACKENDS, backend_class
 from authzbench.config import BenchConfig, own_options
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
+from authzbench.run import orchestrate
 from authzbench.scenarios.runner import BackendFactory
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from authzbench import cli, config, orchestrate, servers
+from authzbench import cli, config
+from authzbench.run import orchestrate, servers
 
 # Values are given as `--opt=value`. "{file}" is a regular file in the test's directory (so "{file}/x" is a
 # path below a file), "{missing}" a path that does not exist.
@@ -162,13 +163,13 @@ def sandbox(tmp_path, monkeypatch):
         return fail
 
     import authzbench.generator
-    import authzbench.results
+    import authzbench.scenarios.results
 
     monkeypatch.setattr(authzbench.generator, "_write_atomically", started("a dataset was generated"))
     monkeypatch.setattr(orchestrate, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "provision", started("a server was started"))
-    monkeypatch.setattr(authzbench.results.RunStore, "create", started("a results directory was created"))
+    monkeypatch.setattr(authzbench.scenarios.results.RunStore, "create", started("a results directory was created"))
     (tmp_path / "afile").write_text("not a directory")
     return tmp_path
 

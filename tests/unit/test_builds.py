@@ -8,11 +8,11 @@ import inspect
 
 import pytest
 
-from authzbench import orchestrate
 from authzbench.config import BenchConfig
 from authzbench.provision import builds
 from authzbench.provision.builds import STEPS, BuildStep
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
+from authzbench.scenarios.results import RunStore
 
 
 def _step(events: list[str], what: str, fail: bool = False) -> BuildStep:

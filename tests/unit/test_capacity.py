@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from authzbench import cli
-from authzbench.errors import UserError
-from authzbench.projection import BackendBasis, Range, SizePoint, Target, exponent, project
+from authzbench.core.errors import UserError
+from authzbench.core.projection import BackendBasis, Range, SizePoint, Target, exponent, project
 from authzbench.report import basis, capacity
 from authzbench.report.data import from_records
 from tests.unit.test_report_findings import NET, Run, steady

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from authzbench.config import BenchConfig, Churn
-from authzbench.errors import UserError
-from authzbench.phase_plan import CHURN_READERS, _churn_specs
-from authzbench.records import as_dict
+from authzbench.core.errors import UserError
+from authzbench.core.records import as_dict
+from authzbench.run.phase_plan import CHURN_READERS, _churn_specs
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.churn import ChurnSweep, Step, step_of
 from authzbench.scenarios.inflight import CHURN_EXTRAS
 from authzbench.scenarios.runner import BackendFactory, run_phase
-from authzbench.social_oracle import oracle_for
+from authzbench.truth.social_oracle import oracle_for
 
 COMMON = dict(backend="fake", scenario="churn", warmup=10, timeout_s=60.0, max_seconds=120.0, repeat=0)
 
@@ -102,7 +102,7 @@ def test_the_sweep_stops_at_the_first_step_whose_reads_slow_past_the_slo_with_th
 
 
 def test_a_step_is_computed_from_its_intervals_late_and_unissued_changes_together():
-    from authzbench.metrics import encode, new_histogram
+    from authzbench.core.metrics import encode, new_histogram
 
     def hist(*us: int) -> str:
         h = new_histogram()
@@ -163,7 +163,7 @@ def test_a_read_or_many_writer_phase_foretells_nothing():
 
 def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_the_manifest(tiny):
     from authzbench.config import MixedLoad, Schedule
-    from authzbench.phase_plan import BackendTraits, phase_specs
+    from authzbench.run.phase_plan import BackendTraits, phase_specs
 
     sched = Schedule(scenarios=["churn"], rounds=2, visits=2)
     specs = phase_specs(sched, MixedLoad(), BackendTraits("postgres"), tiny, Churn(rates=[1.0, 10.0]))
@@ -185,8 +185,8 @@ def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
 
 def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(tmp_path, monkeypatch):
     """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first step."""
-    from authzbench import orchestrate
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     restored: list[tuple[str, int]] = []
@@ -210,7 +210,7 @@ def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as
 
 
 def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_their_warm_up_ops():
-    from authzbench.restore import touched_ops
+    from authzbench.run.restore import touched_ops
     from authzbench.scenarios.spec import PhaseSpec
 
     inputs = [("structural", f"op{k}", f"warm{k}") for k in range(20)]
@@ -224,7 +224,7 @@ def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_th
 def test_a_churn_steps_changes_are_probed_a_gap_apart_so_the_probes_do_not_crowd_out_the_checks(tiny, inputs):
     """A 1 s lag: each change is probed right after its write, then every CHURN_PROBE_GAP_S until it shows, so
     ~1 / gap stale probes a change (back to back, a worker probed hundreds of times a second)."""
-    from authzbench.metrics import merge, summarize
+    from authzbench.core.metrics import merge, summarize
     from authzbench.scenarios.inflight import CHURN_PROBE_GAP_S
 
     spec = _specs([10.0])[0]

@@ -10,9 +10,9 @@ import contextlib
 import pytest
 
 from authzbench.backends import closure_maintenance as maintenance
-from authzbench.evaluator import SimpleEvaluator
-from authzbench.model import Relationship
-from authzbench.model_rules import ACL_ROLE, Reach, walk
+from authzbench.schema.model import Relationship
+from authzbench.schema.model_rules import ACL_ROLE, Reach, walk
+from authzbench.truth.evaluator import SimpleEvaluator
 from tests.unit.test_model_rules import ENT, SHAPES, _edits, random_graph
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from authzbench import stack
 from authzbench.backends.registry import BACKENDS
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import compose
 from authzbench.provision.base import cache_dir, go_env
+from authzbench.run import stack
 
 # The reference report's server versions: a fact about that report, so written down here. A backend
 # added since pins its own version in versions.env; every pin there must be used by a service's image.
@@ -340,7 +340,7 @@ def test_without_a_docker_engine_compose_up_is_one_clear_line(monkeypatch):
 
 
 def test_provision_compose_goes_through_compose_up(monkeypatch, tmp_path):
-    from authzbench.stack import provision
+    from authzbench.run.stack import provision
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(compose, "_cached_client", None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from authzbench.config import BenchConfig, DatasetChoice, MixedLoad, Schedule, ServerChoice, Targets
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator import obtain
 
 EXAMPLES = Path(__file__).parents[2] / "reports" / "data"

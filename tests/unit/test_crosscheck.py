@@ -7,7 +7,7 @@ import pytest
 
 from authzbench.backends.postgres import PostgresBackend, check_statement
 from authzbench.cli import main
-from authzbench.metrics import encode, new_histogram
+from authzbench.core.metrics import encode, new_histogram
 from authzbench.tools.crosscheck import (
     case_tree,
     ghz_config,
@@ -339,7 +339,7 @@ def test_render_states_the_warm_up_both_sides_got_and_the_recorded_commit():
 def test_the_manifest_records_the_checkouts_commit_and_whether_it_was_dirty(tmp_path):
     import subprocess
 
-    from authzbench.results import source_commit
+    from authzbench.scenarios.results import source_commit
 
     assert source_commit(tmp_path) == {"commit": "unknown", "dirty": None}  # not a git checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -354,7 +354,7 @@ def test_the_manifest_records_the_checkouts_commit_and_whether_it_was_dirty(tmp_
 
 
 def test_the_manifests_environment_carries_the_commit():
-    from authzbench.results import environment
+    from authzbench.scenarios.results import environment
 
     assert set(environment()["source"]) == {"commit", "dirty"}
 

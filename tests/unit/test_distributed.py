@@ -20,16 +20,16 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 import psutil  # noqa: E402
 
+from authzbench.core.metrics import merge  # noqa: E402
+from authzbench.core.records import as_dict  # noqa: E402
 from authzbench.generator import generate  # noqa: E402
-from authzbench.metrics import merge  # noqa: E402
-from authzbench.oracle import Oracle  # noqa: E402
-from authzbench.records import as_dict  # noqa: E402
 from authzbench.report import render  # noqa: E402
 from authzbench.report.data import phase_table  # noqa: E402
-from authzbench.results import RunStore  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
+from authzbench.scenarios.results import RunStore  # noqa: E402
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec  # noqa: E402
+from authzbench.truth.oracle import Oracle  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -222,7 +222,7 @@ def test_workers_on_refuses_what_cannot_be_spread_in_one_line(tmp_path, args, me
 
 
 def test_a_loopback_server_is_refused_when_a_load_host_is_another_machine():
-    from authzbench.errors import UserError
+    from authzbench.core.errors import UserError
     from authzbench.scenarios.distributed import check_endpoint, endpoint_hosts
 
     class _Client:

@@ -9,8 +9,8 @@ import numpy as np
 
 from authzbench.backends import elasticsearch_load, mongo_load
 from authzbench.backends.expansion import Expansion
-from authzbench.closure import group_membership, permission_keys
 from authzbench.generator import generate
+from authzbench.schema.closure import group_membership, permission_keys
 
 
 def _expected(ds) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import engine
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from authzbench.records import Loadtest, Oracle
+from authzbench.core.records import Loadtest, Oracle
 from authzbench.report import digest
 from authzbench.report.data import load_run
 from authzbench.report.findings import compute
 from authzbench.report.loadtest import render_run as render_loadtest
 from authzbench.report.tables import JSON_DIGITS, significant
-from authzbench.results import RunStore
 from authzbench.scenarios.loadtest import LoadTestPlan, run_plan
+from authzbench.scenarios.results import RunStore
 from authzbench.tools import examples as examples_module
 from authzbench.tools.examples import REPORTS, Example, add, examples, render
 

@@ -10,8 +10,8 @@ import pytest
 
 from authzbench.backends.expansion import Expansion, timed
 from authzbench.generator import generate, write_tables
-from authzbench.model import PERMISSIONS
-from authzbench.oracle import Oracle
+from authzbench.schema.model import PERMISSIONS
+from authzbench.truth.oracle import Oracle
 from tests.unit.test_model_rules import ENT, SHAPES, random_graph
 from tests.unit.test_oracle import ENTITIES, HAND
 

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
+from authzbench.schema.dataset import Dataset
+from authzbench.truth.oracle import Oracle
 
 
 def test_same_profile_and_seed_give_byte_identical_files(tmp_path):

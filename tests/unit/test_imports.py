@@ -18,15 +18,14 @@ ROOT = Path(authzbench.__file__).parent
 # matches a module places it; "" is authzbench/__init__.py. Imports under `if TYPE_CHECKING:` count too (there
 # are none): an annotation that needs a higher layer's type is the same dependency.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("", "errors", "metrics", "stopping", "speed", "projection", "records")),  # leaf utilities
-    ("model", ("model", "dataset", "closure", "model_rules")),
+    ("base", ("", "core")),  # leaf utilities
+    ("model", ("schema",)),
     ("generator", ("generator",)),
-    ("truth", ("oracle", "social_oracle", "evaluator")),
+    ("truth", ("truth",)),
     ("backends", ("backends",)),
     ("provision", ("provision",)),
-    ("measure", ("scenarios", "results")),
-    ("run", ("config", "servers", "stack", "loading", "restore", "phase_plan", "progress", "orchestrate", "sweep",
-             "shape", "loadtest", "perf")),
+    ("measure", ("scenarios",)),
+    ("run", ("config", "run")),
     ("report", ("report",)),
     ("command", ("commands", "tools")),
     ("cli", ("cli",)),
@@ -34,11 +33,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 # Upward imports kept, each with its reason; a test fails when one is no longer in the code. None is left: the
 # last, the Scylla adapter building its SSTable helper under compose, now gets the helper's command in its
-# endpoint from authzbench/stack.py, which joins backends/ and provision/.
+# endpoint from authzbench/run/stack.py, which joins backends/ and provision/.
 ALLOWED_UP: dict[tuple[str, str], str] = {}
 
 # backends/ (the adapters and their registry) and provision/ (starting servers) never import each other, in
-# either direction: authzbench/stack.py, in the run layer, joins them.
+# either direction: authzbench/run/stack.py, in the run layer, joins them.
 APART = ("authzbench.backends", "authzbench.provision")
 
 
@@ -146,8 +145,8 @@ def test_each_allowed_upward_import_is_still_in_the_code():
 
 
 def test_the_layer_check_finds_an_import_of_a_higher_layer():
-    assert upward({"authzbench.model": {"authzbench.oracle"}, "authzbench.oracle": {"authzbench.model"}}) == [
-        "upward import:\n  authzbench.model (layer 1 model)\n  imports authzbench.oracle (layer 3 truth)"]
+    assert upward({"authzbench.schema.model": {"authzbench.truth.oracle"}, "authzbench.truth.oracle": {"authzbench.schema.model"}}) == [
+        "upward import:\n  authzbench.schema.model (layer 1 model)\n  imports authzbench.truth.oracle (layer 3 truth)"]
     assert layer_of("authzbench.backends.registry") == (4, "backends")
     assert layer_of("authzbench") == (0, "base")
 
@@ -172,9 +171,9 @@ def test_backends_and_provision_never_import_each_other():
 
 
 def test_the_apart_check_finds_an_import_either_way():
-    g = {"authzbench.backends.scylla": {"authzbench.provision.native.cassandra", "authzbench.errors"},
+    g = {"authzbench.backends.scylla": {"authzbench.provision.native.cassandra", "authzbench.core.errors"},
          "authzbench.provision.compose": {"authzbench.backends.registry"},
-         "authzbench.stack": {"authzbench.backends.registry", "authzbench.provision.manager"}}
+         "authzbench.run.stack": {"authzbench.backends.registry", "authzbench.provision.manager"}}
     assert between(g, *APART) == ["authzbench.backends.scylla -> authzbench.provision.native.cassandra",
                                   "authzbench.provision.compose -> authzbench.backends.registry"]
 
@@ -195,7 +194,7 @@ def test_the_report_sections_import_the_shared_helpers_and_never_the_document():
 
 
 # The ground truth and its expansion code: what the backends are checked against must not feed them.
-TRUTH = {"authzbench.oracle", "authzbench.closure", "authzbench.social_oracle"}
+TRUTH = {"authzbench.truth.oracle", "authzbench.schema.closure", "authzbench.truth.social_oracle"}
 # The oracle served as a backend for the harness tests: the one backend that is the truth.
 TRUTH_BACKEND = "authzbench.backends.reference"
 
@@ -222,6 +221,23 @@ def test_no_backend_but_reference_reaches_the_oracle_through_any_import():
 
 
 def test_the_reachability_check_finds_an_import_two_modules_away():
-    g = {"b.x": {"y"}, "y": {"authzbench.oracle"}, "b.ref": {"authzbench.oracle"}}
-    assert reachable(g, "b.x", set()) & TRUTH == {"authzbench.oracle"}
+    g = {"b.x": {"y"}, "y": {"authzbench.truth.oracle"}, "b.ref": {"authzbench.truth.oracle"}}
+    assert reachable(g, "b.x", set()) & TRUTH == {"authzbench.truth.oracle"}
     assert reachable(g, "b.x", {"y"}) == set()
+
+
+def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
+    # A fake tree with the real folder names: the layer comes from the folder alone, whatever the module's name.
+    for rel, text in {"core/clock.py": "from authzbench.run import driver\n", "run/driver.py": "",
+                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n"}.items():
+        (tmp_path / "authzbench" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "authzbench" / rel).write_text(text)
+    paths = {"authzbench." + p.relative_to(tmp_path / "authzbench").with_suffix("").as_posix().replace("/", "."): p
+             for p in (tmp_path / "authzbench").rglob("*.py")}
+    g = {name: imported(name, path, set(paths)) for name, path in paths.items()}
+    assert [m.split("\n")[1].strip() for m in upward(g)] == [
+        "authzbench.core.clock (layer 0 base)", "authzbench.schema.shape (layer 1 model)"]
+
+
+def test_the_package_root_holds_only_a_handful_of_modules():
+    assert sorted(p.stem for p in ROOT.glob("*.py")) == ["__init__", "cli", "commands", "config"]

@@ -6,12 +6,12 @@ import pickle
 
 import pytest
 
+from authzbench.core.records import as_dict
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
-from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, KeptWorkers, PhaseSpec, run_phase
+from authzbench.truth.oracle import Oracle
 
 FAKES = "tests.unit.fakes"
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from authzbench.backends.base import load_concurrently
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 
 
 def test_every_batch_is_sent_once_with_at_most_workers_in_flight_and_progress_in_order():

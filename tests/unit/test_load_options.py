@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from authzbench import orchestrate
 from authzbench.backends.reference import ReferenceBackend
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
+from authzbench.scenarios.results import RunStore
 from tests.unit.test_cli import authzbench
 
 

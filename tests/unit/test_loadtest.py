@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from authzbench.metrics import decode
+from authzbench.core.metrics import decode
 from authzbench.report.loadtest import render
 from authzbench.scenarios import loadtest, timing
 from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.config import MixedLoad, Schedule
-from authzbench.phase_plan import REVOKE_WRITERS, BackendTraits, phase_specs
+from authzbench.run.phase_plan import REVOKE_WRITERS, BackendTraits, phase_specs
 
 SPICEDB = ("minimize_latency", "at_least_as_fresh", "fully_consistent")
 
@@ -48,7 +48,7 @@ def test_the_via_group_check_runs_at_1_worker_in_each_other_mode_bounded_like_a_
 
 
 def test_revoke_then_check_at_8_writers_is_skipped_where_its_1_writer_phase_ran_far_past_its_budget():
-    from authzbench.phase_plan import Pace
+    from authzbench.run.phase_plan import Pace
     from authzbench.scenarios.spec import PhaseSpec
 
     pace = Pace(cores=2)

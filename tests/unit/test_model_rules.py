@@ -11,11 +11,11 @@ import itertools
 import numpy as np
 import pytest
 
-from authzbench.evaluator import SimpleEvaluator
 from authzbench.generator import write_tables
-from authzbench.model import PERMISSIONS, REBAC_RELATIONS
-from authzbench.model_rules import ACL_ROLE, GROUP_EDGES, holds, pair_state, reach, walk
-from authzbench.oracle import Oracle
+from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS
+from authzbench.schema.model_rules import ACL_ROLE, GROUP_EDGES, holds, pair_state, reach, walk
+from authzbench.truth.evaluator import SimpleEvaluator
+from authzbench.truth.oracle import Oracle
 
 ENT = {"organization": 3, "user": 14, "group": 9, "resource": 12}
 

@@ -7,8 +7,8 @@ import pytest
 from authzbench.backends.expansion import Expansion
 from authzbench.backends.mongo_grants import _grant_docs, grant_id, grant_updates
 from authzbench.generator import generate
-from authzbench.model import PERMISSIONS
-from authzbench.oracle import Oracle
+from authzbench.schema.model import PERMISSIONS
+from authzbench.truth.oracle import Oracle
 
 
 def test_grants_documents_hold_exactly_each_users_lookup_even_from_many_small_chunks(tmp_path):

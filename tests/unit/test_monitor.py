@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from authzbench.metrics import Monitor
+from authzbench.core.metrics import Monitor
 
 
 def test_monitor_sees_a_busy_child_of_the_server_process():

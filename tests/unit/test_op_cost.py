@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from authzbench.metrics import encode, new_histogram, record_all
+from authzbench.core.metrics import encode, new_histogram, record_all
 from authzbench.scenarios import worker
 from authzbench.scenarios.spec import PhaseSpec
 from authzbench.scenarios.timing import OpCounters, Timed

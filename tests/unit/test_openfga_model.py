@@ -19,8 +19,8 @@ from authzbench.backends.openfga import (
     model_json,
     tuple_key,
 )
-from authzbench.errors import UserError
-from authzbench.model import MODELS, relation_defs
+from authzbench.core.errors import UserError
+from authzbench.schema.model import MODELS, relation_defs
 
 
 def _zed_direct(types: str) -> list[dict[str, Any]]:

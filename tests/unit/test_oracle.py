@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.generator import write_tables
-from authzbench.oracle import Oracle
+from authzbench.truth.oracle import Oracle
 
 # users: 0 alice (org admin), 1 bob (deep member), 2 carol (manager of child group), 3 dave (no access),
 #        4 erin (direct viewer), 5 frank (direct manager)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from authzbench.closure import permission_keys
 from authzbench.generator import generate, write_tables
-from authzbench.model import PERMISSIONS
-from authzbench.oracle import Oracle
+from authzbench.schema.closure import permission_keys
+from authzbench.schema.model import PERMISSIONS
+from authzbench.truth.oracle import Oracle
 from tests.unit.test_oracle import ENTITIES, HAND
 
 

@@ -3,12 +3,12 @@ heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in 
 
 from __future__ import annotations
 
-from authzbench import orchestrate
 from authzbench.config import BenchConfig
-from authzbench.phase_plan import Pace
 from authzbench.report.data import load_run
 from authzbench.report.validity import _stops
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
+from authzbench.run.phase_plan import Pace
+from authzbench.scenarios.results import RunStore
 from authzbench.scenarios.runner import PhaseResult, PhaseSpec
 
 
@@ -133,9 +133,9 @@ def test_the_final_restore_asks_the_heaviest_user_by_checks_when_the_run_measure
 
 def test_the_heaviest_users_checks_cover_resources_they_hold_and_do_not_as_the_oracle_says(tmp_path):
     from authzbench.generator import generate
-    from authzbench.oracle import shared
-    from authzbench.restore import HEAVY_LOOKUP, as_checks
+    from authzbench.run.restore import HEAVY_LOOKUP, as_checks
     from authzbench.scenarios.catalog import scenario
+    from authzbench.truth.oracle import shared
 
     ds = generate("tiny", tmp_path / "tiny")
     oracle = shared(ds)

@@ -19,9 +19,9 @@ from authzbench.backends.permify import (
     tuple_json,
 )
 from authzbench.backends.permify_grpc import PermifyError
-from authzbench.errors import BackendUnavailable, UserError
-from authzbench.model import MODELS, relation_defs
+from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.native import permify as recipe
+from authzbench.schema.model import MODELS, relation_defs
 
 
 def _entities(text: str) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from authzbench.loading import _prior_load
-from authzbench.servers import state_file
+from authzbench.run.loading import _prior_load
+from authzbench.run.servers import state_file
 
 
 def test_a_skipped_load_reuses_only_a_load_of_the_same_data_provisioned_the_same_way(tmp_path, monkeypatch):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from authzbench import records
-from authzbench.records import KINDS, SCHEMA_VERSION, RecordError, decode, encode
-from authzbench.results import RunStore
+from authzbench.core import records
+from authzbench.core.records import KINDS, SCHEMA_VERSION, RecordError, decode, encode
+from authzbench.scenarios.results import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted((ROOT / "reports/data").glob("*/records.jsonl.gz"))

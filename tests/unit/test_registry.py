@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from authzbench import stack
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import BACKENDS, backend_class, extras, missing_driver
 from authzbench.provision import compose, manager
-from authzbench.results import DRIVERS
+from authzbench.run import stack
+from authzbench.scenarios.results import DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -88,7 +88,7 @@ def test_a_missing_driver_names_the_extra_to_install(monkeypatch):
     from dataclasses import replace
 
     from authzbench.backends.registry import implementation
-    from authzbench.errors import BackendUnavailable
+    from authzbench.core.errors import BackendUnavailable
 
     monkeypatch.setitem(BACKENDS, "scylla", replace(BACKENDS["scylla"], drivers=("no-such-driver-dist",)))
     assert missing_driver("scylla") == "driver no-such-driver-dist is not installed: pip install 'authzbench[scylla]'"

@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from authzbench import orchestrate
 from authzbench.config import BenchConfig
-from authzbench.metrics import merge
+from authzbench.core.metrics import merge
 from authzbench.report import render
 from authzbench.report.compare import render_compare
 from authzbench.report.figures import cell
-from authzbench.results import RunStore
+from authzbench.run import orchestrate
+from authzbench.scenarios.results import RunStore
 
 
 def both(path) -> str:
@@ -110,7 +110,7 @@ def test_a_model_no_chosen_backend_implements_is_refused_before_anything_starts(
     from dataclasses import replace
 
     from authzbench.backends.registry import BACKENDS
-    from authzbench.errors import UserError
+    from authzbench.core.errors import UserError
 
     monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", model="social",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.metrics import encode, new_histogram
+from authzbench.core.metrics import encode, new_histogram
 from authzbench.report import churn, decision, digest, findings, freshness, workloads
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady

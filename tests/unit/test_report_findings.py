@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.metrics import encode, new_histogram
+from authzbench.core.metrics import encode, new_histogram
 from authzbench.report import findings
 from authzbench.report.data import from_records
 from authzbench.report.document import render

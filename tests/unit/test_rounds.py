@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
-from authzbench.metrics import Monitor
-from authzbench.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
+from authzbench.core.metrics import Monitor
 from authzbench.report import findings
 from authzbench.report.compare import summary
+from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 
 SCEN = ["check_view_via_group_member", "check_manage_direct_user"]
@@ -205,7 +205,7 @@ def test_a_cpu_bound_process_outside_the_run_is_measured_as_foreign_cpu():
 # whatever earlier tests left in it (driver threads, pools); one of those took 58% of a core in a CI run.
 _OTHER_SERVER_SCRIPT = """
 import json, statistics, subprocess, sys, time
-from authzbench.metrics import Monitor
+from authzbench.core.metrics import Monitor
 server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
 other = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a child of ours, as servers are
 samples = []
@@ -235,10 +235,10 @@ def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
 
 
 def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
-    from authzbench.orchestrate import bench
     from authzbench.report import render
     from authzbench.report.data import load_run
-    from authzbench.results import RunStore
+    from authzbench.run.orchestrate import bench
+    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
@@ -261,7 +261,7 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
 
 def test_pinning_puts_the_server_and_the_client_on_different_cores(tmp_path):
     from authzbench.provision.base import Deployment
-    from authzbench.servers import pin_cores
+    from authzbench.run.servers import pin_cores
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one usable core: nothing to pin apart")
@@ -287,7 +287,7 @@ def test_visits_alternate_the_backend_order():
 
 
 def test_visits_without_a_round_each_are_refused():
-    from authzbench.errors import UserError
+    from authzbench.core.errors import UserError
 
     with pytest.raises(UserError, match="--visits"):
         _cfg(2, 3).validate()
@@ -313,7 +313,7 @@ def test_a_sample_of_a_few_milliseconds_does_not_outweigh_the_window():
 # cadence: every CPU second here is the run's, so none may read as foreign.
 _OWN_WORKERS_SCRIPT = """
 import json, random, subprocess, sys, time
-from authzbench.metrics import Monitor
+from authzbench.core.metrics import Monitor
 work = ("import sys, time\\nend = time.perf_counter() + float(sys.argv[1])\\n"
         "while time.perf_counter() < end:\\n    t = time.perf_counter()\\n"
         "    while time.perf_counter() - t < 0.002: pass\\n    time.sleep(0.03)")
@@ -377,8 +377,8 @@ def test_lookups_are_not_run_above_their_worker_cap(dataset):
 
 
 def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
-    from authzbench import orchestrate
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, str]] = []
@@ -394,8 +394,8 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
 
 def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(
         tmp_path, monkeypatch):
-    from authzbench import orchestrate
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, bool, int]] = []
@@ -414,8 +414,8 @@ def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_
 def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from authzbench import orchestrate
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[str] = []
@@ -434,7 +434,7 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
 
 
 def test_a_server_a_sweep_keeps_running_is_not_measured_as_the_in_process_engines(tmp_path, monkeypatch):
-    from authzbench.orchestrate import _BenchRun
+    from authzbench.run.orchestrate import _BenchRun
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     kept = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # a child, as servers are

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from authzbench.core.records import as_dict
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
-from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.spec import cumulative_ops, schedule_times
+from authzbench.truth.oracle import Oracle
 
 
 @pytest.fixture(scope="module")

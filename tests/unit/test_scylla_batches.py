@@ -15,7 +15,7 @@ from cassandra import OperationTimedOut  # noqa: E402
 from authzbench.backends.scylla import ScyllaBackend  # noqa: E402
 from authzbench.backends.scylla_cql import BATCH_TRIES  # noqa: E402
 from authzbench.backends.scylla_tables import _Ticker  # noqa: E402
-from authzbench.errors import BackendUnavailable  # noqa: E402
+from authzbench.core.errors import BackendUnavailable  # noqa: E402
 
 
 class _Future:

@@ -1,16 +1,16 @@
-"""`bench --shape`: the graph's shape swept at one size (authzbench/shape.py) and its report section."""
+"""`bench --shape`: the graph's shape swept at one size (authzbench/run/shape.py) and its report section."""
 
 from __future__ import annotations
 
 import pytest
 
 from authzbench.config import BenchConfig
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
 from authzbench.generator.rebac import generate
 from authzbench.report import render
 from authzbench.report.data import load_run
-from authzbench.shape import PARAMS, eta, parse_shapes, plan, run_shape
+from authzbench.run.shape import PARAMS, eta, parse_shapes, plan, run_shape
 from tests.unit.test_cli import authzbench
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.generator import generate, write_tables
-from authzbench.social_oracle import SocialOracle
+from authzbench.truth.social_oracle import SocialOracle
 
 # users: 0 alice (public profile), 1 bob (followers-only profile), 2 carol (follows alice and bob),
 #        3 dave (follows bob, blocked by bob), 4 erin (no relationships)

@@ -1,4 +1,4 @@
-"""The machine-speed index (authzbench/speed.py) drops when the machine is slowed by other CPU-bound work."""
+"""The machine-speed index (authzbench/core/speed.py) drops when the machine is slowed by other CPU-bound work."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from authzbench import speed
-from authzbench.records import as_dict
+from authzbench.core import speed
+from authzbench.core.records import as_dict
 
 BUSY = "while True: pass"
 

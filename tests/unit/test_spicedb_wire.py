@@ -5,7 +5,7 @@ from __future__ import annotations
 from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsRequest
 
 from authzbench.backends.spicedb import SpiceDBBackend, encode_relationships
-from authzbench.model import MODELS, relation_defs
+from authzbench.schema.model import MODELS, relation_defs
 
 
 def test_encoding_is_byte_identical_to_protobuf_for_every_relation_of_every_model():

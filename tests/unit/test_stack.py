@@ -1,4 +1,4 @@
-"""authzbench/stack.py joins a backend's adapter and its recipes: provisioning gets the adapter's endpoint
+"""authzbench/run/stack.py joins a backend's adapter and its recipes: provisioning gets the adapter's endpoint
 readers from it, and an endpoint gets the tools the adapter runs (Scylla's SSTable helper), which the
 adapter no longer builds itself (backends/ never imports provision/)."""
 
@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from authzbench import stack
 from authzbench.backends.registry import backend_class
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import manager
 from authzbench.provision.base import Deployment
+from authzbench.run import stack
 
 HELPER = [sys.executable, "-m", "authzbench.provision.native.cassandra"]
 

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from authzbench import stopping
+from authzbench.core import stopping
+from authzbench.core.records import Record, as_dict
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
-from authzbench.records import Record, as_dict
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.truth.oracle import Oracle
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +61,9 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
 
 
 def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path, monkeypatch):
-    from authzbench import orchestrate
     from authzbench.config import BenchConfig
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     checks: list[str] = []
     monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, **k: checks.append(pid))

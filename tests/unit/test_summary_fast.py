@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from authzbench.metrics import new_histogram, percentile, summarize
+from authzbench.core.metrics import new_histogram, percentile, summarize
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -9,7 +9,7 @@ from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.report.data import load_run
 from authzbench.report.scaling import size_table, slope, sweep_runs
-from authzbench.sweep import run_sweep
+from authzbench.run.sweep import run_sweep
 from tests.unit.test_cli import authzbench
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from authzbench.config import BenchConfig, ServerChoice
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.provision import tiers
 from authzbench.report import engines, overview
 from authzbench.report.data import from_records
-from authzbench.servers import _same_tier
+from authzbench.run.servers import _same_tier
 
 
 def _flag(flags: list[str], name: str) -> str | None:

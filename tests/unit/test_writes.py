@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from authzbench.evaluator import SimpleEvaluator
+from authzbench.core.metrics import merge, summarize
+from authzbench.core.records import as_dict
 from authzbench.generator import generate
-from authzbench.metrics import merge, summarize
-from authzbench.records import as_dict
 from authzbench.report.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.writes import KINDS, sample_write_ops
+from authzbench.truth.evaluator import SimpleEvaluator
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,8 @@ def test_hierarchy_ops_that_would_see_each_other_are_refused(tiny):
     """The pair the compose CI run caught: op A hangs real group 15 under its scratch group and attaches that
     under group 2 (which grants resource 17); op B attaches its scratch group under 15, so while A's change
     is applied B's user views 17."""
-    from authzbench.model import Relationship
     from authzbench.scenarios.writes import WriteOp, _independent, _verified
+    from authzbench.schema.model import Relationship
 
     n_u, n_g = tiny.entities["user"], tiny.entities["group"]
     ua, ub, sa, sb = n_u + 10**6, n_u + 10**6 + 1, n_g + 10**6, n_g + 10**6 + 1
@@ -134,7 +134,7 @@ def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
 @pytest.mark.parametrize("kind", ["revoke", "hierarchy"])
 def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(tiny, kind):
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.restore import repair_scratch
+    from authzbench.run.restore import repair_scratch
 
     ops = sample_write_ops(tiny, kind, 6)
     with ReferenceBackend({}, {"dataset_path": str(tiny.path)}) as b:
@@ -148,9 +148,9 @@ def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(ti
 
 
 def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
-    from authzbench import orchestrate
     from authzbench.config import BenchConfig
-    from authzbench.results import RunStore
+    from authzbench.run import orchestrate
+    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["revoke_then_check"])
@@ -164,7 +164,7 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
 def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_writers_lock(tiny):
     from authzbench.backends.locks import LockBusy
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.restore import repair_scratch
+    from authzbench.run.restore import repair_scratch
 
     class DeadWritersLock(ReferenceBackend):  # the first delete finds the lock of a stopped worker
         busy = 1
@@ -234,9 +234,9 @@ class _Session:
 @pytest.mark.parametrize("wrong_checks", [False, True])
 def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.oracle import Oracle
-    from authzbench.restore import RESTORE_CLIENTS, verify_restored
-    from authzbench.results import RunStore
+    from authzbench.run.restore import RESTORE_CLIENTS, verify_restored
+    from authzbench.scenarios.results import RunStore
+    from authzbench.truth.oracle import Oracle
 
     class Flipped(ReferenceBackend):  # a dataset left changed: every check answers the opposite
         def check(self, user, permission, resource):

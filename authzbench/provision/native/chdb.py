@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import Deployment, StartContext, say
 
 

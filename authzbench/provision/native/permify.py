@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import Deployment, StartContext, say
 from authzbench.provision.gobuild import GoModule
 from authzbench.provision.native.goengine import GoEngine, start_engine

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from authzbench.errors import BackendUnavailable
+from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import (
     Deployment,
     StartContext,

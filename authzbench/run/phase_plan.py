@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass, field
 
 from authzbench.config import Churn, MixedLoad, Schedule
-from authzbench.dataset import Dataset
 from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
+from authzbench.schema.dataset import Dataset
 
 # A churn step's readers: 100 checks/s over 8 workers is one check every 80 ms each, so a check under 80 ms
 # never waits on its own worker's previous one (the SLO is 25 ms): what queues is the server. 8 is also the

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from authzbench.closure import csr
-from authzbench.dataset import Dataset
+from authzbench.schema.closure import csr
+from authzbench.schema.dataset import Dataset
 
 
 class _Adjacency:
@@ -110,6 +110,6 @@ def oracle_for(ds: Dataset):
     """The reference evaluator of the dataset's model."""
     if ds.model == "social":
         return SocialOracle(ds)
-    from authzbench.oracle import shared
+    from authzbench.truth.oracle import shared
 
     return shared(ds)

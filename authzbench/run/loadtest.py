@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from authzbench.records import Loadtest, as_dict
+from authzbench.core.records import Loadtest, as_dict
 from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
 
 
@@ -19,16 +19,16 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
     scale multiplies every arrival rate (1 = the document's)."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
-    from authzbench.loading import load_backend
-    from authzbench.orchestrate import dataset_of
-    from authzbench.results import RunStore
-    from authzbench.servers import Session
+    from authzbench.run.loading import load_backend
+    from authzbench.run.orchestrate import dataset_of
+    from authzbench.run.servers import Session
+    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig(data=DatasetChoice(model="social", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=backends))
     cfg.validate()
     ds = dataset_of(cfg.data)
-    from authzbench.social_oracle import oracle_for
+    from authzbench.truth.social_oracle import oracle_for
 
     oracle = oracle_for(ds)
     n_content = ds.entities["content"]

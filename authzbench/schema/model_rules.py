@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from authzbench.model import REBAC_RELATIONS
+from authzbench.schema.model import REBAC_RELATIONS
 
 # Edges that change group membership (so a user's group closure).
 GROUP_EDGES = frozenset({"group_member", "group_manager", "group_child"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from authzbench.dataset import Dataset
+from authzbench.schema.dataset import Dataset
 
 Edge = tuple[int, int]
 

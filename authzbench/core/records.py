@@ -22,7 +22,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 
 SCHEMA_VERSION = 1
 

@@ -88,6 +88,6 @@ def relation_defs(model: str) -> dict[str, RelationDef]:
         return REBAC_RELATIONS
     if model == "social":
         return SOCIAL_RELATIONS
-    from authzbench.errors import UserError
+    from authzbench.core.errors import UserError
 
     raise UserError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")

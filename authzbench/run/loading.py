@@ -10,12 +10,12 @@ from dataclasses import asdict
 from typing import Any
 
 from authzbench.backends.registry import entry
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
+from authzbench.core.records import BackendError, Ingest, IngestBounded, IngestSkipped, Monitor, as_dict
 from authzbench.provision.base import console, say
-from authzbench.records import BackendError, Ingest, IngestBounded, IngestSkipped, Monitor, as_dict
-from authzbench.results import RunStore
-from authzbench.servers import Session, monitor_for, state_file
+from authzbench.run.servers import Session, monitor_for, state_file
+from authzbench.scenarios.results import RunStore
+from authzbench.schema.dataset import Dataset
 
 
 def load_backend(sess: Session, ds: Dataset, store: RunStore | None, reload: bool) -> dict:

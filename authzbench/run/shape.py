@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from authzbench.config import BenchConfig
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.base import say
 
@@ -112,7 +112,7 @@ def eta(started: float, done: int, total: int, now: float) -> str:
 def run_shape(cfg: BenchConfig, points: list[Point], results_dir: Path | None,
               render: Callable[[Path], Path] | None) -> list[str]:
     """bench at every point in order; returns the failures of all points (one line each)."""
-    from authzbench.sweep import run_each
+    from authzbench.run.sweep import run_each
 
     t0 = time.monotonic()
     done: list[dict] = []

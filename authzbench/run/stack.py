@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.backends.registry import backend_class, entry, implementation, load_symbol
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.provision import compose, manager
 from authzbench.provision.base import Deployment
 from authzbench.provision.native import cassandra

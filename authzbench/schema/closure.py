@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from authzbench.dataset import Dataset
+from authzbench.schema.dataset import Dataset
 
 
 def sorted_unique(a: np.ndarray) -> np.ndarray:

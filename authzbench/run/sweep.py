@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from authzbench import orchestrate, servers
 from authzbench.config import BenchConfig
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.base import say
-from authzbench.results import RunStore
+from authzbench.run import orchestrate, servers
+from authzbench.scenarios.results import RunStore
 
 # --scale: multiples of the reference report's dataset, i.e. of the calibrated `baseline`.
 SCALES = {"1": "baseline", "10": "large", "100": "xl"}

@@ -17,10 +17,10 @@ import psutil
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import backend_class, entry, implementation
 from authzbench.config import ServerChoice, own_options
-from authzbench.metrics import Monitor
+from authzbench.core.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
+from authzbench.run.stack import provision
 from authzbench.scenarios.spec import BackendFactory
-from authzbench.stack import provision
 
 # server state between commands ----------------------------------------------------------------
 

@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from authzbench.backends.base import Backend
-from authzbench.dataset import Dataset
+from authzbench.core.records import Restored, as_dict
 from authzbench.provision.base import say
-from authzbench.records import Restored, as_dict
-from authzbench.results import RunStore
+from authzbench.run.servers import Session
 from authzbench.scenarios.catalog import READ_SCENARIOS, scenario
-from authzbench.servers import Session
+from authzbench.scenarios.results import RunStore
+from authzbench.schema.dataset import Dataset
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=""
 # After the backend's last writing phase the heaviest user's lookup runs fully consistent: it took Permify

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from authzbench.closure import expand, group_reach, permission_keys, sorted_unique
-from authzbench.dataset import Dataset
-from authzbench.model import PERMISSIONS, REBAC_RELATIONS
+from authzbench.schema.closure import expand, group_reach, permission_keys, sorted_unique
+from authzbench.schema.dataset import Dataset
+from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS
 
 # Pairs expanded per chunk of users before dedup: 8M int64 keys = 64 MB, a few copies while sorting.
 CHUNK_PAIRS = 8_000_000

@@ -20,7 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from authzbench.errors import UserError
+from authzbench.core.errors import UserError
 
 KINDS = ("check", "lookup", "write")
 # Growth assumed when a backend was measured at one size only (see the module docstring).

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from authzbench.errors import UserError
-from authzbench.model import Relationship, relation_defs
+from authzbench.core.errors import UserError
+from authzbench.schema.model import Relationship, relation_defs
 
 MANIFEST = "manifest.json"
 COMPLETE_MARK = "COMPLETE"

@@ -26,8 +26,8 @@ from typing import Any
 import psutil
 
 from authzbench.backends.registry import BACKENDS
-from authzbench.errors import UserError
-from authzbench.records import Record, RecordError, decode, encode, validated
+from authzbench.core.errors import UserError
+from authzbench.core.records import Record, RecordError, decode, encode, validated
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"

@@ -20,11 +20,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from authzbench.core.metrics import new_histogram
 from authzbench.generator import generate
-from authzbench.metrics import new_histogram
-from authzbench.oracle import Oracle
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.truth.oracle import Oracle
 
 console = Console()
 
@@ -42,9 +42,9 @@ print(json.dumps({"seconds": s, "relationships": ds.total_relationships,
 # The oracle and the stats a bench computes before any backend runs: distribution table and anchors.
 _ORACLE_CHILD = """
 import json, resource, sys, time
-from authzbench.dataset import Dataset
+from authzbench.schema.dataset import Dataset
 from authzbench.scenarios.stats import anchors, distribution
-from authzbench.oracle import Oracle
+from authzbench.truth.oracle import Oracle
 ds = Dataset.open(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()
 o = Oracle(ds)
@@ -58,9 +58,9 @@ print(json.dumps({"seconds": time.perf_counter() - t, "cpu_seconds": time.proces
 _EQUAL_CHILD = """
 import json, sys
 import numpy as np
-from authzbench.closure import permission_keys
+from authzbench.schema.closure import permission_keys
 from authzbench.generator import generate
-from authzbench.oracle import Oracle
+from authzbench.truth.oracle import Oracle
 ds = generate("large-v1", sys.argv[1])
 o, full = Oracle(ds), permission_keys(ds)
 same = {p: bool(np.array_equal(np.concatenate([k[i] for k in o.iter_keys()]), full[p]))

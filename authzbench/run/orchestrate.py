@@ -16,29 +16,29 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from authzbench import records as rec
-from authzbench import speed
 from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig, DatasetChoice, Schedule
-from authzbench.dataset import Dataset
-from authzbench.errors import UserError
+from authzbench.core import records as rec
+from authzbench.core import speed
+from authzbench.core.errors import UserError
+from authzbench.core.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
+from authzbench.core.stopping import check as check_stop
 from authzbench.generator import obtain
-from authzbench.loading import load_backend
-from authzbench.phase_plan import BackendTraits, Pace, phase_specs, visit_of, visit_order
-from authzbench.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
-from authzbench.restore import HEAVY_LOOKUP, heavy_restore, touched_ops, verify_restored
-from authzbench.results import ResultsUnwritable, RunStore
+from authzbench.run.loading import load_backend
+from authzbench.run.phase_plan import BackendTraits, Pace, phase_specs, visit_of, visit_order
+from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
+from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore, touched_ops, verify_restored
+from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
 from authzbench.scenarios.catalog import scenario
 from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
 from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
+from authzbench.scenarios.results import ResultsUnwritable, RunStore
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
-from authzbench.servers import Session, monitor_for, pin_cores, running_pids
-from authzbench.social_oracle import oracle_for
-from authzbench.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
-from authzbench.stopping import check as check_stop
+from authzbench.schema.dataset import Dataset
+from authzbench.truth.social_oracle import oracle_for
 
 
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:

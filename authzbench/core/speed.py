@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from authzbench.records import SpeedIndex
+from authzbench.core.records import SpeedIndex
 
 # The reference machine (index 1.0): the 2-core machine kind of this project's runs (Intel Xeon @ 2.50GHz,
 # 2 vCPUs), the quickest of five measurements on 2026-11-27 with other work on it (cpu 74.9-109.1 ms a unit,

@@ -1,0 +1,1 @@
+"""The core layer (docs/ARCHITECTURE.md)."""

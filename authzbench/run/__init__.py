@@ -1,0 +1,1 @@
+"""The run layer (docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""The schema layer (docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""The truth layer (docs/ARCHITECTURE.md)."""
