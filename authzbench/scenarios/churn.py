@@ -150,7 +150,7 @@ class ChurnSweep:
 
 
 def _quickest_write_s(intervals: list[dict]) -> float | None:
-    from authzbench.metrics import merge, summarize
+    from authzbench.core.metrics import merge, summarize
 
     hists = [iv["hist"] for iv in intervals if iv["kind"] == "write" and iv["ops"]]
     return summarize(merge(hists)).min_ms / 1000 if hists else None

@@ -121,7 +121,7 @@ def test_a_step_is_computed_from_its_intervals_late_and_unissued_changes_togethe
 
 
 def _write_phase_tap(*write_us: int) -> list[dict]:
-    from authzbench.metrics import encode, new_histogram
+    from authzbench.core.metrics import encode, new_histogram
 
     h = new_histogram()
     for v in write_us:
