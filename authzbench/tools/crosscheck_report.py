@@ -17,6 +17,7 @@ from authzbench.report.clientbound import MARK
 from authzbench.report.fold import fold
 
 LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
+THROUGHPUT_FLOOR = 0.5  # issue 56: our throughput at the most workers at least this share of the tool's, or flagged
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,36 @@ def verdict(table: Sequence[Row]) -> list[str]:
     if not one:
         return ["No 1-worker phase was measured."]
     return [*_verdict(one, over), *_grpc_verdict(table)]
+
+
+def throughput_verdict(table: Sequence[Row]) -> list[str]:
+    """Per row at its backend's most workers (above 1) where ours is under THROUGHPUT_FLOOR x the tool's
+    throughput: client-bound (MARK) with the measured reason (our client's CPU per op over the server's in the
+    same run), or said to be unexplained by it, or its CPU unrecorded. Ends with a blank line; [] when no row
+    has more than one worker."""
+    most = {r.backend: r.concurrency for r in table}
+    for r in table:
+        most[r.backend] = max(most[r.backend], r.concurrency)
+    top = [r for r in table if r.concurrency == most[r.backend] and r.concurrency > 1]
+    low = [r for r in top if r.ratio("throughput") < THROUGHPUT_FLOOR]
+    if not top:
+        return []
+    head = (f"At the most workers, our throughput is under {THROUGHPUT_FLOOR:.1f}x the tool's on {len(low)} of "
+            f"{len(top)} rows" + (":" if low else "."))
+    return [head, *(f"- {r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]}): "
+                    f"{r.ratio('throughput'):.2f}x {r.tool}'s; {_bound_reason(r)}" for r in low), ""]
+
+
+def _bound_reason(r: Row) -> str:
+    """Why a row's throughput is low as its CPU measured it: our client's CPU per op against the server's."""
+    oc, os_ = r.ours.client_cpu_ms, r.ours.server_cpu_ms
+    if oc is None or os_ is None:
+        return "not flagged: the run recorded no client and server CPU apart."
+    if oc > os_:
+        return (f"{MARK} client-bound: our client spent {oc:.4f} ms of CPU per op, {oc / os_:.2f}x the server's "
+                f"{os_:.4f} ms in the same run.")
+    return (f"not client-bound: our client spent {oc:.4f} ms of CPU per op, no more than the server's {os_:.4f} ms: "
+            "the gap is not our client's CPU.")
 
 
 def _grpc_verdict(table: Sequence[Row]) -> list[str]:
@@ -317,7 +348,7 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
              *(f"- {c}" for c in _context(manifest, records)), "",
              "Ratios are ours / theirs: above 1 for latency, below 1 for throughput, means ours is slower. "
              "p50 and p95 pool every round's latencies; throughput is ops over measured seconds.", "",
-             ratio_table(table), *verdict(table), ""]
+             ratio_table(table), *verdict(table), "", *throughput_verdict(table)]
     if ct := cpu_table(table):
         parts += ["## The client's CPU per op", "",
                   "CPU time per measured op, pooled over the rounds: ours over the runner's measured window (this "

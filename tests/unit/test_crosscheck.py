@@ -8,6 +8,7 @@ import pytest
 from authzbench.backends.postgres import PostgresBackend, check_statement
 from authzbench.cli import main
 from authzbench.core.metrics import encode, new_histogram
+from authzbench.report.clientbound import MARK
 from authzbench.tools.crosscheck import (
     case_tree,
     ghz_config,
@@ -18,7 +19,7 @@ from authzbench.tools.crosscheck import (
     pgbench_script,
     sides_in_order,
 )
-from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, verdict
+from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, throughput_verdict, verdict
 
 
 def _eval_case(expr: str, k: int) -> int:
@@ -421,3 +422,33 @@ def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monk
 
     with pytest.raises(RuntimeError):
         cc.breakdown(Fake(), "openfga", inputs, 2, lambda a: fail)
+
+
+def _cpu_rec(side: str, conc: int, ops: int, client_ms: float | None, server_ms: float | None,
+             backend: str = "postgres") -> dict:
+    return {**_rec(side, 0, conc, 400, ops, 1.0, backend), "client_cpu_ms": client_ms, "server_cpu_ms": server_ms}
+
+
+def test_throughput_under_half_the_tools_at_8_workers_is_flagged_client_bound_with_its_cpu():
+    recs = [_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 10, 0.2, 0.05),
+            _cpu_rec("theirs", 8, 100, 0.01, 0.05), _cpu_rec("ours", 8, 20, 0.25, 0.05)]
+    head, line, blank = throughput_verdict(rows(recs))
+    assert "on 1 of 1 rows" in head and blank == ""
+    assert "postgres check_negative at 8 (ours): 0.20x pgbench's" in line
+    assert f"{MARK} client-bound" in line and "0.2500 ms" in line and "5.00x the server's 0.0500 ms" in line
+    assert f"{MARK} client-bound: our client spent 0.2500" in render({}, recs)
+
+
+def test_low_throughput_whose_client_used_less_cpu_than_the_server_is_not_flagged():
+    recs = [_cpu_rec("theirs", 8, 100, 0.01, 0.05, "openfga"), _cpu_rec("ours", 8, 20, 0.02, 0.05, "openfga"),
+            _cpu_rec("theirs", 8, 100, None, None), _cpu_rec("ours", 8, 20, None, None)]
+    _, fga, pg, _ = throughput_verdict(rows(recs))
+    assert "not client-bound" in fga and MARK not in fga
+    assert "not flagged: the run recorded no client and server CPU apart" in pg
+
+
+def test_throughput_at_least_half_the_tools_is_not_listed_and_one_worker_alone_says_nothing():
+    fine = [_cpu_rec("theirs", 8, 100, 0.01, 0.05), _cpu_rec("ours", 8, 50, 0.2, 0.05)]
+    assert throughput_verdict(rows(fine)) == ["At the most workers, our throughput is under 0.5x the tool's on 0 "
+                                              "of 1 rows.", ""]
+    assert throughput_verdict(rows([_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 1, 0.2, 0.05)])) == []
