@@ -27,7 +27,10 @@ from authzbench.core.metrics import new_histogram, record_all
 from authzbench.core.records import CrosscheckBreakdown
 from authzbench.scenarios.spec import BackendFactory
 from authzbench.scenarios.timing import timed
+from authzbench.tools.runner_cost import runner_cost
 
+# no-op ops of the runner's loop timed per scenario (x3, the least kept): ~0.3 s on a quiet core
+RUNNER_OPS = 50_000
 OURS_GRPC = "ours-grpc"  # the side: the runner's phase over OpenFGA's gRPC API
 
 
@@ -199,6 +202,7 @@ def breakdown_of(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: i
         if client is not None:
             client.close()
     got |= floor([bare_driver_call(b, name, args) for _, args, _ in inputs[:n]])
+    got["runner_us"] = runner_cost(RUNNER_OPS)["runner_us"]
     store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))
 
 

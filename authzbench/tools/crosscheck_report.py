@@ -240,8 +240,17 @@ def floor_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list
         fl = b["floor_p50_ms"]
         out.append(f"- {r.backend} {r.scenario}: the driver alone {fl:.3f} ms, {fl / r.theirs.p50_ms:.2f}x "
                    f"{r.tool}'s {r.theirs.p50_ms:.3f} ms; ours {r.ours.p50_ms:.3f} ms, {r.ours.p50_ms / fl:.2f}x the "
-                   "driver alone.")
+                   "driver alone." + _runner_text(b))
     return [*out, ""] if out else []
+
+
+def _runner_text(b: dict[str, Any]) -> str:
+    """The runner's own cost per op, where the breakdown measured it (tools/runner_cost): what the bench's loop
+    adds around any call, the part of ours that is neither the driver nor the adapter."""
+    if b.get("runner_us") is None:
+        return ""
+    return (f" The runner's own loop around a no-op check: +{b['runner_us']:.1f} µs an op "
+            f"({b['runner_us'] / 1000 / b['floor_p50_ms'] * 100:.1f}% of the driver alone).")
 
 
 def closing_notes(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> list[str]:

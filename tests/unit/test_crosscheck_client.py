@@ -120,3 +120,12 @@ def test_cpu_spent_counts_a_servers_process_and_the_children_it_reaped(tmp_path)
 def test_a_client_descendants_reaped_grandchild_still_counts_so_the_sum_never_falls(tmp_path):
     spent = _spent_while_a_child_reaps_a_burn(tmp_path, server=False)
     assert spent.client_s is not None and spent.client_s >= 0.25
+
+
+def test_the_floor_note_adds_the_runners_own_cost_per_op_where_measured():
+    recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
+            {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
+             "adapter_p50_ms": 0.47, "driver_p50_ms": 0.45, "calls": 10, "floor_p50_ms": 0.44, "floor_cpu_ms": 0.02,
+             "runner_us": 2.2}]
+    text = " ".join(render(MANIFEST, recs).split())
+    assert "The runner's own loop around a no-op check: +2.2 µs an op (0.5% of the driver alone)." in text
