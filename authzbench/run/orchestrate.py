@@ -30,7 +30,7 @@ from authzbench.provision.manager import external_url_var
 from authzbench.run.loading import load_backend
 from authzbench.run.phase_plan import BackendTraits, Pace, RestoreChecks, phase_specs, visit_of, visit_order
 from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
-from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore, touched_ops, verify_restored
+from authzbench.run.restore import HEAVY_LOOKUP, RestoreOptions, heavy_restore, touched_ops, verify_restored
 from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
 from authzbench.scenarios.catalog import scenario
 from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
@@ -319,10 +319,9 @@ class _Visit:
         if sc.op in ("write", "churn") or (sc.op == "mixed" and (restore_check or not clean)):
             check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
             with timed_step(store, name, f"restore check after {spec.phase_id}"):
-                verify_restored(sess, ds, self.run.oracle, store, spec.phase_id,
-                                write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
-                                clean_all=res.stopped_workers > 0, heavy=heavy_restore,
-                                sample=restore_check or not clean)
+                verify_restored(sess, ds, self.run.oracle, store, spec.phase_id, RestoreOptions(
+                    write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
+                    clean_all=res.stopped_workers > 0, heavy=heavy_restore, sample=restore_check or not clean))
         check_stop()
         if res.status == "failed":
             say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
