@@ -24,6 +24,7 @@ from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.manager import MODES, default_mode, external_url_var
 from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS
+from authzbench.run.stack import runs_natively
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.scenarios.writes import MIXED_KINDS
@@ -67,7 +68,7 @@ def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
     e = entry(name)
     if not e.impl:  # a backend without an adapter (cockroach)
         raise BackendUnavailable(f"--backend {name}: {e.why_not_native}")
-    if mode == "native" and e.native is None:
+    if mode == "native" and not runs_natively(name):
         raise BackendUnavailable(f"--backend {name} cannot run natively: {e.why_not_native}")
     if mode == "external" and not e.in_process and not (options.get("url") or os.environ.get(
             external_url_var(name))):

@@ -32,12 +32,6 @@ class BackendEntry:
     extra: str = ""  # the pyproject extra installing the drivers: pip install 'authzbench[EXTRA]'
     in_process: bool = False  # runs inside the harness: no servers, no saved server state (the oracle)
 
-    @property
-    def native(self) -> bool | None:
-        """True when it can run natively here, None when why_not_native says why not (None, as when this
-        field named the recipe: config._check_runnable asks `is None`)."""
-        return None if self.why_not_native else True
-
 
 BACKENDS: dict[str, BackendEntry] = {
     e.name: e

@@ -9,6 +9,7 @@ Every random stream is seeded by (seed, stream, chunk): output does not depend o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def generate(p: RebacParams, emit: Emit) -> None:
 
     # Resources, chunked by org so that xl runs in bounded memory.
     for lo, hi in _chunks(n_orgs, p.chunk_orgs):
-        _resources(p, lo, hi, emit, user_of, mem_cum, mem_start, mem_end, group_cum, U, G)
+        _resources(p, lo, hi, emit, _Pools(user_of, mem_cum, mem_start, mem_end, group_cum, U, G))
 
 
 def _every_org_has_a_member(org_of: np.ndarray, user_of: np.ndarray, user_w: np.ndarray,
@@ -191,9 +192,25 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield lo, min(n, lo + size)
 
 
-def _resources(p: RebacParams, lo: int, hi: int, emit: Emit, user_of: np.ndarray, mem_cum: np.ndarray,
-               mem_start: np.ndarray, mem_end: np.ndarray, group_cum: np.ndarray, U: int, G: int) -> None:
+@dataclass(frozen=True)
+class _Pools:
+    """What a chunk of resources draws its users and groups from, built once for every chunk: the users by
+    org membership (user_of, weighted by mem_cum, org o's slice mem_start[o]:mem_end[o]), the groups by
+    weight (group_cum), and the user and group counts."""
+
+    user_of: np.ndarray
+    mem_cum: np.ndarray
+    mem_start: np.ndarray
+    mem_end: np.ndarray
+    group_cum: np.ndarray
+    U: int
+    G: int
+
+
+def _resources(p: RebacParams, lo: int, hi: int, emit: Emit, pools: _Pools) -> None:
     rpo, gpo = p.resources_per_org, p.groups_per_org
+    user_of, mem_cum, mem_start, mem_end = pools.user_of, pools.mem_cum, pools.mem_start, pools.mem_end
+    group_cum, U, G = pools.group_cum, pools.U, pools.G
     rng = _rng(p, _RESOURCES, lo // p.chunk_orgs)
     res = np.arange(lo * rpo, hi * rpo, dtype=np.int64)
     org = (res // rpo).astype(np.int32)

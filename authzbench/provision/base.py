@@ -317,3 +317,16 @@ def build_lock(root: Path, what: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build_once(root: Path, stamp: Path, want: str, what: str, build: Callable[[], None]) -> None:
+    """`build` unless `stamp` already records `want`, under root's build lock and checked again once the lock is
+    held (built meanwhile by whoever held it); the stamp is written after a build that returned, so a build that
+    failed midway is redone next time."""
+    if stamp_ok(stamp, want):
+        return
+    with build_lock(root, what):
+        if stamp_ok(stamp, want):
+            return
+        build()
+        write_stamp(stamp, want)

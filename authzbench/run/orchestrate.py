@@ -28,9 +28,9 @@ from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
 from authzbench.run.loading import load_backend
-from authzbench.run.phase_plan import BackendTraits, Pace, phase_specs, visit_of, visit_order
+from authzbench.run.phase_plan import BackendTraits, Pace, RestoreChecks, phase_specs, visit_of, visit_order
 from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
-from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore, touched_ops, verify_restored
+from authzbench.run.restore import HEAVY_LOOKUP, RestoreOptions, heavy_restore, touched_ops, verify_restored
 from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
 from authzbench.scenarios.catalog import scenario
 from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
@@ -130,8 +130,7 @@ class _BenchRun:
                                    os.environ.get(external_url_var(name), ""))
                 with timed_step(store, name, "load"):
                     load_backend(sess, self.ds, store, cfg.servers.reload)
-            _bench_backend(cfg, sess, self.ds, self.oracle, store, self.inputs_cache, self.client,
-                           visit=visit, others=self._other_pids(name), pace=self.pace, progress=self.progress)
+            self.bench_backend(sess, visit)
         except ResultsUnwritable:
             raise  # nothing more can be recorded: the run stops (bench's finally stops the servers)
         except Exception as e:  # noqa: BLE001 - a driver error fails this backend, not the run
@@ -146,6 +145,10 @@ class _BenchRun:
             raise
         if visit == cfg.schedule.visits - 1:
             self.stop(name)
+
+    def bench_backend(self, sess: Session, visit: int) -> None:
+        """This visit's phases of one loaded backend (_Visit)."""
+        _Visit(self, sess, visit, self._other_pids(sess.name)).run_phases()
 
     def _other_pids(self, name: str) -> list[int]:
         """The other native servers up meanwhile, from the state dir: this run's sessions save theirs there,
@@ -229,61 +232,102 @@ def _dataset_and_oracle(choice: DatasetChoice, store: RunStore):
     return ds, oracle
 
 
-def _bench_backend(cfg: BenchConfig, sess: Session, ds: Dataset, oracle, store: RunStore,
-                   inputs_cache: dict[str, list], client, visit: int = 0, others: list[int] | None = None,
-                   pace: Pace | None = None, progress: RunProgress | None = None) -> None:
-    """This visit's phases of one loaded backend, in order; each phase's records go to the store as they come."""
-    name, cls, sched = sess.name, backend_class(sess.name), cfg.schedule
-    if visit == 0:
-        with sess.backend(dataset_path=str(ds.path)) as b:
+@dataclass
+class _Visit:
+    """One visit of one loaded backend: its phases in order, sharing the run's state (_BenchRun) and the
+    visit's kept worker processes; each phase's records go to the store as they come."""
+
+    run: _BenchRun
+    sess: Session
+    visit: int
+    others: list[int]
+    kept: KeptWorkers | None = None
+
+    def run_phases(self) -> None:
+        """The visit's phases (phase_plan.phase_specs, this visit's share), in order."""
+        cfg, sched, name = self.run.cfg, self.run.cfg.schedule, self.sess.name
+        if self.visit == 0:
+            self._record_server()
+        if sched.pin:
+            pin_cores(self.sess)
+        plan = _plan(cfg, name, self.run.ds)
+        specs = [(spec, sname) for spec, sname in plan if visit_of(sched, spec.repeat) == self.visit]
+        checks = RestoreChecks.of(sched, plan, self.visit)
+        # The visit's phases share their worker processes (pools.KeptWorkers); the servers' idle connections
+        # to them between phases are the visit's, like the servers themselves.
+        churn = ChurnSweep(cfg.targets.slo.get("check_p95_ms", SLO_CHECK_P95_MS), cfg.churn.freshness_s)
+        pace, progress = self.run.pace, self.run.progress
+        with KeptWorkers() as self.kept:
+            for spec, sname in specs:
+                sc, inputs = scenario(sname), self._inputs(sname)
+                why = pace.too_slow(spec, sc.op) if pace and self.sess.dep.mode != "external" else ""
+                if why := why or churn.stopped(spec):
+                    _skip(self.run.store, spec, why, progress)
+                    continue
+                for attempt in range(sched.max_reruns + 1):
+                    spec.attempt, tap = attempt, churn.tap(spec)
+                    rerun, res = self.attempt(spec, inputs, _heavy(checks.heavy_user(spec), pace, name),
+                                              restore_check=checks.sampled(spec), tap=tap)
+                    if not rerun:
+                        break
+                churn.judge(tap)
+                if pace:
+                    pace.note(spec, sc.op, res.ops, res.wall_s)
+                if progress:
+                    progress.finished(name, spec)
+
+    def _record_server(self) -> None:
+        name, ds, store = self.sess.name, self.run.ds, self.run.store
+        with self.sess.backend(dataset_path=str(ds.path)) as b:
             info = b.server_info()
-        store.append(rec.Server(backend=name, mode=sess.dep.mode, info=asdict(info),
-                                endpoint=sess.dep.public_endpoint(), notes=sess.dep.notes,
-                                concurrency_model=cls.concurrency))
+        store.append(rec.Server(backend=name, mode=self.sess.dep.mode, info=asdict(info),
+                                endpoint=self.sess.dep.public_endpoint(), notes=self.sess.dep.notes,
+                                concurrency_model=backend_class(name).concurrency))
         say(f"{name}: {info.label}")
-    if sched.pin:
-        pin_cores(sess)
-    plan = _plan(cfg, name, ds)
-    specs = [(spec, sname) for spec, sname in plan if visit_of(sched, spec.repeat) == visit]
-    # The heaviest user's lookup is checked once, after the backend's last writing phase of the run: a
-    # dataset left changed stays changed. Once a visit, it took Permify ~50 s (fully consistent) twice.
-    writes = [(visit_of(sched, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
-              if scenario(sname).op in ("write", "mixed", "churn")]
-    last_write = max(writes, key=lambda w: w[:2])[2] if writes else None
-    # A phase that wrote undoes its own writes, so the sampled restore check (200 checks and the anchor
-    # lookups, fully consistent) only proves they were undone: it runs after the visit's last writing phase,
-    # not after each of them (9 a backend cost make bench 195 s, Permify 139 s of them), and after any mixed
-    # phase that did not end cleanly. After every write scenario its ops' own probes and controls, the users
-    # its writes touched, are checked and whatever a stopped op left is repaired (restore.repair_scratch):
-    # the 200-check sample after each of them was 130 s of 20261128-013743's 222 s of restore checks.
-    visit_last = max((w for w in writes if w[0] == visit), key=lambda w: w[1], default=(0, 0, None))[2]
-    # The visit's phases share their worker processes (pools.KeptWorkers); the servers' idle connections
-    # to them between phases are the visit's, like the servers themselves.
-    churn = ChurnSweep(cfg.targets.slo.get("check_p95_ms", SLO_CHECK_P95_MS), cfg.churn.freshness_s)
-    with KeptWorkers() as kept:
-        for spec, sname in specs:
-            sc = scenario(sname)
-            if sname not in inputs_cache:
-                n = max(sc.iterations, round(sc.iterations * sched.iterations_scale)) if sc.op != "lookup" else 1
-                extra = {"dau": cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
-                with timed_step(store, None, f"inputs and expected answers of {sname}"):
-                    inputs_cache[sname] = sc.sampler(ds, oracle, n, **extra)
-            why = pace.too_slow(spec, sc.op) if pace and sess.dep.mode != "external" else ""
-            if why := why or churn.stopped(spec):
-                _skip(store, spec, why, progress)
-                continue
-            for attempt in range(sched.max_reruns + 1):
-                spec.attempt, tap = attempt, churn.tap(spec)
-                rerun, res = _attempt(sched, sess, ds, oracle, store, spec, inputs_cache[sname], client, others or [],
-                                      kept, heavy_restore=_heavy(spec is last_write, pace, name),
-                                      restore_check=spec is visit_last or spec is last_write, tap=tap)
-                if not rerun:
-                    break
-            churn.judge(tap)
-            if pace:
-                pace.note(spec, sc.op, res.ops, res.wall_s)
-            if progress:
-                progress.finished(name, spec)
+
+    def _inputs(self, sname: str) -> list:
+        """The scenario's inputs and expected answers, sampled once a run (the visits share them)."""
+        cache, sc, sched = self.run.inputs_cache, scenario(sname), self.run.cfg.schedule
+        if sname not in cache:
+            n = max(sc.iterations, round(sc.iterations * sched.iterations_scale)) if sc.op != "lookup" else 1
+            extra = {"dau": self.run.cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+            with timed_step(self.run.store, None, f"inputs and expected answers of {sname}"):
+                cache[sname] = sc.sampler(self.run.ds, self.run.oracle, n, **extra)
+        return cache[sname]
+
+    def attempt(self, spec: PhaseSpec, inputs: list, heavy_restore: str = "lookup", restore_check: bool = True,
+                tap: list[dict] | None = None) -> tuple[bool, Any]:
+        """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
+        restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on
+        the users its ops touched (phase_plan.RestoreChecks)."""
+        sess, store, ds, sched = self.sess, self.run.store, self.run.ds, self.run.cfg.schedule
+        name, sc = sess.name, scenario(spec.scenario)
+        cls = backend_class(name)
+        say(f"{name}: {spec.phase_id}")
+        if tap is None and sc.op == "write":
+            tap = []  # which ops the workers started: the restore check repairs those (restore.touched_ops)
+        sink = _phase_sink(store, tap)
+        mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
+            rec.Monitor(backend=name, phase=pid, **s)), self.others).gated()
+        with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
+            mode = {"consistency": spec.consistency} if spec.consistency else {}
+            # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
+            factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
+            res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, self.run.client, self.kept)
+        rerun = _judge_disturbance(sched, store, spec, mon.disturbance(), res.status)
+        clean = res.status == "complete" and not res.stopped_workers
+        if sc.op in ("write", "churn") or (sc.op == "mixed" and (restore_check or not clean)):
+            check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
+            with timed_step(store, name, f"restore check after {spec.phase_id}"):
+                verify_restored(sess, ds, self.run.oracle, store, spec.phase_id, RestoreOptions(
+                    write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
+                    clean_all=res.stopped_workers > 0, heavy=heavy_restore, sample=restore_check or not clean))
+        check_stop()
+        if res.status == "failed":
+            say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
+        elif res.status == "incomplete":
+            say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
+        return rerun, res
 
 
 def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | None) -> None:
@@ -300,43 +344,6 @@ def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
     if not last_write:
         return ""
     return heavy_restore(pace.op_s(name, HEAVY_LOOKUP) if pace else None)
-
-
-def _attempt(sched: Schedule, sess: Session, ds: Dataset, oracle, store: RunStore, spec: PhaseSpec,
-             inputs: list, client, others: list[int], kept: KeptWorkers | None = None,
-             heavy_restore: str = "lookup", restore_check: bool = True,
-             tap: list[dict] | None = None) -> tuple[bool, Any]:
-    """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
-    restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on the
-    users its ops touched (see _bench_backend)."""
-    name, sc = sess.name, scenario(spec.scenario)
-    cls = backend_class(name)
-    say(f"{name}: {spec.phase_id}")
-    if tap is None and sc.op == "write":
-        tap = []  # which ops the workers started: the restore check repairs those (restore.touched_ops)
-    sink = _phase_sink(store, tap)
-    mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
-        rec.Monitor(backend=name, phase=pid, **s)), others).gated()
-    with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-        mode = {"consistency": spec.consistency} if spec.consistency else {}
-        # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
-        factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
-        res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, client, kept)
-    rerun = _judge_disturbance(sched, store, spec, mon.disturbance(), res.status)
-    clean = res.status == "complete" and not res.stopped_workers
-    if sc.op in ("write", "churn") or (sc.op == "mixed" and (restore_check or not clean)):
-        check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
-        with timed_step(store, name, f"restore check after {spec.phase_id}"):
-            verify_restored(sess, ds, oracle, store, spec.phase_id,
-                            write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
-                            clean_all=res.stopped_workers > 0, heavy=heavy_restore,
-                            sample=restore_check or not clean)
-    check_stop()
-    if res.status == "failed":
-        say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
-    elif res.status == "incomplete":
-        say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
-    return rerun, res
 
 
 def _judge_disturbance(sched: Schedule, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:

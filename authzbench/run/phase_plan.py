@@ -189,6 +189,41 @@ def visit_of(sched: Schedule, rnd: int) -> int:
     return rnd % sched.visits
 
 
+@dataclass(frozen=True)
+class RestoreChecks:
+    """Which of a backend's phases get the sampled restore check, and which also covers the heaviest user.
+
+    A phase that wrote undoes its own writes, so the sampled restore check (200 checks and the anchor
+    lookups, fully consistent) only proves they were undone: it runs after the visit's last writing phase,
+    not after each of them (9 a backend cost make bench 195 s, Permify 139 s of them), and after any mixed
+    phase that did not end cleanly (the driver sees that). After every write scenario its ops' own probes and
+    controls, the users its writes touched, are checked and whatever a stopped op left is repaired
+    (restore.repair_scratch): the 200-check sample after each of them was 130 s of 20261128-013743's 222 s of
+    restore checks. The heaviest user's lookup is checked once, after the backend's last writing phase of
+    the run: a dataset left changed stays changed. Once a visit, it took Permify ~50 s (fully consistent)
+    twice."""
+
+    visit_last: PhaseSpec | None
+    run_last: PhaseSpec | None
+
+    @classmethod
+    def of(cls, sched: Schedule, plan: list[tuple[PhaseSpec, str]], visit: int) -> RestoreChecks:
+        """From the backend's whole plan (phase_specs), for its visit `visit`."""
+        writes = [(visit_of(sched, spec.repeat), i, spec) for i, (spec, sname) in enumerate(plan)
+                  if scenario(sname).op in ("write", "mixed", "churn")]
+        run_last = max(writes, key=lambda w: w[:2])[2] if writes else None
+        visit_last = max((w for w in writes if w[0] == visit), key=lambda w: w[1], default=(0, 0, None))[2]
+        return cls(visit_last, run_last)
+
+    def sampled(self, spec: PhaseSpec) -> bool:
+        """True for the visit's last writing phase and the backend's last writing phase of the run."""
+        return spec is self.visit_last or spec is self.run_last
+
+    def heavy_user(self, spec: PhaseSpec) -> bool:
+        """True only for the backend's last writing phase of the run."""
+        return spec is self.run_last
+
+
 # A 1-writer write phase whose window ran past this many times its budget had ops that outlast it (FerretDB:
 # 39-63 s a phase for a 6 s budget in 20261128-160246; the next slowest, Cassandra's hierarchy, 18 s).
 SLOW_WRITES = 4.0

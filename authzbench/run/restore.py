@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,9 +82,20 @@ def _answers(sess: Session, ds: Dataset, inputs: list) -> list[tuple[str, tuple,
         return [answer for part in pool.map(run, [p for p in parts if p]) for answer in part]
 
 
-def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str, n_checks: int = 200,
-                    write_ops: list | None = None, clean_all: bool = False, heavy: str = "lookup",
-                    sample: bool = True) -> dict:
+@dataclass(frozen=True)
+class RestoreOptions:
+    """How much a restore check covers (verify_restored): the sample's size, the write ops to repair first,
+    whether every op is cleaned up, how the heaviest user is asked, whether the sample runs at all."""
+
+    n_checks: int = 200
+    write_ops: list | None = None
+    clean_all: bool = False
+    heavy: str = "lookup"
+    sample: bool = True
+
+
+def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_id: str,
+                    opts: RestoreOptions = RestoreOptions()) -> dict:
     """After a phase that wrote: every write was undone, so a sample of checks and the anchor lookups must
     equal the pristine oracle again (recorded; a difference counts as mismatches of the phase). The
     write scenarios' ops are cleaned up first: those whose probe shows them left midway, or every op when
@@ -92,6 +104,8 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     phase: a dataset left changed stays changed): it took Permify 30 s, 9 times a visit; heavy="checks" asks
     that user by checks instead (heavy_restore). sample=False checks
     only the write ops' probes and controls (repair_scratch: the users the phase's writes touched)."""
+    n_checks, write_ops, clean_all, heavy, sample = (opts.n_checks, opts.write_ops, opts.clean_all, opts.heavy,
+                                                     opts.sample)
     rebac = ds.model == "rebac"
     inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks) if sample else []
     if rebac and sample:  # the anchor lookups: the heaviest manage user's and a median viewer's

@@ -88,10 +88,9 @@ class Agent:
         self.out = ctx.Queue()
         self.ev = [ctx.Event() for _ in range(4)]  # go, start, stop, release
         self.t0 = ctx.Value("d", 0.0)
-        go, start, stop, release = self.ev
         self.procs = [ctx.Process(target=hosted_worker, daemon=True,
-                                  args=(os.getpid(), w, spec, factory, inputs, self.out, go, start, stop, self.t0,
-                                        release)) for w in wids]
+                                  args=(os.getpid(), w, spec, factory, inputs, self.out, tuple(self.ev), self.t0))
+                      for w in wids]
         self.buf: list = []
         self.lock = threading.Lock()
         self.n_measured, self.measured_at = 0, 0.0

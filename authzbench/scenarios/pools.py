@@ -66,9 +66,9 @@ class _LocalPool:
             self.ev = [ctx.Event() for _ in range(4)]
             self.t0 = ctx.Value("d", 0.0)
             make = lambda **kw: ctx.Process(daemon=True, **kw)  # noqa: E731
-        go, start, stop, release = self.ev
-        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, go, start, stop,
-                                                        self.t0, release)) for w in range(spec.concurrency)]
+        events = tuple(self.ev)  # go, start, stop, release
+        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, events, self.t0))
+                        for w in range(spec.concurrency)]
 
     def start(self) -> dict[int, str]:
         for w in self.workers:

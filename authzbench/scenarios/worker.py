@@ -86,9 +86,10 @@ class _WriteRecorder:
         self._kind("write").example(ex, self.max_examples)
 
 
-def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, go: Any, start: Any,
-                stop: Any, t0_shared: Any, release: Any) -> None:
-    """One worker of one phase: connect, run the phase, disconnect."""
+def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, events: tuple,
+                t0_shared: Any) -> None:
+    """One worker of one phase: connect, run the phase, disconnect. events: the phase's (go, start, stop,
+    release), as kept_worker_main takes them."""
     _ignore_sigint()
     try:
         backend = factory()
@@ -97,7 +98,7 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
         out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
         return
     try:
-        _phase_body(wid, spec, backend, inputs, out, (go, start, stop, release), t0_shared)
+        _phase_body(wid, spec, backend, inputs, out, events, t0_shared)
     except BaseException as e:  # noqa: BLE001
         out.put(("fatal", wid, f"{type(e).__name__}: {e}"))
     finally:

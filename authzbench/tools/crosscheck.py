@@ -351,17 +351,35 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
                                       client=OUR_CLIENT[name], info=asdict(info),
                                       settings=sess.dep.endpoint.get("engine_settings")))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
-        inputs: dict[str, list] = {}
+        on = _OnBackend(sess, ds, oracle, store, theirs, kept, cfg.schedule.iterations_scale, {})
         for spec, sname in specs:
-            _one_phase(sess, cfg.schedule.iterations_scale, ds, oracle, store, spec, sname, theirs, inputs, kept)
+            _one_phase(on, spec, sname)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
-            crosscheck_client.breakdown_of(b, name, sess.dep.endpoint, inputs[sname], plan.breakdown_calls, store, sname)
+            crosscheck_client.breakdown_of(b, name, sess.dep.endpoint, on.inputs[sname], plan.breakdown_calls, store,
+                                           sname)
 
 
-def _one_phase(sess: Any, iterations_scale: float, ds: Any, oracle: Any, store: Any, spec: Any, sname: str,
-               theirs: Theirs, inputs: dict[str, list], kept: Any) -> None:
+@dataclass(frozen=True)
+class _OnBackend:
+    """What every phase on one loaded backend shares (run_backend): its session, the dataset and oracle, the
+    store, the tool's side, the kept workers, and the inputs sampled so far (per scenario)."""
+
+    sess: Any
+    ds: Any
+    oracle: Any
+    store: Any
+    theirs: Theirs
+    kept: Any
+    iterations_scale: float
+    inputs: dict[str, list]
+
+
+def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
     """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
     from authzbench.scenarios.catalog import scenario
+
+    sess, ds, oracle, store, theirs, kept, inputs = on.sess, on.ds, on.oracle, on.store, on.theirs, on.kept, on.inputs
+    iterations_scale = on.iterations_scale
 
     sc = scenario(sname)
     if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures

@@ -158,7 +158,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     anchor lookups equal the pristine oracle again."""
     from authzbench.backends.registry import backend_class
     from authzbench.report.data import phase_table
-    from authzbench.run.restore import verify_restored
+    from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 
     if dataset.model != "rebac":
@@ -178,7 +178,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     assert w["mismatches"] == 0 and w["errors"] == 0, (w["error_types"], w["examples"])
     assert res.status == "complete", res.reason
     assert w["extra"].get("stale_allows", 0) == 0 and t.loc["visibility", "ops"] == w["ops"]
-    restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, n_checks=60)
+    restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, RestoreOptions(n_checks=60))
     assert restored["mismatches"] == 0 and not restored.get("error"), restored
 
 
@@ -190,7 +190,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
     from authzbench.report.data import phase_table
-    from authzbench.run.restore import verify_restored
+    from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.scenarios.churn import step_of
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 
@@ -210,5 +210,5 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     assert res.status == "complete", res.reason
     step = step_of([r for r in recs if r.get("type") == "interval"])
     assert step.scheduled == 10 and step.never_visible == 0 and t.loc["visibility", "ops"] > 0
-    restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, n_checks=60)
+    restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, RestoreOptions(n_checks=60))
     assert restored["mismatches"] == 0 and not restored.get("error"), restored

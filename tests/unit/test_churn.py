@@ -190,8 +190,8 @@ def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     restored: list[tuple[str, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, write_ops=None, **k:
-                        restored.append((pid, len(write_ops or []))))
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+                        restored.append((pid, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["churn"],
                          concurrency=[1], rounds=1, visits=1, data_dir=tmp_path / "data",
                          slo={"check_p95_ms": 1e-6},

@@ -383,7 +383,7 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, str]] = []
     monkeypatch.setattr(orchestrate, "verify_restored",
-                        lambda sess, ds, o, store, pid, heavy="lookup", **k: checked.append((pid, heavy)))
+                        lambda sess, ds, o, store, pid, opts: checked.append((pid, opts.heavy)))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
@@ -399,8 +399,8 @@ def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, bool, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, sample=True, write_ops=None,
-                        **k: checked.append((pid.split("/", 1)[1], sample, len(write_ops or []))))
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+                        checked.append((pid.split("/", 1)[1], opts.sample, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          scenarios=["write_membership", "write_hierarchy"], iterations_scale=0.05, rounds=1,
                          visits=1, data_dir=tmp_path / "data")
@@ -419,7 +419,7 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[str] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, **k: checked.append(pid))
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, *a: checked.append(pid))
     real = orchestrate._run_phase
 
     def stopped_at_one_worker(spec, *a, **k):  # a worker stopped mid-op in every 1-worker phase

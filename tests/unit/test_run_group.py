@@ -53,3 +53,21 @@ def test_plain_subprocess_run_would_leave_the_grandchild(tmp_path):
         assert not _gone(pid)
     finally:
         psutil.Process(pid).kill()
+
+
+def test_build_once_builds_until_a_build_returns_then_never_again_for_the_same_stamp(tmp_path):
+    from authzbench.provision.base import build_once
+
+    builds: list[str] = []
+
+    def failing() -> None:
+        builds.append("failed")
+        raise RuntimeError("midway")
+
+    stamp = tmp_path / "build.stamp"
+    with pytest.raises(RuntimeError):
+        build_once(tmp_path, stamp, "v1", "thing", failing)
+    build_once(tmp_path, stamp, "v1", "thing", lambda: builds.append("built"))
+    build_once(tmp_path, stamp, "v1", "thing", lambda: builds.append("again"))
+    build_once(tmp_path, stamp, "v2", "thing", lambda: builds.append("v2"))  # a new version builds anew
+    assert builds == ["failed", "built", "v2"]

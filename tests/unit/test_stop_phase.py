@@ -66,7 +66,7 @@ def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path
     from authzbench.scenarios.results import RunStore
 
     checks: list[str] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, **k: checks.append(pid))
+    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, *a: checks.append(pid))
     real = orchestrate._run_phase
 
     def stopped_midway(spec, *a, **k):

@@ -234,7 +234,7 @@ class _Session:
 @pytest.mark.parametrize("wrong_checks", [False, True])
 def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
     from authzbench.backends.reference import ReferenceBackend
-    from authzbench.run.restore import RESTORE_CLIENTS, verify_restored
+    from authzbench.run.restore import RESTORE_CLIENTS, RestoreOptions, verify_restored
     from authzbench.scenarios.results import RunStore
     from authzbench.truth.oracle import Oracle
 
@@ -244,7 +244,7 @@ def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, t
                 user, permission, resource)
 
     sess = _Session(Flipped)
-    rec = verify_restored(sess, tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1", n_checks=200)
+    rec = verify_restored(sess, tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1", RestoreOptions(n_checks=200))
     assert rec["checked"] == 202 and "error" not in rec, rec  # 200 checks and the two anchor lookups
     assert rec["mismatches"] == (200 if wrong_checks else 0)
     assert len(rec["examples"]) == (5 if wrong_checks else 0)

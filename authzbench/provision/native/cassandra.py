@@ -23,7 +23,7 @@ from pathlib import Path
 from authzbench.provision.base import (
     Deployment,
     StartContext,
-    build_lock,
+    build_once,
     cache_dir,
     free_port,
     port_open,
@@ -165,17 +165,17 @@ def bulk_tool() -> list[str]:
     root = cache_dir() / f"cassandra-bulk-{CASSANDRA_VERSION}"
     stamp = root / "build.stamp"
     want = f"{CASSANDRA_VERSION} {hashlib.sha256(BULK_SRC.read_bytes()).hexdigest()[:16]}"
-    if not stamp_ok(stamp, want):
-        with build_lock(root, "cassandra-bulk"):
-            if not stamp_ok(stamp, want):  # built by whoever held the lock
-                classes = root / "classes"
-                shutil.rmtree(classes, ignore_errors=True)
-                say(f"cassandra: compiling the SSTable bulk helper against cassandra-all {CASSANDRA_VERSION} "
-                    "(once per machine, ~10 s)")
-                run([javac, "--release", "17", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(BULK_SRC)],
-                    log=root / "build.log", what="javac SSTableBulk.java (cassandra bulk helper)", timeout=600)
-                (root / "logback.xml").write_text(BULK_LOGBACK)
-                write_stamp(stamp, want)
+
+    def build() -> None:
+        classes = root / "classes"
+        shutil.rmtree(classes, ignore_errors=True)
+        say(f"cassandra: compiling the SSTable bulk helper against cassandra-all {CASSANDRA_VERSION} "
+            "(once per machine, ~10 s)")
+        run([javac, "--release", "17", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes), str(BULK_SRC)],
+            log=root / "build.log", what="javac SSTableBulk.java (cassandra bulk helper)", timeout=600)
+        (root / "logback.xml").write_text(BULK_LOGBACK)
+
+    build_once(root, stamp, want, "cassandra-bulk", build)
     # 1 GiB: the blocks in flight (one a writer thread, a thread a core, plus 2 queued), each <= 2^20 rows of
     # 3 int arrays (12 MiB), and the SSTables' writers; the xl stream peaked at 629 MiB resident.
     return [java, "-Xms256M", "-Xmx1G", "-XX:+UseG1GC", *JPMS_FLAGS,

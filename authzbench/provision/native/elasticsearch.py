@@ -20,7 +20,7 @@ from pathlib import Path
 from authzbench.provision.base import (
     Deployment,
     StartContext,
-    build_lock,
+    build_once,
     cache_dir,
     free_port,
     require_java,
@@ -28,10 +28,8 @@ from authzbench.provision.base import (
     run_group,
     say,
     spawn,
-    stamp_ok,
     stop_pid,
     wait_until,
-    write_stamp,
 )
 
 ES_VERSION = "7.17.29"
@@ -68,11 +66,8 @@ def node_build() -> Path:
     java, mvn = require_java()
     root = cache_dir() / f"elasticsearch-{ES_VERSION}"
     stamp, want = root / "build.stamp", _build_id()
-    if stamp_ok(stamp, want):
-        return root
-    with build_lock(root, "elasticsearch"):
-        if stamp_ok(stamp, want):  # built by whoever held the lock
-            return root
+
+    def build() -> None:
         t0 = time.monotonic()
         log = root / "build.log"
         src = root / "launcher"
@@ -86,8 +81,9 @@ def node_build() -> Path:
             what="mvn package (elasticsearch launcher)", timeout=1800)
         shutil.copy2(src / "target" / "es-launcher-1.jar", root / "es-launcher.jar")
         _train_cds(java, root, log)
-        write_stamp(stamp, want)
         say(f"elasticsearch {ES_VERSION}: node built in {time.monotonic() - t0:.0f} s: {root}")
+
+    build_once(root, stamp, want, "elasticsearch", build)
     return root
 
 
