@@ -1,6 +1,6 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
 each backend's figure and rank, one generated sentence per need, and the trade-offs that would change
-the answer. Every figure is a Findings figure (findings.compute over figures.cell), ranked by the one rule
+the answer. Every figure is a Findings figure (ranking.compute over figures.cell), ranked by the one rule
 (figures.ranks: rank k = exactly k-1 backends clearly better); nothing here is written by hand."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from authzbench.report import (
 )
 from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups, ranks
-from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
 from authzbench.report.frames import resource_table
+from authzbench.report.ranking import Dimension, Figure, compute, ratio_to_best, split
 from authzbench.report.tables import counted, num, ratio_text
 
 # What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).

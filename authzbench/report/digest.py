@@ -13,8 +13,8 @@ import pandas as pd
 from authzbench.report import charts, churn, freshness, writes
 from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell
-from authzbench.report.findings import Dimension, compute
 from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo, slo_verdicts
+from authzbench.report.ranking import Dimension, compute
 from authzbench.report.tables import counted, label, link_target, num, significant, table
 from authzbench.scenarios.catalog import SCENARIOS
 
