@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from authzbench.report import clientbound, writes
+from authzbench.report import clientbound, sweep
 from authzbench.report.data import RunData
-from authzbench.report.figures import best_rate, cell, rank_groups
-from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo_verdicts
+from authzbench.report.figures import best_rate, cell, rank_groups, ranks
+from authzbench.report.frames import (
+    peak_memory,
+    resource_table,
+    scenarios_measured,
+    slo_verdicts,
+    write_table,
+)
 from authzbench.report.noise import min_ops
 from authzbench.report.tables import anchor, counted
 from authzbench.scenarios.writes import POLL_S
@@ -280,7 +286,7 @@ def structural_writes(rd: RunData) -> list[Dimension]:
 
 
 def _rows_touched(rd: RunData, s: str) -> list[Figure]:
-    df = writes.write_table(rd)
+    df = write_table(rd)
     if df.empty:
         return []
     df = df[(df["scenario"] == s) & df["session"]]
@@ -292,7 +298,7 @@ def write_freshness(rd: RunData) -> list[Dimension]:
     """How stale answers get after a structural write, in the run's own read consistency: the worst visibility
     lag p95 over the write kinds at the first concurrency level, and the stale allows (revocations whose first
     check still allowed) at every level: concurrent writers are where a datastore's snapshots can lag."""
-    df = writes.write_table(rd)
+    df = write_table(rd)
     if df.empty:
         return []
     df = df[df["session"]]
@@ -321,21 +327,17 @@ GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measur
 
 
 def size_growth(rd: RunData) -> list[Dimension]:
-    """Growth exponents of a `--profiles` size sweep (authzbench.report.scaling), when this run ends one."""
-    try:
-        from authzbench.report import scaling
-    except ImportError:  # the size sweep's section is not in this build
-        return []
-    runs = scaling.sweep_runs(rd)
-    df = scaling.size_table(runs) if len(runs) >= 2 else pd.DataFrame()
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep), when this run ends one."""
+    runs = sweep.sweep_runs(rd)
+    df = sweep.size_table(runs) if len(runs) >= 2 else pd.DataFrame()
     out = []
     for m in GROWTH if not df.empty else ():
         figs = []
         for b, g in df.groupby("backend", sort=False):
-            k = scaling.slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
+            k = sweep.slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
             if k is not None:
                 figs.append(Figure(b, k, detail=f"{g['relationships'].nunique()} sizes"))
-        out.append(Dimension("Growth with size", f"Growth of {scaling.MEASURES[m]} with the dataset (exponent: "
+        out.append(Dimension("Growth with size", f"Growth of {sweep.MEASURES[m]} with the dataset (exponent: "
                              "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size",
                              key=f"growth/{m}"))
     return out
@@ -379,6 +381,17 @@ def ratio_to_best(best: float, value: float, higher_is_better: bool) -> float:
 def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
     """(networked, †): never ranked together."""
     return ([f for f in d.figures if rd.comparable(f.backend)], [f for f in d.figures if not rd.comparable(f.backend)])
+
+
+def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int | None, bool]]:
+    """backend -> (figure, rank, networked). A figure with no value (e.g. "no worker count met the SLO") has
+    rank None: ranking it put a backend that met no SLO first among the †."""
+    out: dict[str, tuple[Figure, int | None, bool]] = {}
+    for figs in split(d, rd):
+        r = ranks([f for f in figs if not f.text], d.higher_is_better)
+        out.update({f.backend: (f, None if f.text else r[f.backend], rd.comparable(f.backend))
+                    for f in figs if f.text or f.backend in r})
+    return out
 
 
 def compute(rd: RunData, dims: list[DimensionFn] | None = None) -> list[Dimension]:

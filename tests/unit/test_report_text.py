@@ -51,7 +51,7 @@ def test_a_figure_with_no_value_is_shown_unranked_in_the_summary_and_the_finding
     texts = [(d, f) for d in example_dims for f in d.figures if f.text]
     assert texts, "the example has backends that met no SLO"
     for d, f in texts:
-        assert decision.ranked(example, d)[f.backend][1] is None
+        assert ranking.ranked(example, d)[f.backend][1] is None
         line = findings.ranking_text(d.figures, d, str)
         assert f"unranked: **{f.backend}** {f.text}" in line
         assert not re.search(rf"\d+\. \*\*{re.escape(f.backend)}\*\* {re.escape(f.text)}", line), line
