@@ -340,24 +340,19 @@ def test_two_p95s_from_one_op_each_are_no_clear_difference_but_one_far_above_a_m
 
 
 def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monkeypatch):
-    import sys
-    import types
-
     import numpy as np
     import pandas as pd
 
-    fake = types.ModuleType("authzbench.report.scaling")  # a sweep's figures, without running one
-    fake.MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
-                     "bytes_per_rel": "bytes per relationship"}
-    fake.sweep_runs = lambda rd: [rd, rd]
+    from authzbench.report import sweep
+
+    # a sweep's figures, without running one
+    monkeypatch.setattr(sweep, "MEASURES", {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+                                            "bytes_per_rel": "bytes per relationship"})
+    monkeypatch.setattr(sweep, "sweep_runs", lambda rd: [rd, rd])
     rows = [{"backend": b, "relationships": n, "check_p95_ms": n ** k, "lookup_p95_ms": 1.0, "bytes_per_rel": 1.0}
             for b, k in (("postgres", 0.1), ("scylla", 0.9)) for n in (1e5, 1e6)]
-    fake.size_table = lambda runs: pd.DataFrame(rows)
-    fake.slope = lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0])
-    monkeypatch.setitem(sys.modules, "authzbench.report.scaling", fake)
-    import authzbench.report
-
-    monkeypatch.setattr(authzbench.report, "scaling", fake, raising=False)  # the package attribute, once imported
+    monkeypatch.setattr(sweep, "size_table", lambda runs: pd.DataFrame(rows))
+    monkeypatch.setattr(sweep, "slope", lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0]))
     rd = two_backends(1.0, 2.0).data()
     assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
     text = findings.render_section(rd, str)
