@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.report import findings
+from authzbench.report import ranking
 from authzbench.report.data import RunData, load_run
 from authzbench.report.figures import clearly_better, with_cells
 from authzbench.report.noise import overlap
@@ -190,9 +190,9 @@ def _per_phase(rd: RunData) -> pd.DataFrame:
 def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
     """Every Findings figure present in both runs: values, intervals, B / A, and whether they differ beyond
     both intervals."""
-    da = {d.title: d for d in findings.compute(ra)}
+    da = {d.title: d for d in ranking.compute(ra)}
     rows = []
-    for d in findings.compute(rb):
+    for d in ranking.compute(rb):
         if d.title not in da:
             continue
         fa = {f.backend: f for f in da[d.title].figures}
@@ -212,12 +212,12 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
 
 def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
     """Every verdict of A (x clearly better than y in a dimension) and what B says of it."""
-    db = {d.title: d for d in findings.compute(rb)}
+    db = {d.title: d for d in ranking.compute(rb)}
     rows = []
-    for d in findings.compute(ra):
+    for d in ranking.compute(ra):
         if d.title not in db:
             continue
-        for figs_a, figs_b in zip(findings.split(d, ra), findings.split(db[d.title], rb), strict=True):
+        for figs_a, figs_b in zip(ranking.split(d, ra), ranking.split(db[d.title], rb), strict=True):
             in_b = {f.backend: f for f in figs_b if not math.isnan(f.value)}
             for x in figs_a:
                 for y in figs_a:  # a verdict is a pair clearly apart (figures.clearly_better), never a rank gap

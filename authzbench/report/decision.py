@@ -1,6 +1,6 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
 each backend's figure and rank, one generated sentence per need, and the trade-offs that would change
-the answer. Every figure is a Findings figure (findings.compute over figures.cell), ranked by the one rule
+the answer. Every figure is a Findings figure (ranking.compute over figures.cell), ranked by the one rule
 (figures.ranks: rank k = exactly k-1 backends clearly better); nothing here is written by hand."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from authzbench.report import (
     engines,
     freshness,
     projected,
-    scaling,
     speed,
+    sweep,
     tables,
     workloads,
 )
 from authzbench.report.data import RunData
-from authzbench.report.figures import clearly_better, rank_groups, ranks
-from authzbench.report.findings import Dimension, Figure, compute, ratio_to_best, split
+from authzbench.report.figures import clearly_better, rank_groups
 from authzbench.report.frames import resource_table
+from authzbench.report.ranking import Dimension, Figure, compute, ranked, ratio_to_best, split
 from authzbench.report.tables import counted, num, ratio_text
 
 # What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
@@ -104,8 +104,8 @@ def envelope(rd: RunData, dims: list[Dimension], out_dir: Path) -> list[str]:
 
 def _target(rd: RunData) -> list[str]:
     """The reader's size (--target-relationships) projected, when this run ends a size sweep."""
-    runs = scaling.sweep_runs(rd)
-    return projected.at_target(rd, scaling.size_table(runs)) if len(runs) >= 2 else []
+    runs = sweep.sweep_runs(rd)
+    return projected.at_target(rd, sweep.size_table(runs)) if len(runs) >= 2 else []
 
 
 def _scope(rd: RunData) -> str:
@@ -126,17 +126,6 @@ def _speed(rd: RunData) -> str:
 def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
     seen = list(dict.fromkeys(f.backend for _, d in picked for f in d.figures))
     return sorted(seen, key=lambda b: (not rd.comparable(b), b))
-
-
-def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int | None, bool]]:
-    """backend -> (figure, rank, networked). A figure with no value (e.g. "no worker count met the SLO") has
-    rank None: ranking it put a backend that met no SLO first among the †."""
-    out: dict[str, tuple[Figure, int | None, bool]] = {}
-    for figs in split(d, rd):
-        r = ranks([f for f in figs if not f.text], d.higher_is_better)
-        out.update({f.backend: (f, None if f.text else r[f.backend], rd.comparable(f.backend))
-                    for f in figs if f.text or f.backend in r})
-    return out
 
 
 def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:

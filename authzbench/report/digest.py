@@ -10,11 +10,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts, churn, freshness, writes
+from authzbench.report import charts, churn, freshness
 from authzbench.report.data import RunData
 from authzbench.report.figures import best_rate, cell
-from authzbench.report.findings import Dimension, compute
-from authzbench.report.frames import peak_memory, resource_table, scenarios_measured, slo, slo_verdicts
+from authzbench.report.frames import (
+    peak_memory,
+    resource_table,
+    scenarios_measured,
+    slo,
+    slo_verdicts,
+    write_table,
+)
+from authzbench.report.ranking import Dimension, compute, ranked
 from authzbench.report.tables import counted, label, link_target, num, significant, table
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -136,7 +143,7 @@ def _mixed_scenario(rd: RunData) -> str:
 
 
 def writes_digest(rd: RunData, out_dir: Path) -> str:
-    df = writes.write_table(rd)
+    df = write_table(rd)
     if df.empty:
         return ""
     df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
@@ -182,8 +189,6 @@ def appendix_link(rd: RunData, out_dir: Path) -> str:
 def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dict]:
     """Every ranked figure: dimension, backend, value, unit, interval, n, rank (rank_group: 1 + the number of
     backends clearly better) and flags."""
-    from authzbench.report.decision import ranked
-
     out = []
     for d in dims if dims is not None else compute(rd):
         r = ranked(rd, d)

@@ -13,9 +13,9 @@ import pandas as pd
 from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
+from authzbench.report.frames import session_mode
 from authzbench.report.noise import Z95
 from authzbench.report.tables import label, num, table
-from authzbench.report.writes import session_mode
 from authzbench.scenarios.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8

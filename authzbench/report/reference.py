@@ -5,10 +5,7 @@ so the prose in the data file only words them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
@@ -16,13 +13,9 @@ import pandas as pd
 from authzbench.report import tables
 from authzbench.report.data import RunData
 from authzbench.report.figures import with_cells
+from authzbench.report.published import load_reference
 
 NO_ROUND_TRIP_MS = 0.001  # 1 µs: no loopback request, let alone a search, answers faster
-
-
-@cache
-def load_reference() -> dict:
-    return json.loads(resources.files("authzbench.report").joinpath("reference_figures.json").read_text())
 
 
 def default_on(rd: RunData) -> bool:

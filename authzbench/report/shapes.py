@@ -15,7 +15,7 @@ import pandas as pd
 
 from authzbench.report import charts, growth
 from authzbench.report.data import RunData, load_run
-from authzbench.report.scaling import size_table
+from authzbench.report.sweep import size_table
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
             "write_p95_ms": "structural write p95 (ms)"}

@@ -11,7 +11,7 @@ import pandas as pd
 from authzbench.report import tables
 from authzbench.report.data import RunData
 from authzbench.report.noise import min_ops
-from authzbench.report.reference import load_reference
+from authzbench.report.published import load_reference
 from authzbench.report.tables import MARK
 
 

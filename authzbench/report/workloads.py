@@ -10,8 +10,8 @@ import math
 from authzbench.report import churn, freshness
 from authzbench.report.data import RunData
 from authzbench.report.figures import ranks
-from authzbench.report.findings import Dimension, Figure
 from authzbench.report.frames import slo
+from authzbench.report.ranking import Dimension, Figure
 from authzbench.report.tables import label, num
 
 READ_KEY = "check_p95/check_view_via_group_member"  # the Findings dimension a read-heavy workload rests on

@@ -7,54 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
 from authzbench.report import charts
 from authzbench.report.data import RunData
-from authzbench.report.figures import cell
+from authzbench.report.frames import write_table
 from authzbench.report.tables import anchor, label, table
 from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
-
-
-def write_table(rd: RunData) -> pd.DataFrame:
-    """One row per (backend, write scenario, workers): write and visibility percentiles, rows touched,
-    stale reads and allows, never-visible errors and mismatches, all summed over repeats."""
-    ph = rd.phases
-    names = [n for n, s in SCENARIOS.items() if s.op == "write"]
-    if ph.empty or not ph["scenario"].isin(names).any():
-        return pd.DataFrame()
-    rows = []
-    sub = ph[ph["scenario"].isin(names)]
-    for (b, scen, mode, c), g in sub.groupby(["backend", "scenario", "consistency", "concurrency"], sort=False):
-        w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
-        ws, vs = summarize(merge(h for hs in w["hists"] for h in hs)), summarize(merge(h for hs in v["hists"] for h in hs))
-        extra: dict[str, int] = {}
-        for e in w["extra"]:
-            for k, x in e.items():
-                extra[k] = max(extra.get(k, 0), x) if k.endswith("_max") else extra.get(k, 0) + x
-        counted = extra.get("rows_counted", 0)
-        # percentiles: the one computed figure (median over rounds), as every other section shows them
-        wc = {m: cell(rd, b, scen, int(c), m, "write", consistency=mode) for m in ("p50_ms", "p95_ms", "p99_ms")}
-        vc = {m: cell(rd, b, scen, int(c), m, "visibility", consistency=mode) for m in ("p50_ms", "p95_ms")}
-        rows.append({
-            "backend": b, "scenario": scen, "consistency": mode or session_mode(rd, b), "session": not mode,
-            "concurrency": c, "ops": int(w["ops"].sum()),
-            "write_p50_ms": _v(wc["p50_ms"], ws.p50_ms), "write_p95_ms": _v(wc["p95_ms"], ws.p95_ms),
-            "write_p99_ms": _v(wc["p99_ms"], ws.p99_ms),
-            "vis_p50_ms": _v(vc["p50_ms"], vs.p50_ms), "vis_p95_ms": _v(vc["p95_ms"], vs.p95_ms),
-            "vis_max_ms": vs.max_ms,
-            "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
-            "rows_max": extra.get("rows_max") if counted else float("nan"),
-            "stale_reads": extra.get("stale_reads", 0), "stale_allows": extra.get("stale_allows", 0),
-            "never_visible": int(sum(e.get("NeverVisible", 0) for e in w["error_types"])),
-            "errors": int(w["errors"].sum()), "mismatches": int(w["mismatches"].sum()),
-            "checked": int(w["checked"].sum()),
-        })
-    return pd.DataFrame(rows)
-
-
-def _v(c, fallback: float) -> float:
-    return c.value if c is not None else fallback
 
 
 def _strict_stale_allows(df: pd.DataFrame) -> list[str]:
@@ -68,12 +26,6 @@ def _strict_stale_allows(df: pd.DataFrame) -> list[str]:
                 "test; its docstring has the counts per thread count and with the write's own ZedToken, and the "
                 "upstream reports: authzed/spicedb#1215, #1130, #3260)."]
 
-
-def session_mode(rd: RunData, backend: str) -> str:
-    """The consistency of a phase that named none: the backend's session mode, as its server record says
-    (runs recorded before servers named it, and backends without modes: "—")."""
-    mode = rd.servers.get(backend, {}).get("info", {}).get("consistency", "")
-    return f"{mode} (session)" if mode else "—"
 
 
 def restored_table(rd: RunData) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import clientbound, decision, digest, findings
+from authzbench.report import clientbound, decision, digest, findings, ranking
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -30,8 +30,8 @@ def _without_client_cpu(run: Run) -> Run:
     return run
 
 
-def _throughput(rd) -> findings.Dimension:
-    return next(d for d in findings.compute(rd) if d.key == f"check_rate/{S}")
+def _throughput(rd) -> ranking.Dimension:
+    return next(d for d in ranking.compute(rd) if d.key == f"check_rate/{S}")
 
 
 def test_a_throughput_whose_client_used_more_cpu_than_the_server_is_flagged_client_bound():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import churn, decision, digest, findings, freshness, workloads
+from authzbench.report import churn, decision, digest, freshness, ranking, workloads
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -158,7 +158,7 @@ def test_an_older_record_without_a_revocation_count_counts_every_op():
 
 def _rows(run: Run) -> dict[str, str]:
     rd = run.data()
-    return {w: b for w, _, b in workloads.rows(rd, findings.compute(rd))}
+    return {w: b for w, _, b in workloads.rows(rd, ranking.compute(rd))}
 
 
 def test_workload_rows_list_the_backends_that_meet_them_best_first():
@@ -207,7 +207,7 @@ def test_a_run_without_churn_or_revocations_renders_none_of_it(tmp_path):
     run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
     rd = run.data()
     assert churn.section(rd, tmp_path) == "" and freshness.section(rd, tmp_path) == ""
-    assert decision.envelope(rd, findings.compute(rd), tmp_path) == []
+    assert decision.envelope(rd, ranking.compute(rd), tmp_path) == []
     main = render(run.write(tmp_path / "run"), tmp_path / "out")
     text = main.read_text() + (tmp_path / "out" / "fixture-appendix.md").read_text()
     # the run's path holds the test's name: the sections' own titles and lines are what must be absent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import findings
+from authzbench.report import findings, ranking
 from authzbench.report.data import from_records
 from authzbench.report.document import render
 
@@ -93,14 +93,14 @@ def steady(ms: float, n: int = 200, slots: int = 4) -> list[list[float]]:
     return [[ms * (1 + 0.01 * (i % 3 - 1)) for i in range(n)] for _ in range(slots)]
 
 
-def _dim(rd, title_start: str) -> findings.Dimension:
-    return next(d for d in findings.compute(rd) if d.title.startswith(title_start))
+def _dim(rd, title_start: str) -> ranking.Dimension:
+    return next(d for d in ranking.compute(rd) if d.title.startswith(title_start))
 
 
 def _order(rd, title_start: str) -> list[list[str]]:
     d = _dim(rd, title_start)
-    net, _ = findings.split(d, rd)
-    return [[f.backend for f in t] for t in findings.tiers(net, d.higher_is_better)]
+    net, _ = ranking.split(d, rd)
+    return [[f.backend for f in t] for t in ranking.tiers(net, d.higher_is_better)]
 
 
 def two_backends(a_ms: float, b_ms: float) -> Run:
@@ -121,8 +121,8 @@ def test_ratios_are_to_the_best_and_throughput_ranks_higher_first():
     run = two_backends(1.0, 4.0)
     # the slower backend also gets fewer ops per second
     d = _dim(run.data(), "Check p50, check_manage_direct_user")
-    best, other = findings.tiers(d.figures, d.higher_is_better)
-    assert findings.ratio_to_best(best[0].value, other[0].value, False) == pytest.approx(4.0, rel=0.03)
+    best, other = ranking.tiers(d.figures, d.higher_is_better)
+    assert ranking.ratio_to_best(best[0].value, other[0].value, False) == pytest.approx(4.0, rel=0.03)
     fast = Run().server("postgres", NET).server("scylla", CASS)
     fast.phase("postgres", "check_negative", steady(1.0, n=100), concurrency=8)
     fast.phase("scylla", "check_negative", steady(1.0, n=400), concurrency=8)
@@ -179,7 +179,7 @@ def test_dagger_backends_are_ranked_apart_never_with_networked_servers():
            .phase("clickhouse", "check_negative", steady(0.5)))
     rd = run.data()
     d = _dim(rd, "Check p95, check_negative")
-    net, apart = findings.split(d, rd)
+    net, apart = ranking.split(d, rd)
     assert {f.backend for f in net} == {"postgres", "scylla"} and [f.backend for f in apart] == ["clickhouse"]
     line = next(ln for ln in findings.render_section(rd, str).splitlines() if "Check p95, check_negative" in ln)
     ranked, dagger = line.split("† apart:")
@@ -188,12 +188,12 @@ def test_dagger_backends_are_ranked_apart_never_with_networked_servers():
 
 def test_one_more_dimension_is_one_more_function():
     def stale_allows(rd):
-        figs = [findings.Figure("postgres", 0.0), findings.Figure("scylla", 3.0)]
-        return [findings.Dimension("Writes", "Stale allows after a revoke", "allows", False, figs,
-                                   findings.anchor("revoke_then_check"))]
+        figs = [ranking.Figure("postgres", 0.0), ranking.Figure("scylla", 3.0)]
+        return [ranking.Dimension("Writes", "Stale allows after a revoke", "allows", False, figs,
+                                   ranking.anchor("revoke_then_check"))]
 
     rd = two_backends(1.0, 2.0).data()
-    dims = findings.compute(rd, [*findings.DIMENSIONS, stale_allows])
+    dims = ranking.compute(rd, [*ranking.DIMENSIONS, stale_allows])
     text = findings.render_section(rd, str, dims=dims)
     assert "- [Stale allows after a revoke (allows)](#t-revoke-then-check), lower is better: " in text
     assert "1. **postgres** 0; 2. **scylla** 3\n" in text
@@ -340,24 +340,19 @@ def test_two_p95s_from_one_op_each_are_no_clear_difference_but_one_far_above_a_m
 
 
 def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monkeypatch):
-    import sys
-    import types
-
     import numpy as np
     import pandas as pd
 
-    fake = types.ModuleType("authzbench.report.scaling")  # a sweep's figures, without running one
-    fake.MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
-                     "bytes_per_rel": "bytes per relationship"}
-    fake.sweep_runs = lambda rd: [rd, rd]
+    from authzbench.report import sweep
+
+    # a sweep's figures, without running one
+    monkeypatch.setattr(sweep, "MEASURES", {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+                                            "bytes_per_rel": "bytes per relationship"})
+    monkeypatch.setattr(sweep, "sweep_runs", lambda rd: [rd, rd])
     rows = [{"backend": b, "relationships": n, "check_p95_ms": n ** k, "lookup_p95_ms": 1.0, "bytes_per_rel": 1.0}
             for b, k in (("postgres", 0.1), ("scylla", 0.9)) for n in (1e5, 1e6)]
-    fake.size_table = lambda runs: pd.DataFrame(rows)
-    fake.slope = lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0])
-    monkeypatch.setitem(sys.modules, "authzbench.report.scaling", fake)
-    import authzbench.report
-
-    monkeypatch.setattr(authzbench.report, "scaling", fake, raising=False)  # the package attribute, once imported
+    monkeypatch.setattr(sweep, "size_table", lambda runs: pd.DataFrame(rows))
+    monkeypatch.setattr(sweep, "slope", lambda x, y: float(np.polyfit(np.log(x), np.log(y), 1)[0]))
     rd = two_backends(1.0, 2.0).data()
     assert _order(rd, "Growth of check p95 (ms) with the dataset") == [["postgres"], ["scylla"]]
     text = findings.render_section(rd, str)
@@ -422,10 +417,10 @@ def test_visibility_lags_within_one_poll_of_each_other_are_no_clear_difference()
 def test_check_throughput_is_titled_by_the_worker_counts_that_ran():
     """"Best throughput over the concurrency sweep" named a sweep for scenarios run at one worker only."""
     one = two_backends(1.0, 3.0).data()
-    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in findings.compute(one))
+    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in ranking.compute(one))
     run = two_backends(1.0, 3.0)
     run.phase("postgres", "check_manage_direct_user", steady(1.0), concurrency=8)
-    titles = [d.title for d in findings.compute(run.data())]
+    titles = [d.title for d in ranking.compute(run.data())]
     assert "Best throughput over 1, 8 workers, check_manage_direct_user" in titles
     assert not any("sweep" in t for t in titles)
 
@@ -438,7 +433,7 @@ def test_two_too_few_percentiles_are_never_clearly_apart_however_far_their_value
         run.server(b, NET).phase(b, "check_negative", [ms])
     rd = run.data()
     x = {b: cell(rd, b, "check_negative", 1, "p95_ms") for b in ("permify", "scylla", "postgres")}
-    c = {b: findings.Figure(b, v.value, n=v.n, q=95.0, bounds=(v.lo, v.hi), fewest=v.fewest) for b, v in x.items()}
+    c = {b: ranking.Figure(b, v.value, n=v.n, q=95.0, bounds=(v.lo, v.hi), fewest=v.fewest) for b, v in x.items()}
     assert c["permify"].too_few and c["scylla"].too_few and not c["postgres"].too_few
     assert not clearly_better(c["permify"], c["scylla"], False) and not clearly_better(c["scylla"], c["permify"], False)
     assert clearly_better(c["postgres"], c["scylla"], False)  # a measured p95 below a too-few one's low end still is

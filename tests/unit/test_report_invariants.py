@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from authzbench.report import decision, findings
+from authzbench.report import decision, ranking
 from authzbench.report.data import RunData
 from authzbench.report.document import render
 from authzbench.report.figures import cell, rank_groups, ranks
@@ -74,8 +74,8 @@ def _assert_rank_meaning(figs: list, higher: bool, where: object = "") -> None:
 def test_every_rendered_rank_counts_exactly_the_backends_clearly_better(rendered):
     run, _ = rendered
     rd = run.data()
-    for d in findings.compute(rd):
-        for figs in findings.split(d, rd):
+    for d in ranking.compute(rd):
+        for figs in ranking.split(d, rd):
             _assert_rank_meaning(figs, d.higher_is_better, d.title)
 
 
@@ -84,7 +84,7 @@ def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
     rd = run.data()
     table = json.loads(path.with_suffix(".json").read_text())["figures"]
     by_key = {(f["dimension"], f["backend"]): f for f in table}
-    for d in findings.compute(rd):
+    for d in ranking.compute(rd):
         for f in d.figures:
             assert by_key[(d.key, f.backend)]["value"] == significant(f.value)  # the JSON keeps 6 digits
     # a check p50 of the Findings is the per-phase table's cell and the comparison table's
@@ -111,7 +111,7 @@ def test_no_backend_scenario_workers_metric_shows_two_values(rendered):
                 assert not nums or nums & shown, (b, s, ln)
     summary = text.split("## Decision summary")[1].split("## Findings")[0]
     cells = [ln for ln in summary.splitlines() if ln.startswith("| Mixed load within the SLO")]
-    mixed = findings.mixed_closed(rd)[0]
+    mixed = ranking.mixed_closed(rd)[0]
     for f in mixed.figures:
         assert f"{f.value:,.0f}" in cells[0]
 
@@ -151,7 +151,7 @@ def test_random_intervals_give_ranks_that_mean_exactly_how_many_are_clearly_bett
         v = float(rng.choice([1.0, 2.0])) if rng.random() < 0.15 else float(rng.lognormal(0, 1))
         lo, hi = v * float(rng.uniform(0.3, 1.0)), v * float(rng.uniform(1.0, 3.0))
         hi = math.inf if rng.random() < 0.15 else hi
-        figs.append(findings.Figure(f"b{i}", v, bounds=(lo, hi), unstable=bool(rng.random() < 0.2)))
+        figs.append(ranking.Figure(f"b{i}", v, bounds=(lo, hi), unstable=bool(rng.random() < 0.2)))
     for higher in (False, True):
         groups = rank_groups(figs, higher)
         assert sorted(f.backend for g in groups for f in g) == sorted(f.backend for f in figs)  # none dropped
@@ -161,8 +161,8 @@ def test_random_intervals_give_ranks_that_mean_exactly_how_many_are_clearly_bett
 def test_one_wide_interval_no_longer_joins_two_figures_far_apart():
     """permify [1.97, 4.58], a wide one over both, postgres [5.96, 12.7]: permify stays clearly ahead of
     postgres, and the wide one shares a rank with neither claim broken."""
-    figs = [findings.Figure("permify", 3.0, bounds=(1.97, 4.58)), findings.Figure("wide", 5.0, bounds=(2.0, 9.0)),
-            findings.Figure("postgres", 8.0, bounds=(5.96, 12.7))]
+    figs = [ranking.Figure("permify", 3.0, bounds=(1.97, 4.58)), ranking.Figure("wide", 5.0, bounds=(2.0, 9.0)),
+            ranking.Figure("postgres", 8.0, bounds=(5.96, 12.7))]
     assert ranks(figs, False) == {"permify": 1, "wide": 1, "postgres": 2}
 
 
@@ -182,7 +182,7 @@ def test_a_count_of_one_takes_the_singular_noun():
 
 def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its_stale_allows():
     from authzbench.report.decision import NEEDS, _freshness
-    from authzbench.report.findings import Dimension, Figure
+    from authzbench.report.ranking import Dimension, Figure
 
     need = {n.keys: n for n in NEEDS}
     lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
@@ -243,7 +243,7 @@ def test_the_rendered_heatmap_cells_follow_rank_meaning(rendered, monkeypatch):
     run, _ = rendered
     rd = run.data()
     monkeypatch.setattr(charts, "_save", lambda fig, d, name: name)
-    picked = decision.rows(rd, findings.compute(rd))
+    picked = decision.rows(rd, ranking.compute(rd))
     needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
     assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
     for i, row in enumerate(ranks_):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import decision, digest, findings, ingest, outcomes
+from authzbench.report import decision, digest, findings, ingest, outcomes, ranking
 from authzbench.report.data import load_run
 from authzbench.report.document import render
 from authzbench.report.fold import MAX_LINE, fit_table, fold
@@ -26,13 +26,13 @@ def example():
 
 @pytest.fixture(scope="module")
 def example_dims(example):
-    return findings.compute(example)
+    return ranking.compute(example)
 
 
 def test_the_single_load_factor_is_stated_as_an_assumption_not_a_measured_movement():
     run = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 2.0).ingest("scylla", 5.0)
-    note = findings.ingest(run.data())[0].note
-    f = findings.SINGLE_FACTOR["ingest"]
+    note = ranking.ingest(run.data())[0].note
+    f = ranking.SINGLE_FACTOR["ingest"]
     assert f"more than {f ** 2:g}x" in note and f"within {f:g}x" in note and "assumed" in note
     assert not re.search(r"moved up to [\d.]+x", note), note
 
@@ -51,7 +51,7 @@ def test_a_figure_with_no_value_is_shown_unranked_in_the_summary_and_the_finding
     texts = [(d, f) for d in example_dims for f in d.figures if f.text]
     assert texts, "the example has backends that met no SLO"
     for d, f in texts:
-        assert decision.ranked(example, d)[f.backend][1] is None
+        assert ranking.ranked(example, d)[f.backend][1] is None
         line = findings.ranking_text(d.figures, d, str)
         assert f"unranked: **{f.backend}** {f.text}" in line
         assert not re.search(rf"\d+\. \*\*{re.escape(f.backend)}\*\* {re.escape(f.text)}", line), line

@@ -8,7 +8,7 @@ import pytest
 from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.report.data import load_run
-from authzbench.report.scaling import size_table, slope, sweep_runs
+from authzbench.report.sweep import size_table, slope, sweep_runs
 from authzbench.run.sweep import run_sweep
 from tests.unit.test_cli import authzbench
 

@@ -1,0 +1,95 @@
+"""The runs of one `bench --profiles` size sweep and their figures per (backend, size): the table the size
+sweep's section (scaling.py), the shapes section, the capacity section, the decision summary and the ranking
+model's growth dimensions all read. A helper, so that none of those sections imports another."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from authzbench.core.metrics import merge, summarize
+from authzbench.report.data import RunData, load_run
+from authzbench.scenarios.catalog import SCENARIOS
+
+HEAVY_LOOKUP = "lookup_resources_manage_super"
+# measure -> its title in the table, the charts and the slope sentences
+MEASURES = {
+    "ingest_s": "ingest time (s)", "rels_per_s": "relationships/s", "rows": "rows written",
+    "footprint_mib": "footprint (MiB)", "bytes_per_rel": "bytes per relationship",
+    "check_p50_ms": "check p50 (ms)", "check_p95_ms": "check p95 (ms)",
+    "lookup_p50_ms": "heavy lookup p50 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
+    "write_p50_ms": "structural write p50 (ms)", "write_p95_ms": "structural write p95 (ms)",
+}
+# The default run's structural writes: a user joins a group, a group joins a group.
+STRUCTURAL = ("write_membership", "write_hierarchy")
+
+
+def sweep_runs(rd: RunData) -> list[RunData]:
+    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
+    names = (rd.manifest.get("sweep") or {}).get("runs") or []
+    runs = [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
+            if n == rd.path.name or (rd.path.parent / n).is_dir()]
+    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
+
+
+def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
+    """{prefix}_p50_ms / _p95_ms over every round merged, and each one's lowest and highest round (_lo, _hi:
+    the spread the growth fit's power-law tests and the projections' ranges rest on)."""
+    sub = ph[(ph["backend"] == backend) & ph["scenario"].isin(scenarios) & (ph["kind"] == kind)
+             & (ph["mode"] == "closed")]
+    if sub.empty:
+        return {}
+    sub = sub[sub["concurrency"] == sub["concurrency"].min()]
+    s = summarize(merge(h for hs in sub["hists"] for h in hs))
+    rounds = [summarize(merge(h for hs in g["hists"] for h in hs)) for _, g in sub.groupby("repeat")]
+    out = {f"{prefix}_p50_ms": s.p50_ms, f"{prefix}_p95_ms": s.p95_ms}
+    for q in ("p50", "p95"):
+        v = [getattr(r, f"{q}_ms") for r in rounds]
+        out[f"{prefix}_{q}_ms_lo"], out[f"{prefix}_{q}_ms_hi"] = min(v), max(v)
+    return out
+
+
+def size_table(runs: list[RunData]) -> pd.DataFrame:
+    """One row per (backend, size) with every measure; NaN where a run has no figure."""
+    checks = [n for n, s in SCENARIOS.items() if s.op == "check" and s.model == "rebac"]
+    rows = []
+    for rd in runs:
+        ds = rd.manifest.get("dataset") or {}
+        rels = ds.get("relationships") or 0
+        bounded = {r["backend"]: r for r in rd.records if r["type"] == "ingest_bounded" and not r.get("variant")}
+        ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
+        backends = list(dict.fromkeys([*ing.get("backend", []), *bounded,
+                                       *(rd.phases["backend"] if not rd.phases.empty else [])]))
+        for b in backends:
+            row = {"backend": b, "profile": ds.get("profile"), "relationships": rels, "run": rd.path.name}
+            one = ing[ing["backend"] == b] if not ing.empty else ing
+            if not one.empty:
+                r = one.iloc[-1]
+                fp = r["footprint_bytes"]
+                row.update(ingest_s=r["total_s"], rels_per_s=r["rels_per_s"], rows=r["rows"],
+                           footprint_mib=fp / 2**20 if fp else math.nan,
+                           bytes_per_rel=fp / rels if fp and rels else math.nan)
+            if b in bounded:
+                x = bounded[b]
+                row["note"] = (f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): "
+                               f"{x['rels_per_s']:,.0f}/s, projected {x['projected_seconds'] / 60:,.1f} min")
+            if not rd.phases.empty:
+                row.update(_latency(rd.phases, b, checks, "check", "check"))
+                row.update(_latency(rd.phases, b, [HEAVY_LOOKUP], "lookup", "lookup"))
+                row.update(_latency(rd.phases, b, list(STRUCTURAL), "write", "write"))
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    for m in [*MEASURES, *(f"{m}_{e}" for m in MEASURES for e in ("lo", "hi"))]:
+        if m not in df:
+            df[m] = math.nan
+    return df
+
+
+def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:
+    """Least-squares slope of log(value) on log(size): value ~ size^slope. None under two usable points."""
+    ok = (sizes > 0) & (values > 0) & np.isfinite(values)
+    if ok.sum() < 2 or len(set(sizes[ok])) < 2:
+        return None
+    return float(np.polyfit(np.log(sizes[ok]), np.log(values[ok]), 1)[0])
