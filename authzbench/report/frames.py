@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData
+from authzbench.report.data import RunData, derived
 from authzbench.report.figures import cell
 from authzbench.report.noise import rate_spread
 from authzbench.report.tables import merge_repeats
@@ -141,6 +141,10 @@ def resource_table(rd: RunData) -> pd.DataFrame:
 def write_table(rd: RunData) -> pd.DataFrame:
     """One row per (backend, write scenario, workers): write and visibility percentiles, rows touched,
     stale reads and allows, never-visible errors and mismatches, all summed over repeats."""
+    return derived(rd, "write_table", lambda: _write_table(rd)).copy()
+
+
+def _write_table(rd: RunData) -> pd.DataFrame:
     ph = rd.phases
     names = [n for n, s in SCENARIOS.items() if s.op == "write"]
     if ph.empty or not ph["scenario"].isin(names).any():

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from authzbench.report import clientbound, sweep
-from authzbench.report.data import RunData
+from authzbench.report.data import RunData, derived
 from authzbench.report.figures import best_rate, cell, rank_groups, ranks
 from authzbench.report.frames import (
     peak_memory,
@@ -395,8 +395,14 @@ def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, int | None, boo
 
 
 def compute(rd: RunData, dims: list[DimensionFn] | None = None) -> list[Dimension]:
+    if not dims:  # the whole ranking: the decision summary, the digest and the findings each ask for it
+        return list(derived(rd, "ranking", lambda: _compute(rd, DIMENSIONS)))
+    return _compute(rd, dims)
+
+
+def _compute(rd: RunData, dims: list[DimensionFn]) -> list[Dimension]:
     out: list[Dimension] = []
-    for fn in dims or DIMENSIONS:
+    for fn in dims:
         out += [d for d in fn(rd) if d.figures]
     return out
 
