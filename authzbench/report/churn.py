@@ -15,7 +15,7 @@ from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.frames import slo
 from authzbench.report.noise import min_ops, order_stat_interval
-from authzbench.report.tables import label, num, table
+from authzbench.report.tables import label
 from authzbench.scenarios.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
@@ -150,31 +150,3 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
     if chart := charts.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
         lines.append(f"![check p95 against churn rate, per backend, the SLO drawn]({chart})")
     return lines
-
-
-def section(rd: RunData, out_dir: Path) -> str:
-    """The appendix's table of every churn step."""
-    df = steps(rd)
-    if df.empty:
-        return ""
-    cfg = settings(rd)
-    df = df.assign(backend_l=[label(rd, b) for b in df["backend"]],
-                   read_p95=[_marked(v, few) for v, few in zip(df["read_p95_ms"], df["read_too_few"], strict=True)],
-                   changes=[f"{r:g}" for r in df["rate"]],
-                   late_unissued=[f"{a} / {b} of {c}" if c else "—" for a, b, c in
-                                  zip(df["late"], df["unissued"], df["scheduled"], strict=True)])
-    return "\n".join([
-        "## Structural churn", "",
-        f"Checks at {cfg['read_rate']:g}/s (open loop, latency from each check's intended start) while structural "
-        f"changes arrive at each rate for {cfg['step_s']:g} s; a step above the first that did not hold is not run. "
-        f"A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms SLO, no check failed, the "
-        "writers kept to their schedule and every change became visible, its lag p95 within "
-        f"{cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the step.", "",
-        table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
-                   "read_p95": "Check p95 (ms)", "write_p95_ms": "Write p95 (ms)",
-                   "lag_p95_ms": "Visibility p95 (ms)", "stale_allows": "Stale allows",
-                   "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])
-
-
-def _marked(v: float, too_few: bool) -> str:
-    return "—" if math.isnan(v) else f"{num(v)}{' ⚠' if too_few else ''}"

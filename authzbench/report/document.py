@@ -10,11 +10,11 @@ from pathlib import Path
 
 from authzbench.report import (
     capacity,
-    churn,
+    churn_steps,
+    consistency,
     decision,
     digest,
     findings,
-    freshness,
     hosts,
     ingest,
     mixed,
@@ -42,8 +42,8 @@ MAIN: list[Section] = [
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
     outcomes.problems, digest.appendix_link]
 APPENDIX: list[Section] = [
-    reads.section, ingest.monitor, mixed.section, writes.section, churn.section,
-    freshness.section, hosts.section, overview.distribution,
+    reads.section, ingest.monitor, mixed.section, writes.section, churn_steps.section,
+    consistency.section, hosts.section, overview.distribution,
     outcomes.correctness, outcomes.stability, validity.section]
 AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section, digest.figure_table]
 

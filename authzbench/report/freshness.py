@@ -6,16 +6,14 @@ measured (visibility lag, stale allows) in the same run."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
 from authzbench.report.frames import session_mode
 from authzbench.report.noise import Z95
-from authzbench.report.tables import label, num, table
+from authzbench.report.tables import label, num
 from authzbench.scenarios.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8
@@ -121,31 +119,3 @@ def freshness(rd: RunData) -> pd.DataFrame:
                          "stale_allows": int(sum(e.get("stale_allows", 0) for e in w[w["kind"] == "write"]["extra"])),
                          "writes": int(w[w["kind"] == "write"]["ops"].sum())})
     return pd.DataFrame(rows)
-
-
-def section(rd: RunData, out_dir: Path) -> str:
-    """The appendix's tables: revocations at 8 writers per mode, and each engine's modes."""
-    rev, fr = revocations(rd), freshness(rd)
-    lines: list[str] = []
-    if not rev.empty:
-        rev = rev.assign(backend_l=[label(rd, b) for b in rev["backend"]],
-                         iv=[f"{num(a)}-{num(b)}" for a, b in zip(rev["lo_1k"], rev["hi_1k"], strict=True)])
-        lines += ["## Revocations under concurrency", "",
-                  f"`{REVOKE}` with {WRITERS} concurrent writers in each consistency mode: a stale allow is a check "
-                  "that still allowed right after its revocation returned; the interval is Wilson's 95%.", "",
-                  table(rev, {"backend_l": "Backend", "mode": "Read consistency", "revocations": "Revocations",
-                              "stale_allows": "Stale allows", "per_1k": "Per 1,000", "iv": "95% interval"})]
-        lines += [c, ""] if (c := citation(rd, rev)) else []
-    if not fr.empty:
-        fr = fr.assign(backend_l=[label(rd, b) for b in fr["backend"]],
-                       p95=[f"{num(v)}{' ⚠' if few else ''}" for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)])
-        lines += ["## Freshness against latency", "",
-                  f"Each engine's `{VIA_GROUP}` check at 1 worker in each of its consistency modes, beside the "
-                  "staleness that mode allowed in this run's write phases (visibility lag p95 after a write "
-                  "returned; stale allows after a revocation).", "",
-                  table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50_ms": "Check p50 (ms)",
-                             "p95": "Check p95 (ms)", "lag_p95_ms": "Visibility p95 (ms)",
-                             "stale_allows": "Stale allows", "writes": "Writes"})]
-        if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
-            lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
-    return "\n".join([*lines, ""]) if lines else ""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import churn, decision, digest, freshness, ranking, workloads
+from authzbench.report import churn, churn_steps, consistency, decision, digest, freshness, ranking, workloads
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -199,14 +199,14 @@ def test_each_engine_mode_shows_its_check_latency_beside_the_staleness_it_allowe
     assert df.loc["fully_consistent"]["p50_ms"] == pytest.approx(4.0, rel=0.01)
     assert df.loc["fully_consistent"]["stale_allows"] == 9
     assert df.loc["minimize_latency (session)"]["stale_allows"] == 0
-    assert "freshness.png" in freshness.section(run.data(), tmp_path)
-    assert "freshness.png" in freshness.section(run.data(), tmp_path)
+    assert "freshness.png" in consistency.section(run.data(), tmp_path)
+    assert "freshness.png" in consistency.section(run.data(), tmp_path)
 
 
 def test_a_run_without_churn_or_revocations_renders_none_of_it(tmp_path):
     run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
     rd = run.data()
-    assert churn.section(rd, tmp_path) == "" and freshness.section(rd, tmp_path) == ""
+    assert churn_steps.section(rd, tmp_path) == "" and consistency.section(rd, tmp_path) == ""
     assert decision.envelope(rd, ranking.compute(rd), tmp_path) == []
     main = render(run.write(tmp_path / "run"), tmp_path / "out")
     text = main.read_text() + (tmp_path / "out" / "fixture-appendix.md").read_text()
