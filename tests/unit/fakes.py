@@ -217,7 +217,7 @@ class GoneBackend(_Counting):
 
 @dataclass(frozen=True)
 class ChurnSlowOptions(ReferenceOptions):
-    ms_per_write_per_s: float = 0.2  # a real user's check costs this much per write of the last second
+    ms_per_write_per_s: float = 5.0  # a real user's check costs this much per write of the last second
 
 
 class ChurnSlowBackend(ReferenceBackend):
