@@ -8,6 +8,7 @@ A size sweep's example lists every run of the sweep, its last run first (the one
 section reads the others beside it).
 
     python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its report
+                                                               # (results/crosscheck/<run-id>: a cross-check's)
     python -m authzbench.tools.examples render                 # re-render every example of the index
 """
 
@@ -77,7 +78,8 @@ def add(run: Path, reports: Path = REPORTS) -> Path:
     for r in [run, *(run.parent / n for n in sweep)]:
         _copy(r, reports / "data" / r.name)
     via_loadtest = (manifest.get("config") or {}).get("via") == "loadtest"
-    name = f"loadtest-{run.name}.md" if via_loadtest else f"{run.name}.md"
+    kind = "loadtest-" if via_loadtest else "crosscheck-" if run.parent.name == "crosscheck" else ""
+    name = f"{kind}{run.name}.md"
     return render(Example(name, tuple(f"data/{n}" for n in [run.name, *sweep])), reports, reports)
 
 

@@ -194,3 +194,12 @@ def test_a_json_figure_keeps_six_significant_digits_and_no_host_bits():
     assert significant(0.2857394580155054) == significant(0.2857394580155053) == 0.285739
     assert significant(12345.678) == 12345.7 and significant(-0.000123456789) == -0.000123457
     assert significant(0.0) == 0.0 and significant(None) is None and math.isinf(significant(math.inf))
+
+
+def test_adding_a_cross_checks_run_renders_it_as_a_cross_check(tmp_path, monkeypatch):
+    run = RunStore.create(tmp_path / "results" / "crosscheck", run_id="c")  # where `authzbench crosscheck` writes
+    run.append(Oracle(seconds=1.0))
+    rendered: list[Example] = []
+    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    add(run.path, tmp_path / "reports")
+    assert rendered == [Example("crosscheck-c.md", ("data/c",))]
