@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from authzbench.core.numbers import num  # noqa: F401 - the report's modules import it from here
 from authzbench.report.data import MARKS, RunData, merged_summary
 from authzbench.report.noise import min_ops
 
@@ -25,17 +26,6 @@ def fmt(v, digits: int = 3) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
-
-
-def num(v: float) -> str:
-    """A figure in prose: 0.127, 1.16, 36.4, 1,316 (three significant digits, thousands separated)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if v == 0:
-        return "0"
-    if math.isinf(v):
-        return "∞"
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 # The JSON beside a report carries figures to 6 significant digits: the narrowest interval a ranked figure

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from authzbench.core.numbers import num
+
 # Changes per second, one step each. A step of CHURN_STEP_S at 0.1/s would hold no change, so the sweep starts
 # at 1/s; x10 a step spans a group-sync job (1/s) to an identity provider's bulk import (100/s).
 CHURN_RATES = (1.0, 10.0, 100.0)
@@ -46,11 +48,6 @@ class Step:
     write_errors: int = 0  # changes whose write (or probe) failed, NeverVisible aside
 
 
-def three_digits(v: float) -> str:
-    """Three significant digits, never an exponent (Permify's 1,890 ms read "1.89e+03" in 20261129-015755)."""
-    return f"{float(f'{v:.3g}'):,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
-
-
 def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS_S) -> str:
     """'' when the step held, else the first reason it did not (the report prints it)."""
     if step.read_p95_ms is None:
@@ -60,7 +57,7 @@ def why_not_held(step: Step, slo_ms: float, freshness_s: float = CHURN_FRESHNESS
     if step.write_errors:
         return f"{step.write_errors} changes failed"
     if step.read_p95_ms > slo_ms:
-        return f"check p95 {three_digits(step.read_p95_ms)} ms over the {slo_ms:g} ms SLO"
+        return f"check p95 {num(step.read_p95_ms)} ms over the {slo_ms:g} ms SLO"
     if step.scheduled and step.late > CHURN_LATE_SHARE * step.scheduled:
         return f"writes fell behind: {step.late} of {step.scheduled} changes over {CHURN_LATE_S:g} s late"
     if step.never_visible:
@@ -133,7 +130,7 @@ class ChurnSweep:
         late = due - spec.churn_writers  # the changes after each writer's first
         if (self.fastest_write_s is not None and self.fastest_write_s > slot_s + CHURN_LATE_S
                 and late > CHURN_LATE_SHARE * due):
-            return (f"its quickest write took {three_digits(self.fastest_write_s)} s at 1 writer, over the {slot_s:g} s each "
+            return (f"its quickest write took {num(self.fastest_write_s)} s at 1 writer, over the {slot_s:g} s each "
                     f"of {spec.churn_writers} writers has per change at {spec.churn_rate:g}/s by more than "
                     f"{CHURN_LATE_S:g} s: at least {late:g} of {due:g} changes would start late")
         return ""

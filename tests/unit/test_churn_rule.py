@@ -19,6 +19,6 @@ def test_a_step_fails_on_slow_reads_late_writes_unseen_or_stale_changes():
     assert "no check" in why_not_held(_step(read_p95_ms=None), slo_ms=25.0)
 
 
-def test_a_reason_gives_three_significant_digits_without_an_exponent():
-    assert why_not_held(_step(read_p95_ms=1887.0), slo_ms=25.0) == "check p95 1,890 ms over the 25 ms SLO"
+def test_a_reasons_figure_reads_as_the_reports_tables_print_it():
+    assert why_not_held(_step(read_p95_ms=1887.0), slo_ms=25.0) == "check p95 1,887 ms over the 25 ms SLO"
     assert why_not_held(_step(read_p95_ms=37.64), slo_ms=25.0) == "check p95 37.6 ms over the 25 ms SLO"

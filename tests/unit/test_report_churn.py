@@ -98,6 +98,14 @@ def test_reads_that_slow_with_churn_give_the_highest_held_rate_and_the_first_fai
     assert sus["spicedb-pg"].held is None and sus["spicedb-pg"].text == "under 1/s"
 
 
+def test_a_step_skipped_after_a_failed_one_names_that_step_and_leaves_the_figure_to_its_row():
+    df = churn.steps(sweep(SLOWING).data())
+    spice = df[df["backend"] == "spicedb-pg"].set_index("rate")["verdict"]
+    assert spice[1.0].startswith("check p95 ") and "over the 25 ms SLO" in spice[1.0]
+    assert spice[10.0] == spice[100.0] == "not run: the 1/s step did not hold"
+    assert churn.sustainable(sweep(SLOWING).data())["spicedb-pg"].reason == spice[1.0]
+
+
 def test_a_steeper_slowdown_lowers_the_sustainable_churn():
     assert churn.sustainable(sweep({"scylla": 3.0}).data())["scylla"].text == "1/s, below 10/s"
 
