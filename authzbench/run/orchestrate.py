@@ -32,7 +32,7 @@ from authzbench.run.phase_plan import BackendTraits, Pace, RestoreChecks, phase_
 from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.run.restore import HEAVY_LOOKUP, RestoreOptions, heavy_restore, touched_ops, verify_restored
 from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
-from authzbench.scenarios.catalog import scenario
+from authzbench.scenarios.catalog import input_count, scenario
 from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
 from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
 from authzbench.scenarios.results import ResultsUnwritable, RunStore
@@ -289,7 +289,7 @@ class _Visit:
         """The scenario's inputs and expected answers, sampled once a run (the visits share them)."""
         cache, sc, sched = self.run.inputs_cache, scenario(sname), self.run.cfg.schedule
         if sname not in cache:
-            n = max(sc.iterations, round(sc.iterations * sched.iterations_scale)) if sc.op != "lookup" else 1
+            n = input_count(sc, sched.iterations_scale)
             extra = {"dau": self.run.cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
             with timed_step(self.run.store, None, f"inputs and expected answers of {sname}"):
                 cache[sname] = sc.sampler(self.run.ds, self.run.oracle, n, **extra)

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from authzbench.config import Churn, MixedLoad, Schedule
-from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, scenario
+from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, input_count, scenario
 from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
 from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
 from authzbench.schema.dataset import Dataset
@@ -107,6 +107,8 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
         if sc.op == "write" and rnd % sched.rounds:
             continue
         iters = _split(max(1, round(sc.iterations * sched.iterations_scale)), parts)
+        # each round starts at its own share of the sampled inputs (its ops may cycle through all of them)
+        share = min(iters, _split(input_count(sc, sched.iterations_scale), parts))
         warm = _split(max(0, round(sc.warmup * min(1.0, sched.iterations_scale * 4))), parts) if sc.warmup else 0
         budget = sc.budget_s * sched.iterations_scale / parts if sc.budget_s else None
         rel, obj_type = SCRATCH_WRITES[ds.model]
@@ -137,7 +139,7 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
             if sc.max_workers and c > sc.max_workers:
                 continue  # catalog.HEAVY_LOOKUP_WORKERS
             specs.append((PhaseSpec(mode="closed", concurrency=c, iterations=iters,
-                                    input_offset=(rnd % sched.rounds) * iters, **common), sname))
+                                    input_offset=(rnd % sched.rounds) * share, **common), sname))
         specs += _mode_specs(sched, sc, backend, iters, common, rnd)
     return specs
 

@@ -32,8 +32,13 @@ READ_BUDGET_S, MIN_OPS = 4.0, 20
 # The budget, not the op count, ends a check phase: in make bench (20261125-065954) 271 of 485 closed
 # phases ran out of their 2,000 ops (667 a round) before a round's 1.33 s budget, in windows down to 0.3 s
 # (Cassandra and Elasticsearch at 8 workers), and such throughput figures moved 1.5x between runs while
-# staying within one run's rounds. 8,000 is a cap the fastest backend here does not reach in a budget.
-CHECK_OPS = 8000
+# staying within one run's rounds. At 8,000 postgres at 8 workers (10,668 checks/s in 20261129-044051) still
+# ended its 4,000-op rounds in 0.37 s, with one or two of the monitor's 0.5 s samples, so its client-bound
+# flag came and went between runs. 64,000 (32,000 a round) leaves a 2 s round to the budget up to 16,000/s.
+CHECK_OPS = 64_000
+# Inputs sampled per scenario (with the oracle's answers); a phase with more ops cycles through them, and each
+# round starts at its own share (phase_plan), so a round of under 4,000 ops meets only inputs of its own.
+SAMPLED_INPUTS = 8_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,16 @@ class Scenario:
     model: str = "rebac"
     max_workers: int | None = None  # closed-loop worker counts above this are not run (see HEAVY_LOOKUP_WORKERS)
     latency_only: bool = False  # runs at the fewest workers only (see LATENCY_ONLY)
+
+
+def input_count(sc: Scenario, iterations_scale: float) -> int:
+    """How many inputs a run samples for a scenario (orchestrate and crosscheck sample the same): a read's ops
+    (scaled), at most SAMPLED_INPUTS; a lookup's one input, its anchor user; every op of a write or churn phase,
+    so no write repeats."""
+    if sc.op == "lookup":
+        return 1
+    n = max(sc.iterations, round(sc.iterations * iterations_scale))
+    return min(n, SAMPLED_INPUTS) if sc.op in ("check", "mixed", "roundtrip") else n
 
 
 def _rng(name: str) -> np.random.Generator:
@@ -281,7 +296,7 @@ SCENARIOS: dict[str, Scenario] = {
                  sample_lookup_view_regular, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0,
                  reference=True, max_workers=HEAVY_LOOKUP_WORKERS),
         Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
-                 "open or closed loop.", sample_mixed_reads, iterations=4000, warmup=100),
+                 "open or closed loop.", sample_mixed_reads, warmup=100),
         Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),
         Scenario("write_membership", "write", "Add a scratch user to a group, then remove them: the groups "
                  "reaching the most resources and with the most members included.", _write_sampler("membership"),

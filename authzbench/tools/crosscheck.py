@@ -173,8 +173,9 @@ class Theirs:
 
 
 def _slice(inputs: list, offset: int, n: int) -> list:
-    """The phase's inputs as the runner takes them: n from `offset`, wrapping."""
-    return [inputs[(offset + i) % len(inputs)] for i in range(n)]
+    """The phase's inputs as the runner takes them: n from `offset`, wrapping; at most one pass (a tool cycles
+    through its requests as the runner does, and a cap of 64,000 ops need not be written out)."""
+    return [inputs[(offset + i) % len(inputs)] for i in range(min(n, len(inputs)))]
 
 
 def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path) -> Theirs:
@@ -376,14 +377,14 @@ class _OnBackend:
 
 def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
     """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
-    from authzbench.scenarios.catalog import scenario
+    from authzbench.scenarios.catalog import input_count, scenario
 
     sess, ds, oracle, store, theirs, kept, inputs = on.sess, on.ds, on.oracle, on.store, on.theirs, on.kept, on.inputs
     iterations_scale = on.iterations_scale
 
     sc = scenario(sname)
     if sname not in inputs:  # as orchestrate samples them: the same inputs bench measures
-        inputs[sname] = sc.sampler(ds, oracle, max(sc.iterations, round(sc.iterations * iterations_scale)))
+        inputs[sname] = sc.sampler(ds, oracle, input_count(sc, iterations_scale))
     common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
               "phase": spec.phase_id, "warmup": spec.warmup}
     for side in sides_in_order(spec.repeat, grpc=sess.name == "openfga"):

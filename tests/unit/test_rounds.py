@@ -5,6 +5,7 @@ foreign CPU measured with a real busy process (no servers)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from authzbench.core.metrics import Monitor
 from authzbench.report import findings, ranking
 from authzbench.report.compare import summary
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
+from authzbench.scenarios.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 
 SCEN = ["check_view_via_group_member", "check_manage_direct_user"]
@@ -66,7 +68,18 @@ def test_every_round_visits_every_phase_once_in_a_rotated_order_with_its_share_o
         full = whole[(spec.scenario, spec.concurrency)]
         assert spec.iterations * 3 >= full.iterations > (spec.iterations - 1) * 3
         assert spec.budget_s == pytest.approx(full.budget_s / 3)
-        assert spec.input_offset == spec.repeat * spec.iterations
+        share = min(spec.iterations, math.ceil(input_count(scenario(spec.scenario), 1.0) / 3))
+        assert spec.input_offset == spec.repeat * share
+
+
+def test_a_round_whose_op_cap_passes_the_sampled_inputs_still_starts_at_its_own_share_of_them(dataset):
+    # CHECK_OPS (64,000) is over SAMPLED_INPUTS (8,000): the ops cycle, but round r of 2 must not start where
+    # round 0 did (offset 32,000 is 0 modulo 8,000), or an engine's answer cache would serve round 1's inputs
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny",
+                         scenarios=["check_view_via_group_member"], concurrency=[1], rounds=2, visits=1)
+    specs = [s for s, _ in _specs(cfg, dataset)]
+    assert {s.iterations for s in specs} == {CHECK_OPS // 2} and CHECK_OPS // 2 > SAMPLED_INPUTS
+    assert sorted(s.input_offset % SAMPLED_INPUTS for s in specs) == [0, SAMPLED_INPUTS // 2]
 
 
 def _simulated_run(dataset, rounds: int, visits: int, slow_from: float = 0.5) -> Run:
