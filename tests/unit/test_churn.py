@@ -87,7 +87,7 @@ def test_the_sweep_stops_at_the_first_step_whose_reads_slow_past_the_slo_with_th
     """Checks cost 5 ms per write of the last second: ~10 ms at 2 changes/s, ~25 ms at 5/s, ~1 s at 200/s, against
     a 250 ms SLO. With 0.2 ms a write and a 25 ms SLO, CI once saw the 5/s step's p95 at 81.6 ms (2 cores, after
     the backend tests): at 40 checks/s for 2 s, one ~100 ms stall of the process delays the 4 checks a p95 of 80
-    reads turns on. A stall now has to pass ~225 ms to move the stop."""
+    reads turns on. A stall now has to pass ~215 ms to move the stop."""
     sweep, ran, skipped = ChurnSweep(slo_ms=250.0, freshness_s=10.0), [], []
     for spec in _specs([2.0, 5.0, 200.0, 400.0]):
         if why := sweep.stopped(spec):
