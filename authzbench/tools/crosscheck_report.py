@@ -159,6 +159,46 @@ def _verdict(one: Sequence[Row], over: Sequence[Row]) -> list[str]:
                                                      for r in over) + "."]
 
 
+def tool_spread(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str, int], list[float]]:
+    """The tool's own p50 per run (round order) for each (backend, scenario, workers): the same tool on the same
+    server and inputs, minutes apart."""
+    out: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for r in records:
+        if r.get("type") == "crosscheck" and r["side"] == "theirs":
+            out[(r["backend"], r["scenario"], r["concurrency"])].append(r["p50_ms"])
+    return out
+
+
+def noise_lines(records: Sequence[dict[str, Any]], table: Sequence[Row]) -> list[str]:
+    """The tool against itself at 1 worker: its p50's highest run over its lowest. Where that spread passes
+    LIMIT, the run cannot tell a LIMIT gap of ours from the host's own noise; a ratio of ours above the spread
+    is a gap the noise does not explain. [] without 1-worker rows the tool ran more than once."""
+    spread = {k: max(p) / min(p) for k, p in tool_spread(records).items() if len(p) > 1}
+    one = [r for r in table if r.concurrency == 1 and (r.backend, r.scenario, 1) in spread]
+    if not one:
+        return []
+    runs = tool_spread(records)
+    lines = ["| backend | scenario | tool | our side | tool p50 ms, run by run | tool's spread (highest / lowest) | "
+             "p50 ours/theirs | ours beyond the spread |", "|---|---|---|---|---|--:|--:|---|"]
+    for r in one:
+        k = (r.backend, r.scenario, 1)
+        lines.append(f"| {r.backend} | {r.scenario} | {r.tool} | {OUR_SIDES[r.side]} | "
+                     f"{', '.join(_f(v) for v in runs[k])} | {spread[k]:.2f} | {r.ratio('p50_ms'):.2f} | "
+                     f"{'yes' if r.ratio('p50_ms') > spread[k] else 'no'} |")
+    main = [r for r in one if r.side == "ours"]
+    text = [f"The tool's own spread passes {LIMIT:.2f}x on {sum(spread[(r.backend, r.scenario, 1)] > LIMIT for r in main)}"
+            f" of {len(main)} pairs."]
+    for side in OUR_SIDES:
+        over = [r for r in one if r.side == side and r.ratio("p50_ms") > LIMIT]
+        beyond = [f"{r.backend} {r.scenario}" for r in over if r.ratio("p50_ms") > spread[(r.backend, r.scenario, 1)]]
+        if over or side == "ours":
+            text.append(f"Of the {len(over)} row{'' if len(over) == 1 else 's'} where {OUR_SIDES[side]} is over "
+                        f"{LIMIT:.2f}x, {len(beyond)} "
+                        + ("is" if len(beyond) == 1 else "are") + " beyond the tool's own spread"
+                        + (": " + ", ".join(beyond) if beyond else "") + ".")
+    return ["\n".join(lines), "", " ".join(text), ""]
+
+
 def breakdown_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
     """Per backend and scenario at 1 worker: the runner's p50, the adapter's check and the bare driver call
     timed in one process, and the tool's p50; the differences are where our time goes."""
@@ -358,6 +398,11 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
              "Ratios are ours / theirs: above 1 for latency, below 1 for throughput, means ours is slower. "
              "p50 and p95 pool every round's latencies; throughput is ops over measured seconds.", "",
              ratio_table(table), *verdict(table), "", *throughput_verdict(table)]
+    if noise := noise_lines(records, table):
+        parts += ["## The tool against itself at 1 worker", "",
+                  "The same tool on the same server and inputs, run against run (each round's run, minutes apart, "
+                  "and any re-run): how far this host moves a p50 on its own. A ratio of ours within that spread "
+                  "is not told apart from the host's noise by this run.", "", *noise]
     if ct := cpu_table(table):
         parts += ["## The client's CPU per op", "",
                   "CPU time per measured op, pooled over the rounds: ours over the runner's measured window (this "

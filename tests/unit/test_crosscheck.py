@@ -19,7 +19,15 @@ from authzbench.tools.crosscheck import (
     pgbench_script,
     sides_in_order,
 )
-from authzbench.tools.crosscheck_report import LIMIT, ratio_table, render, rows, throughput_verdict, verdict
+from authzbench.tools.crosscheck_report import (
+    LIMIT,
+    noise_lines,
+    ratio_table,
+    render,
+    rows,
+    throughput_verdict,
+    verdict,
+)
 
 
 def _eval_case(expr: str, k: int) -> int:
@@ -199,6 +207,21 @@ def test_verdict_names_each_1_worker_pair_over_the_limit_and_ignores_8_workers()
     assert "on 1 of 2" in line and "postgres check_negative 2.00" in line and "openfga" not in line
     (line,) = verdict(rows(within))
     assert f"within {LIMIT:.2f}x" in line and "all 1" in line
+
+
+def test_the_tool_against_itself_tells_a_gap_beyond_its_own_spread_from_one_within_it():
+    # postgres: the tool's runs 400 and 600 µs (spread 1.50), ours 1.25x: over the limit, within the noise.
+    # openfga: the tool's runs 400 and 420 µs (1.05), ours 2x: beyond the noise.
+    noisy = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 600, 10, 1.0),
+             _rec("theirs", 1, 1, 600, 10, 1.0), _rec("ours", 1, 1, 600, 10, 1.0)]
+    steady_ = [_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), _rec("ours", 0, 1, 840, 10, 1.0, "openfga"),
+               _rec("theirs", 1, 1, 420, 10, 1.0, "openfga"), _rec("ours", 1, 1, 820, 10, 1.0, "openfga")]
+    recs = noisy + steady_
+    table, text = noise_lines(recs, rows(recs))[0], noise_lines(recs, rows(recs))[2]
+    assert "| postgres | check_negative | pgbench | ours | 0.400, 0.600 | 1.50 |" in table
+    assert "passes 1.15x on 1 of 2 pairs" in text
+    assert "Of the 2 rows where ours is over 1.15x, 1 is beyond the tool's own spread: openfga check_negative." in text
+    assert noise_lines(noisy[:2], rows(noisy[:2])) == []  # one run of the tool: no spread to show
 
 
 def test_render_states_the_servers_tools_and_breakdown_from_the_records():
