@@ -209,6 +209,18 @@ def test_verdict_names_each_1_worker_pair_over_the_limit_and_ignores_8_workers()
     assert f"within {LIMIT:.2f}x" in line and "all 1" in line
 
 
+def test_openfga_is_judged_over_grpc_as_ghz_sends_it_and_its_http_side_is_stated_apart():
+    fga = [_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), _rec("ours", 0, 1, 900, 10, 1.0, "openfga"),
+           _rec("ours-grpc", 0, 1, 440, 10, 1.0, "openfga")]
+    pg = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0)]
+    judged, http = verdict(rows(fga + pg))
+    assert "on 1 of 2" in judged and "postgres check_negative 1.25" in judged and "openfga" not in judged.split(":")[-1]
+    assert "(openfga: ours over gRPC" in judged
+    assert http.startswith("Over HTTP") and "openfga check_negative 2.25" in http
+    (only,) = verdict(rows(pg))  # no gRPC side anywhere: one line, as before
+    assert only.startswith("At 1 worker our p50 is more than")
+
+
 def test_the_tool_against_itself_tells_a_gap_beyond_its_own_spread_from_one_within_it():
     # postgres: the tool's runs 400 and 600 µs (spread 1.50), ours 1.25x: over the limit, within the noise.
     # openfga: the tool's runs 400 and 420 µs (1.05), ours 2x: beyond the noise.
@@ -220,7 +232,7 @@ def test_the_tool_against_itself_tells_a_gap_beyond_its_own_spread_from_one_with
     table, text = noise_lines(recs, rows(recs))[0], noise_lines(recs, rows(recs))[2]
     assert "| postgres | check_negative | pgbench | ours | 0.400, 0.600 | 1.50 |" in table
     assert "passes 1.15x on 1 of 2 pairs" in text
-    assert "Of the 2 rows where ours is over 1.15x, 1 is beyond the tool's own spread: openfga check_negative." in text
+    assert "Of the 2 pairs over 1.15x like for like, 1 is beyond the tool's own spread: openfga check_negative." in text
     assert noise_lines(noisy[:2], rows(noisy[:2])) == []  # one run of the tool: no spread to show
 
 
