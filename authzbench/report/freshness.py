@@ -33,7 +33,9 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     p, z2 = k / n, Z95 * Z95
     d = 1 + z2 / n
     centre, half = (p + z2 / (2 * n)) / d, Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / d
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the bounds at k = 0 and k = n are exactly 0 and 1; in floats centre - half left 3.47e-15 at 0 of 94
+    # (20261129-071003: "95% 3.47e-15-39.3"), a second value for a zero
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
 
 
 def mode_name(rd: RunData, b: str, mode: str) -> str:

@@ -102,12 +102,12 @@ def ratio_table(table: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def like_for_like(table: Sequence[Row]) -> list[Row]:
-    """The 1-worker rows that judge our client against the tool on the tool's own transport: ours, or where a
-    backend also has an ours-over-gRPC side (OpenFGA: its adapter speaks HTTP, ghz gRPC), that one."""
-    one = [r for r in table if r.concurrency == 1]
-    grpc = {(r.backend, r.scenario) for r in one if r.side == "ours-grpc"}
-    return [r for r in one if (r.side == "ours-grpc") == ((r.backend, r.scenario) in grpc)]
+def like_for_like(table: Sequence[Row], workers: int | None = 1) -> list[Row]:
+    """The rows (at `workers`, or all) that judge our client against the tool on the tool's own transport: ours,
+    or where a backend also has an ours-over-gRPC side (OpenFGA: its adapter speaks HTTP, ghz gRPC), that one."""
+    some = [r for r in table if workers is None or r.concurrency == workers]
+    grpc = {(r.backend, r.scenario, r.concurrency) for r in some if r.side == "ours-grpc"}
+    return [r for r in some if (r.side == "ours-grpc") == ((r.backend, r.scenario, r.concurrency) in grpc)]
 
 
 def verdict(table: Sequence[Row]) -> list[str]:
@@ -121,21 +121,28 @@ def verdict(table: Sequence[Row]) -> list[str]:
 
 
 def throughput_verdict(table: Sequence[Row]) -> list[str]:
-    """Per row at its backend's most workers (above 1) where ours is under THROUGHPUT_FLOOR x the tool's
-    throughput: client-bound (MARK) with the measured reason (our client's CPU per op over the server's in the
-    same run), or said to be unexplained by it, or its CPU unrecorded. Ends with a blank line; [] when no row
-    has more than one worker."""
+    """Per row at its backend's most workers (above 1), like for like (like_for_like), where ours is under
+    THROUGHPUT_FLOOR x the tool's throughput: client-bound (MARK) with the measured reason (our client's CPU per
+    op over the server's in the same run), or said to be unexplained by it, or its CPU unrecorded; then the HTTP
+    side's such rows apart. Ends with a blank line; [] when no row has more than one worker."""
     most = {r.backend: r.concurrency for r in table}
     for r in table:
         most[r.backend] = max(most[r.backend], r.concurrency)
     top = [r for r in table if r.concurrency == most[r.backend] and r.concurrency > 1]
-    low = [r for r in top if r.ratio("throughput") < THROUGHPUT_FLOOR]
+    like = like_for_like(top, None)
+    low = [r for r in like if r.ratio("throughput") < THROUGHPUT_FLOOR]
     if not top:
         return []
-    head = (f"At the most workers, our throughput is under {THROUGHPUT_FLOOR:.1f}x the tool's on {len(low)} of "
-            f"{len(top)} rows" + (":" if low else "."))
-    return [head, *(f"- {r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]}): "
-                    f"{r.ratio('throughput'):.2f}x {r.tool}'s; {_bound_reason(r)}" for r in low), ""]
+    head = (f"At the most workers, like for like, our throughput is under {THROUGHPUT_FLOOR:.1f}x the tool's on "
+            f"{len(low)} of {len(like)} rows" + (":" if low else "."))
+    http = [r for r in top if r not in like and r.ratio("throughput") < THROUGHPUT_FLOOR]
+    return [head, *(_low_line(r) for r in low), *(["Over HTTP through its SDK, what `bench` measures for it:"]
+                                                  if http else []), *(_low_line(r) for r in http), ""]
+
+
+def _low_line(r: Row) -> str:
+    return (f"- {r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]}): {r.ratio('throughput'):.2f}x "
+            f"{r.tool}'s; {_bound_reason(r)}")
 
 
 def _bound_reason(r: Row) -> str:

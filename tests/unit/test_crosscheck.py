@@ -484,6 +484,14 @@ def test_low_throughput_whose_client_used_less_cpu_than_the_server_is_not_flagge
 
 def test_throughput_at_least_half_the_tools_is_not_listed_and_one_worker_alone_says_nothing():
     fine = [_cpu_rec("theirs", 8, 100, 0.01, 0.05), _cpu_rec("ours", 8, 50, 0.2, 0.05)]
-    assert throughput_verdict(rows(fine)) == ["At the most workers, our throughput is under 0.5x the tool's on 0 "
-                                              "of 1 rows.", ""]
+    assert throughput_verdict(rows(fine)) == ["At the most workers, like for like, our throughput is under 0.5x the "
+                                              "tool's on 0 of 1 rows.", ""]
     assert throughput_verdict(rows([_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 1, 0.2, 0.05)])) == []
+
+
+def test_openfgas_throughput_is_judged_over_grpc_and_its_low_http_side_is_listed_apart():
+    recs = [_cpu_rec("theirs", 8, 100, 0.01, 0.05, "openfga"), _cpu_rec("ours", 8, 40, 0.02, 0.05, "openfga"),
+            {**_cpu_rec("ours", 8, 80, 0.02, 0.05, "openfga"), "side": "ours-grpc"}]
+    head, http, line, blank = throughput_verdict(rows(recs))
+    assert "like for like" in head and "on 0 of 1 rows." in head and blank == ""
+    assert http.startswith("Over HTTP") and "openfga check_negative at 8 (ours): 0.40x" in line

@@ -132,6 +132,11 @@ def test_sustainable_churn_is_in_the_summary_and_the_json(tmp_path):
     assert got["scylla"]["held_per_s"] == 10.0 and got["scylla"]["failed_per_s"] == 100.0
 
 
+def test_no_stale_allow_has_a_lower_bound_of_exactly_zero_and_all_stale_an_upper_bound_of_exactly_one():
+    # in floats the Wilson lower bound at 0 of 94 came out 3.47e-15, printed "95% 3.47e-15-39.3"
+    assert all(freshness.wilson(0, n)[0] == 0.0 and freshness.wilson(n, n)[1] == 1.0 for n in range(1, 2001))
+
+
 def test_wilson_interval_matches_the_published_values():
     lo, hi = freshness.wilson(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
