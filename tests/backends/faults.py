@@ -53,6 +53,7 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
 
     monkeypatch.setattr(orchestrate, "Session", tracking_session)
     monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
+    _cap_at(monkeypatch, 8000)  # the op counts below were set against the 8,000-op cap (catalog.CHECK_OPS was)
     cfg = BenchConfig.of(backends=[backend, "reference"], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
                          # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
@@ -119,7 +120,9 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
     # No time budget: it would end the frozen phase while the server is still stopped (0.4 s at this
     # scale), and the next phase's workers could not connect. Both phases run their 200 ops.
     for name in ("check_manage_direct_user", "check_manage_org_admin"):
-        monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], budget_s=None))
+        # 8,000 ops as a cap (catalog.CHECK_OPS was): the 200 ops below
+        monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], budget_s=None,
+                                                                         iterations=8000))
     cfg = BenchConfig.of(backends=[backend], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
                          # 200 ops per phase (CHECK_OPS 8,000 x 0.025): the timeouts of a 5 s freeze are well
@@ -142,3 +145,9 @@ def wait_all_threads_stopped(pid: int, within_s: float = 5.0) -> str:
         if all(st in "Tt" for st in states) or time.monotonic() > deadline:
             return f"{sum(st in 'Tt' for st in states)} of {len(states)}"
         time.sleep(0.01)
+
+
+def _cap_at(monkeypatch, ops: int) -> None:
+    """The two check scenarios of these tests with `ops` as their op cap: a test's op counts stay as reasoned."""
+    for name in ("check_manage_direct_user", "check_manage_org_admin"):
+        monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], iterations=ops))
