@@ -193,11 +193,11 @@ def noise_lines(records: Sequence[dict[str, Any]], table: Sequence[Row]) -> list
     """The tool against itself at 1 worker: its p50's highest run over its lowest. Where that spread passes
     LIMIT, the run cannot tell a LIMIT gap of ours from the host's own noise; a ratio of ours above the spread
     is a gap the noise does not explain. [] without 1-worker rows the tool ran more than once."""
-    spread = {k: max(p) / min(p) for k, p in tool_spread(records).items() if len(p) > 1}
+    runs = tool_spread(records)
+    spread = {k: max(p) / min(p) for k, p in runs.items() if len(p) > 1}
     one = [r for r in table if r.concurrency == 1 and (r.backend, r.scenario, 1) in spread]
     if not one:
         return []
-    runs = tool_spread(records)
     lines = ["| backend | scenario | tool | our side | tool p50 ms, run by run | tool's spread (highest / lowest) | "
              "p50 ours/theirs | ours beyond the spread |", "|---|---|---|---|---|--:|--:|---|"]
     for r in one:
