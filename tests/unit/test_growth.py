@@ -82,7 +82,15 @@ def test_the_largest_size_projected_from_the_smaller_ones_has_its_error_against_
     assert rows[("linear", "check p95 (ms)")]["error"] == pytest.approx(-0.5)
     assert not rows[("linear", "check p95 (ms)")]["inside"]
     text = "\n".join(check_table(df))
-    assert "inside the projected range for 3 of 4" in text and "largest error is -50% (linear, check p95 (ms))" in text
+    assert rows[("flat", "footprint (MiB)")]["inside"] is None  # one exact figure per size: a point, no range
+    assert "inside the projected range for 1 of 2 projections with a range; 2 more have no range" in text
+    assert "largest error is -50% (linear, check p95 (ms) at 400,000)" in text
+
+
+def test_each_size_from_the_third_up_is_projected_from_the_sizes_below_it():
+    df = _sweep({"linear": 1.0}, sizes=(2_500, 40_000, 400_000, 4_000_000))
+    rows = [(r["size"], r["from"]) for r in check_rows(df) if r["need"] == "check p95 (ms)"]
+    assert rows == [(400_000, 2), (4_000_000, 3)]
 
 
 def test_a_sweep_under_three_sizes_has_no_projection_check():
