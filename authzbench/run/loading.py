@@ -110,10 +110,23 @@ class LoadBound:
     the bound, when the rate since the first report projects the whole load past 1.1x the bound (Cassandra loaded baseline at 2.5k/s: at
     `large` that is ~35 min, known after the first 30 s)."""
 
+    EARLY_S, OVER = 30.0, 1.1  # judged after this long (or a tenth of the bound), past this multiple of it
+
     def __init__(self, what: str, total: int, bound_s: float):
         self.what, self.total, self.bound_s = what, total, bound_s
         self.done, self.t0 = 0, time.perf_counter()
         self.first: tuple[float, int] | None = None
+
+    @classmethod
+    def judged_after(cls, bound_s: float) -> float:
+        return min(cls.EARLY_S, bound_s / 10)
+
+    @classmethod
+    def expected_s(cls, projected_s: float, bound_s: float) -> float:
+        """How long a load projected to take `projected_s` runs under this bound (for a sweep's estimate)."""
+        if projected_s <= bound_s:
+            return projected_s
+        return bound_s if projected_s <= cls.OVER * bound_s else cls.judged_after(bound_s)
 
     def __call__(self, n: int) -> None:
         now = time.perf_counter()
@@ -123,7 +136,7 @@ class LoadBound:
         elapsed, (t1, d1) = now - self.t0, self.first
         rate = (self.done - d1) / (now - t1) if now > t1 else 0.0
         projected = (now - self.t0) + (self.total - self.done) / rate if rate > 0 else float("inf")
-        early = now - t1 >= min(30.0, self.bound_s / 10) and projected > 1.1 * self.bound_s
+        early = now - t1 >= self.judged_after(self.bound_s) and projected > self.OVER * self.bound_s
         if elapsed > self.bound_s or early:
             figures = {"loaded": self.done, "relationships": self.total, "seconds": elapsed,
                        "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}

@@ -9,15 +9,18 @@ outlasted its 600 s deadline) and sat idle beside every other backend's phases.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from authzbench.config import BenchConfig
 from authzbench.core.errors import UserError
-from authzbench.generator.profiles import resolve
+from authzbench.generator.profiles import SocialParams, resolve
+from authzbench.generator.rebac import approx_relationships
 from authzbench.provision.base import say
 from authzbench.run import orchestrate, servers
+from authzbench.run.loading import LoadBound
 from authzbench.scenarios.results import RunStore
 
 # --scale: multiples of the reference report's dataset, i.e. of the calibrated `baseline`.
@@ -49,19 +52,69 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
               render: Callable[[Path], Path] | None) -> list[str]:
     """bench at every size in order; returns the failures of all sizes (one line each)."""
     runs: list[str] = []
+    timed: list[SizeTime] = []
+    approx = [approx_size(cfg, p) for p in sizes]
+    t0 = time.monotonic()
 
-    def manifest(run_id: str, _i: int) -> dict:
+    def manifest(run_id: str, i: int) -> dict:
         runs.append(run_id)
-        say(f"size sweep: {len(runs)}/{len(sizes)} sizes")
+        say(sweep_eta(sizes, i, timed, approx, time.monotonic() - t0, cfg.servers.max_load_minutes * 60))
         return {"sweep": {"profiles": sizes, "runs": list(runs)}}
 
-    return run_each([(p, _sized(cfg, p)) for p in sizes], cfg, results_dir, render, manifest)
+    def after(store: RunStore, wall_s: float) -> None:
+        timed.append(size_time(store.records(), wall_s))
+
+    return run_each([(p, _sized(cfg, p)) for p in sizes], cfg, results_dir, render, manifest, after)
+
+
+@dataclass(frozen=True)
+class SizeTime:
+    """How long one size of the sweep took: its wall time and each backend's load."""
+
+    wall_s: float
+    loads: dict[str, float]
+
+    @property
+    def phases_s(self) -> float:
+        return max(0.0, self.wall_s - sum(self.loads.values()))
+
+
+def size_time(records: Iterable[dict], wall_s: float) -> SizeTime:
+    """A finished size's wall time and its backends' load steps, from its records."""
+    loads: dict[str, float] = {}
+    for r in records:
+        if r.get("type") == "step" and r.get("step") == "load" and r.get("backend"):
+            loads[r["backend"]] = loads.get(r["backend"], 0.0) + r["seconds"]
+    return SizeTime(wall_s, loads)
+
+
+def approx_size(cfg: BenchConfig, profile: str) -> float:
+    """About how many relationships a size holds, before it is generated."""
+    params = resolve(profile, cfg.data.overrides, cfg.data.model)
+    return params.relationships if isinstance(params, SocialParams) else approx_relationships(params)
+
+
+def sweep_eta(sizes: list[str], i: int, timed: list[SizeTime], approx: list[float], elapsed_s: float,
+              load_bound_s: float) -> str:
+    """"size sweep: 3/4 sizes (large), 31 min elapsed, ~52 min left ...": each size left as long as the last
+    one's phases (they are bounded by time, not size) plus its loads at the last size's rates, each as long as
+    the load bound lets it run. No estimate before a size has finished."""
+    head = f"size sweep: {i + 1}/{len(sizes)} sizes ({sizes[i]}), {elapsed_s / 60:,.0f} min elapsed"
+    if not timed:
+        return head
+    last, ratio = timed[-1], [a / approx[i - 1] for a in approx[i:]]
+    loads = sum(LoadBound.expected_s(s * r, load_bound_s) for r in ratio for s in last.loads.values())
+    phases = last.phases_s * len(ratio)
+    return (f"{head}, ~{(loads + phases) / 60:,.0f} min left: ~{phases / 60:,.0f} min of phases as long as the "
+            f"last size's, ~{loads / 60:,.0f} min of loads at its rates")
 
 
 def run_each(runs: list[tuple[str, BenchConfig]], cfg: BenchConfig, results_dir: Path | None,
-             render: Callable[[Path], Path] | None, manifest: Callable[[str, int], dict]) -> list[str]:
-    """bench every (label, config) in order, each its own run whose manifest gets manifest(run_id, index);
-    the servers this started are stopped at the end (unless --keep-running). The failures, one line each."""
+             render: Callable[[Path], Path] | None, manifest: Callable[[str, int], dict],
+             after: Callable[[RunStore, float], None] | None = None) -> list[str]:
+    """bench every (label, config) in order, each its own run whose manifest gets manifest(run_id, index), and
+    after(store, wall seconds) once it ends; the servers this started are stopped at the end (unless
+    --keep-running). The failures, one line each."""
     for _, c in runs:
         c.validate()
     running_before = set(servers.running())
@@ -71,8 +124,11 @@ def run_each(runs: list[tuple[str, BenchConfig]], cfg: BenchConfig, results_dir:
             store = RunStore.create(results_dir)
             store.update_manifest(**manifest(store.run_id, i))
             say(f"{label} -> {store.path}")
+            started = time.monotonic()
             try:
                 failures += [f"{label}: {f}" for f in orchestrate.bench(one, store)]
+                if after:
+                    after(store, time.monotonic() - started)
             finally:
                 if render:
                     say(f"report: {render(store.path)}")

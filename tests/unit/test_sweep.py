@@ -9,7 +9,8 @@ from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.report.data import load_run
 from authzbench.report.sweep import size_table, slope, sweep_runs
-from authzbench.run.sweep import run_sweep
+from authzbench.run.loading import LoadBound
+from authzbench.run.sweep import SizeTime, approx_size, run_sweep, size_time, sweep_eta
 from tests.unit.test_cli import authzbench
 
 
@@ -62,3 +63,40 @@ def test_a_size_row_without_a_note_leaves_the_note_cell_empty():
 
     df = pd.DataFrame([{"backend": "a", "note": "load stopped at the bound (30 min)"}, {"backend": "b"}])
     assert [_note(r) for _, r in df.iterrows()] == ["load stopped at the bound (30 min)", ""]
+
+
+def test_no_sweep_estimate_is_given_before_a_size_has_finished():
+    assert sweep_eta(["tiny", "baseline"], 0, [], [2_500, 400_000], 0.0, 600.0) == "size sweep: 1/2 sizes (tiny), 0 min elapsed"
+
+
+def test_the_sweep_estimate_repeats_the_last_sizes_phases_and_grows_its_loads_by_the_sizes_ratio():
+    last = SizeTime(wall_s=600.0, loads={"a": 20.0, "b": 40.0})  # 540 s of phases
+    text = sweep_eta(["s", "m", "l"], 1, [last], [1_000, 10_000, 20_000], 900.0, 3_600.0)
+    # m: 540 s of phases + (20 + 40) x 10 of loads; l: 540 s + 60 x 20: 1,080 s of phases, 1,800 s of loads
+    assert text == ("size sweep: 2/3 sizes (m), 15 min elapsed, ~48 min left: ~18 min of phases as long as the "
+                    "last size's, ~30 min of loads at its rates")
+
+
+def test_a_load_the_bound_will_stop_is_estimated_at_the_time_it_runs_before_it_is_stopped():
+    assert LoadBound.expected_s(500.0, 600.0) == 500.0  # inside the bound: as projected
+    assert LoadBound.expected_s(640.0, 600.0) == 600.0  # up to 1.1x: it runs until the bound
+    assert LoadBound.expected_s(6_000.0, 600.0) == 30.0  # well past: stopped once its rate is known
+    assert LoadBound.expected_s(6_000.0, 120.0) == 12.0  # a short bound judges sooner
+
+
+def test_a_finished_size_counts_each_backends_load_steps_and_leaves_the_rest_to_phases():
+    recs = [{"type": "step", "backend": "a", "step": "load", "seconds": 5.0},
+            {"type": "step", "backend": "a", "step": "start", "seconds": 3.0},
+            {"type": "step", "backend": "b", "step": "load", "seconds": 7.0},
+            {"type": "check", "backend": "a"}]
+    t = size_time(recs, 100.0)
+    assert t.loads == {"a": 5.0, "b": 7.0} and t.phases_s == 88.0
+
+
+@pytest.mark.parametrize("profile", ["tiny", "baseline"])
+def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits(tmp_path, profile):
+    from authzbench.generator import obtain
+
+    ds = obtain("rebac", profile, {}, tmp_path)
+    cfg = BenchConfig.of(backends=["reference"], provision="native", data_dir=tmp_path)
+    assert approx_size(cfg, profile) == pytest.approx(ds.total_relationships, rel=0.05)
