@@ -105,7 +105,7 @@ def envelope(rd: RunData, dims: list[Dimension], out_dir: Path) -> list[str]:
 def _target(rd: RunData) -> list[str]:
     """The reader's size (--target-relationships) projected, when this run ends a size sweep."""
     runs = sweep.sweep_runs(rd)
-    return projected.at_target(rd, sweep.size_table(runs)) if len(runs) >= 2 else []
+    return projected.at_target(rd, sweep.labelled(runs, sweep.size_table(runs))) if len(runs) >= 2 else []
 
 
 def _scope(rd: RunData) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from authzbench.report import charts, growth, projected
 from authzbench.report.data import RunData
-from authzbench.report.sweep import MEASURES, size_table, sweep_runs
+from authzbench.report.sweep import MEASURES, labelled, size_table, sweep_runs
+from authzbench.report.tables import label
 
 # The measures the growth table fits: one per need (rows written and relationships/s follow from the others)
 GROWTH = ("ingest_s", "footprint_mib", "bytes_per_rel", "check_p95_ms", "lookup_p95_ms", "write_p95_ms")
@@ -26,6 +27,27 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
 
 
+def _answers(r: RunData) -> str:
+    """"126,965 answers, 0 mismatches": every size's answers were checked as in its own report."""
+    ph = r.phases
+    checked, mism = (0, 0) if ph.empty else (int(ph["checked"].sum()), int(ph["mismatches"].sum()))
+    return f"{checked:,} answers, {mism:,} mismatches"
+
+
+def _mismatches(runs: list[RunData]) -> list[str]:
+    """A bold line naming each size and backend with a wrong answer (a sweep's last report is the one read)."""
+    where = []
+    for r in runs:
+        if r.phases.empty:
+            continue
+        per = r.phases.groupby("backend")["mismatches"].sum()
+        where += [f"`{r.manifest['dataset']['profile']}` {label(r, b)} {int(n):,}" for b, n in per.items() if n]
+    if not where:
+        return []
+    return [f"**Wrong answers at some size of the sweep: {'; '.join(where)}** (each in its size's run: the "
+            "report's Correctness section and its appendix's first mismatches).", ""]
+
+
 def section(rd: RunData, out_dir: Path) -> str:
     """The markdown section, or "" when this run is not part of a sweep of at least two sizes."""
     runs = sweep_runs(rd)
@@ -35,15 +57,17 @@ def section(rd: RunData, out_dir: Path) -> str:
     if df.empty:
         return ""
     sizes = ", ".join(f"`{r.manifest['dataset']['profile']}` ({r.manifest['dataset']['relationships']:,} "
-                      f"relationships, run `{r.path.name}`)" for r in runs)
+                      f"relationships, run `{r.path.name}`, {_answers(r)})" for r in runs)
     lines = ["## How cost grows with size", "",
+             *_mismatches(runs),
              f"The same scenarios at each size of the sweep: {sizes}. Latencies at the lowest concurrency; "
              "check = every check scenario's ops merged; heavy lookup = `lookup_resources_manage_super`. "
              "Structural write = `write_membership` and `write_hierarchy` merged. An exponent of 1.0 is "
              "linear growth, 0 is flat.", "",
              "| backend | size | relationships | " + " | ".join(MEASURES.values()) + " | note |",
              "|---|---|---:|" + "---:|" * len(MEASURES) + "---|"]
-    for _, r in df.sort_values(["backend", "relationships"]).iterrows():
+    shown = labelled(runs, df)
+    for _, r in shown.sort_values(["backend", "relationships"]).iterrows():
         lines.append(f"| {r['backend']} | {r['profile']} | {r['relationships']:,} | "
                      + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {_note(r)} |")
     lines += ["", "Growth with size: the exponent k of measure ~ size^k, a least-squares fit of log(measure) on "
@@ -51,8 +75,8 @@ def section(rd: RunData, out_dir: Path) -> str:
               "slope has none). A series is flagged as not a power law where the slopes between neighbouring sizes "
               "disagree beyond their rounds' ranges (local-slopes test), or where the fit misses a size by more "
               "than its rounds' spread (residuals test).", "",
-              *growth.lines(df, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
-    if check := projected.check_table(df):
+              *growth.lines(shown, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
+    if check := projected.check_table(shown):
         lines += ["", *check]
     drawn = charts.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
     if drawn:

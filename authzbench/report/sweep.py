@@ -11,6 +11,7 @@ import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
 from authzbench.report.data import RunData, load_run
+from authzbench.report.tables import label
 from authzbench.scenarios.catalog import SCENARIOS
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"
@@ -24,6 +25,15 @@ MEASURES = {
 }
 # The default run's structural writes: a user joins a group, a group joins a group.
 STRUCTURAL = ("write_membership", "write_hierarchy")
+
+
+def labelled(runs: list[RunData], df: pd.DataFrame) -> pd.DataFrame:
+    """The size table with each backend named as the reports name it (‡ a stand-in, † embedded), from the first
+    run of the sweep that measured it (a backend that did not load at the largest size is still marked)."""
+    def one(b: str) -> str:
+        return next((label(r, b) for r in runs if b in r.servers), b)
+
+    return df.assign(backend=df["backend"].map(one)) if not df.empty else df
 
 
 def sweep_runs(rd: RunData) -> list[RunData]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,7 @@ def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_p
     df = size_table(runs)
     assert len(df) == 2 and (df["check_p95_ms"] > 0).all() and (df["lookup_p95_ms"] > 0).all()
     assert (df["ingest_s"] > 0).all() and "reference" in last and "size^" in last
+    assert "answers, 0 mismatches)" in last and "Wrong answers" not in last  # every size checked, all right
     assert "two-point slope, no interval" in last  # two sizes: a slope without an interval
     assert "scaling-ingest_s.png" in last and list((tmp_path / "r").glob("*-charts/scaling-ingest_s.png"))
     for run in runs:  # each size starts its servers and stops them: the next size never drops a bigger load
@@ -100,3 +103,19 @@ def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits
     ds = obtain("rebac", profile, {}, tmp_path)
     cfg = BenchConfig.of(backends=["reference"], provision="native", data_dir=tmp_path)
     assert approx_size(cfg, profile) == pytest.approx(ds.total_relationships, rel=0.05)
+
+
+def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report():
+    import pandas as pd
+
+    from authzbench.report.scaling import _answers, _mismatches
+
+    def run(profile, rows):
+        return SimpleNamespace(manifest={"dataset": {"profile": profile}}, servers={"b": {}},
+                               kind=lambda b: "embedded" if b == "b" else "server",
+                               phases=pd.DataFrame(rows, columns=["backend", "checked", "mismatches"]))
+
+    runs = [run("tiny", [("a", 100, 0), ("b", 50, 3)]), run("baseline", [("a", 80, 0), ("b", 40, 0)])]
+    assert _mismatches(runs)[0].startswith("**Wrong answers at some size of the sweep: `tiny` b † 3**")  # marked
+    assert _answers(runs[0]) == "150 answers, 3 mismatches"
+    assert _mismatches(runs[1:]) == []
