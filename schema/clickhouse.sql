@@ -27,7 +27,7 @@
 -- * Inserted ACL and resource_org rows flow through their MV; nothing else to do.
 -- * Deletes are lightweight DELETEs (masked at once, visible to the next SELECT, merged away later).
 --   A deleted grant may still be given by another path, so the affected (user, resource) pairs are
---   deleted from perm and re-inserted from perm_source: (u, r) for a user ACL, (members of g, r) for a
+--   re-derived from perm_source (perm_missing, perm_stale): (u, r) for a user ACL, (members of g, r) for a
 --   group ACL, (admins of o, r) for resource_org.
 -- * org_admin, group_member and group_manager changes: the user's group_membership rows and all of
 --   the user's perm rows are recomputed. group_child changes: group_reach is recomputed (a fixpoint over
@@ -35,8 +35,8 @@
 --   only users whose permissions an edge parent->child can change.
 -- * ReplacingMergeTree/CollapsingMergeTree were not chosen: their answers are exact only after FINAL
 --   or a merge (or a sum(sign) per key), which every check would pay for; lightweight DELETE makes the
---   rare delete pay instead. A recompute deletes then inserts, so a concurrent reader of an affected
---   pair may briefly see it missing (the benchmark's mixed workload writes scratch users only).
+--   rare delete pay instead. A recompute inserts the missing rows, then deletes the stale ones, so a
+--   concurrent reader never sees a pair missing that is granted before and after.
 
 -- section: tables
 CREATE DATABASE IF NOT EXISTS {db};
@@ -70,6 +70,13 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mv_viewer_group TO {db}.perm AS
 CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mv_org_admin TO {db}.perm AS
     SELECT a.subject AS user, r.object AS resource, 'manage' AS perm
     FROM {db}.resource_org AS r INNER JOIN {db}.org_admin AS a ON a.object = r.subject;
+-- group_membership's derivation: direct members and managers of a group and of every group it reaches.
+CREATE VIEW IF NOT EXISTS {db}.membership_source AS
+    WITH direct AS (SELECT object AS group, subject AS user FROM {db}.group_member
+                    UNION ALL SELECT object, subject FROM {db}.group_manager)
+    SELECT DISTINCT group, user FROM (
+        SELECT group, user FROM direct
+        UNION ALL SELECT r.ancestor, d.user FROM {db}.group_reach AS r INNER JOIN direct AS d ON d.group = r.descendant);
 -- The MVs' SELECTs over the whole source tables; a WHERE on user/resource is pushed into every branch.
 CREATE VIEW IF NOT EXISTS {db}.perm_source AS
     SELECT subject AS user, object AS resource, 'manage' AS perm FROM {db}.resource_manager_user
@@ -91,15 +98,28 @@ INSERT INTO {db}.group_reach
     WHERE (r.ancestor, c.subject) NOT IN (SELECT ancestor, descendant FROM {db}.group_reach);
 
 -- section: membership
--- {where} restricts the users (column `subject` of the direct relations).
-INSERT INTO {db}.group_membership
-    WITH direct AS (SELECT object AS group, subject AS user FROM {db}.group_member WHERE {where}
-                    UNION ALL SELECT object, subject FROM {db}.group_manager WHERE {where})
-    SELECT DISTINCT group, user FROM (
-        SELECT group, user FROM direct
-        UNION ALL SELECT r.ancestor, d.user FROM {db}.group_reach AS r INNER JOIN direct AS d ON d.group = r.descendant);
+-- Every user's membership, at load; the view is its one definition.
+INSERT INTO {db}.group_membership SELECT group, user FROM {db}.membership_source;
 
--- section: recompute
--- {where} restricts user and resource; the stale rows are deleted first, then re-derived.
-DELETE FROM {db}.perm WHERE {where};
-INSERT INTO {db}.perm SELECT user, resource, perm FROM {db}.perm_source WHERE {where};
+-- Re-deriving a slice ({where}): the adapter inserts the `*_missing` rows first, then deletes the rows the
+-- `*_stale` condition selects, if any: a row granted before and after is never absent (deleting the slice,
+-- then inserting it again, let 23 of 108 concurrent checks of a kept pair see a deny). A lightweight
+-- DELETE costs a mutation even when it matches nothing, so the adapter looks before it deletes.
+
+-- section: membership_missing
+-- {where} restricts the users (column `user`).
+SELECT group, user FROM {db}.membership_source WHERE {where}
+    AND (group, user) NOT IN (SELECT group, user FROM {db}.group_membership WHERE {where});
+
+-- section: membership_stale
+{where} AND (group, user) NOT IN (SELECT group, user FROM {db}.membership_source WHERE {where});
+
+-- section: perm_missing
+-- {where} restricts user and resource.
+SELECT DISTINCT user, resource, CAST(perm AS Enum8('view' = 1, 'manage' = 2)) FROM {db}.perm_source
+    WHERE {where} AND (user, resource, toString(perm)) NOT IN
+    (SELECT user, resource, toString(perm) FROM {db}.perm WHERE {where});
+
+-- section: perm_stale
+{where} AND (user, resource, toString(perm)) NOT IN
+    (SELECT user, resource, toString(perm) FROM {db}.perm_source WHERE {where});

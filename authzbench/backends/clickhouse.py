@@ -258,6 +258,7 @@ class ClickHouseBackend(Backend):
                                    parameters={"d": self.db}).result_rows[0][0]
         if not exists:
             return None
+        self._run("views")  # a database loaded before a view was added gains it (each is IF NOT EXISTS)
         rows = self.client.query(f"SELECT value FROM {self.db}.meta FINAL WHERE key = 'dataset_hash'").result_rows
         return str(rows[0][0]) if rows else None
 
@@ -327,17 +328,23 @@ class ClickHouseBackend(Backend):
                     ) -> dict[int, maintenance.UserState]:
         """refresh: the users' group_membership rows re-derived."""
         if refresh:
-            ids = _in(users)
-            self.client.command(f"DELETE FROM {self.db}.group_membership WHERE user IN {ids}")
-            self._run("membership", f"subject IN {ids}")
+            self._rederive("group_membership", "membership", f"user IN {_in(users)}")
         return {u: maintenance.UserState() for u in users}
 
     def rewrite_pairs(self, resources: tuple[int | None, ...], users: dict[int, maintenance.UserState]) -> None:
         """The users' perm rows re-derived: on one resource, or on all of theirs. Another path may still
-        grant what a deleted edge granted: the rows are dropped and derived again."""
+        grant what a deleted edge granted: the rows derived again are compared with the stored ones."""
         resource = resources[0]
-        self._run("recompute", f"user IN {_in(users)}" + (f" AND resource = {int(resource)}"
-                                                         if resource is not None else ""))
+        self._rederive("perm", "perm", f"user IN {_in(users)}" + (f" AND resource = {int(resource)}"
+                                                                 if resource is not None else ""))
+
+    def _rederive(self, table: str, section: str, where: str) -> None:
+        """The slice `where` of `table` made equal to its source: missing rows first, then stale ones."""
+        (missing,), (stale,) = (self.sql[f"{section}_{k}"] for k in ("missing", "stale"))
+        self.client.command(f"INSERT INTO {self.db}.{table} " + missing.replace("{where}", where))
+        stale = stale.replace("{where}", where)
+        if self.client.query(f"SELECT 1 FROM {self.db}.{table} WHERE {stale} LIMIT 1").result_rows:
+            self.client.command(f"DELETE FROM {self.db}.{table} WHERE {stale}")
 
     def finish(self) -> None:
         pass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -176,3 +177,29 @@ def test_unusable_chdb_data_dir_is_one_clear_line(tmp_path):
             "except UserError as e:\n    print('USERERROR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "USERERROR clickhouse: cannot connect to chdb://" in out.stdout, out.stdout + out.stderr[-800:]
+
+
+def test_a_pair_granted_before_and_after_a_membership_change_is_never_denied_while_it_is_rewritten(scratch):
+    """A membership change re-derives all of the user's rows; a concurrent check of a pair it keeps must see it
+    throughout (the churn sweep at tiny saw 3 false denies while the rows were deleted, then inserted again)."""
+    db = scratch.db
+    user, resource = scratch.client.query(f"SELECT user, any(resource) FROM {db}.perm GROUP BY user "
+                                          f"ORDER BY count() DESC LIMIT 1").result_rows[0]
+    group = scratch.client.query(f"SELECT min(object) FROM {db}.group_member WHERE object NOT IN "
+                                 f"(SELECT object FROM {db}.group_member WHERE subject = {user})").result_rows[0][0]
+    edge, stop, denied, seen = Relationship("group_member", int(group), int(user)), threading.Event(), [], []
+
+    def read() -> None:
+        while not stop.is_set():
+            (seen if scratch.check(int(user), "view", int(resource)) else denied).append(1)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        for _ in range(10):
+            scratch.write(edge)
+            scratch.delete(edge)
+    finally:
+        stop.set()
+        reader.join(30)
+    assert seen and not denied, f"{len(denied)} of {len(seen) + len(denied)} checks denied ({user}, view, {resource})"
