@@ -253,7 +253,7 @@ class IngestSkipped(Record):
 @register("ingest_bounded")
 @_FROZEN
 class IngestBounded(Record):
-    """A load stopped at --max-load-minutes, with its figures (loading.py LoadBound)."""
+    """A load stopped at --max-load-minutes or the machine's memory floor, with its figures (loading.py LoadBound)."""
     backend: str
     variant: str | None
     dataset_hash: str
@@ -263,6 +263,7 @@ class IngestBounded(Record):
     rels_per_s: float
     projected_seconds: float
     bound_seconds: float
+    memory_left_bytes: int | None = None  # set when the machine's memory floor stopped it, not the time bound
 
 
 @register("speed_index")

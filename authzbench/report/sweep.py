@@ -83,8 +83,7 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
                            bytes_per_rel=fp / rels if fp and rels else math.nan)
             if b in bounded:
                 x = bounded[b]
-                row["note"] = (f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): "
-                               f"{x['rels_per_s']:,.0f}/s, projected {x['projected_seconds'] / 60:,.1f} min")
+                row["note"] = _bounded_note(x)
             if not rd.phases.empty:
                 row.update(_latency(rd.phases, b, checks, "check", "check"))
                 row.update(_latency(rd.phases, b, [HEAVY_LOOKUP], "lookup", "lookup"))
@@ -95,6 +94,16 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
         if m not in df:
             df[m] = math.nan
     return df
+
+
+def _bounded_note(x: dict) -> str:
+    """Why a load stopped: its time bound, or the machine's memory floor (with what was left)."""
+    rate = f"{x['rels_per_s']:,.0f}/s" if x["rels_per_s"] else "before its first relationship"
+    if x.get("memory_left_bytes") is not None:
+        return (f"load stopped after {x['seconds'] / 60:,.1f} min with {x['memory_left_bytes'] / 2**30:.1f} GiB of "
+                f"the machine's memory left: {rate}")
+    projected = f", projected {x['projected_seconds'] / 60:,.1f} min" if math.isfinite(x["projected_seconds"]) else ""
+    return f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): {rate}{projected}"
 
 
 def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:

@@ -5,7 +5,9 @@ already loaded; each ingest variant measured by a full reload first; a load stop
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -107,15 +109,21 @@ class LoadTooSlow(UserError):
 class LoadBound:
     """Called with each progress step of a load: stops it (raises LoadTooSlow from the loading thread)
     when the elapsed time passes the bound, or, once progress has been reported for 30 s or a tenth of
-    the bound, when the rate since the first report projects the whole load past 1.1x the bound (Cassandra loaded baseline at 2.5k/s: at
-    `large` that is ~35 min, known after the first 30 s)."""
+    the bound, when the rate since the first report projects the whole load past 1.1x the bound (Cassandra
+    loaded baseline at 2.5k/s: at `large` that is ~35 min, known after the first 30 s), or when the
+    machine's available memory falls under MEMORY_FLOOR of its total. A step of 0 before the first
+    relationship is a set-up heartbeat: judged on time and memory, not a rate."""
 
     EARLY_S, OVER = 30.0, 1.1  # judged after this long (or a tenth of the bound), past this multiple of it
+    # Elasticsearch's xl set-up grew this process to 17.4 GiB of 23.5 GiB (3 GiB, 13%, left) in 4 min before
+    # its first document went out; I stopped it by hand. 15% stops such a load before the machine swaps.
+    MEMORY_FLOOR, MEMORY_EVERY_S = 0.15, 1.0  # read /proc/meminfo at most once a second
 
-    def __init__(self, what: str, total: int, bound_s: float):
+    def __init__(self, what: str, total: int, bound_s: float, memory: Callable[[], tuple[int, int]] | None = None):
         self.what, self.total, self.bound_s = what, total, bound_s
         self.done, self.t0 = 0, time.perf_counter()
         self.first: tuple[float, int] | None = None
+        self.memory, self.memory_at = memory or _memory, -math.inf
 
     @classmethod
     def judged_after(cls, bound_s: float) -> float:
@@ -130,17 +138,38 @@ class LoadBound:
 
     def __call__(self, n: int) -> None:
         now = time.perf_counter()
-        if self.first is None:  # the rate is measured from the first progress: a backend's set-up before
-            self.first = (now, self.done)  # it (Cassandra's closure: ~15 s at large) is not a rate
+        if self.first is None and (n or self.done):  # the rate is measured from the first progress: a
+            self.first = (now, self.done)  # backend's set-up before it (Cassandra's closure: ~15 s at large) is not a rate
         self.done += n
-        elapsed, (t1, d1) = now - self.t0, self.first
+        elapsed, (t1, d1) = now - self.t0, self.first or (now, self.done)
         rate = (self.done - d1) / (now - t1) if now > t1 else 0.0
         projected = (now - self.t0) + (self.total - self.done) / rate if rate > 0 else float("inf")
-        early = now - t1 >= self.judged_after(self.bound_s) and projected > self.OVER * self.bound_s
+        early = self.first is not None and now - t1 >= self.judged_after(self.bound_s) \
+            and projected > self.OVER * self.bound_s
+        figures = {"loaded": self.done, "relationships": self.total, "seconds": elapsed,
+                   "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}
         if elapsed > self.bound_s or early:
-            figures = {"loaded": self.done, "relationships": self.total, "seconds": elapsed,
-                       "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}
             raise LoadTooSlow(
                 f"{self.what}: load stopped after {elapsed:.0f} s at {self.done:,} of {self.total:,} relationships "
                 f"({rate:,.0f}/s); the whole load projects to {projected / 60:,.1f} min, over --max-load-minutes "
                 f"{self.bound_s / 60:g}", figures)
+        self._check_memory(now, figures)
+
+    def _check_memory(self, now: float, figures: dict[str, float]) -> None:
+        if now - self.memory_at < self.MEMORY_EVERY_S:
+            return
+        self.memory_at = now
+        available, total = self.memory()
+        if available < self.MEMORY_FLOOR * total:
+            raise LoadTooSlow(
+                f"{self.what}: load stopped after {figures['seconds']:.0f} s at {self.done:,} of {self.total:,} "
+                f"relationships: the machine has {available / 2**30:.1f} of {total / 2**30:.1f} GiB of memory "
+                f"left, under the {self.MEMORY_FLOOR:.0%} floor", {**figures, "memory_left_bytes": available})
+
+
+def _memory() -> tuple[int, int]:
+    """(available, total) bytes of the machine's memory."""
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,7 +13,7 @@ from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.report.data import load_run
 from authzbench.report.sweep import size_table, slope, sweep_runs
-from authzbench.run.loading import LoadBound
+from authzbench.run.loading import LoadBound, LoadTooSlow
 from authzbench.run.sweep import SizeTime, approx_size, run_sweep, size_time, sweep_eta
 from tests.unit.test_cli import authzbench
 
@@ -108,7 +110,7 @@ def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits
 def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report():
     import pandas as pd
 
-    from authzbench.report.scaling import _answers, _mismatches
+    from authzbench.report.scaling import answers_line, mismatch_lines
 
     def run(profile, rows):
         return SimpleNamespace(manifest={"dataset": {"profile": profile}}, servers={"b": {}},
@@ -116,6 +118,39 @@ def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report()
                                phases=pd.DataFrame(rows, columns=["backend", "checked", "mismatches"]))
 
     runs = [run("tiny", [("a", 100, 0), ("b", 50, 3)]), run("baseline", [("a", 80, 0), ("b", 40, 0)])]
-    assert _mismatches(runs)[0].startswith("**Wrong answers at some size of the sweep: `tiny` b † 3**")  # marked
-    assert _answers(runs[0]) == "150 answers, 3 mismatches"
-    assert _mismatches(runs[1:]) == []
+    assert mismatch_lines(runs)[0].startswith("**Wrong answers at some size of the sweep: `tiny` b † 3**")  # marked
+    assert answers_line(runs[0]) == "150 answers, 3 mismatches"
+    assert mismatch_lines(runs[1:]) == []
+    assert mismatch_lines(runs, lambda r: "`depth=4`", "point")[0].startswith(  # a shape sweep names its point
+        "**Wrong answers at some point of the sweep: `depth=4` b † 3** (each in its point's run")
+
+
+def test_a_load_is_stopped_when_the_machines_memory_falls_under_the_floor_even_during_its_set_up():
+    left = [(8 * 2**30, 16 * 2**30), (2 * 2**30, 16 * 2**30)]  # half free, then 12.5% (under the 15% floor)
+    bound = LoadBound("es", 1_000, 600.0, memory=lambda: left.pop(0))
+    bound(0)  # a set-up heartbeat, memory fine: no rate yet, nothing stopped
+    assert bound.first is None
+    bound.memory_at = -1e9  # the next read is due
+    with pytest.raises(LoadTooSlow, match=r"2\.0 of 16\.0 GiB of memory left, under the 15% floor") as stopped:
+        bound(0)
+    assert stopped.value.figures["memory_left_bytes"] == 2 * 2**30 and stopped.value.figures["loaded"] == 0
+
+
+def test_a_set_up_heartbeat_does_not_start_the_rate_and_the_time_bound_still_stops_it():
+    bound = LoadBound("es", 1_000, 0.05, memory=lambda: (1, 1))
+    bound(0)
+    time.sleep(0.06)
+    with pytest.raises(LoadTooSlow, match="load stopped after 0 s at 0 of 1,000"):
+        bound(0)
+    assert bound.first is None
+
+
+def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
+    from authzbench.report.sweep import _bounded_note
+
+    x = {"rels_per_s": 0.0, "seconds": 240.0, "memory_left_bytes": 3 * 2**30, "bound_seconds": 600.0,
+         "projected_seconds": math.inf}
+    assert _bounded_note(x) == ("load stopped after 4.0 min with 3.0 GiB of the machine's memory left: "
+                                "before its first relationship")
+    assert _bounded_note({**x, "memory_left_bytes": None, "rels_per_s": 46_000.0, "projected_seconds": 858.0}) == \
+        "load stopped at the bound (10 min): 46,000/s, projected 14.3 min"
