@@ -10,6 +10,7 @@ and the slope of a least-squares fit of log(measure) on log(relationships).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from authzbench.report import charts, growth, projected
@@ -27,24 +28,26 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
 
 
-def _answers(r: RunData) -> str:
+def answers_line(r: RunData) -> str:
     """"126,965 answers, 0 mismatches": every size's answers were checked as in its own report."""
     ph = r.phases
     checked, mism = (0, 0) if ph.empty else (int(ph["checked"].sum()), int(ph["mismatches"].sum()))
     return f"{checked:,} answers, {mism:,} mismatches"
 
 
-def _mismatches(runs: list[RunData]) -> list[str]:
-    """A bold line naming each size and backend with a wrong answer (a sweep's last report is the one read)."""
+def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = None, what: str = "size") -> list[str]:
+    """A bold line naming each size (or point: `name`) and backend with a wrong answer (a sweep's last report is
+    the one read)."""
+    name = name or (lambda r: f"`{r.manifest['dataset']['profile']}`")
     where = []
     for r in runs:
         if r.phases.empty:
             continue
         per = r.phases.groupby("backend")["mismatches"].sum()
-        where += [f"`{r.manifest['dataset']['profile']}` {label(r, b)} {int(n):,}" for b, n in per.items() if n]
+        where += [f"{name(r)} {label(r, b)} {int(n):,}" for b, n in per.items() if n]
     if not where:
         return []
-    return [f"**Wrong answers at some size of the sweep: {'; '.join(where)}** (each in its size's run: the "
+    return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
             "report's Correctness section and its appendix's first mismatches).", ""]
 
 
@@ -57,9 +60,9 @@ def section(rd: RunData, out_dir: Path) -> str:
     if df.empty:
         return ""
     sizes = ", ".join(f"`{r.manifest['dataset']['profile']}` ({r.manifest['dataset']['relationships']:,} "
-                      f"relationships, run `{r.path.name}`, {_answers(r)})" for r in runs)
+                      f"relationships, run `{r.path.name}`, {answers_line(r)})" for r in runs)
     lines = ["## How cost grows with size", "",
-             *_mismatches(runs),
+             *mismatch_lines(runs),
              f"The same scenarios at each size of the sweep: {sizes}. Latencies at the lowest concurrency; "
              "check = every check scenario's ops merged; heavy lookup = `lookup_resources_manage_super`. "
              "Structural write = `write_membership` and `write_hierarchy` merged. An exponent of 1.0 is "

@@ -15,7 +15,9 @@ import pandas as pd
 
 from authzbench.report import charts, growth
 from authzbench.report.data import RunData, load_run
-from authzbench.report.sweep import size_table
+from authzbench.report.scaling import answers_line, mismatch_lines
+from authzbench.report.sweep import labelled, size_table
+from authzbench.run.shape import PARAMS
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
             "write_p95_ms": "structural write p95 (ms)"}
@@ -25,15 +27,41 @@ MEANING = {"depth": "groups nested in one chain per org (`group_depth`)",
            "acl": "users granted view on each resource (`viewer_users_per_res`)"}
 
 
-def shape_table(rd: RunData) -> pd.DataFrame:
-    """size_table's rows of every point of the sweep this run ends, with its `param` and `value`."""
+def shape_runs(rd: RunData) -> list[RunData]:
+    """Every point's run of the sweep this run ends, in the sweep's order."""
     points = (rd.manifest.get("shape_sweep") or {}).get("points") or []
-    runs = [rd if p["run"] == rd.path.name else load_run(rd.path.parent / p["run"]) for p in points
+    return [rd if p["run"] == rd.path.name else load_run(rd.path.parent / p["run"]) for p in points
             if p["run"] == rd.path.name or (rd.path.parent / p["run"]).is_dir()]
+
+
+def shape_table(rd: RunData, runs: list[RunData] | None = None) -> pd.DataFrame:
+    """size_table's rows of every point of the sweep this run ends, with its `param` and `value`, each backend
+    named with its mark (‡ a stand-in, † embedded)."""
+    runs = shape_runs(rd) if runs is None else runs
     df = size_table(runs) if runs else pd.DataFrame()
     if df.empty:
         return df
-    return df.merge(pd.DataFrame(points), on="run")
+    return labelled(runs, df).merge(pd.DataFrame((rd.manifest.get("shape_sweep") or {})["points"]), on="run")
+
+
+def _point(r: RunData) -> str:
+    """"depth=4": the point a run of the sweep measured."""
+    p = next(p for p in r.manifest["shape_sweep"]["points"] if p["run"] == r.path.name)
+    return f"{p['param']}={p['value']:g}"
+
+
+def _intro(rd: RunData, runs: list[RunData]) -> list[str]:
+    """What was held fixed, each point's run with its answers, and any wrong answer in bold."""
+    swept = {key for key, _ in PARAMS.values()}
+    fixed = {k: v for k, v in ((rd.manifest.get("config") or {}).get("overrides") or {}).items() if k not in swept}
+    held = f" ({', '.join(f'{k}={v}' for k, v in fixed.items())})" if fixed else ""
+    return [*mismatch_lines(runs, lambda r: f"`{_point(r)}`", "point"),
+            f"Each parameter varied at `{rd.manifest.get('dataset', {}).get('profile')}`{held}, the others as the "
+            "profile has them, one run per value; latencies at the lowest concurrency, as in a size sweep. "
+            "Exponents: least-squares fits of log(measure) on log(value), with their 95% interval over three or "
+            "more values. The points, each its own run, every answer checked against the oracle:", "",
+            *(f"- {_point(r)}: {r.manifest['dataset']['relationships']:,} relationships, run `{r.path.name}`, "
+              f"{answers_line(r)}" for r in runs)]
 
 
 def depends(g: pd.DataFrame) -> list[str]:
@@ -48,14 +76,11 @@ def depends(g: pd.DataFrame) -> list[str]:
 
 def section(rd: RunData, out_dir: Path) -> str:
     """The markdown section, or "" when this run does not end a shape sweep."""
-    df = shape_table(rd)
+    runs = shape_runs(rd)
+    df = shape_table(rd, runs)
     if df.empty or df.groupby("param")["value"].nunique().max() < 2:  # one value so far: nothing to compare
         return ""
-    lines = ["## How cost grows with the graph's shape", "",
-             f"Each parameter varied at `{rd.manifest.get('dataset', {}).get('profile')}` with the others as the "
-             "profile has them, one run per value; latencies at the lowest concurrency, as in a size sweep. "
-             "Exponents: least-squares fits of log(measure) on log(value), with their 95% interval over three or "
-             "more values."]
+    lines = ["## How cost grows with the graph's shape", "", *_intro(rd, runs)]
     summary: dict[str, list[str]] = {}
     for param, g in df.groupby("param", sort=False):
         lines += ["", *_param(rd, str(param), g, out_dir)]

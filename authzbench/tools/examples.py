@@ -4,8 +4,8 @@ The index, reports/README.md, has one table row an example: the report's link, t
 (reports/data/<run-id>/, manifest.json + records.jsonl.gz) and one line on what it shows. The report's name
 says how it is rendered: `compare-A-vs-B.md` by `report --compare`, `crosscheck-<run-id>.md` by the
 cross-check's renderer, `loadtest-<run-id>.md` by the load test's, anything else by `authzbench report`.
-A size sweep's example lists every run of the sweep, its last run first (the one rendered, whose scaling
-section reads the others beside it).
+A size or shape sweep's example lists every run of the sweep, its last run first (the one rendered, whose
+sweep section reads the others beside it).
 
     python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its report
                                                                # (results/crosscheck/<run-id>: a cross-check's)
@@ -71,16 +71,22 @@ def render(example: Example, out_dir: Path, reports: Path = REPORTS) -> Path:
 
 
 def add(run: Path, reports: Path = REPORTS) -> Path:
-    """Copies a run's manifest and gzipped records to reports/data/<run-id>/ (a size sweep's: every run of
-    the sweep, found beside it) and renders its report in reports/."""
+    """Copies a run's manifest and gzipped records to reports/data/<run-id>/ (a size or shape sweep's: every
+    run of the sweep, found beside it) and renders its report in reports/."""
     manifest = json.loads((run / MANIFEST).read_text())
-    sweep = [n for n in (manifest.get("sweep") or {}).get("runs") or [] if n != run.name]
+    sweep = [n for n in sweep_runs(manifest) if n != run.name]
     for r in [run, *(run.parent / n for n in sweep)]:
         _copy(r, reports / "data" / r.name)
     via_loadtest = (manifest.get("config") or {}).get("via") == "loadtest"
     kind = "loadtest-" if via_loadtest else "crosscheck-" if run.parent.name == "crosscheck" else ""
     name = f"{kind}{run.name}.md"
     return render(Example(name, tuple(f"data/{n}" for n in [run.name, *sweep])), reports, reports)
+
+
+def sweep_runs(manifest: dict) -> list[str]:
+    """The runs of the size sweep (`sweep.runs`) or shape sweep (`shape_sweep.points`) a run's manifest ends."""
+    points = (manifest.get("shape_sweep") or {}).get("points") or []
+    return (manifest.get("sweep") or {}).get("runs") or [p["run"] for p in points]
 
 
 def _copy(run: Path, dest: Path) -> None:

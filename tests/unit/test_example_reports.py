@@ -99,6 +99,20 @@ def test_adding_a_size_sweeps_last_run_commits_every_run_of_the_sweep(tmp_path, 
         assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(store.records())
 
 
+def test_adding_a_shape_sweeps_last_run_commits_every_point_of_the_sweep(tmp_path, monkeypatch):
+    stores = [RunStore.create(tmp_path / "results", run_id=n) for n in ("a", "b", "c")]
+    for store in stores:
+        store.append(Oracle(seconds=1.0))
+    stores[-1].update_manifest(shape_sweep={"plan": [], "points": [{"run": n, "param": "depth", "value": v}
+                                                                   for n, v in (("a", 1), ("b", 2), ("c", 4))]})
+    rendered: list[Example] = []
+    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    add(stores[-1].path, tmp_path / "reports")
+    assert rendered == [Example("c.md", ("data/c", "data/a", "data/b"))]
+    for store in stores:
+        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(store.records())
+
+
 def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
     assert 1 <= len(EXAMPLES) <= 10
     listed = {"README.md", "data"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from authzbench.config import BenchConfig
@@ -98,8 +100,10 @@ def test_a_shape_sweep_runs_each_point_and_the_last_report_shows_what_depends_on
     assert failures == [] and len(reports) == 3
     last = reports[-1].read_text()
     assert "How cost grows with the graph's shape" not in reports[0].read_text()  # one value: nothing to fit
-    assert "### depth: groups nested" in last and "| reference | 4 |" in last
+    assert "### depth: groups nested" in last and "| reference † | 4 |" in last  # marked as every report marks it
     assert "depth^" in last and "(95%:" in last  # three values: an exponent with its interval
+    assert re.search(r"^- depth=4: [\d,]+ relationships, run `[\d-]+`, [\d,]+ answers, 0 mismatches$", last, re.M)
+    assert "Wrong answers" not in last
     assert list((tmp_path / "r").glob("*-charts/shape-depth-check_p95_ms.png"))
     hashes = {load_run(r).manifest["dataset"]["hash"] for r in sorted((tmp_path / "results").iterdir())}
     assert len(hashes) == 3  # every point its own dataset
