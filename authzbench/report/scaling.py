@@ -10,13 +10,11 @@ and the slope of a least-squares fit of log(measure) on log(relationships).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 from authzbench.report import charts, growth, projected
 from authzbench.report.data import RunData
-from authzbench.report.sweep import MEASURES, labelled, size_table, sweep_runs
-from authzbench.report.tables import label
+from authzbench.report.sweep import MEASURES, answers_line, labelled, mismatch_lines, size_table, sweep_runs
 
 # The measures the growth table fits: one per need (rows written and relationships/s follow from the others)
 GROWTH = ("ingest_s", "footprint_mib", "bytes_per_rel", "check_p95_ms", "lookup_p95_ms", "write_p95_ms")
@@ -26,29 +24,6 @@ def _fmt(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
-
-
-def answers_line(r: RunData) -> str:
-    """"126,965 answers, 0 mismatches": every size's answers were checked as in its own report."""
-    ph = r.phases
-    checked, mism = (0, 0) if ph.empty else (int(ph["checked"].sum()), int(ph["mismatches"].sum()))
-    return f"{checked:,} answers, {mism:,} mismatches"
-
-
-def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = None, what: str = "size") -> list[str]:
-    """A bold line naming each size (or point: `name`) and backend with a wrong answer (a sweep's last report is
-    the one read)."""
-    name = name or (lambda r: f"`{r.manifest['dataset']['profile']}`")
-    where = []
-    for r in runs:
-        if r.phases.empty:
-            continue
-        per = r.phases.groupby("backend")["mismatches"].sum()
-        where += [f"{name(r)} {label(r, b)} {int(n):,}" for b, n in per.items() if n]
-    if not where:
-        return []
-    return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
-            "report's Correctness section and its appendix's first mismatches).", ""]
 
 
 def section(rd: RunData, out_dir: Path) -> str:

@@ -15,8 +15,7 @@ import pandas as pd
 
 from authzbench.report import charts, growth
 from authzbench.report.data import RunData, load_run
-from authzbench.report.scaling import answers_line, mismatch_lines
-from authzbench.report.sweep import labelled, size_table
+from authzbench.report.sweep import answers_line, labelled, mismatch_lines, size_table
 from authzbench.run.shape import PARAMS
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",

@@ -5,6 +5,7 @@ model's growth dimensions all read. A helper, so that none of those sections imp
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -112,3 +113,26 @@ def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:
     if ok.sum() < 2 or len(set(sizes[ok])) < 2:
         return None
     return float(np.polyfit(np.log(sizes[ok]), np.log(values[ok]), 1)[0])
+
+
+def answers_line(r: RunData) -> str:
+    """"126,965 answers, 0 mismatches": every size's answers were checked as in its own report."""
+    ph = r.phases
+    checked, mism = (0, 0) if ph.empty else (int(ph["checked"].sum()), int(ph["mismatches"].sum()))
+    return f"{checked:,} answers, {mism:,} mismatches"
+
+
+def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = None, what: str = "size") -> list[str]:
+    """A bold line naming each size (or point: `name`) and backend with a wrong answer (a sweep's last report is
+    the one read)."""
+    name = name or (lambda r: f"`{r.manifest['dataset']['profile']}`")
+    where = []
+    for r in runs:
+        if r.phases.empty:
+            continue
+        per = r.phases.groupby("backend")["mismatches"].sum()
+        where += [f"{name(r)} {label(r, b)} {int(n):,}" for b, n in per.items() if n]
+    if not where:
+        return []
+    return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
+            "report's Correctness section and its appendix's first mismatches).", ""]

@@ -110,7 +110,7 @@ def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits
 def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report():
     import pandas as pd
 
-    from authzbench.report.scaling import answers_line, mismatch_lines
+    from authzbench.report.sweep import answers_line, mismatch_lines
 
     def run(profile, rows):
         return SimpleNamespace(manifest={"dataset": {"profile": profile}}, servers={"b": {}},
