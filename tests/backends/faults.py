@@ -20,7 +20,7 @@ from authzbench.scenarios import catalog
 from authzbench.scenarios.results import RunStore
 
 
-def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> tuple[str, str, float]:
+def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap: int = 8000) -> tuple[str, str, float]:
     """Returns (report text, its 'incomplete phases' section, the bench's wall seconds)."""
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
@@ -53,7 +53,7 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch) -> t
 
     monkeypatch.setattr(orchestrate, "Session", tracking_session)
     monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
-    _cap_at(monkeypatch, 8000)  # the op counts below were set against the 8,000-op cap (catalog.CHECK_OPS was)
+    _cap_at(monkeypatch, cap)  # the op counts below were set against the 8,000-op cap (catalog.CHECK_OPS was)
     cfg = BenchConfig.of(backends=[backend, "reference"], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
                          # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
