@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.report import charts, growth
-from authzbench.report.data import RunData, load_run
-from authzbench.report.sweep import answers_line, labelled, mismatch_lines, size_table
+from authzbench.report.data import RunData
+from authzbench.report.sweep import answers_line, labelled, mismatch_lines, named_runs, size_table
 from authzbench.run.shape import PARAMS
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
@@ -28,9 +28,7 @@ MEANING = {"depth": "groups nested in one chain per org (`group_depth`)",
 
 def shape_runs(rd: RunData) -> list[RunData]:
     """Every point's run of the sweep this run ends, in the sweep's order."""
-    points = (rd.manifest.get("shape_sweep") or {}).get("points") or []
-    return [rd if p["run"] == rd.path.name else load_run(rd.path.parent / p["run"]) for p in points
-            if p["run"] == rd.path.name or (rd.path.parent / p["run"]).is_dir()]
+    return named_runs(rd, [p["run"] for p in (rd.manifest.get("shape_sweep") or {}).get("points") or []])
 
 
 def shape_table(rd: RunData, runs: list[RunData] | None = None) -> pd.DataFrame:
