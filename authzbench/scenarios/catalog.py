@@ -223,14 +223,17 @@ def _write_sampler(kind: str) -> Sampler:
 # Write scenarios: each op is a grant and its revocation (2 timed writes, each probed until visible), up to
 # inflight.MAX_IN_FLIGHT ops in flight per worker, so a cache window no longer sets the op count (one op at a
 # time got 1-4 ops a phase under a 5 s window, 20261128-083444). They run at 1 worker in the default run, in
-# one round: 200 ops or a 6 s budget, whichever comes first. 200 ops are 400 timed writes (a p99 has 100) and
-# bound the restore check's repair (2 fully consistent checks an op); the 6 s budget ends the phase for any
-# writer slower than ~30 ms an op. The budget bounds the phase, not an op: a slow store's phase is its first
+# one round: 200 ops or a 3 s budget, whichever comes first. 200 ops are 400 timed writes (a p99 has 100) and
+# bound the restore check's repair (2 fully consistent checks an op); the budget ends the phase for any writer
+# slower than ~15 ms an op. 3 s, not 6: at baseline with 3 s budgets (20261129-103220) every writer under
+# 100 ms an op still timed 64-400 writes a phase (SpiceDB 128/128/64 with its 5 s window, OpenFGA the same,
+# Permify 204/196/130), while the write phases of make bench took 447 s of its 24.7 min at 6 s
+# (20261129-071003). The budget bounds the phase, not an op: a slow store's phase is its first
 # op or two (FerretDB's membership write took 10-23 s, its hierarchy write 33-47 s at baseline; Cassandra's
 # hierarchy write 15 s), reported with its op count and marked as too few for a p95. One op may take long:
 # attaching a 300-member group under a parent reaching thousands of resources took Cassandra over 40 s at
 # baseline, so an op gets 120 s before it counts as hung. `--iterations-scale` scales ops and budget alike.
-_WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=6.0, min_ops=0)
+_WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=3.0, min_ops=0)
 
 
 # The churn sweep's structural ops (scenarios/churn.py CHURN_MIX), split over the writers: a writer reuses an op

@@ -23,7 +23,7 @@ from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
 # At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
 # cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
 # place ~5-10 s (a revoke op: its grant shown, then its revocation). revoke_then_check's one writer thus starts
-# about one place's worth of ops in its 6 s budget: 32 places give 32 timed revocations (>= 20 for a p95), 16
+# about one place's worth of ops in its 3 s budget (catalog._WRITE): 32 places give 32 timed revocations (>= 20 for a p95), 16
 # gave 16. A round of 32 probes at the engines' 1-2 ms check keeps the lag's resolution near 30-60 ms, ~1% of
 # such a window.
 MAX_IN_FLIGHT = 32
