@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from authzbench.backends import document_layout as layout
-from authzbench.backends.base import BuildStats, LoadStats, Progress, no_progress
+from authzbench.backends.base import BuildStats, LoadStats, Progress, load_concurrently, no_progress
 from authzbench.backends.document_layout import sorted_csr
 from authzbench.backends.expansion import Expansion
 from authzbench.backends.mongo_grants import _grant_docs
@@ -33,25 +33,16 @@ class BulkLoad:
         expansion.user_groups()  # the users' closures: expansion time, not insert time
         progress(0)  # a set-up heartbeat: the load bound judges its time and the machine's memory here too
         closure_s, expanded = [time.perf_counter() - t0], [0]
-        index_s = closure_s[0]
         n = ds.entities
         docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
         per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
-        batch_seconds: list[float] = []
-        reported = 0.0
-        written = 0
         t1 = time.perf_counter()
-        for coll, docs in _all_docs(ds, expansion, closure_s, expanded):
-            for batch in _chunks(docs, self.batch_docs):
-                tb = time.perf_counter()
-                self.db[coll].insert_many(batch, ordered=False)
-                batch_seconds.append(time.perf_counter() - tb)
-                written += len(batch)
-                reported += len(batch) * per_doc
-                if int(reported) > 0:
-                    progress(int(reported))
-                    reported -= int(reported)
-        insert_s = time.perf_counter() - t1 - (closure_s[0] - index_s)  # the chunks' expansion is not insert
+        sent = load_concurrently("mongo: insert_many", _batches(_all_docs(ds, expansion, closure_s, expanded),
+                                                                self.batch_docs),
+                                 lambda cb: self.db[cb[0]].insert_many(cb[1], ordered=False), self.batch_docs,
+                                 self.insert_workers, _in_relationships(progress, per_doc))
+        written, batch_seconds = sent.rows, sent.batch_seconds
+        insert_s = time.perf_counter() - t1  # the chunks' expansion runs beside the inserts in flight: inside it
         return LoadStats(rows=written, batch_rows=self.batch_docs, batch_seconds=batch_seconds, documents=written,
                          notes={"closure_seconds": closure_s[0], "insert_seconds": insert_s,
                                 "rates": {"documents_per_s": ["documents", "insert_seconds"],
@@ -60,7 +51,8 @@ class BulkLoad:
                                 "group_membership_pairs": expansion.membership_pairs,
                                 "method": f"closure in numpy chunk by chunk ({closure_s[0]:.2f} s), then unordered "
                                           f"insert_many of {self.batch_docs} documents (resources, users, per-user "
-                                          "grants); indexes built after the load"})
+                                          f"grants), {self.insert_workers} in flight (batch times overlap); "
+                                          "indexes built after the load"})
 
     def build(self) -> BuildStats:
         """Indexes after the load (one sort per index instead of per-insert maintenance). On FerretDB:
@@ -113,6 +105,25 @@ def _chunks(docs: Iterator[dict[str, Any]], n: int) -> Iterator[list[dict[str, A
             batch = []
     if batch:
         yield batch
+
+
+def _batches(colls: list[tuple[str, Iterator[dict[str, Any]]]], n: int) -> Iterator[tuple[int, tuple[str, list]]]:
+    """(documents, (collection, batch)) for load_concurrently, the collections one after another."""
+    for coll, docs in colls:
+        for batch in _chunks(docs, n):
+            yield len(batch), (coll, batch)
+
+
+def _in_relationships(progress: Progress, per_doc: float) -> Progress:
+    """The load's progress in relationships (the bar's unit) from documents written."""
+    left = [0.0]
+
+    def advance(docs: int) -> None:
+        left[0] += docs * per_doc
+        if int(left[0]) > 0:
+            progress(int(left[0]))
+            left[0] -= int(left[0])
+    return advance
 
 
 def _grouped(keys: np.ndarray, values: np.ndarray, n_keys: int) -> Callable[[int], list[int]]:
