@@ -226,6 +226,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    "tiny,baseline,large; the last report shows how cost grows with size")
     p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
                    "(= baseline,large,xl)")
+    p.add_argument("--extend-sweep", type=Path, metavar="RUN",
+                   help="add this run (at --profile) to the size sweep whose last run is RUN, beside it: a size "
+                        "cut short, or backends a size did not reach; its report covers every size")
     p.add_argument("--shape", action="append", metavar="PARAM=V1,V2,V3",
                    help="shape sweep at --profile: one run per value of a generator parameter, the others fixed; "
                         "PARAM is depth (group nesting), fanout (groups a user joins an org) or acl (viewers a "

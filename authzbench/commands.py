@@ -264,6 +264,12 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
         failures = orchestrate.prepare(cfg)
     elif args.shape:
         failures = _shape_sweep(args, cfg)
+    elif args.extend_sweep is not None:
+        from authzbench.run.sweep import extend_sweep
+
+        if args.profiles is not None or args.scale is not None:
+            raise UserError("--extend-sweep adds one size (--profile) to a sweep: leave out --profiles and --scale")
+        failures = extend_sweep(cfg, args.extend_sweep, None if args.no_report else _renderer(args.report_dir))
     elif args.profiles is not None or args.scale is not None:
         from authzbench.run.sweep import parse_sizes, run_sweep
 

@@ -9,6 +9,7 @@ outlasted its 600 s deadline) and sat idle beside every other backend's phases.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -65,6 +66,33 @@ def run_sweep(cfg: BenchConfig, sizes: list[str], results_dir: Path | None,
         timed.append(size_time(store.records(), wall_s))
 
     return run_each([(p, _sized(cfg, p)) for p in sizes], cfg, results_dir, render, manifest, after)
+
+
+def sweep_of(last: Path) -> tuple[list[str], list[str]]:
+    """The profiles and runs of the size sweep whose last run is `last`, every run found beside it (else a
+    UserError, before anything starts)."""
+    try:
+        sweep = json.loads((last / "manifest.json").read_text()).get("sweep") or {}
+    except (OSError, ValueError) as e:
+        raise UserError(f"--extend-sweep {last}: no run manifest there ({e})") from None
+    runs, missing = sweep.get("runs") or [], [r for r in sweep.get("runs") or [] if not (last.parent / r).is_dir()]
+    if len(runs) < 2 or runs[-1] != last.name:
+        raise UserError(f"--extend-sweep {last}: not the last run of a size sweep (its manifest lists {runs or 'none'})")
+    if missing:
+        raise UserError(f"--extend-sweep {last}: the sweep's run {missing[0]} is not beside it in {last.parent}")
+    return list(sweep.get("profiles") or []), runs
+
+
+def extend_sweep(cfg: BenchConfig, last: Path, render: Callable[[Path], Path] | None) -> list[str]:
+    """bench at cfg's profile as one more run of the sweep `last` ends, written beside it: its manifest lists
+    the sweep's runs and itself, so its report covers every size. xl of 20261129-114811 reached six of the
+    eight backends before the session's end; this adds the other two without running the rest again."""
+    profiles, runs = sweep_of(last)
+    profile = cfg.data.profile
+    return run_each([(profile, cfg)], cfg, last.parent, render,
+                    lambda run_id, _: {"sweep": {"profiles": [*profiles, *([profile] if profile not in profiles
+                                                                              else [])],
+                                                 "runs": [*runs, run_id]}})
 
 
 @dataclass(frozen=True)

@@ -154,3 +154,38 @@ def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
                                 "before its first relationship")
     assert _bounded_note({**x, "memory_left_bytes": None, "rels_per_s": 46_000.0, "projected_seconds": 858.0}) == \
         "load stopped at the bound (10 min): 46,000/s, projected 14.3 min"
+
+
+def test_a_sweep_extended_by_one_more_run_reports_the_backends_that_run_added_beside_the_earlier_sizes(tmp_path):
+    from authzbench.run.sweep import extend_sweep
+
+    results, scen = tmp_path / "results", ["check_manage_direct_user", "lookup_resources_manage_super"]
+    cfg = BenchConfig.of(backends=["reference"], provision="native", concurrency=[1], iterations_scale=0.05,
+                         scenarios=scen, data_dir=tmp_path / "data")
+    assert run_sweep(cfg, ["tiny", "baseline"], results, None) == []
+    last = sorted(results.iterdir())[-1]
+    more = BenchConfig.of(backends=["clickhouse"], provision="native", concurrency=[1], iterations_scale=0.05,
+                          scenarios=scen, data_dir=tmp_path / "data", profile="baseline")
+    report = []
+    assert extend_sweep(more, last, lambda run: report.append(render(run, tmp_path / "r")) or report[-1]) == []
+    added = sorted(results.iterdir())[-1]
+    runs = sweep_runs(load_run(added))
+    assert [r.path.name for r in runs] == [*load_run(last).manifest["sweep"]["runs"], added.name]
+    df = size_table(runs)
+    assert sorted(zip(df["backend"], df["profile"], strict=True)) == [
+        ("clickhouse", "baseline"), ("reference", "baseline"), ("reference", "tiny")]
+    assert "## How cost grows with size" in report[0].read_text()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: None, "no run manifest there"),
+    (lambda d: (d / "manifest.json").write_text('{"run_id": "x"}'), "not the last run of a size sweep"),
+    (lambda d: (d / "manifest.json").write_text('{"sweep": {"runs": ["gone", "%s"]}}' % d.name),
+     "the sweep's run gone is not beside it"),
+])
+def test_extending_what_is_not_a_sweeps_last_run_is_one_line_and_exit_code_2(tmp_path, make, message):
+    run = tmp_path / "results" / "20260101-000000"
+    run.mkdir(parents=True)
+    make(run)
+    r = authzbench("bench", "--backend", "reference", "--extend-sweep", str(run), "--no-report", cwd=tmp_path)
+    assert r.returncode == 2 and message in r.stderr.strip().splitlines()[-1] and "Traceback" not in r.stderr
