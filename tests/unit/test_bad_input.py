@@ -50,6 +50,7 @@ BENCH = {
     "--write-kind": ["everything", "", "ACL"],
     "--profiles": ["", "huge", "tiny,,baseline"],
     "--scale": ["", "0", "-1", "abc", "7"],
+    "--extend-sweep": ["", "{missing}", "{file}"],
     "--shape": ["", "depth", "depth=1,2", "width=1,2,3", "acl=0,1,2", "depth=1,x,3", "depth=1,2,30"],
     "--workers-on": ["", "localhost:8786", "http://10.0.0.1:8786", "tcp://10.0.0.1", "tcp://a b:1"],
     "--rate": ["0", "-5", "abc", "nan", "inf", "1e15", ""],
