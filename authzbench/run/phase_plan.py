@@ -228,10 +228,10 @@ class RestoreChecks:
 
 # A 1-writer write phase that ran this long past its budget had writes that outlast it. The ops in flight at the
 # budget drain first, each change up to a 5 s window to show: OpenFGA's ran up to 8.9 s past a 3 s budget
-# (20261129-103220), SpiceDB's 9.4 s past 6 s (20261129-071003); FerretDB's ran 30-61 s past either.
-SLOW_WRITES_PAST_BUDGET_S = 15.0
-# A revocation op first grants a membership, then revokes it: two writes of the membership phase's kind.
-REVOKE, MEMBERSHIP = "revoke_then_check", "write_membership"
+# (20261129-103220). 21 s keeps the line where it was at a 6 s budget (4x, 24 s): FerretDB's 1-writer
+# revocation took 21 s on a 2.8 GHz host, and its 8 writers then timed 208 ops in 34 s (20261129-165944); on a
+# slower host it took 34-38 s (20261129-071003, 20261129-103220), and 8 writers queue behind such writes.
+SLOW_WRITES_PAST_BUDGET_S = 21.0
 
 
 @dataclass
@@ -290,12 +290,7 @@ class Pace:
     def _queued_writers(self, spec: PhaseSpec) -> str:
         """A write scenario at several writers whose 1-writer phase ran far past its budget: its ops outlast the
         budget alone, and concurrent writers queue behind the same writes (FerretDB's group lock): 8 writers
-        arming revoke ops of 10-23 s each would take minutes for a figure of a few ops. Revocations at any
-        writer count, after a membership phase that slow: each is two such writes, and FerretDB's one
-        revocation at 1 writer took 34-38 s of make bench (20261129-071003, 20261129-103220)."""
-        if spec.scenario == REVOKE and (wall := self.slow_writes.get((spec.backend, MEMBERSHIP))) is not None:
-            return (f"foreseen: at 1 writer the membership phase took {wall:.0f} s for its {spec.budget_s:g} s "
-                    "budget, and a revocation is a membership grant and its revocation, two such writes")
+        arming revoke ops of 10-23 s each would take minutes for a figure of a few ops."""
         wall = self.slow_writes.get((spec.backend, spec.scenario))
         if spec.concurrency == 1 or wall is None:
             return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from types import SimpleNamespace
@@ -180,7 +181,7 @@ def test_a_sweep_extended_by_one_more_run_reports_the_backends_that_run_added_be
 @pytest.mark.parametrize("make, message", [
     (lambda d: None, "no run manifest there"),
     (lambda d: (d / "manifest.json").write_text('{"run_id": "x"}'), "not the last run of a size sweep"),
-    (lambda d: (d / "manifest.json").write_text('{"sweep": {"runs": ["gone", "%s"]}}' % d.name),
+    (lambda d: (d / "manifest.json").write_text(json.dumps({"sweep": {"runs": ["gone", d.name]}})),
      "the sweep's run gone is not beside it"),
 ])
 def test_extending_what_is_not_a_sweeps_last_run_is_one_line_and_exit_code_2(tmp_path, make, message):
