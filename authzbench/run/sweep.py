@@ -89,10 +89,10 @@ def extend_sweep(cfg: BenchConfig, last: Path, render: Callable[[Path], Path] | 
     eight backends before the session's end; this adds the other two without running the rest again."""
     profiles, runs = sweep_of(last)
     profile = cfg.data.profile
+    if profile not in profiles:
+        profiles.append(profile)
     return run_each([(profile, cfg)], cfg, last.parent, render,
-                    lambda run_id, _: {"sweep": {"profiles": [*profiles, *([profile] if profile not in profiles
-                                                                              else [])],
-                                                 "runs": [*runs, run_id]}})
+                    lambda run_id, _: {"sweep": {"profiles": profiles, "runs": [*runs, run_id]}})
 
 
 @dataclass(frozen=True)
