@@ -155,6 +155,8 @@ def _skip_cause(reason: str) -> str:
     """Why the planner left a phase out (phase_plan.Pace): its earlier round, or a lower worker count."""
     if reason.startswith("bounded by op count"):
         return "an earlier round measured its op count (one op outlasted the round's budget)"
+    if reason.startswith("under its op floor"):
+        return "a lower worker count's op time predicted one op a worker, fewer than the round's op floor"
     return "a lower worker count's op time predicted every op past its timeout"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from authzbench.config import BenchConfig
 from authzbench.report.data import load_run
-from authzbench.report.validity import _stops
+from authzbench.report.validity import _skip_cause, _stops
 from authzbench.run import orchestrate
 from authzbench.run.phase_plan import Pace
 from authzbench.scenarios.results import RunStore
@@ -95,6 +95,24 @@ def test_a_later_round_runs_when_its_ops_fit_the_budgets_stretch():
     pace.note(_round(1), "lookup", ops=9, wall_s=5.3)  # 0.6 s an op: 9 ops a round, enough to keep measuring
     assert pace.too_slow(_round(1, repeat=1), "lookup") == ""
     assert pace.too_slow(_round(8), "lookup") == ""  # a higher count is judged by its own first round
+
+
+def test_a_higher_count_whose_predicted_op_outlasts_the_stretch_is_skipped_under_its_op_floor():
+    pace = Pace(cores=2)
+    pace.note(_round(1, min_ops=10), "lookup", ops=1, wall_s=13.3)  # x 8 / 2 = 53 s an op, under the 60 s timeout
+    why = pace.too_slow(_round(8, min_ops=10), "lookup")
+    assert why.startswith("under its op floor") and "predicted 53 s" in why and "8 ops" in why
+    assert "floor of 10" in why and "5.3 s budget" in why
+    assert "fewer than the round's op floor" in _skip_cause(why)
+
+
+def test_a_higher_count_runs_when_its_workers_reach_the_op_floor_or_its_op_fits_the_stretch():
+    slow = Pace(cores=2)
+    slow.note(_round(1, min_ops=8), "lookup", ops=1, wall_s=13.3)
+    assert slow.too_slow(_round(8, min_ops=8), "lookup") == ""  # 8 workers make the 8-op floor in one op each
+    quick = Pace(cores=2)
+    quick.note(_round(1, min_ops=10), "lookup", ops=11, wall_s=5.6)  # SpiceDB's 0.5 s an op: 2 s at 8 workers
+    assert quick.too_slow(_round(8, min_ops=10), "lookup") == ""
 
 
 def test_the_budget_end_stops_a_worker_from_starting_an_op_past_the_stretch():
