@@ -164,6 +164,17 @@ def test_a_stale_allow_under_a_fully_consistent_mode_cites_the_reproduction_and_
         revocations(clean, "spicedb-pg", "fully_consistent", 800, 0).data()))
 
 
+def test_a_backend_whose_revocations_at_8_writers_were_not_run_is_named_with_the_reason():
+    run = revocations(Run().server("postgres", NET).server("scylla", CASS), "postgres", "", 200, 0)
+    run.recs.append({"type": "phase_skipped", "phase": "scylla/revoke_then_check/c8/r0", "backend": "scylla",
+                     "scenario": "revoke_then_check", "concurrency": 8, "repeat": 0,
+                     "reason": "at 1 writer the phase took 29 s for its 3 s budget"})
+    lines = freshness.summary_lines(run.data())
+    assert lines[0].startswith("**Stale allows after a revocation, 8 concurrent writers**")
+    assert "scylla" not in lines[0]
+    assert lines[1].startswith("Not run at 8 writers, scylla") and ": at 1 writer the phase took 29 s" in lines[1]
+
+
 def test_an_older_record_without_a_revocation_count_counts_every_op():
     run = revocations(Run().server("postgres", NET), "postgres", "", 40, 1, recorded=False)
     assert freshness.revocations(run.data()).iloc[0]["revocations"] == 40
