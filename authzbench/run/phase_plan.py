@@ -268,9 +268,10 @@ class Pace:
         return seen[min(seen)] if seen else None
 
     def too_slow(self, spec: PhaseSpec, op: str) -> str:
-        """Why every op of this phase would outlast its timeout, or '' to run it. Predicted from a lower worker
-        count's op time, assuming the extra workers share the server's cores: c workers on `cores` cores make
-        each op at least c / max(lower, cores) times slower (1 -> 8 workers on 2 cores: 4x)."""
+        """Why every op of this phase would outlast its timeout (or leave the round under its op floor), or '' to
+        run it. Predicted from a lower worker count's op time, assuming the extra workers share the server's
+        cores: c workers on `cores` cores make each op at least c / max(lower, cores) times slower (1 -> 8
+        workers on 2 cores: 4x)."""
         if op == "write":
             return self._queued_writers(spec)
         if op not in self.READS:
