@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
-from authzbench.core.metrics import Monitor
+from authzbench.core.metrics import Monitor, outside
 from authzbench.report import findings, ranking
 from authzbench.report.compare import summary
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
@@ -355,14 +355,36 @@ print(json.dumps(out))
 """
 
 
+class _Listed:
+    def __init__(self, pid: int, ppid: int) -> None:
+        self.pid, self.info = pid, {"ppid": ppid}
+
+
+def test_a_process_started_by_the_client_or_server_after_their_trees_were_listed_is_not_foreign():
+    # 1 init; 10 the client, 20 the measured server, 30 another server of the run; 99 a co-tenant
+    procs = [_Listed(*pp) for pp in [(1, 0), (10, 1), (11, 10), (12, 11), (20, 10), (21, 20), (30, 10),
+                                      (31, 30), (99, 1), (100, 99)]]
+    ours = {10, 20}  # the trees as listed before 11, 12 and 21 started
+    foreign = {p.pid for p in outside(procs, ours, others={30, 31})}
+    assert foreign == {1, 30, 31, 99, 100}
+
+
 def test_a_phases_own_workers_are_not_read_as_foreign_cpu_even_when_they_end_between_samples():
     busy = sum(psutil.cpu_percent(interval=1.0, percpu=True))
     if busy > DISTURBED_CPU:  # someone else's load would be read, rightly, as foreign
         pytest.skip(f"the machine is busy ({busy:.0f}% of a core before the test): foreign CPU is real here")
+    tries = [_own_workers_foreign_cpu()]
+    if max(tries[0]) >= DISTURBED_CPU:  # once more: a misread of our own workers would repeat, a neighbour's burst not
+        tries.append(_own_workers_foreign_cpu())
+    assert max(tries[-1]) < DISTURBED_CPU, tries
+
+
+def _own_workers_foreign_cpu() -> list[float]:
+    """Each window's foreign CPU. In make test the pytest process around it (foreign to the script) carries
+    what earlier tests left in it: one window of six read 28.9% there (3b8b6b4), the other five 7.5-13.4."""
     out = subprocess.run([sys.executable, "-c", _OWN_WORKERS_SCRIPT], capture_output=True, text=True,
                          check=True, timeout=120).stdout
-    foreign = json.loads(out.strip().splitlines()[-1])
-    assert max(foreign) < DISTURBED_CPU, foreign
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_are_no_clear_difference():
