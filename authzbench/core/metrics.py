@@ -247,8 +247,8 @@ class Monitor:
         self.samples = 0
         self._pss: tuple[float, int] | None = None  # (when, bytes) of the latest PSS reading
 
-    def _processes(self) -> list[psutil.Process]:
-        procs, others = [], self._other_tree()
+    def _processes(self, others: set[int] | None = None) -> list[psutil.Process]:
+        procs, others = [], self._other_tree() if others is None else others
         for pid in self.pids:
             try:
                 root = self._procs.get(pid) or psutil.Process(pid)
@@ -268,7 +268,8 @@ class Monitor:
                    "processes": len(stats), "client_cpu_percent": max(0.0, self._client_tree.delta(self._client_procs(set())))}
             return {**out, **self._foreign(out["cpu_percent"] + out.get("client_cpu_percent", 0.0))}
         rss, n = 0, 0
-        procs = self._processes()
+        others = self._other_tree()  # once a sample: each walk lists every process on the machine
+        procs = self._processes(others)
         for p in procs:
             try:
                 rss += p.memory_info().rss
@@ -278,7 +279,7 @@ class Monitor:
         if not n:
             return None
         server = {p.pid for p in procs}
-        client = self._client_procs(server)
+        client = self._client_procs(server, others)
         # a sample's share can dip below 0 when a process's end lands in its parent's times late: clipped for
         # the per-sample figure (the foreign CPU, averaged over a window, is kept signed)
         out = {"cpu_percent": max(0.0, self._server_cpu.delta(procs)), "rss_bytes": rss, "processes": n}
@@ -286,7 +287,7 @@ class Monitor:
             out["pss_bytes"] = pss
         if os.getpid() not in server:  # an in-process engine's CPU includes the client's
             out["client_cpu_percent"] = max(0.0, self._client_tree.delta(client))
-        return {**out, **self._foreign_processes(server | {p.pid for p in client} | {os.getpid()})}
+        return {**out, **self._foreign_processes(server | {p.pid for p in client} | {os.getpid()}, others)}
 
     def _latest_pss(self, procs: list[psutil.Process]) -> int | None:
         """The server tree's PSS, read again when the last reading is PSS_EVERY_S old; None where the kernel
@@ -303,18 +304,18 @@ class Monitor:
         self._last_foreign = (busy - ours, steal, dt)
         return {"foreign_cpu_percent": max(0.0, busy - ours), "steal_percent": steal}
 
-    def _foreign_processes(self, ours: set[int]) -> dict:
+    def _foreign_processes(self, ours: set[int], others: set[int]) -> dict:
         """CPU of every process that is neither the measured server nor this run's client (co-tenants, other
         servers of this run, daemons, kernel threads), and the hypervisor's steal. Summed over those
         processes, not taken as the machine's busy time less ours: a phase starts and ends 32 workers and
         PostgreSQL forks a backend per connection, and the time of processes that came and went between
         two samples read as 25-110% of a core used by someone else on a quiet machine."""
-        foreign = self._foreign_cpu.delta(outside(list(psutil.process_iter(["ppid"])), ours, self._other_tree()))
+        foreign = self._foreign_cpu.delta(outside(list(psutil.process_iter(["ppid"])), ours, others))
         _, steal, dt = self._machine.delta()
         self._last_foreign = (foreign, steal, dt)
         return {"foreign_cpu_percent": max(0.0, foreign), "steal_percent": steal}
 
-    def _client_procs(self, server_pids: set[int]) -> list[psutil.Process]:
+    def _client_procs(self, server_pids: set[int], others: set[int] | None = None) -> list[psutil.Process]:
         """This benchmark process and its workers, less the servers it started (the measured one and the
         others, idle meanwhile)."""
         me = os.getpid()
@@ -322,7 +323,7 @@ class Monitor:
             tree = [psutil.Process(me), *psutil.Process(me).children(recursive=True)]
         except psutil.Error:
             return []
-        skip = server_pids | self._other_tree()
+        skip = server_pids | (self._other_tree() if others is None else others)
         return [p for p in tree if p.pid not in skip]
 
     def _other_tree(self) -> set[int]:
