@@ -1,6 +1,8 @@
 """The churn sweep in the report: per backend and churn step, what the reads, the writes and the changes'
-visibility became (scenarios/churn.py runs it), each step's verdict by the one rule (churn.why_not_held), and
-each backend's sustainable churn: the highest rate that held, with the first rate that did not above it."""
+visibility became (scenarios/churn.py runs it), each step's verdict by the one rule (churn.judged: held,
+undecided or failed, the check p95 judged by its interval), each backend's sustainable churn (the highest rate
+that held, any undecided ones above it, the first that did not hold) and the ranked figures of the steps that
+held (one Dimension a rate: the decision summary's workload rows, the JSON and the appendix list them)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,19 @@ import pandas as pd
 from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.frames import slo
-from authzbench.report.noise import min_ops, order_stat_interval
-from authzbench.report.tables import label
+from authzbench.report.noise import min_ops, percentile_bounds
+from authzbench.report.ranking import Dimension, Figure
+from authzbench.report.tables import anchor, label, num, significant
 from authzbench.scenarios.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
     CHURN_READ_RATE,
     CHURN_STEP_S,
+    FAILED,
+    HELD,
+    UNDECIDED,
+    interval_text,
+    judged,
     step_of,
     why_not_held,
 )
@@ -37,19 +45,23 @@ def settings(rd: RunData) -> dict:
             "freshness_s": cfg.get("freshness_s", CHURN_FRESHNESS_S)}
 
 
+NOT_RUN = "not run"
+
+
 def steps(rd: RunData) -> pd.DataFrame:
-    """One row per (backend, churn rate): the step's figures and verdict ("" = held), skipped steps too."""
+    """One row per (backend, churn rate): the step's figures, its state (HELD, UNDECIDED, FAILED or NOT_RUN) and
+    verdict, skipped steps too. held: the step held clearly; went_on: the sweep's own point rule passed it."""
     ph = rd.phases
     rows = []
     if not ph.empty and "churn_rate" in ph and (ph["scenario"] == SCENARIO).any():
         sub = ph[ph["scenario"] == SCENARIO]
         for (b, rate), g in sub.groupby(["backend", "churn_rate"], sort=False):
             rows.append(_step_row(rd, b, float(rate), g))
-    failed: dict[str, float] = {}  # backend -> its lowest step that ran and did not hold
+    stops: dict[str, dict] = {}  # backend -> its lowest step that ran and that the sweep did not go on from
     for r in rows:
-        if not r["held"]:
-            failed[r["backend"]] = min(failed.get(r["backend"], math.inf), r["rate"])
-    rows += [_skipped_row(r, failed) for r in rd.skipped if r.get("scenario") == SCENARIO]
+        if not r["went_on"] and r["rate"] < stops.get(r["backend"], {}).get("rate", math.inf):
+            stops[r["backend"]] = r
+    rows += [_skipped_row(r, stops.get(r["backend"])) for r in rd.skipped if r.get("scenario") == SCENARIO]
     rows = [r for r in rows if r is not None]
     return pd.DataFrame(rows).sort_values(["backend", "rate"]).reset_index(drop=True) if rows else pd.DataFrame()
 
@@ -68,25 +80,33 @@ def _p(hists: tuple[str, ...], metric: str) -> float:
 
 def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     """The step's figures for the table, and its verdict from the run's own rule on its interval records
-    (churn.step_of), so the report judges a step exactly as the sweep did when it chose to go on."""
+    (churn.step_of): went_on as the sweep judged it when it chose to go on (the p95 alone), the state with the
+    p95's interval (churn.judged). The interval is the one any single-round figure has (noise.percentile_bounds:
+    the p95's order-statistics interval widened by its one-second slices' spread; with a repeat, its rounds'
+    range): it is within the one step, and says nothing of how far another run's step lands."""
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     reads = _hists(g, "check")
     phases = set(g["phase"])
     step = step_of(r for r in rd.records if r["type"] == "interval" and r["phase"] in phases)
-    verdict = why_not_held(step, slo(rd)["check_p95_ms"], settings(rd)["freshness_s"])
-    read_ops = int(chk["ops"].sum())
+    objective, fresh = slo(rd)["check_p95_ms"], settings(rd)["freshness_s"]
+    read_ops, read_p95 = int(chk["ops"].sum()), _p(reads, "p95_ms")
+    read_iv = percentile_bounds(chk[chk["ops"] > 0], 95.0, read_p95) if reads else None
+    # a latency is never negative: the slices' spread took Elasticsearch's 42.7 ms to -26.1 (20261129-071003)
+    read_iv = (max(0.0, read_iv[0]), read_iv[1]) if read_iv else None
+    state, verdict = judged(step, objective, read_iv, fresh)
     return {"backend": b, "rate": rate, "read_ops": read_ops, "read_p50_ms": _p(reads, "p50_ms"),
-            "read_p95_ms": _p(reads, "p95_ms"), "read_iv": order_stat_interval(reads, 95.0) if reads else None,
+            "read_p95_ms": read_p95, "read_iv": read_iv,
             "read_too_few": read_ops < min_ops(95.0), "write_ops": int(wr["ops"].sum()),
             "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
             "stale_allows": _extra(g, "stale_allows"), "scheduled": step.scheduled, "late": int(wr["late"].sum()),
-            "unissued": _extra(g, "unissued"), "never_visible": step.never_visible, "held": not verdict,
-            "verdict": verdict or "held"}
+            "unissued": _extra(g, "unissued"), "never_visible": step.never_visible, "held": state == HELD,
+            "state": state, "verdict": f"{UNDECIDED}: {verdict}" if state == UNDECIDED else verdict or HELD,
+            "went_on": not why_not_held(step, objective, fresh), "after_stop": False}
 
 
-def _skipped_row(r: dict, failed: dict[str, float]) -> dict | None:
-    """A step not run: no figure. Skipped because a lower step did not hold, it names that step, whose row
-    gives the figure (the run's stored reason repeats it in the run's own formatting: 1.89e+03 against the
+def _skipped_row(r: dict, stop: dict | None) -> dict | None:
+    """A step not run: no figure. Skipped because a lower step did not hold (stop), it names that step, whose
+    row gives the figure (the run's stored reason repeats it in the run's own formatting: 1.89e+03 against the
     table's 1,885 in 20261129-015755); otherwise (foreseen) the run's reason."""
     rate = r.get("churn_rate")
     if rate is None and (m := _RATE_IN_ID.search(r.get("phase", ""))):
@@ -94,56 +114,93 @@ def _skipped_row(r: dict, failed: dict[str, float]) -> dict | None:
     if rate is None:
         return None
     nan = math.nan
+    after = stop is not None and stop["rate"] < float(rate)
     return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
             "stale_allows": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
-            "verdict": f"not run: {_why_skipped(r, float(rate), failed.get(r['backend']))}"}
+            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.get('reason', '')}",
+            "went_on": False, "after_stop": after}
 
 
-def _why_skipped(r: dict, rate: float, failed_at: float | None) -> str:
-    return f"the {failed_at:g}/s step did not hold" if failed_at is not None and failed_at < rate else \
-        r.get("reason", "")
+def _why_skipped(r: dict, stop: dict) -> str:
+    if stop["state"] == UNDECIDED:  # the sweep stopped on the p95 alone; the interval leaves that step open
+        return f"the sweep stopped at the {stop['rate']:g}/s step (check p95 over the SLO, undecided on its interval)"
+    return f"the {stop['rate']:g}/s step did not hold"
 
 
 @dataclass(frozen=True)
 class Sustainable:
-    """A backend's sustainable churn: [held, failed), either end None when the sweep did not find it."""
+    """A backend's sustainable churn: [held, failed), either end None when the sweep did not find it, and the
+    rates between them whose check p95 lay across the SLO (undecided: the limit is somewhere among them)."""
 
     backend: str
     held: float | None  # the highest rate that held below the first that did not
     failed: float | None  # the first rate that did not hold
     lowest: float  # the sweep's lowest rate (the bound when none held)
     reason: str  # why the first failed step did not hold ("" when none failed)
+    undecided: tuple[tuple[float, str], ...] = ()  # (rate, why) of each undecided step between held and failed
 
     @property
     def text(self) -> str:
-        if self.held is None:
-            return f"under {self.lowest:g}/s"
-        if self.failed is None:
-            return f"at least {self.held:g}/s"
-        return f"{self.held:g}/s, below {self.failed:g}/s"
+        if not self.undecided:
+            if self.held is None:
+                return f"under {self.lowest:g}/s"
+            if self.failed is None:
+                return f"at least {self.held:g}/s"
+            return f"{self.held:g}/s, below {self.failed:g}/s"
+        parts = [*([f"held {self.held:g}/s"] if self.held is not None else []),
+                 *(f"{r:g}/s {UNDECIDED} ({why})" for r, why in self.undecided),
+                 *([f"{self.failed:g}/s did not hold"] if self.failed is not None else [])]
+        return ", ".join(parts)
 
 
 def sustainable(rd: RunData, df: pd.DataFrame | None = None) -> dict[str, Sustainable]:
     """backend -> its sustainable churn, from its steps in rate order: the sweep stops at the first step
-    that does not hold, so only rates below that step count as held."""
+    that does not hold, so only rates below that step count as held; the undecided steps above the highest
+    held one are listed. A step not run because the sweep stopped at an undecided one fails nothing."""
     df = steps(rd) if df is None else df
     out: dict[str, Sustainable] = {}
     lowest = min(settings(rd)["rates"])
     for b, g in (df.groupby("backend", sort=False) if not df.empty else []):
         g = g.sort_values("rate")
-        bad = g[~g["held"]]
+        bad = g[~g["held"] & (g["state"] != UNDECIDED) & ~g["after_stop"]]
         failed = float(bad["rate"].iloc[0]) if not bad.empty else None
-        ok = g[g["held"] & (g["rate"] < failed if failed is not None else True)]
-        out[b] = Sustainable(b, float(ok["rate"].max()) if not ok.empty else None, failed,
-                             min(lowest, float(g["rate"].min())), bad["verdict"].iloc[0] if not bad.empty else "")
+        below = g[g["rate"] < failed] if failed is not None else g
+        ok = below[below["held"]]
+        held = float(ok["rate"].max()) if not ok.empty else None
+        open_ = below[(below["state"] == UNDECIDED) & (below["rate"] > (held or 0))]
+        out[b] = Sustainable(b, held, failed, min(lowest, float(g["rate"].min())),
+                             bad["verdict"].iloc[0] if not bad.empty else "",
+                             tuple((float(r), v.removeprefix(f"{UNDECIDED}: "))
+                                   for r, v in zip(open_["rate"], open_["verdict"], strict=True)))
     return out
 
 
+def deciding(df: pd.DataFrame, b: str) -> pd.DataFrame:
+    """The steps of backend b that decide its sustainable churn: the highest that held, the undecided ones above
+    it and the first that ran and did not hold (each with its check p95 and interval)."""
+    g = df[(df["backend"] == b) & (df["state"] != NOT_RUN)].sort_values("rate")
+    failed = g[g["state"] == FAILED]["rate"].min()
+    below = g[g["rate"] < failed] if not math.isnan(failed) else g
+    held = below[below["held"]]["rate"].max()
+    top = below[below["rate"] >= held] if not math.isnan(held) else below
+    return pd.concat([top, g[g["rate"] == failed]]).drop_duplicates("rate")
+
+
 def json_records(rd: RunData) -> list[dict]:
-    """Sustainable churn per backend for the JSON beside the report (empty when the run had no sweep)."""
-    return [{"backend": s.backend, "held_per_s": s.held, "failed_per_s": s.failed, "text": s.text,
-             "limit": s.reason or None} for s in sustainable(rd).values()]
+    """Sustainable churn per backend for the JSON beside the report (empty when the run had no sweep), with
+    its deciding steps' check p95 and interval."""
+    df = steps(rd)
+    return [{"backend": s.backend, "held_per_s": s.held, "failed_per_s": s.failed,
+             "undecided_per_s": [r for r, _ in s.undecided], "text": s.text, "limit": s.reason or None,
+             "deciding_steps": [{"rate_per_s": float(r.rate), "state": r.state, "check_p95_ms": _plain(r.read_p95_ms),
+                                 "interval_ms": [_plain(x) for x in r.read_iv] if r.read_iv else None,
+                                 "checks": int(r.read_ops)} for r in deciding(df, s.backend).itertuples()]}
+            for s in sustainable(rd, df).values()]
+
+
+def _plain(v: float) -> float | None:
+    return significant(float(v)) if math.isfinite(v) else None
 
 
 def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
@@ -157,7 +214,33 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
     lines = [f"**Sustainable churn** (the highest rate of structural changes at which checks at "
              f"{cfg['read_rate']:g}/s held the {slo(rd)['check_p95_ms']:g} ms p95 SLO, the writers kept to their "
              f"schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets why the next step "
-             f"did not hold): " + "; ".join(parts) + "."]
+             f"did not hold; undecided: the step's check p95 interval, in square brackets, lies across the SLO, so "
+             f"one {cfg['step_s']:g} s step cannot say): " + "; ".join(parts) + "."]
     if chart := charts.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
         lines.append(f"![check p95 against churn rate, per backend, the SLO drawn]({chart})")
     return lines
+
+
+def dimensions(rd: RunData, df: pd.DataFrame | None = None) -> list[Dimension]:
+    """One ranked dimension a churn rate: the check p95 of the backends whose step held clearly, each with its
+    interval (the workload rows rank them; the JSON and the appendix's ranked-figure list show them)."""
+    df = steps(rd) if df is None else df
+    if df.empty:
+        return []
+    cfg = settings(rd)
+    out = []
+    for rate in sorted(set(cfg["rates"]) | set(df["rate"])):
+        held = df[(df["rate"] == rate) & df["held"]]
+        figs = [Figure(r.backend, r.read_p95_ms, n=r.read_ops, q=95.0, bounds=r.read_iv) for r in held.itertuples()]
+        out.append(Dimension("Under load", f"Check p95 at {cfg['read_rate']:g} checks/s under {rate:g} structural "
+                             f"change{'' if rate == 1 else 's'}/s (steps that held)", "ms", False, figs,
+                             anchor("churn"), key=f"churn_p95/{rate:g}"))
+    return out
+
+
+def undecided_text(rd: RunData, rate: float, df: pd.DataFrame | None = None) -> str:
+    """'openfga 25.7 ms [23.1-28.4]': the backends whose step at this rate was undecided ('' when none)."""
+    df = steps(rd) if df is None else df
+    und = df[(df["rate"] == rate) & (df["state"] == UNDECIDED)] if not df.empty else df
+    return ", ".join(f"{label(rd, r.backend)} {num(r.read_p95_ms)} ms{interval_text(r.read_iv)}"
+                     for r in und.itertuples())

@@ -188,9 +188,10 @@ def appendix_link(rd: RunData, out_dir: Path) -> str:
 
 def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dict]:
     """Every ranked figure: dimension, backend, value, unit, interval, n, rank (rank_group: 1 + the number of
-    backends clearly better) and flags."""
+    backends clearly better) and flags; by default the ranking's dimensions and the churn steps' (the decision
+    summary's workload rows rank those)."""
     out = []
-    for d in dims if dims is not None else compute(rd):
+    for d in dims if dims is not None else [*compute(rd), *churn.dimensions(rd)]:
         r = ranked(rd, d)
         for f in d.figures:
             if f.backend not in r:
