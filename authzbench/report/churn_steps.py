@@ -30,11 +30,11 @@ def section(rd: RunData, out_dir: Path) -> str:
         f"changes arrive at each rate for {cfg['step_s']:g} s; a step above the first that did not hold is not run. "
         f"A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms SLO, no check failed, the "
         "writers kept to their schedule and every change became visible, its lag p95 within "
-        f"{cfg['freshness_s']:g} s. The check p95 is judged by its interval (its ops' order-statistics 95% interval "
-        "widened by the spread of the step's one-second slices; the range of its rounds when the step was "
-        "repeated): a step whose interval lies across the SLO is undecided, neither held nor failed, unless another "
-        "condition failed it. The interval is within the one step: another run's step may land outside it. "
-        "Late: changes started late; unissued: never started in the step.", "",
+        f"{cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the step.", "",
+        "The check p95 is judged by its interval (its ops' order-statistics 95% interval widened by the spread of "
+        "the step's one-second slices; the range of its rounds when the step was repeated): a step whose interval "
+        "lies across the SLO is undecided, neither held nor failed, unless another condition failed it. The "
+        "interval is within the one step: another run's step may land outside it.", "",
         table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
                    "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95_ms": "Write p95 (ms)",
                    "lag_p95_ms": "Visibility p95 (ms)", "stale_allows": "Stale allows",
