@@ -217,7 +217,7 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
              f"did not hold; undecided: the step's check p95 interval, in square brackets, lies across the SLO, so "
              f"one {cfg['step_s']:g} s step cannot say): " + "; ".join(parts) + "."]
     if chart := charts.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
-        lines.append(f"![check p95 against churn rate, per backend, the SLO drawn]({chart})")
+        lines.append(f"![check p95 with its interval against churn rate, per backend, the SLO drawn]({chart})")
     return lines
 
 
