@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.report import charts
-from authzbench.report.data import RunData, merged_summary
+from authzbench.report.data import RunData, derived, merged_summary
 from authzbench.report.frames import slo
 from authzbench.report.noise import min_ops, percentile_bounds
 from authzbench.report.ranking import Dimension, Figure
@@ -50,7 +50,13 @@ NOT_RUN = "not run"
 
 def steps(rd: RunData) -> pd.DataFrame:
     """One row per (backend, churn rate): the step's figures, its state (HELD, UNDECIDED, FAILED or NOT_RUN) and
-    verdict, skipped steps too. held: the step held clearly; went_on: the sweep's own point rule passed it."""
+    verdict, skipped steps too. held: the step held clearly; went_on: the sweep's own point rule passed it.
+    Computed once a run (the summary, the workload rows, the JSON, the ranked figures and the appendix read
+    it; each step walks every record); a copy, so a caller's change stays its own."""
+    return derived(rd, "churn_steps", lambda: _steps(rd)).copy()
+
+
+def _steps(rd: RunData) -> pd.DataFrame:
     ph = rd.phases
     rows = []
     if not ph.empty and "churn_rate" in ph and (ph["scenario"] == SCENARIO).any():
