@@ -78,12 +78,23 @@ def _tier_line(rd: RunData) -> list[str]:
     tier = engines.engine_tier(rd)
     if not tier:
         return []
-    meaning = ("every engine's answer cache on, reads in each engine's latency-first mode"
-               if tier.startswith("cached") else
-               "fully consistent reads, answer caches off" if tier.startswith("strict") else
+    meaning = ("every engine's answer cache on" if tier.startswith("cached") else
+               "answer caches off" if tier.startswith("strict") else
                "servers kept from runs of different tiers: compare their figures with care")
+    if modes := session_modes(rd):
+        meaning += f", reads in {modes}"
     return ["", f"The Zanzibar engines ran in the **{tier}**: {meaning}; the columns above give each one's "
                 "cache, freshness window and datastore pool as its server was started.", ""]
+
+
+def session_modes(rd: RunData) -> str:
+    """The consistency each engine read in when a phase named none, from its server record: "spicedb-pg,
+    openfga minimize_latency; permify at_least_as_fresh" (20261129-201802 called all three "latency-first")."""
+    by: dict[str, list[str]] = {}
+    for b, s in rd.servers.items():
+        if mode := (s.get("info") or {}).get("consistency"):
+            by.setdefault(mode, []).append(label(rd, b))
+    return "; ".join(f"{', '.join(bs)} {m}" for m, bs in by.items())
 
 
 def dataset(rd: RunData, out_dir: Path) -> str:

@@ -4,6 +4,7 @@ from the figures or records beside it."""
 from __future__ import annotations
 
 from authzbench.report import decision
+from tests.unit.test_report_findings import NET, Run
 
 
 def test_the_read_leader_pays_only_where_its_write_rank_is_not_first():
@@ -22,3 +23,13 @@ def test_a_read_leader_first_in_every_write_need_pays_nothing():
 def test_a_read_leader_behind_in_every_write_need_pays_in_every_one():
     line = decision._leader_line("postgres", [(False, "a, rank 2"), (False, "b, rank 3")])
     assert "pays on the write side in every write need: a, rank 2; b, rank 3." in line and "leads" not in line
+
+
+def test_the_tier_line_names_the_mode_each_engine_read_in_from_its_server_record():
+    from authzbench.report import overview
+
+    run = Run().server("postgres", NET)
+    for b, mode in [("spicedb-pg", "minimize_latency"), ("openfga", "minimize_latency"),
+                    ("permify", "at_least_as_fresh")]:
+        run.server(b, {**NET, "label": b, "consistency": mode})
+    assert overview.session_modes(run.data()) == "spicedb-pg, openfga minimize_latency; permify at_least_as_fresh"
