@@ -56,3 +56,31 @@ def test_the_appendix_and_the_report_cite_the_reproduction_in_one_sentence():
     rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).data()
     rows = pd.DataFrame([{"backend": "spicedb-pg", "consistency": "fully_consistent", "stale_allows": 3}])
     assert _strict_stale_allows(rd, rows)[1] == freshness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent")])
+
+
+def _churn_run(rates: list[float]):
+    run = Run().server("permify", {**NET, "label": "Permify"})
+    for rate in rates:
+        run.phase("permify", "churn", [[30.0] * 20])
+        next(r for r in reversed(run.recs) if r["type"] == "phase_start")["churn_rate"] = rate
+    skipped = {"type": "phase_skipped", "phase": "permify/churn/open10@100+churn10/r0", "backend": "permify",
+               "scenario": "churn", "concurrency": 10, "repeat": 0, "reason": "check p95 338 ms over the 25 ms SLO"}
+    run.recs.append(skipped)
+    return run.data()
+
+
+def test_a_churn_step_skipped_after_a_lower_step_failed_names_that_step_not_a_timeout_prediction():
+    from authzbench.report import validity
+
+    text = "\n".join(validity._stops(_churn_run([1.0]), None, None))
+    assert "not run: the 1/s step did not hold, and no higher rate holds better: check p95 338 ms" in text
+    assert "past its timeout" not in text
+
+
+def test_skips_foreseen_from_the_write_phases_and_queued_writers_say_so():
+    from authzbench.report.validity import _skip_cause
+
+    assert "1-writer write phases" in _skip_cause("foreseen: its quickest write took 12.7 s", "churn", None)
+    assert "1-writer phase outlasted its budget" in _skip_cause(
+        "at 1 writer the phase took 29 s for its 3 s budget (its ops outlast it)", "revoke_then_check")
+    assert "past its timeout" in _skip_cause("predicted 80 s an op, over its 60 s timeout: ...", "lookup")
