@@ -88,13 +88,14 @@ def _tier_line(rd: RunData) -> list[str]:
 
 
 def session_modes(rd: RunData) -> str:
-    """The consistency each engine read in when a phase named none, from its server record: "spicedb-pg,
-    openfga minimize_latency; permify at_least_as_fresh" (20261129-201802 called all three "latency-first")."""
+    """The consistency each engine read in when a phase named none, from its server record:
+    "minimize_latency (spicedb-pg, openfga) and at_least_as_fresh (permify)" (20261129-201802 called all
+    three "latency-first")."""
     by: dict[str, list[str]] = {}
     for b, s in rd.servers.items():
         if mode := (s.get("info") or {}).get("consistency"):
             by.setdefault(mode, []).append(label(rd, b))
-    return "; ".join(f"{', '.join(bs)} {m}" for m, bs in by.items())
+    return " and ".join(f"{m} ({', '.join(bs)})" for m, bs in by.items())
 
 
 def dataset(rd: RunData, out_dir: Path) -> str:
@@ -191,6 +192,9 @@ def _rounds_rule(rd: RunData) -> list[str]:
     lines = [f"- Rounds: every closed-loop read phase ran in {each} (write phases in one round, first visit); every round visits every scenario x worker count once, each round starting at a "
              "different point of the list (rotated), so drift lands on every scenario alike. A figure is the "
              "median over its rounds, its interval their range (Findings)."]
+    if fewer := _fewer_rounds(rd.phases, rounds):
+        lines.append(f"- Read phases that ran in fewer than {rounds} rounds (their figure is that round's): "
+                     f"{fewer}.")
     if visits > 1:
         lines.append(f"- Visits: every backend was visited {visits} times, in order and then in reverse, its rounds "
                      "spread over the visits; its servers stayed up, loaded, in between (their CPU while idle "
@@ -211,14 +215,53 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
     b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
     floor = int(b["min_ops"].max()) if "min_ops" in b and b["min_ops"].notna().any() else 0
     lines = []
-    for (iters, budget), g in b.groupby(["iterations", "budget_s"], sort=False):
+    b = b.assign(named=_named_read_mode(b))
+    for (iters, budget, named), g in b.groupby(["iterations", "budget_s", "named"], sort=False):
         scen = ", ".join(f"`{s}`" for s in dict.fromkeys(g["scenario"]))
+        if named:  # phase_plan._mode_check_specs: the scenario's whole budget, in one round
+            modes = ", ".join(dict.fromkeys(f"{x} {m}" for x, m in zip(g["backend"], g["consistency"], strict=True)))
+            n = _rounds_run(g)
+            lines.append(f"- {scen} in a named consistency mode ({modes}): {int(iters):,} ops or a {budget:.2g} s "
+                         f"time budget, whichever comes first, in {counted(str(n), 'round')}.")
+            continue
         lines.append(f"- {scen}: {int(iters):,} ops or a {budget:.2g} s time budget a round, whichever comes "
                      "first.")
     wait = (f" A round's budget waits for {floor} ops, at most {BUDGET_STRETCH:g}x its length, so that its rounds "
             f"together hold the {min_ops(95)} a p95 needs." if floor else "")
     return [*lines, *_worker_caps(b), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
             f"columns say how many each got).{wait}"]
+
+
+def _fewer_rounds(ph: pd.DataFrame, rounds: int) -> str:
+    """The closed-loop read phases (backend, scenario, mode, workers) that ran in fewer rounds than the run's,
+    from their repeats: the via-group check's named modes (one round by design) and the later rounds the
+    planner skipped (Phases stopped early says why)."""
+    if rounds < 2 or ph.empty or "repeat" not in ph:
+        return ""
+    one = ph.drop_duplicates("phase")
+    reads = one[(one["mode"] == "closed") & one["scenario"].map(
+        lambda s: s in SCENARIOS and SCENARIOS[s].op in ("check", "lookup"))]
+    n = reads.groupby(["scenario", "backend", "consistency", "concurrency"], sort=False)["repeat"].nunique()
+    short = n[n < rounds].reset_index()
+    parts = []
+    for scen, g in short.groupby("scenario", sort=False):
+        who = ", ".join(f"{b}{' ' + m if m else ''} at {counted(str(c), 'worker')}" for b, m, c in
+                        zip(g["backend"], g["consistency"], g["concurrency"], strict=True))
+        parts.append(f"`{scen}` {who} ({'one round' if g['repeat'].max() == 1 else 'fewer rounds'})")
+    return "; ".join(parts)
+
+
+def _named_read_mode(ph: pd.DataFrame) -> pd.Series:
+    """A read phase that named a consistency mode: the via-group check's extra modes, one round each with the
+    whole budget (20261129-201802's method gave them the 2 s a round of the session mode's 2 rounds)."""
+    reads = ph["scenario"].map(lambda s: s in SCENARIOS and SCENARIOS[s].op in ("check", "lookup"))
+    return reads & (ph["consistency"].fillna("") != "")
+
+
+def _rounds_run(ph: pd.DataFrame) -> int:
+    """The most rounds any (backend, scenario, mode, workers) of these phases ran in, from their repeats."""
+    keys = ["backend", "scenario", "consistency", "concurrency"]
+    return int(ph.groupby(keys)["repeat"].nunique().max()) if not ph.empty else 0
 
 
 def _worker_caps(b: pd.DataFrame) -> list[str]:

@@ -32,7 +32,8 @@ def test_the_tier_line_names_the_mode_each_engine_read_in_from_its_server_record
     for b, mode in [("spicedb-pg", "minimize_latency"), ("openfga", "minimize_latency"),
                     ("permify", "at_least_as_fresh")]:
         run.server(b, {**NET, "label": b, "consistency": mode})
-    assert overview.session_modes(run.data()) == "spicedb-pg, openfga minimize_latency; permify at_least_as_fresh"
+    assert overview.session_modes(run.data()) == ("minimize_latency (spicedb-pg, openfga) and "
+                                              "at_least_as_fresh (permify)")
 
 
 def test_the_outside_reproduction_is_claimed_for_spicedb_only_and_cites_the_same_reports_everywhere():
@@ -84,3 +85,32 @@ def test_skips_foreseen_from_the_write_phases_and_queued_writers_say_so():
     assert "1-writer phase outlasted its budget" in _skip_cause(
         "at 1 writer the phase took 29 s for its 3 s budget (its ops outlast it)", "revoke_then_check")
     assert "past its timeout" in _skip_cause("predicted 80 s an op, over its 60 s timeout: ...", "lookup")
+
+
+def _mode_run():
+    """A via-group check in the session mode in 2 rounds and in a named mode in one, with twice the budget."""
+    run = Run().server("openfga", {**NET, "label": "OpenFGA", "consistency": "minimize_latency"})
+    for rnd in (0, 1):
+        run.phase("openfga", "check_view_via_group_member", [[3.0] * 30], repeat=rnd)
+        next(r for r in reversed(run.recs) if r["type"] == "phase_start").update(
+            iterations=32_000, budget_s=2.0, min_ops=10)
+    first = len(run.recs)
+    run.phase("openfga", "check_view_via_group_member", [[3.0] * 30])
+    next(r for r in reversed(run.recs) if r["type"] == "phase_start").update(
+        iterations=64_000, budget_s=4.0, min_ops=20, consistency="fully_consistent")
+    for r in run.recs[first:]:  # the named mode's phase id, as phase_plan names it
+        if "phase" in r:
+            r["phase"] = "openfga/check_view_via_group_member@fully_consistent/c1/r0"
+    return run.data()
+
+
+def test_the_method_gives_a_named_mode_its_own_budget_and_the_rounds_it_ran_in():
+    from authzbench.report import overview
+
+    rd = _mode_run()
+    rules = "\n".join(overview._stop_rule(rd.phases))
+    assert "- `check_view_via_group_member`: 32,000 ops or a 2 s time budget a round" in rules
+    assert ("- `check_view_via_group_member` in a named consistency mode (openfga fully_consistent): 64,000 ops "
+            "or a 4 s time budget, whichever comes first, in 1 round.") in rules
+    fewer = overview._fewer_rounds(rd.phases, 2)
+    assert fewer == "`check_view_via_group_member` openfga fully_consistent at 1 worker (one round)"
