@@ -8,6 +8,7 @@ import pandas as pd
 
 from authzbench.report import engines
 from authzbench.report.data import RunData
+from authzbench.report.figures import cell
 from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import counted, fmt, label, table
@@ -154,7 +155,7 @@ def method(rd: RunData, out_dir: Path) -> str:
         "round has fewer ops than it needs: the percentile of every round's ops pooled).",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
         *_rounds_rule(rd),
-        *_stop_rule(ph),
+        *_stop_rule(ph, _below_roundtrip(rd)),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back; a backend's "
         "worker processes are started once per visit and kept across its phases (a phase uses the first N).",
         "- Open loop: ops are due on a fixed schedule and latency is measured from the intended start time (no "
@@ -208,7 +209,7 @@ def _rounds_rule(rd: RunData) -> list[str]:
     return lines
 
 
-def _stop_rule(ph: pd.DataFrame) -> list[str]:
+def _stop_rule(ph: pd.DataFrame, below: str = "") -> list[str]:
     """How the budgeted phases stop, from what the phases recorded: one line per (ops, budget) pair."""
     if ph.empty or "budget_s" not in ph or ph["budget_s"].isna().all():
         return []
@@ -228,8 +229,25 @@ def _stop_rule(ph: pd.DataFrame) -> list[str]:
                      "first.")
     wait = (f" A round's budget waits for {floor} ops, at most {BUDGET_STRETCH:g}x its length, so that its rounds "
             f"together hold the {min_ops(95)} a p95 needs." if floor else "")
-    return [*lines, *_worker_caps(b), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
+    return [*lines, *_worker_caps(b, below), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
             f"columns say how many each got).{wait}"]
+
+
+def _below_roundtrip(rd: RunData) -> str:
+    """The backends with a check faster than their round trip, each with its lowest check p50 ÷ round-trip p50 at
+    1 worker, from the figures the read tables show: "postgres 0.93, scylla ‡ 0.74" (20261129-201802 called the
+    round trip the floor of a check)."""
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    out = []
+    for b in dict.fromkeys(ph["backend"]):
+        rt = cell(rd, b, "roundtrip", 1, "p50_ms", "roundtrip")
+        checks = [c.value for s in SCENARIOS.values() if s.op == "check"
+                  if (c := cell(rd, b, s.name, 1, "p50_ms", "check")) is not None]
+        if rt is not None and rt.value > 0 and checks and (low := min(checks) / rt.value) < 1:
+            out.append(f"{label(rd, b)} {low:.2f}")
+    return ", ".join(out)
 
 
 def _fewer_rounds(ph: pd.DataFrame, rounds: int) -> str:
@@ -264,7 +282,7 @@ def _rounds_run(ph: pd.DataFrame) -> int:
     return int(ph.groupby(keys)["repeat"].nunique().max()) if not ph.empty else 0
 
 
-def _worker_caps(b: pd.DataFrame) -> list[str]:
+def _worker_caps(b: pd.DataFrame, below: str = "") -> list[str]:
     """The scenarios that ran at fewer worker counts than the run's, from the worker counts they ran at."""
     levels = {s: set(g["concurrency"]) for s, g in b.groupby("scenario", sort=False)}
     every = set().union(*levels.values()) if levels else {1}
@@ -273,7 +291,9 @@ def _worker_caps(b: pd.DataFrame) -> list[str]:
              if s in SCENARIOS and SCENARIOS[s].max_workers and max(c) <= SCENARIOS[s].max_workers < max(every)]
     fewest = counted(str(int(min(every))), "worker")
     if len(levels.get("roundtrip", ())) == 1 and len(every) > 1:
-        lines.append(f"- `roundtrip` runs at {fewest} only: it is the floor a check's p50 is divided by, and no "
+        lines.append(f"- `roundtrip` runs at {fewest} only: the cheapest request on a check's own connection (SELECT "
+                     "1, a ping), whose p50 the read tables divide each check's p50 by: a reference point, not a "
+                     f"floor{f' (checks faster than it here, lowest check p50 ÷ round-trip p50: {below})' if below else ''}; no "
                      "figure reads it at more.")
     single = [s for s, c in levels.items() if len(c) == 1 and s != "roundtrip" and SCENARIOS.get(s)
               and SCENARIOS[s].op == "check"]

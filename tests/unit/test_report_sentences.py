@@ -114,3 +114,18 @@ def test_the_method_gives_a_named_mode_its_own_budget_and_the_rounds_it_ran_in()
             "or a 4 s time budget, whichever comes first, in 1 round.") in rules
     fewer = overview._fewer_rounds(rd.phases, 2)
     assert fewer == "`check_view_via_group_member` openfga fully_consistent at 1 worker (one round)"
+
+
+def test_the_round_trip_is_called_a_reference_point_with_the_checks_faster_than_it():
+    from authzbench.report import overview
+
+    run = Run().server("postgres", NET)
+    run.phase("postgres", "roundtrip", [[0.2] * 40], kind="roundtrip")
+    run.phase("postgres", "check_negative", [[0.15] * 40])
+    run.phase("postgres", "check_view_via_group_member", [[0.3] * 40])
+    rd = run.data()
+    below = overview._below_roundtrip(rd)
+    assert below == "postgres 0.75"
+    line = next(x for x in overview._worker_caps(rd.phases.assign(concurrency=[1, 1, 8]), below) if "roundtrip" in x)
+    assert "a reference point, not a floor (checks faster than it here" in line and "postgres 0.75" in line
+    assert "floor a check" not in line
