@@ -13,6 +13,7 @@ from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import counted, fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.churn import CHURN_MIX
 from authzbench.scenarios.spec import BUDGET_STRETCH
 
 
@@ -68,10 +69,45 @@ def environment(rd: RunData, out_dir: Path) -> str:
     lines += _tier_line(rd)
     cfg = rd.manifest.get("config", {})
     if cfg:
-        items = [f"`{k}={v}`" for k, v in sorted(cfg.items()) if k not in ("options",)]
+        did = config_notes(rd)
+        items = [f"`{k}={v}`" + (f" ({did[k]})" if k in did else "") for k, v in sorted(cfg.items())
+                 if k not in ("options",)]
         lines += ["", "Run configuration:", ""] + [f"- {', '.join(items[i:i + 6])}" for i in range(0, len(items), 6)]
         lines.append("")
     return "\n".join(lines)
+
+
+def config_notes(rd: RunData) -> dict[str, str]:
+    """What the run did beside the configuration keys that read as more than they set, from its phase records:
+    `write_kind` is the mixed phase's writes only (the churn steps change memberships, revocations and
+    hierarchy edges), `write_concurrency` the write scenarios' writer counts before the planner's 8-writer
+    revocations (20261129-201802 printed `write_concurrency=[1]` beside 8-writer phases)."""
+    starts = [r for r in rd.records if r.get("type") == "phase_start"]
+    notes = {}
+    mixed = sorted({str(r.get("write_kind")) for r in starts if r.get("scenario") == "mixed" and r.get("write_share")})
+    churn = any(r.get("scenario") == "churn" for r in starts)
+    if mixed or churn:
+        parts = [f"the mixed phase wrote {', '.join(mixed)}"] if mixed else []
+        if churn:
+            parts.append("the churn steps changed " + ", ".join(f"{k} {w:.0%}" for k, w in CHURN_MIX))
+        notes["write_kind"] = "; ".join(parts)
+    writers: dict[str, set[int]] = {}
+    for r in starts:
+        if r.get("scenario") in SCENARIOS and SCENARIOS[r["scenario"]].op == "write":
+            writers.setdefault(r["scenario"], set()).add(int(r["concurrency"]))
+    if writers:
+        groups = dict.fromkeys(frozenset(c) for c in writers.values())
+        notes["write_concurrency"] = "ran: " + "; ".join(
+            f"{', '.join(f'`{s}`' for s, c in writers.items() if c == cs)} at "
+            f"{counted(' and '.join(map(str, sorted(cs))), 'writer')}" for cs in groups)
+    return notes
+
+
+def _depth_note(params: dict, counts: dict) -> str:
+    """group_depth=0 is no fixed chain, not no hierarchy: the edges child_group_share drew (generator/rebac.py)."""
+    if params.get("group_depth") != 0 or "group_child" not in counts:
+        return ""
+    return f"no fixed chain: {counts['group_child']:,} hierarchy edges from child_group_share"
 
 
 def _tier_line(rd: RunData) -> list[str]:
@@ -131,7 +167,9 @@ def distribution(rd: RunData, out_dir: Path) -> str:
     lines = ["## Dataset: parameters and distribution", ""]
     params = ds.get("params") or {}
     if params:
-        lines += ["Generator parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()), ""]
+        depth = _depth_note(params, ds.get("counts") or {})
+        lines += ["Generator parameters: " + ", ".join(f"{k}={v}" + (f" ({depth})" if k == "group_depth" and depth
+                                                                      else "") for k, v in params.items()), ""]
     dist = [r for r in rd.records if r["type"] == "distribution"]
     if dist:
         lines.append(table(pd.DataFrame(dist[-1]["rows"]), {"relationship": "Relationship", "mean": "Mean",

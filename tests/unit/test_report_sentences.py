@@ -129,3 +129,28 @@ def test_the_round_trip_is_called_a_reference_point_with_the_checks_faster_than_
     line = next(x for x in overview._worker_caps(rd.phases.assign(concurrency=[1, 1, 8]), below) if "roundtrip" in x)
     assert "a reference point, not a floor (checks faster than it here" in line and "postgres 0.75" in line
     assert "floor a check" not in line
+
+
+def test_the_config_line_says_what_the_write_keys_ran_as():
+    from authzbench.report import overview
+
+    run = Run().server("postgres", NET)
+    run.phase("postgres", "write_membership", [[1.0]], kind="write")
+    run.phase("postgres", "revoke_then_check", [[1.0]], kind="write")
+    run.phase("postgres", "revoke_then_check", [[1.0]], kind="write", concurrency=8)
+    run.phase("postgres", "mixed", [[1.0]])
+    run.phase("postgres", "churn", [[1.0]], concurrency=10)
+    for r in run.recs:
+        if r["type"] == "phase_start":
+            r.update(write_kind="acl", write_share=0.01 if r["scenario"] == "mixed" else 0.0)
+    notes = overview.config_notes(run.data())
+    assert notes["write_concurrency"] == "ran: `write_membership` at 1 writer; `revoke_then_check` at 1 and 8 writers"
+    assert notes["write_kind"].startswith("the mixed phase wrote acl; the churn steps changed membership 75%")
+
+
+def test_group_depth_zero_is_shown_with_the_hierarchy_edges_the_share_drew():
+    from authzbench.report import overview
+
+    assert overview._depth_note({"group_depth": 0}, {"group_child": 14}) == \
+        "no fixed chain: 14 hierarchy edges from child_group_share"
+    assert overview._depth_note({"group_depth": 3}, {"group_child": 48}) == ""
