@@ -154,3 +154,10 @@ def test_group_depth_zero_is_shown_with_the_hierarchy_edges_the_share_drew():
     assert overview._depth_note({"group_depth": 0}, {"group_child": 14}) == \
         "no fixed chain: 14 hierarchy edges from child_group_share"
     assert overview._depth_note({"group_depth": 3}, {"group_child": 48}) == ""
+
+
+def test_the_speed_index_base_is_not_named_like_the_reference_report():
+    from authzbench.report import speed
+
+    line = speed._reference_line()
+    assert "Index 1.0 = the index's base machine" in line and "reference machine" not in line
