@@ -161,3 +161,35 @@ def test_the_speed_index_base_is_not_named_like_the_reference_report():
 
     line = speed._reference_line()
     assert "Index 1.0 = the index's base machine" in line and "reference machine" not in line
+
+
+def _modes_run(named_offset: int):
+    """Permify's via-group check: the session mode's phase (100 ops from input 0), then fully_consistent at
+    named_offset, its first second fast (1 ms) and its second slow (4 ms)."""
+    run = Run().server("permify", {**NET, "label": "Permify", "consistency": "at_least_as_fresh"})
+    run.phase("permify", "check_view_via_group_member", [[8.0] * 100])
+    first = len(run.recs)
+    run.phase("permify", "check_view_via_group_member", [[1.0] * 100, [4.0] * 100])
+    for r in run.recs[first:]:
+        if "phase" in r:
+            r["phase"] = "permify/check_view_via_group_member@fully_consistent/c1/r0"
+    for r in run.recs:
+        if r["type"] == "phase_start":
+            r["input_offset"] = named_offset if r["phase"].count("@") else 0
+            r["consistency"] = "fully_consistent" if r["phase"].count("@") else ""
+    return run.data()
+
+
+def test_a_named_mode_phase_that_re_asks_the_session_modes_inputs_says_how_many_and_its_first_second():
+    from authzbench.report import freshness
+
+    lines = freshness.rechecks(_modes_run(0))
+    assert lines[-1].startswith("- permify fully_consistent: 100 of 200 ops re-checked inputs an earlier phase")
+    assert "its first second 100 ops at p50 1 ms, the other 100 at p50 4 ms" in lines[-1]
+
+
+def test_a_named_mode_phase_on_inputs_no_phase_checked_says_none_were_re_checked():
+    from authzbench.report import freshness
+
+    line = freshness.rechecks(_modes_run(4000))[-1]
+    assert "0 of 200 ops re-checked" in line and "the earliest" not in line
