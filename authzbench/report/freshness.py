@@ -159,7 +159,8 @@ def freshness(rd: RunData) -> pd.DataFrame:
 def _input_spans(rd: RunData, backend: str) -> list[dict]:
     """The backend's via-group check phases in start order, each with the inputs it checked: measured
     [offset, offset + ops) (a closed loop's workers take every n-th input from the offset, so together a
-    contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up starts at input 0 whatever the offset)."""
+    contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset
+    until it started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
     ends = {r["phase"]: r for r in rd.records if r.get("type") == "phase_end"}
     spans = []
     for r in rd.records:
@@ -209,8 +210,8 @@ def rechecks(rd: RunData) -> list[str]:
             if not s["mode"] or "/c1/" not in s["phase"]:
                 continue
             n = s["ranges"][0][1] - s["ranges"][0][0]
-            # its own warm-up too: it checks inputs 0.. just before the measured window
-            seen = _overlap(s["ranges"][0], [r for e in spans[:i] for r in e["ranges"]] + [s["ranges"][1]])
+            # earlier phases only: a phase's own warm-up re-asks its first inputs in every mode alike
+            seen = _overlap(s["ranges"][0], [r for e in spans[:i] for r in e["ranges"]])
             text = f"{label(rd, b)} {s['mode']}: {seen:,} of {n:,} ops re-checked inputs an earlier phase checked"
             if first := [e["t0"] for e in spans[:i] if _overlap(s["ranges"][0], e["ranges"])]:
                 text += f" (the earliest starting {s['t0'] - min(first):,.0f} s before)"

@@ -3,8 +3,17 @@ from the figures or records beside it."""
 
 from __future__ import annotations
 
+import pytest
+
 from authzbench.report import decision
 from tests.unit.test_report_findings import NET, Run
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from authzbench.generator import generate
+
+    return generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
 
 
 def test_the_read_leader_pays_only_where_its_write_rank_is_not_first():
@@ -193,3 +202,38 @@ def test_a_named_mode_phase_on_inputs_no_phase_checked_says_none_were_re_checked
 
     line = freshness.rechecks(_modes_run(4000))[-1]
     assert "0 of 200 ops re-checked" in line and "the earliest" not in line
+
+
+def test_each_named_mode_starts_on_inputs_the_session_modes_phases_of_its_round_do_not_reach(tiny):
+    from authzbench.config import MixedLoad, Schedule
+    from authzbench.run.phase_plan import BackendTraits, phase_specs
+
+    sched = Schedule(scenarios=["check_view_via_group_member"], rounds=2, visits=2)
+    modes = ("minimize_latency", "at_least_as_fresh", "fully_consistent")
+    specs = [s for s, _ in phase_specs(sched, MixedLoad(), BackendTraits("e", "process", modes, ""), tiny)]
+    session = [s.input_offset for s in specs if not s.consistency]
+    named = sorted(s.input_offset for s in specs if s.consistency)
+    share = sorted(set(session))[1]  # round 1's first input: round 0's slice is [0, share)
+    assert sorted(set(session)) == [0, share] and named == [share // 3, 2 * share // 3]
+
+
+def test_a_read_warms_up_on_the_inputs_its_round_starts_at():
+    from authzbench.scenarios import worker
+    from authzbench.scenarios.spec import PhaseSpec
+
+    asked = []
+
+    class Backend:
+        def check(self, *a, **k):
+            return True
+
+    spec = PhaseSpec(backend="e", scenario="check_negative", mode="closed", concurrency=1, iterations=10, warmup=3,
+                     input_offset=5)
+    inputs = [("check", i) for i in range(10)]
+    real = worker._op
+    worker._op = lambda backend, inp, spec, state: (None, lambda: asked.append(inp[1]))
+    try:
+        worker._warm_up(Backend(), inputs, spec, {}, 0, type("S", (), {"is_set": lambda self: False})())
+    finally:
+        worker._op = real
+    assert asked == [5, 6, 7]
