@@ -166,7 +166,7 @@ def _skip_cause(reason: str, scenario: str = "", last_step: float | None = None)
         step = f"the {last_step:g}/s step" if last_step is not None else "a lower rate's step"
         return f"{step} did not hold, and no higher rate holds better"
     if reason.startswith("at 1 writer the phase took"):
-        return "its 1-writer phase outlasted its budget, so more writers would queue behind the same writes"
+        return "its 1-writer phase ran far past its budget"
     return "a lower worker count's op time predicted every op past its timeout"
 
 

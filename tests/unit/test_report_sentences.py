@@ -91,7 +91,7 @@ def test_skips_foreseen_from_the_write_phases_and_queued_writers_say_so():
     from authzbench.report.validity import _skip_cause
 
     assert "1-writer write phases" in _skip_cause("foreseen: its quickest write took 12.7 s", "churn", None)
-    assert "1-writer phase outlasted its budget" in _skip_cause(
+    assert "1-writer phase ran far past its budget" in _skip_cause(
         "at 1 writer the phase took 29 s for its 3 s budget (its ops outlast it)", "revoke_then_check")
     assert "past its timeout" in _skip_cause("predicted 80 s an op, over its 60 s timeout: ...", "lookup")
 
