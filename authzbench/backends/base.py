@@ -262,7 +262,8 @@ class Backend(ABC):
     def delete(self, rel: Relationship) -> None: ...
 
     def baseline_roundtrip(self) -> None:  # noqa: B027 - optional hook
-        """A trivial round trip (SELECT 1) on the same connection, the floor for check latency."""
+        """A trivial round trip (SELECT 1) on the same connection: the reference a check's p50 is divided by (not
+        a floor: postgres and Cassandra checks ran faster than theirs in 20261129-201802)."""
 
     @abstractmethod
     def footprint(self) -> int:

@@ -2,13 +2,14 @@
 of every backend visit, so a reader can tell a slower machine (or a busier period of this one) from a slower
 backend, and `report --compare` can normalize two runs' figures by it.
 
-The index is a SPEED (higher = faster machine), 1.0 = the reference machine below:
+The index is a SPEED (higher = faster machine), 1.0 = the base machine below (not the
+reference report's laptop):
 
     cpu_score = REF_CPU_S / cpu_s        (cpu_s: median seconds of one CPU unit, pure Python + numpy)
     rtt_score = REF_RTT_US / rtt_p50_us  (a 64-byte echo over a loopback TCP connection to another process)
     index     = sqrt(cpu_score * rtt_score)  (geometric mean: a run's figures are CPU plus round trips)
 
-An index of 0.8 means the machine did the reference work at 80% of the reference machine's speed: a latency
+An index of 0.8 means the machine did the reference work at 80% of the base machine's speed: a latency
 measured there is expected 1 / 0.8 = 1.25x longer for the machine alone.
 """
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from authzbench.core.records import SpeedIndex
 
-# The reference machine (index 1.0): the 2-core machine kind of this project's runs (Intel Xeon @ 2.50GHz,
+# The base machine (index 1.0): the 2-core machine kind of this project's runs (Intel Xeon @ 2.50GHz,
 # 2 vCPUs), the quickest of five measurements on 2026-11-27 with other work on it (cpu 74.9-109.1 ms a unit,
 # round trip 12.9-13.2 µs). They define the unit, they are not results: changing them rescales every later
 # index, and old and new runs would stop comparing.
@@ -97,7 +98,7 @@ def loopback_rtt_us(samples: int = RTT_SAMPLES) -> float:
 
 
 def measure(repeats: int = CPU_REPEATS, samples: int = RTT_SAMPLES) -> SpeedSample:
-    """The reference workload once (2.2-2.9 s on the reference machine)."""
+    """The reference workload once (2.2-2.9 s on the base machine)."""
     t0 = time.perf_counter()
     cpu_s = cpu_seconds(repeats)
     rtt = loopback_rtt_us(samples)

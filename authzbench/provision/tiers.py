@@ -2,7 +2,8 @@
 figures compare, and the settings each deployment records for the report's servers table.
 
 - cached (the default run): every engine's answer cache on, one freshness window (FRESHNESS_S), and the
-  same datastore connection pool (POOL); reads in each engine's latency-first mode (the adapters choose it).
+  same datastore connection pool (POOL); reads in the mode each adapter chooses (SpiceDB and OpenFGA
+  minimize_latency, Permify at_least_as_fresh: its last write's snap token), which the report prints.
 - strict: fully consistent reads (the adapters' fully_consistent: SpiceDB fully_consistent, OpenFGA
   HIGHER_CONSISTENCY, Permify no snap token = its head snapshot) and every answer cache off.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from authzbench.report import charts
 from authzbench.report.data import RunData
-from authzbench.report.freshness import REVOKE, VIA_GROUP, WRITERS, citation, freshness, revocations
+from authzbench.report.freshness import REVOKE, VIA_GROUP, WRITERS, citation, freshness, rechecks, revocations
 from authzbench.report.tables import label, num, table
 
 
@@ -34,6 +34,7 @@ def section(rd: RunData, out_dir: Path) -> str:
                   table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50_ms": "Check p50 (ms)",
                              "p95": "Check p95 (ms)", "lag_p95_ms": "Visibility p95 (ms)",
                              "stale_allows": "Stale allows", "writes": "Writes"})]
+        lines += ["", *r] if (r := rechecks(rd)) else []
         if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
             lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
     return "\n".join([*lines, ""]) if lines else ""

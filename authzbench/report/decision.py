@@ -226,11 +226,23 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
             net, _ = split(d, rd)
             best = rank_groups(net, d.higher_is_better)[0][0]
             vs = "" if best.backend == b or g == 1 else f" (best: {_fig(rd, best, ' ' + d.unit if d.unit else '')})"
-            costs.append(f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, rank {g}{vs}")
+            costs.append((g == 1, f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, "
+                                  f"rank {g}{vs}"))
         if costs:
-            out.append(f"- The read leader, {tables_label(rd, b)} (rank 1 in {top} of {reads} read needs), pays on "
-                       f"the write side: " + "; ".join(costs) + ".")
+            out.append(_leader_line(f"{tables_label(rd, b)} (rank 1 in {top} of {reads} read needs)", costs))
     return out
+
+
+def _leader_line(leader: str, costs: list[tuple[bool, str]]) -> str:
+    """Whether the read leader pays on the write side, from its write ranks: "pays" only where it is not rank 1
+    (20261129-201802 said "pays" before four rank 1s of five), "pays nothing" where it leads every write need."""
+    paid, led = [t for top, t in costs if not top], [t for top, t in costs if top]
+    if not paid:
+        return f"- The read leader, {leader}, pays nothing on the write side: rank 1 in all {len(led)} write needs: " \
+               + "; ".join(led) + "."
+    rest = f"; it leads the other {len(led)}: " + "; ".join(led) if led else ""
+    where = "in every write need" if not led else f"in {len(paid)} of {len(costs)} write needs"
+    return f"- The read leader, {leader}, pays on the write side {where}: " + "; ".join(paid) + rest + "."
 
 
 def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:

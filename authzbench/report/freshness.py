@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from authzbench.report.data import RunData, merged_summary
@@ -19,10 +20,14 @@ from authzbench.scenarios.catalog import SCENARIOS
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8
 # The modes that promise a read sees every committed write: a stale allow under one is a bug, not a window.
 STRICT_PREFIXES = ("fully_consistent", "HIGHER")
-# Upstream reports of fresh-mode reads missing a committed write, found for each engine (none for Permify).
+# Upstream reports of fresh-mode reads missing a committed write, found for each engine (none for Permify): the
+# three tools/newenemy_repro.py's docstring names for SpiceDB on PostgreSQL.
 UPSTREAM = {"spicedb": ["https://github.com/authzed/spicedb/issues/1215",
+                        "https://github.com/authzed/spicedb/issues/1130",
                         "https://github.com/authzed/spicedb/issues/3260"],
             "openfga": ["https://github.com/openfga/openfga/pull/2843"]}
+# The engines tools/newenemy_repro.py reproduces on: it speaks SpiceDB's API only.
+REPRODUCED = ("spicedb",)
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -75,13 +80,28 @@ def per_1k_text(r) -> str:
 def citation(rd: RunData, df: pd.DataFrame) -> str:
     """Where a fully consistent mode still allowed after a revocation: the reproduction and upstream reports."""
     bad = df[df["strict"] & (df["stale_allows"] > 0)] if not df.empty else df
-    if bad.empty:
-        return ""
-    names = ", ".join(f"{label(rd, b)} {m}" for b, m in zip(bad["backend"], bad["mode"], strict=True))
-    urls = [u for b in dict.fromkeys(bad["backend"]) for k, us in UPSTREAM.items() if b.startswith(k) for u in us]
-    upstream = f"; upstream reports: {', '.join(urls)}" if urls else ""
-    return (f"Stale allows under a fully consistent mode ({names}): reproduced outside the suite with the "
-            f"public API alone by `tools/newenemy_repro.py`{upstream}.")
+    return "" if bad.empty else strict_stale_note(rd, list(zip(bad["backend"], bad["mode"], strict=True)))
+
+
+def strict_stale_note(rd: RunData, bad: list[tuple[str, str]]) -> str:
+    """One sentence for the (backend, mode) pairs whose fully consistent mode allowed after a revocation: which
+    of them tools/newenemy_repro.py reproduces outside the suite (SpiceDB's only: 20261129-201802 claimed it
+    for Permify too) and the upstream reports found for each engine (the same list in the report and the
+    appendix, which cited two and three)."""
+    names = ", ".join(f"{label(rd, b)} {m}" for b, m in bad)
+    backends = list(dict.fromkeys(b for b, _ in bad))
+    done = [label(rd, b) for b in backends if b.startswith(REPRODUCED)]
+    not_done = [label(rd, b) for b in backends if not b.startswith(REPRODUCED)]
+    parts = [f"{', '.join(done)}: reproduced outside the suite with SpiceDB's public API alone by "
+             "`tools/newenemy_repro.py`"] if done else []
+    if not_done:
+        parts.append(f"{', '.join(not_done)}: not reproduced outside the suite (`tools/newenemy_repro.py` speaks "
+                     "SpiceDB's API only)")
+    urls = [u for b in backends for k, us in UPSTREAM.items() if b.startswith(k) for u in us]
+    parts.append(f"upstream reports: {', '.join(urls)}" if urls else "no upstream report found")
+    if none := [label(rd, b) for b in backends if not any(b.startswith(k) for k in UPSTREAM)]:
+        parts[-1] += f" (none for {', '.join(none)})"
+    return f"Stale allows under a fully consistent mode ({names}): " + "; ".join(parts) + "."
 
 
 def not_run(rd: RunData) -> list[str]:
@@ -134,3 +154,73 @@ def freshness(rd: RunData) -> pd.DataFrame:
                          "stale_allows": int(sum(e.get("stale_allows", 0) for e in w[w["kind"] == "write"]["extra"])),
                          "writes": int(w[w["kind"] == "write"]["ops"].sum())})
     return pd.DataFrame(rows)
+
+
+def _input_spans(rd: RunData, backend: str) -> list[dict]:
+    """The backend's via-group check phases in start order, each with the inputs it checked: measured
+    [offset, offset + ops) (a closed loop's workers take every n-th input from the offset, so together a
+    contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset
+    until it started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
+    ends = {r["phase"]: r for r in rd.records if r.get("type") == "phase_end"}
+    spans = []
+    for r in rd.records:
+        if r.get("type") != "phase_start" or r.get("backend") != backend or r.get("scenario") != VIA_GROUP:
+            continue
+        end = ends.get(r["phase"], {})
+        warm, ops = int(end.get("warmup_ops", 0)), int(end.get("ops", 0))  # ops: the measured ones
+        off = int(r.get("input_offset") or 0)
+        spans.append({"phase": r["phase"], "mode": r.get("consistency") or "", "t0": r["ts"],
+                      "ranges": [(off, off + max(ops, 0)), (0, warm)]})
+    return sorted(spans, key=lambda s: s["t0"])
+
+
+def _overlap(a: tuple[int, int], ranges: list[tuple[int, int]]) -> int:
+    """How many of the inputs in a are in any of ranges (half-open index ranges)."""
+    hit = np.zeros(max(0, a[1] - a[0]), dtype=bool)
+    for lo, hi in ranges:
+        lo, hi = max(lo, a[0]), min(hi, a[1])
+        if hi > lo:
+            hit[lo - a[0]:hi - a[0]] = True
+    return int(hit.sum())
+
+
+def _first_second(rd: RunData, phase: str) -> tuple[int, float, int, float] | None:
+    """The phase's first recorded interval (ops, p50 ms) and the rest's pooled (ops, p50 ms)."""
+    ph = rd.phases
+    row = ph[(ph["phase"] == phase) & (ph["kind"] == "check")]
+    if row.empty or len(row.iloc[0]["hists"]) < 2:
+        return None
+    r = row.iloc[0]
+    order = np.argsort(r["iv_t"])
+    hists, ops = [r["hists"][i] for i in order], [r["iv_ops"][i] for i in order]
+    return ops[0], merged_summary(hists[:1]).p50_ms, int(sum(ops[1:])), merged_summary(hists[1:]).p50_ms
+
+
+def rechecks(rd: RunData) -> list[str]:
+    """Why a named mode's check can measure faster than the session mode's, from the records: which of its
+    inputs an earlier phase had already checked, and its first second against the rest. 20261129-201802's
+    at_least_as_fresh (SpiceDB) and fully_consistent (Permify) phases started at input 0 seconds after the
+    session mode's had checked inputs 0-996 and 0-399: their first second ran at p50 0.74 and 1.01 ms, the
+    rest at about 4 and 10 ms."""
+    parts = []
+    for b in dict.fromkeys(r["backend"] for r in rd.records if r.get("type") == "phase_start"
+                           and r.get("scenario") == VIA_GROUP and r.get("consistency")):
+        spans = _input_spans(rd, b)
+        for i, s in enumerate(spans):
+            if not s["mode"] or "/c1/" not in s["phase"]:
+                continue
+            n = s["ranges"][0][1] - s["ranges"][0][0]
+            # earlier phases only: a phase's own warm-up re-asks its first inputs in every mode alike
+            seen = _overlap(s["ranges"][0], [r for e in spans[:i] for r in e["ranges"]])
+            text = f"{label(rd, b)} {s['mode']}: {seen:,} of {n:,} ops re-checked inputs an earlier phase checked"
+            if first := [e["t0"] for e in spans[:i] if _overlap(s["ranges"][0], e["ranges"])]:
+                text += f" (the earliest starting {s['t0'] - min(first):,.0f} s before)"
+            if (split := _first_second(rd, s["phase"])) is not None:
+                text += (f"; its first second {split[0]:,} ops at p50 {num(split[1])} ms, the other {split[2]:,} "
+                         f"at p50 {num(split[3])} ms")
+            parts.append(text)
+    if not parts:
+        return []
+    return ["Which inputs each named mode's phase met, from the phases' input offsets and op counts (a check "
+            "asked again can be answered from a cache the first asking filled):", "",
+            *(f"- {p}." for p in parts)]

@@ -8,10 +8,12 @@ import pandas as pd
 
 from authzbench.report import engines
 from authzbench.report.data import RunData
+from authzbench.report.figures import cell
 from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import counted, fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.scenarios.churn import CHURN_MIX
 from authzbench.scenarios.spec import BUDGET_STRETCH
 
 
@@ -67,10 +69,45 @@ def environment(rd: RunData, out_dir: Path) -> str:
     lines += _tier_line(rd)
     cfg = rd.manifest.get("config", {})
     if cfg:
-        items = [f"`{k}={v}`" for k, v in sorted(cfg.items()) if k not in ("options",)]
+        did = config_notes(rd)
+        items = [f"`{k}={v}`" + (f" ({did[k]})" if k in did else "") for k, v in sorted(cfg.items())
+                 if k not in ("options",)]
         lines += ["", "Run configuration:", ""] + [f"- {', '.join(items[i:i + 6])}" for i in range(0, len(items), 6)]
         lines.append("")
     return "\n".join(lines)
+
+
+def config_notes(rd: RunData) -> dict[str, str]:
+    """What the run did beside the configuration keys that read as more than they set, from its phase records:
+    `write_kind` is the mixed phase's writes only (the churn steps change memberships, revocations and
+    hierarchy edges), `write_concurrency` the write scenarios' writer counts before the planner's 8-writer
+    revocations (20261129-201802 printed `write_concurrency=[1]` beside 8-writer phases)."""
+    starts = [r for r in rd.records if r.get("type") == "phase_start"]
+    notes = {}
+    mixed = sorted({str(r.get("write_kind")) for r in starts if r.get("scenario") == "mixed" and r.get("write_share")})
+    churn = any(r.get("scenario") == "churn" for r in starts)
+    if mixed or churn:
+        parts = [f"the mixed phase wrote {', '.join(mixed)}"] if mixed else []
+        if churn:
+            parts.append("the churn steps changed " + ", ".join(f"{k} {w:.0%}" for k, w in CHURN_MIX))
+        notes["write_kind"] = "; ".join(parts)
+    writers: dict[str, set[int]] = {}
+    for r in starts:
+        if r.get("scenario") in SCENARIOS and SCENARIOS[r["scenario"]].op == "write":
+            writers.setdefault(r["scenario"], set()).add(int(r["concurrency"]))
+    if writers:
+        groups = dict.fromkeys(frozenset(c) for c in writers.values())
+        notes["write_concurrency"] = "ran: " + "; ".join(
+            f"{', '.join(f'`{s}`' for s, c in writers.items() if c == cs)} at "
+            f"{counted(' and '.join(map(str, sorted(cs))), 'writer')}" for cs in groups)
+    return notes
+
+
+def _depth_note(params: dict, counts: dict) -> str:
+    """group_depth=0 is no fixed chain, not no hierarchy: the edges child_group_share drew (generator/rebac.py)."""
+    if params.get("group_depth") != 0 or "group_child" not in counts:
+        return ""
+    return f"no fixed chain: {counts['group_child']:,} hierarchy edges from child_group_share"
 
 
 def _tier_line(rd: RunData) -> list[str]:
@@ -78,12 +115,24 @@ def _tier_line(rd: RunData) -> list[str]:
     tier = engines.engine_tier(rd)
     if not tier:
         return []
-    meaning = ("every engine's answer cache on, reads in each engine's latency-first mode"
-               if tier.startswith("cached") else
-               "fully consistent reads, answer caches off" if tier.startswith("strict") else
+    meaning = ("every engine's answer cache on" if tier.startswith("cached") else
+               "answer caches off" if tier.startswith("strict") else
                "servers kept from runs of different tiers: compare their figures with care")
+    if modes := session_modes(rd):
+        meaning += f", reads in {modes}"
     return ["", f"The Zanzibar engines ran in the **{tier}**: {meaning}; the columns above give each one's "
                 "cache, freshness window and datastore pool as its server was started.", ""]
+
+
+def session_modes(rd: RunData) -> str:
+    """The consistency each engine read in when a phase named none, from its server record:
+    "minimize_latency (spicedb-pg, openfga) and at_least_as_fresh (permify)" (20261129-201802 called all
+    three "latency-first")."""
+    by: dict[str, list[str]] = {}
+    for b, s in rd.servers.items():
+        if mode := (s.get("info") or {}).get("consistency"):
+            by.setdefault(mode, []).append(label(rd, b))
+    return " and ".join(f"{m} ({', '.join(bs)})" for m, bs in by.items())
 
 
 def dataset(rd: RunData, out_dir: Path) -> str:
@@ -118,7 +167,9 @@ def distribution(rd: RunData, out_dir: Path) -> str:
     lines = ["## Dataset: parameters and distribution", ""]
     params = ds.get("params") or {}
     if params:
-        lines += ["Generator parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()), ""]
+        depth = _depth_note(params, ds.get("counts") or {})
+        lines += ["Generator parameters: " + ", ".join(f"{k}={v}" + (f" ({depth})" if k == "group_depth" and depth
+                                                                      else "") for k, v in params.items()), ""]
     dist = [r for r in rd.records if r["type"] == "distribution"]
     if dist:
         lines.append(table(pd.DataFrame(dist[-1]["rows"]), {"relationship": "Relationship", "mean": "Mean",
@@ -142,7 +193,7 @@ def method(rd: RunData, out_dir: Path) -> str:
         "round has fewer ops than it needs: the percentile of every round's ops pooled).",
         f"- Warm-up ops run before each phase and are excluded: {warm:,} in this run.",
         *_rounds_rule(rd),
-        *_stop_rule(ph),
+        *_stop_rule(ph, _below_roundtrip(rd)),
         "- Closed loop: N workers (separate processes unless noted) each issue ops back to back; a backend's "
         "worker processes are started once per visit and kept across its phases (a phase uses the first N).",
         "- Open loop: ops are due on a fixed schedule and latency is measured from the intended start time (no "
@@ -180,6 +231,9 @@ def _rounds_rule(rd: RunData) -> list[str]:
     lines = [f"- Rounds: every closed-loop read phase ran in {each} (write phases in one round, first visit); every round visits every scenario x worker count once, each round starting at a "
              "different point of the list (rotated), so drift lands on every scenario alike. A figure is the "
              "median over its rounds, its interval their range (Findings)."]
+    if fewer := _fewer_rounds(rd.phases, rounds):
+        lines.append(f"- Read phases that ran in fewer than {rounds} rounds (their figure is that round's): "
+                     f"{fewer}.")
     if visits > 1:
         lines.append(f"- Visits: every backend was visited {visits} times, in order and then in reverse, its rounds "
                      "spread over the visits; its servers stayed up, loaded, in between (their CPU while idle "
@@ -193,24 +247,80 @@ def _rounds_rule(rd: RunData) -> list[str]:
     return lines
 
 
-def _stop_rule(ph: pd.DataFrame) -> list[str]:
+def _stop_rule(ph: pd.DataFrame, below: str = "") -> list[str]:
     """How the budgeted phases stop, from what the phases recorded: one line per (ops, budget) pair."""
     if ph.empty or "budget_s" not in ph or ph["budget_s"].isna().all():
         return []
     b = ph.dropna(subset=["budget_s"]).drop_duplicates("phase")
     floor = int(b["min_ops"].max()) if "min_ops" in b and b["min_ops"].notna().any() else 0
     lines = []
-    for (iters, budget), g in b.groupby(["iterations", "budget_s"], sort=False):
+    b = b.assign(named=_named_read_mode(b))
+    for (iters, budget, named), g in b.groupby(["iterations", "budget_s", "named"], sort=False):
         scen = ", ".join(f"`{s}`" for s in dict.fromkeys(g["scenario"]))
+        if named:  # phase_plan._mode_check_specs: the scenario's whole budget, in one round
+            modes = ", ".join(dict.fromkeys(f"{x} {m}" for x, m in zip(g["backend"], g["consistency"], strict=True)))
+            n = _rounds_run(g)
+            lines.append(f"- {scen} in a named consistency mode ({modes}): {int(iters):,} ops or a {budget:.2g} s "
+                         f"time budget, whichever comes first, in {counted(str(n), 'round')}.")
+            continue
         lines.append(f"- {scen}: {int(iters):,} ops or a {budget:.2g} s time budget a round, whichever comes "
                      "first.")
     wait = (f" A round's budget waits for {floor} ops, at most {BUDGET_STRETCH:g}x its length, so that its rounds "
             f"together hold the {min_ops(95)} a p95 needs." if floor else "")
-    return [*lines, *_worker_caps(b), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
+    return [*lines, *_worker_caps(b, below), "- Reaching the budget is the intended stop, not an incomplete phase (the Ops "
             f"columns say how many each got).{wait}"]
 
 
-def _worker_caps(b: pd.DataFrame) -> list[str]:
+def _below_roundtrip(rd: RunData) -> str:
+    """The backends with a check faster than their round trip, each with its lowest check p50 ÷ round-trip p50 at
+    1 worker, from the figures the read tables show: "postgres 0.93, scylla ‡ 0.74" (20261129-201802 called the
+    round trip the floor of a check)."""
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    out = []
+    for b in dict.fromkeys(ph["backend"]):
+        rt = cell(rd, b, "roundtrip", 1, "p50_ms", "roundtrip")
+        checks = [c.value for s in SCENARIOS.values() if s.op == "check"
+                  if (c := cell(rd, b, s.name, 1, "p50_ms", "check")) is not None]
+        if rt is not None and rt.value > 0 and checks and (low := min(checks) / rt.value) < 1:
+            out.append(f"{label(rd, b)} {low:.2f}")
+    return ", ".join(out)
+
+
+def _fewer_rounds(ph: pd.DataFrame, rounds: int) -> str:
+    """The closed-loop read phases (backend, scenario, mode, workers) that ran in fewer rounds than the run's,
+    from their repeats: the via-group check's named modes (one round by design) and the later rounds the
+    planner skipped (Phases stopped early says why)."""
+    if rounds < 2 or ph.empty or "repeat" not in ph:
+        return ""
+    one = ph.drop_duplicates("phase")
+    reads = one[(one["mode"] == "closed") & one["scenario"].map(
+        lambda s: s in SCENARIOS and SCENARIOS[s].op in ("check", "lookup"))]
+    n = reads.groupby(["scenario", "backend", "consistency", "concurrency"], sort=False)["repeat"].nunique()
+    short = n[n < rounds].reset_index()
+    parts = []
+    for scen, g in short.groupby("scenario", sort=False):
+        who = ", ".join(f"{b}{' ' + m if m else ''} at {counted(str(c), 'worker')}" for b, m, c in
+                        zip(g["backend"], g["consistency"], g["concurrency"], strict=True))
+        parts.append(f"`{scen}` {who} ({'one round' if g['repeat'].max() == 1 else 'fewer rounds'})")
+    return "; ".join(parts)
+
+
+def _named_read_mode(ph: pd.DataFrame) -> pd.Series:
+    """A read phase that named a consistency mode: the via-group check's extra modes, one round each with the
+    whole budget (20261129-201802's method gave them the 2 s a round of the session mode's 2 rounds)."""
+    reads = ph["scenario"].map(lambda s: s in SCENARIOS and SCENARIOS[s].op in ("check", "lookup"))
+    return reads & (ph["consistency"].fillna("") != "")
+
+
+def _rounds_run(ph: pd.DataFrame) -> int:
+    """The most rounds any (backend, scenario, mode, workers) of these phases ran in, from their repeats."""
+    keys = ["backend", "scenario", "consistency", "concurrency"]
+    return int(ph.groupby(keys)["repeat"].nunique().max()) if not ph.empty else 0
+
+
+def _worker_caps(b: pd.DataFrame, below: str = "") -> list[str]:
     """The scenarios that ran at fewer worker counts than the run's, from the worker counts they ran at."""
     levels = {s: set(g["concurrency"]) for s, g in b.groupby("scenario", sort=False)}
     every = set().union(*levels.values()) if levels else {1}
@@ -219,7 +329,9 @@ def _worker_caps(b: pd.DataFrame) -> list[str]:
              if s in SCENARIOS and SCENARIOS[s].max_workers and max(c) <= SCENARIOS[s].max_workers < max(every)]
     fewest = counted(str(int(min(every))), "worker")
     if len(levels.get("roundtrip", ())) == 1 and len(every) > 1:
-        lines.append(f"- `roundtrip` runs at {fewest} only: it is the floor a check's p50 is divided by, and no "
+        lines.append(f"- `roundtrip` runs at {fewest} only: the cheapest request on a check's own connection (SELECT "
+                     "1, a ping), whose p50 the read tables divide each check's p50 by: a reference point, not a "
+                     f"floor{f' (checks faster than it here, lowest check p50 ÷ round-trip p50: {below})' if below else ''}; no "
                      "figure reads it at more.")
     single = [s for s, c in levels.items() if len(c) == 1 and s != "roundtrip" and SCENARIOS.get(s)
               and SCENARIOS[s].op == "check"]

@@ -19,7 +19,7 @@ class SpeedIndex(NamedTuple):
 
 
 def speed_index(rd: RunData) -> SpeedIndex | None:
-    """Median, min and max of the run's speed_index records (1.0 = the reference machine, higher = faster)."""
+    """Median, min and max of the run's speed_index records (1.0 = the index's base machine, higher = faster)."""
     vals = [float(r["index"]) for r in rd.records if r.get("type") == "speed_index" and r.get("index")]
     if not vals:
         return None
@@ -59,7 +59,8 @@ def speed_line(rd: RunData) -> str:
 def _reference_line() -> str:
     """What 1.0 is and how a reader compares their own run: the index says how busy or fast a machine was,
     but between two hosts each backend moves by its own round trip, not by the index (report/transfer.py)."""
-    return (f"- Index 1.0 = the reference machine, {REF_MACHINE} ({REF_CPU_S * 1000:g} ms a CPU unit, "
+    return (f"- Index 1.0 = the index's base machine (not the reference report's laptop), {REF_MACHINE} "
+            f"({REF_CPU_S * 1000:g} ms a CPU unit, "
             f"{REF_RTT_US:g} µs a loopback round trip). To compare your run: `authzbench report --compare "
             "<this run> <yours>` scales each backend's figures by its own `roundtrip` p50 on each host (ingest "
             "by the CPU part) and says which kinds of figure then transfer.")

@@ -143,21 +143,38 @@ def _stops(rd: RunData, label, table) -> list[str]:
                      "phase stops at whichever comes first): " + ", ".join(f"{b} {n}" for b, n in per.items()) + ".")
     lines += [f"- `{p}` incomplete, its figures cover only what ran: {_short(str(r))}"
               for p, r in zip(bad["phase"], bad["reason"], strict=True)]
-    lines += [f"- `{r['phase']}` not run: {_skip_cause(str(r['reason']))}: {_short(str(r['reason']))}"
-              for r in rd.skipped]
+    for r in rd.skipped:
+        cause = _skip_cause(str(r["reason"]), r.get("scenario", ""), _last_step(rd, r["backend"]))
+        lines.append(f"- `{r['phase']}` not run: {cause}: {_short(str(r['reason']))}")
     lines += [f"- backend error, {e['backend']} ({e['stage']}): {_short(str(e['message']))}" for e in rd.errors]
     if len(lines) == 2:
         lines.append("- None: every phase ran to its op count.")
     return [*lines, ""]
 
 
-def _skip_cause(reason: str) -> str:
-    """Why the planner left a phase out (phase_plan.Pace): its earlier round, or a lower worker count."""
+def _skip_cause(reason: str, scenario: str = "", last_step: float | None = None) -> str:
+    """Why the planner left a phase out (phase_plan.Pace, scenarios/churn.ChurnSweep), from its recorded reason:
+    20261129-201802 gave every churn and 8-writer skip the timeout prediction, beside a churn table that said
+    "the 1/s step did not hold"."""
     if reason.startswith("bounded by op count"):
         return "an earlier round measured its op count (one op outlasted the round's budget)"
     if reason.startswith("under its op floor"):
         return "a lower worker count's op time predicted one op a worker, fewer than the round's op floor"
+    if scenario == "churn" and reason.startswith("foreseen"):
+        return "its 1-writer write phases showed this step's changes could not start on time"
+    if scenario == "churn":
+        step = f"the {last_step:g}/s step" if last_step is not None else "a lower rate's step"
+        return f"{step} did not hold, and no higher rate holds better"
+    if reason.startswith("at 1 writer the phase took"):
+        return "its 1-writer phase ran far past its budget"
     return "a lower worker count's op time predicted every op past its timeout"
+
+
+def _last_step(rd: RunData, backend: str) -> float | None:
+    """The highest churn rate (changes/s) of the backend's steps that ran: the one a skipped step's reason is."""
+    ph = rd.phases
+    rates = ph[(ph["backend"] == backend) & (ph["scenario"] == "churn")]["churn_rate"] if not ph.empty else []
+    return float(max(rates)) if len(rates) else None
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -10,22 +10,19 @@ import pandas as pd
 from authzbench.report import charts
 from authzbench.report.data import RunData
 from authzbench.report.frames import write_table
+from authzbench.report.freshness import STRICT_PREFIXES, strict_stale_note
 from authzbench.report.tables import anchor, label, table
 from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
 
 
-def _strict_stale_allows(df: pd.DataFrame) -> list[str]:
+def _strict_stale_allows(rd: RunData, df: pd.DataFrame) -> list[str]:
     """Where a fully consistent mode still allowed after a revocation: the reproduction outside the suite."""
-    strict = df[df["consistency"].str.startswith(("fully_consistent", "HIGHER")) & (df["stale_allows"] > 0)]
+    strict = df[df["consistency"].str.startswith(STRICT_PREFIXES) & (df["stale_allows"] > 0)]
     if strict.empty:
         return []
-    names = ", ".join(dict.fromkeys(strict["backend"]))
-    return ["", f"Stale allows under a fully consistent mode ({names}): SpiceDB's reproduce outside the suite "
-                "with its public API alone, `tools/newenemy_repro.py` (the shape of authzed/spicedb's e2e/newenemy "
-                "test; its docstring has the counts per thread count and with the write's own ZedToken, and the "
-                "upstream reports: authzed/spicedb#1215, #1130, #3260)."]
-
+    pairs = list(dict.fromkeys(zip(strict["backend"], strict["consistency"], strict=True)))
+    return ["", strict_stale_note(rd, pairs)]
 
 
 def restored_table(rd: RunData) -> pd.DataFrame:
@@ -115,7 +112,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
         "stale_allows": "Stale allows", "never_visible": "Never visible", "mismatches": "Mismatches"}))
-    lines += _strict_stale_allows(df)
+    lines += _strict_stale_allows(rd, df)
     if chart := charts.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]
     stopped = stopped_table(rd)

@@ -181,7 +181,7 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
         return
     store.append(s.record(backend=name, visit=visit))
     say(f"{name}: machine-speed index {s.index:.2f} (cpu {s.cpu_score:.2f}, loopback {s.rtt_score:.2f}; "
-        "1.0 = the reference machine, higher = faster)")
+        "1.0 = the index's base machine, higher = faster)")
 
 
 def _record_eta(store: RunStore, eta: RunEta) -> None:

@@ -212,6 +212,8 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
         ran += 1
         with contextlib.suppress(Exception):
             inp = inputs[k % len(inputs)]
+            if inp[0] != "structural":  # a read warms up on its own first inputs, as round 0 (offset 0) always did
+                inp = inputs[(k + spec.input_offset) % len(inputs)]
             if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
                 # checked once, not polled until visible: under a 5 s snapshot window the polling made
                 # SpiceDB's two warm-up ops 18 s of each write phase (20261128-013743) and warmed nothing more

@@ -131,6 +131,10 @@ def test_stale_allows_under_a_fully_consistent_mode_point_to_the_reproduction_ou
 
     rows = pd.DataFrame([{"backend": "spicedb-pg", "consistency": "fully_consistent (session)", "stale_allows": 3},
                          {"backend": "openfga", "consistency": "minimize_latency", "stale_allows": 5}])
-    text = "\n".join(_strict_stale_allows(rows))
-    assert "tools/newenemy_repro.py" in text and "(spicedb-pg)" in text and "openfga" not in text
-    assert _strict_stale_allows(rows.assign(stale_allows=0)) == []
+    from tests.unit.test_report_findings import NET, Run
+
+    rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).server("openfga", {**NET, "label": "OpenFGA"}).data()
+    text = "\n".join(_strict_stale_allows(rd, rows))
+    assert "tools/newenemy_repro.py" in text and "(spicedb-pg fully_consistent (session))" in text
+    assert "openfga" not in text
+    assert _strict_stale_allows(rd, rows.assign(stale_allows=0)) == []
