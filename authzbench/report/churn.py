@@ -79,7 +79,8 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
             "read_p95_ms": _p(reads, "p95_ms"), "read_iv": order_stat_interval(reads, 95.0) if reads else None,
             "read_too_few": read_ops < min_ops(95.0), "write_ops": int(wr["ops"].sum()),
             "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
-            "stale_allows": _extra(g, "stale_allows"), "scheduled": step.scheduled, "late": int(wr["late"].sum()),
+            "stale_allows": _extra(g, "stale_allows"), "revocations": _extra(g, "revocations"),
+            "scheduled": step.scheduled, "late": int(wr["late"].sum()),
             "unissued": _extra(g, "unissued"), "never_visible": step.never_visible, "held": not verdict,
             "verdict": verdict or "held"}
 
@@ -96,7 +97,8 @@ def _skipped_row(r: dict, failed: dict[str, float]) -> dict | None:
     nan = math.nan
     return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
-            "stale_allows": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
+            "stale_allows": 0, "revocations": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0,
+            "held": False,
             "verdict": f"not run: {_why_skipped(r, float(rate), failed.get(r['backend']))}"}
 
 
