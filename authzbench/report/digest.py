@@ -246,10 +246,11 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
     df["backend"] = [label(rd, b) for b in df["backend"]]
     df["iv"] = [_interval_text(a, b, "too_few" in f) for (a, b), f in zip(df["interval"], df["flags"], strict=True)]
     # pandas stores a missing text as NaN (truthy) among strings: "t or num(v)" emptied 210 of 213 cells
-    df["val"] = [t if isinstance(t, str) and t else num(v) + (f" [{b}]" if isinstance(b, str) else "")
-                 for t, v, b in zip(df["text"], df["value"], df["base"], strict=True)]
+    df["val"] = [t if isinstance(t, str) and t else num(v) for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
-    df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]
+    # a rate's base in its n column: "15 of 181" (revocations), the count it rests on
+    df["n"] = [b if isinstance(b, str) else f"{int(x):,}" if x is not None and x == x else "—"
+               for x, b in zip(df["n"], df["base"], strict=True)]
     return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
                       "interval and the ops it rests on (the same values as the JSON beside the report). Rank k: exactly k−1 "
                       "backends are clearly better (intervals apart), 1 = none is; the same rank = no clear "
