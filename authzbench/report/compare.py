@@ -24,7 +24,8 @@ from authzbench.report.transfer import Scales, how, scale_for, scales
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 # Figures in these units scale with the machine's speed and are normalized by the index; memory, bytes and
-# counts (stale allows) are not: a faster machine does not use less memory.
+# counts and rates of counts (stale allows per 1,000 revocations) are not: a faster machine does not use less
+# memory.
 TIMED_UNITS = frozenset({"ms", "checks/s", "ops/s", "relationships/s", "core-seconds"})
 
 

@@ -149,7 +149,8 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
     df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
     lines = ["## 7. Structural writes", "", "One worker, the backend's own read consistency: write p95 (ms), rows "
              "touched per write (mean), visibility lag p95 (ms) until a check reflects the write, and stale allows "
-             "(a revocation whose first check still allowed). Every consistency mode and worker count: appendix.",
+             f"{freshness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check still "
+             "allowed). Every consistency mode and worker count: appendix.",
              "", link_target("structural-writes")]
     rows = []
     for b, g in df.groupby("backend", sort=False):
@@ -157,7 +158,8 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
         for r in g.itertuples():
             short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
             row[short] = (f"{num(r.write_p95_ms)} ms; {counted(num(r.rows_mean), 'row')}; lag {num(r.vis_p95_ms)} ms"
-                          + (f"; {r.stale_allows} stale" if r.stale_allows else "") + f" (n={r.ops})")
+                          + (f"; stale {freshness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
+                             else "") + f" (n={counted(f'{r.ops:,}', 'write')})")
         rows.append(row)
     cols = list(dict.fromkeys(k for r in rows for k in r if k != "backend"))
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: c for c in cols}}))
@@ -202,6 +204,7 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
                         "n": f.n, "rank_group": r[f.backend][1], "networked": r[f.backend][2],
                         "higher_is_better": d.higher_is_better, "text": f.text or None,
                         "client_bound": f.client_bound,  # null: unknown or not a throughput
+                        "base": f.base or None,  # the count a rate rests on ("14 of 200")
                         "flags": [k for k, on in (("unstable", f.unstable), ("too_few", f.too_few),
                                                   ("disturbed", f.disturbed), ("client_bound", bool(f.client_bound)),
                                                   ("stand_in", rd.kind(f.backend) == "stand-in"),
@@ -225,8 +228,8 @@ def write_json(rd: RunData, path: Path) -> None:
     # only runs with a churn sweep carry it: an older run's JSON stays as it was
     if sustainable := churn.json_records(rd):
         out["sustainable_churn"] = sustainable
-    if not (rev := freshness.revocations(rd)).empty:
-        out["revocations"] = [{k: _json_value(v) for k, v in r.items()} for r in rev.to_dict("records")]
+    if not (st := freshness.stale_allows(rd)).empty:  # per mode and writer count, per 1,000 revocations
+        out["stale_allows"] = [{k: _json_value(v) for k, v in r.items()} for r in st.to_dict("records")]
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -246,7 +249,9 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
     # pandas stores a missing text as NaN (truthy) among strings: "t or num(v)" emptied 210 of 213 cells
     df["val"] = [t if isinstance(t, str) and t else num(v) for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
-    df["n"] = [f"{int(x):,}" if x is not None and x == x else "—" for x in df["n"]]
+    # a rate's base in its n column: "15 of 181" (revocations), the count it rests on
+    df["n"] = [b if isinstance(b, str) else f"{int(x):,}" if x is not None and x == x else "—"
+               for x, b in zip(df["n"], df["base"], strict=True)]
     return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
                       "interval and the ops it rests on (the same values as the JSON beside the report). Rank k: exactly k−1 "
                       "backends are clearly better (intervals apart), 1 = none is; the same rank = no clear "

@@ -45,6 +45,7 @@ def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> 
     v += f"{DISTURBED} " if f.disturbed else ""
     v += f"{clientbound.MARK} " if f.client_bound else ""
     v += f"**{label(f.backend)}** " + (f.text or f"{num(f.value)} {d.unit}".rstrip())
+    v += f" [{f.base}]" if f.base and not f.text else ""
     if not f.text and f.value != best:
         v += " " + ratio_text(ratio_to_best(best, f.value, d.higher_is_better), d.higher_is_better)
     if f.unstable:

@@ -172,11 +172,19 @@ def _write_table(rd: RunData) -> pd.DataFrame:
             "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
             "rows_max": extra.get("rows_max") if counted else float("nan"),
             "stale_reads": extra.get("stale_reads", 0), "stale_allows": extra.get("stale_allows", 0),
+            "revocations": sum(revocations_of(scen, e, o) for e, o in zip(w["extra"], w["ops"], strict=True)),
             "never_visible": int(sum(e.get("NeverVisible", 0) for e in w["error_types"])),
             "errors": int(w["errors"].sum()), "mismatches": int(w["mismatches"].sum()),
             "checked": int(w["checked"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+def revocations_of(scenario: str, extra: dict, ops: int) -> int:
+    """The revocations a write phase made. Recorded since ae16102; before, each revoke_then_check op was one
+    revocation and each other write op two timed writes, a grant and its revocation (20261128-083444: openfga
+    write_membership 4 writes, 2 stale allows)."""
+    return int(extra.get("revocations", ops if scenario == "revoke_then_check" else ops // 2))
 
 
 def _v(c, fallback: float) -> float:

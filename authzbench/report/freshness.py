@@ -1,5 +1,5 @@
-"""Revocations under concurrency and freshness against latency: per backend and consistency mode, how many
-checks still allowed right after a revocation with 8 writers at once (per 1,000, with a Wilson 95% interval),
+"""Stale allows and freshness against latency: per backend, consistency mode and writer count, how many
+revocations' first check still allowed (per 1,000 revocations, with a Wilson 95% interval: stale_allows),
 and per engine what each of its modes costs in via-group check latency against the staleness it allowed as
 measured (visibility lag, stale allows) in the same run."""
 
@@ -12,12 +12,16 @@ import pandas as pd
 
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
-from authzbench.report.frames import session_mode
+from authzbench.report.frames import revocations_of, session_mode, write_table
 from authzbench.report.noise import Z95
 from authzbench.report.tables import label, num
 from authzbench.scenarios.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8
+# The one stale-allow quantity's unit and label, wherever it is shown; a cell's [k of n] is its base.
+STALE_UNIT = "per 1,000 revocations"
+STALE_LABEL = f"Stale allows {STALE_UNIT}"
+STALE_COLUMN = f"{STALE_LABEL} [stale of revocations]"
 # The modes that promise a read sees every committed write: a stale allow under one is a bug, not a window.
 STRICT_PREFIXES = ("fully_consistent", "HIGHER")
 # Upstream reports of fresh-mode reads missing a committed write, found for each engine (none for Permify): the
@@ -52,23 +56,63 @@ def mode_prefix(mode: str) -> str:
     return "" if mode == "—" else f"{mode} "
 
 
-def revocations(rd: RunData) -> pd.DataFrame:
-    """One row per (backend, mode) of revoke_then_check at 8 writers: revocations, stale allows, per 1,000."""
+# The write scenarios whose ops revoke (each grants, then revokes; revoke_then_check revokes a grant made
+# untimed first). A churn step's revocations are not among them: they run at a scheduled rate beside the step's
+# open-loop checks, another condition, shown per step in the churn table under their own label.
+WRITE_KINDS = tuple(n for n, s in SCENARIOS.items() if s.op == "write")
+
+
+def own_mode(rd: RunData, b: str) -> str:
+    """The backend's session read consistency as its server record names it ("" for a backend without modes)."""
+    return rd.servers.get(b, {}).get("info", {}).get("consistency", "")
+
+
+def stale_allows(rd: RunData) -> pd.DataFrame:
+    """The one stale-allow quantity: per backend, read consistency and writer count, the stale allows among the
+    revocations of every structural write phase (a stale allow: a revocation whose first check still allowed),
+    per 1,000 with Wilson's 95% interval. A phase naming the backend's own mode joins its session phases (one
+    mode, shown "x (session)"); `own` marks it."""
     ph = rd.phases
-    if ph.empty:
+    sub = ph[ph["scenario"].isin(WRITE_KINDS) & (ph["kind"] == "write")] if not ph.empty else ph
+    if sub.empty:
         return pd.DataFrame()
-    sub = ph[(ph["scenario"] == REVOKE) & (ph["concurrency"] == WRITERS) & (ph["kind"] == "write")]
+    sub = sub.assign(key=[c or own_mode(rd, b) for b, c in zip(sub["backend"], sub["consistency"], strict=True)])
     rows = []
-    for (b, mode), g in sub.groupby(["backend", "consistency"], sort=False):
-        # runs before the count was recorded: every op of the scenario is one revocation
-        n = int(sum(e.get("revocations", ops) for e, ops in zip(g["extra"], g["ops"], strict=True)))
+    for (b, key, c), g in sub.groupby(["backend", "key", "concurrency"], sort=False):
+        n = sum(revocations_of(*x) for x in zip(g["scenario"], g["extra"], g["ops"], strict=True))
         k = int(sum(e.get("stale_allows", 0) for e in g["extra"]))
         lo, hi = wilson(k, n)
-        name = mode_name(rd, b, mode)
-        rows.append({"backend": b, "mode": name, "strict": name.startswith(STRICT_PREFIXES), "revocations": n,
+        own = key == own_mode(rd, b)
+        name = session_mode(rd, b) if own else key
+        rows.append({"backend": b, "mode": name, "own": own, "strict": name.startswith(STRICT_PREFIXES),
+                     "writers": int(c), "kinds": ", ".join(sorted(set(g["scenario"]))), "revocations": n,
                      "stale_allows": k, "per_1k": 1000 * k / n if n else math.nan, "lo_1k": 1000 * lo,
                      "hi_1k": 1000 * hi})
-    return pd.DataFrame(rows).sort_values(["backend", "mode"]).reset_index(drop=True) if rows else pd.DataFrame()
+    return pd.DataFrame(rows).sort_values(["backend", "writers", "mode"]).reset_index(drop=True)
+
+
+def revocations(rd: RunData) -> pd.DataFrame:
+    """The stale-allow rows (stale_allows) at 8 writers, one per (backend, mode)."""
+    df = stale_allows(rd)
+    if df.empty or not (df["writers"] == WRITERS).any():
+        return pd.DataFrame()
+    return df[df["writers"] == WRITERS].sort_values(["backend", "mode"]).reset_index(drop=True)
+
+
+def rate_cell(k: int, n: int) -> str:
+    """A table cell of the quantity, its base beside it: "70 [14 of 200]"; "—" without a revocation."""
+    return f"{num(1000 * k / n)} [{k:,} of {n:,}]" if n else "—"
+
+
+def base_text(r) -> str:
+    """"14 of 200 revocations": the count a rate per 1,000 rests on."""
+    return f"{r['stale_allows']:,} of {r['revocations']:,} revocations"
+
+
+def stale_text(r) -> str:
+    """"1 writer: 96 of 96 revocations, 1,000 per 1,000 (95% 962-1,000)"."""
+    return (f"{r['writers']} writer{'s' if r['writers'] != 1 else ''}: {base_text(r)}, {num(r['per_1k'])} per "
+            f"1,000 (95% {num(r['lo_1k'])}-{num(r['hi_1k'])})")
 
 
 def per_1k_text(r) -> str:
@@ -123,36 +167,43 @@ def summary_lines(rd: RunData) -> list[str]:
         return lines
     df = df.sort_values(["per_1k", "hi_1k", "backend"])
     parts = [f"{label(rd, r['backend'])} {mode_prefix(r['mode'])}{per_1k_text(r)}" for _, r in df.iterrows()]
-    lines = [f"**Stale allows after a revocation, {WRITERS} concurrent writers** (checks that still allowed "
-             "right after the revocation returned, per mode; fewest first): " + "; ".join(parts) + ".", *lines]
+    lines = [f"**{STALE_LABEL}, {WRITERS} concurrent writers, per mode** (a stale allow: a revocation whose "
+             "first check, right after it returned, still allowed; fewest first): " + "; ".join(parts) + ".", *lines]
     return lines + ([c] if (c := citation(rd, df)) else [])
 
 
-def _writes_of(rd: RunData, b: str, mode: str) -> pd.DataFrame:
-    ph = rd.phases
-    names = [n for n, s in SCENARIOS.items() if s.op == "write"]
-    return ph[(ph["backend"] == b) & ph["scenario"].isin(names) & (ph["consistency"] == mode)]
+def _of_mode(df: pd.DataFrame, rd: RunData, b: str, mode: str) -> pd.DataFrame:
+    """Rows of write_table or stale_allows for backend b in mode ("" = its session mode, which a phase naming
+    that same mode joins)."""
+    key = mode or own_mode(rd, b)
+    name = session_mode(rd, b) if key == own_mode(rd, b) else key
+    ours = df["consistency"] if "consistency" in df else df["mode"]
+    same = (ours == name) | ((ours == key) if key == own_mode(rd, b) else False)
+    return df[(df["backend"] == b) & same]
 
 
 def freshness(rd: RunData) -> pd.DataFrame:
     """Per engine (a backend whose via-group check ran in a named mode) and mode: check p50 / p95 at 1 worker
-    against the visibility lag p95 and stale allows of that mode's write phases."""
+    against that mode's staleness: the visibility lag p95 of its worst write kind at its fewest writers (the
+    figure the Findings rank for the session mode) and its stale allows per 1,000 revocations per writer count."""
     ph = rd.phases
     if ph.empty:
         return pd.DataFrame()
     via = ph[(ph["scenario"] == VIA_GROUP) & (ph["concurrency"] == 1)]
+    writes, stale = write_table(rd), stale_allows(rd)
     rows = []
     for b in [b for b, g in via.groupby("backend", sort=False) if (g["consistency"] != "").any()]:
         for mode in sorted(set(via[via["backend"] == b]["consistency"])):
             p50, p95 = (cell(rd, b, VIA_GROUP, 1, m, consistency=mode) for m in ("p50_ms", "p95_ms"))
-            w = _writes_of(rd, b, mode)
-            vis = [h for hs in w[w["kind"] == "visibility"]["hists"] for h in hs]
+            w = _of_mode(writes, rd, b, mode) if not writes.empty else writes
+            first = w[w["concurrency"] == w["concurrency"].min()] if not w.empty else w
+            st = _of_mode(stale, rd, b, mode) if not stale.empty else stale
             rows.append({"backend": b, "mode": mode_name(rd, b, mode),
                          "p50_ms": p50.value if p50 else math.nan, "p95_ms": p95.value if p95 else math.nan,
                          "too_few": bool(p95 and p95.too_few),
-                         "lag_p95_ms": merged_summary(vis).p95_ms if vis else math.nan,
-                         "stale_allows": int(sum(e.get("stale_allows", 0) for e in w[w["kind"] == "write"]["extra"])),
-                         "writes": int(w[w["kind"] == "write"]["ops"].sum())})
+                         "lag_p95_ms": float(first["vis_p95_ms"].max()) if not first.empty else math.nan,
+                         "lag_writers": int(first["concurrency"].min()) if not first.empty else 0,
+                         "stale": "; ".join(stale_text(r) for _, r in st.iterrows()) or "—"})
     return pd.DataFrame(rows)
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 from authzbench.report import charts
 from authzbench.report.data import RunData
 from authzbench.report.frames import write_table
-from authzbench.report.freshness import STRICT_PREFIXES, strict_stale_note
+from authzbench.report.freshness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
 from authzbench.report.tables import anchor, label, table
 from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
@@ -92,6 +92,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     if df.empty:
         return ""
     df["backend_l"] = [label(rd, b) for b in df["backend"]]
+    df["stale"] = [rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)]
     lines = ["## Structural writes", "",
              "Each op grants access through one kind of edge (a scratch user, or for `write_hierarchy` a scratch "
              "group holding a big real group, so the edge carries real members), then revokes it; "
@@ -111,7 +112,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "write_p50_ms": "Write p50 (ms)", "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
         "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
-        "stale_allows": "Stale allows", "never_visible": "Never visible", "mismatches": "Mismatches"}))
+        "stale": STALE_COLUMN, "never_visible": "Never visible", "mismatches": "Mismatches"}))
     lines += _strict_stale_allows(rd, df)
     if chart := charts.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]

@@ -170,7 +170,7 @@ def test_a_backend_whose_revocations_at_8_writers_were_not_run_is_named_with_the
                      "scenario": "revoke_then_check", "concurrency": 8, "repeat": 0,
                      "reason": "at 1 writer the phase took 29 s for its 3 s budget"})
     lines = freshness.summary_lines(run.data())
-    assert lines[0].startswith("**Stale allows after a revocation, 8 concurrent writers**")
+    assert lines[0].startswith("**Stale allows per 1,000 revocations, 8 concurrent writers, per mode**")
     assert "scylla" not in lines[0]
     assert lines[1].startswith("Not run at 8 writers, scylla") and ": at 1 writer the phase took 29 s" in lines[1]
 
@@ -221,8 +221,8 @@ def test_each_engine_mode_shows_its_check_latency_beside_the_staleness_it_allowe
     revocations(run, "spicedb-pg", "fully_consistent", 800, 9)
     df = freshness.freshness(run.data()).set_index("mode")
     assert df.loc["fully_consistent"]["p50_ms"] == pytest.approx(4.0, rel=0.01)
-    assert df.loc["fully_consistent"]["stale_allows"] == 9
-    assert df.loc["minimize_latency (session)"]["stale_allows"] == 0
+    assert df.loc["fully_consistent"]["stale"] == "8 writers: 9 of 800 revocations, 11.2 per 1,000 (95% 5.93-21.2)"
+    assert df.loc["minimize_latency (session)"]["stale"] == "—"  # no revocation in the session mode
     assert "freshness.png" in consistency.section(run.data(), tmp_path)
     assert "freshness.png" in consistency.section(run.data(), tmp_path)
 
@@ -246,5 +246,5 @@ def test_a_run_with_the_envelope_renders_it_first_and_in_the_appendix(tmp_path):
     summary = main[main.index("Decision summary"):]
     assert summary.index("by workload") < summary.index("| Need |")
     appendix = (tmp_path / "out" / "fixture-appendix.md").read_text()
-    assert "## Structural churn" in appendix and "## Revocations under concurrency" in appendix
+    assert "## Structural churn" in appendix and "## Stale allows per 1,000 revocations" in appendix
     assert Path(tmp_path / "out" / "fixture-charts" / "churn.png").exists()

@@ -199,9 +199,10 @@ def test_one_more_dimension_is_one_more_function():
     assert "1. **postgres** 0; 2. **scylla** 3\n" in text
 
 
-def test_stale_allows_are_counted_at_every_worker_count_in_the_named_session_mode():
+def test_stale_allows_are_a_rate_per_1000_revocations_per_writer_count_in_the_named_session_mode():
     # The run that led here: 0 stale allows at 1 worker, 19 at 8, and a Findings line that said 0 (it read
-    # the first concurrency level only) beside a table whose consistency column said "—".
+    # the first concurrency level only) beside a table whose consistency column said "—". Then one count
+    # summed over writer counts (issue 67): now a rate per 1,000 revocations, one dimension per writer count.
     spice = {**NET, "label": "SpiceDB 1.45 on PostgreSQL 15", "consistency": "fully_consistent"}
     run = Run().server("spicedb-pg", spice).server("postgres", NET)
     for b in ("spicedb-pg", "postgres"):
@@ -209,9 +210,12 @@ def test_stale_allows_are_counted_at_every_worker_count_in_the_named_session_mod
             run.phase(b, "revoke_then_check", steady(2.0, n=10, slots=1), concurrency=c, kind="visibility",
                       writes=[1.0] * 67, extra={"stale_allows": stale, "stale_reads": stale})
     rd = run.data()
-    dim = _dim(rd, "Stale allows after a revocation")
-    got = {f.backend: (f.value, f.detail) for f in dim.figures}
-    assert got == {"spicedb-pg": (6.0, "134 writes at 1, 8 workers"), "postgres": (0.0, "134 writes at 1, 8 workers")}
+    eight = _dim(rd, "Stale allows, own read mode, 8 writers")
+    assert {f.backend: (f.base, round(f.value, 1)) for f in eight.figures} == {
+        "spicedb-pg": ("6 of 67", 89.6), "postgres": ("0 of 67", 0.0)}  # a record without the count: 1 op each
+    assert eight.unit == "per 1,000 revocations"
+    one = _dim(rd, "Stale allows, own read mode, 1 writer")
+    assert {f.backend: f.base for f in one.figures} == {"spicedb-pg": "0 of 67", "postgres": "0 of 67"}
     assert _dim(rd, "Visibility lag p95 after a structural write").title.endswith(", 1 worker")
     from authzbench.report import writes
 

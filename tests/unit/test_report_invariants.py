@@ -188,7 +188,7 @@ def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its
     lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
     stale = Dimension("Writes", "stale", "", False, [Figure("a", 6.0), Figure("b", 0.0), Figure("c", 0.0)], "x")
     rd = RunData(Path("."), {}, [])
-    lines = _freshness(rd, [(need[("visibility_p95",)], lag), (need[("stale_allows",)], stale)])
+    lines = _freshness(rd, [(need[("visibility_p95",)], lag), (need[("stale_allows/",)], stale)])
     assert len(lines) == 2 and lines[0].startswith("- **a** answers can be stale: visibility lag p95 5,000 ms")
     assert "stale allows 6" in lines[0] and "stale allows" not in lines[1]  # c: its lag only; b: fresh
 
