@@ -199,8 +199,9 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
             lo, hi = f.interval()
             out.append({"dimension": d.key, "title": d.title, "group": d.group, "backend": f.backend,
                         "value": _finite(f.value), "unit": d.unit, "interval": [_finite(lo), _finite(hi)],
-                        "interval_kind": "assumed" if f.assumed else "measured",
-                        "interval_basis": f.assumed or None,
+                        # a figure shown as words ("no worker count met the SLO") has no interval to judge
+                        "interval_kind": None if f.text else "assumed" if f.assumed else "measured",
+                        "interval_basis": (f.assumed or None) if not f.text else None,
                         "n": f.n, "letters": r[f.backend][1],
                         "standing": standing(r[f.backend][1]) if r[f.backend][1] else None,
                         "networked": r[f.backend][2],

@@ -135,7 +135,7 @@ def _single(value: float, what: str) -> tuple[float, float]:
 def single_basis(what: str) -> str:
     """The stated basis of a single measurement's assumed interval."""
     f = SINGLE_FACTOR[what]
-    return f"assumed: one measurement, taken to lie within {f:g}x of its value (a width from earlier runs)"
+    return f"assumed: one measurement, taken to lie within {f:g}x of its value, a width from earlier runs"
 
 
 def _single_note(what: str) -> str:
