@@ -284,11 +284,11 @@ def _stand_ins(rd: RunData) -> list[str]:
     for b, s in rd.servers.items():
         what, kind = s["info"].get("label", b), rd.kind(b)
         if kind == "stand-in":
-            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, ranked with the "
+            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
                        f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "
                        "footprint or memory.")
         elif kind == "embedded":
-            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so ranked "
+            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so lettered "
                        "apart; its figures may not be compared with a networked server's latency or throughput.")
     return out
 

@@ -87,7 +87,7 @@ def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
     fewest = int(rows["ops"].min())
     if q is not None and fewest < min_ops(q):
         # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere above
-        # its low end, so two such figures are never ranked apart (ranks no longer chain, see ranks)
+        # its low end, so two such figures are never clearly apart (figures.clearly_better, letters)
         hi = math.inf
     return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed,
                 fewest)

@@ -4,7 +4,7 @@ that rank them; the Findings section (findings.py), the decision summary, the di
 Everything here is computed from the run's DataFrames (RunData). A dimension is one small function
 `fn(rd) -> list[Dimension]` listed in DIMENSIONS; a new section (structural writes, a size sweep) adds
 its headline figures by appending one such function. Rules applied to every dimension:
-- figures marked † (RunData.comparable False) are ranked apart, never with networked servers;
+- figures marked † (RunData.comparable False) are lettered apart, never with networked servers;
 - a difference within the spread of the two figures (noise.py) is "no clear difference", and so is any
   difference between figures whose interval is assumed (a factor set from earlier runs, a poll's width, or
   none: one measurement); the figures show as letters (figures.letters): two share a letter exactly when

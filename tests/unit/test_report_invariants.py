@@ -215,7 +215,7 @@ def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_
     from authzbench.report.tables import label
     rd = _servers_run()
     assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
-    # a stand-in is a networked server: ranked with the servers; an embedded engine is ranked apart
+    # a stand-in is a networked server: lettered with the servers; an embedded engine is lettered apart
     assert [rd.comparable(b) for b in rd.servers] == [True, True, True, False, True]
 
 
@@ -224,7 +224,7 @@ def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
     lines = _stand_ins(_servers_run())
     assert len(lines) == 4 and "may not be used as ScyllaDB's latency" in lines[0]
     assert "may not be used as MongoDB's" in lines[1] and "may not be used as MongoDB's" in lines[2]
-    assert lines[3].startswith("- † clickhouse") and "ranked apart" in lines[3]
+    assert lines[3].startswith("- † clickhouse") and "lettered apart" in lines[3]
 
 
 def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
