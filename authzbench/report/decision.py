@@ -310,5 +310,7 @@ def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[st
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
         texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
-    return ([n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts,
+    marked = [n.label + (f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else "")
+              for n, d in picked]
+    return (marked, [tables.label(rd, b) for b in backends], groups, texts,
             [not rd.comparable(b) for b in backends])
