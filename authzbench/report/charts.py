@@ -19,7 +19,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from authzbench.core.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
-from authzbench.report.figures import cell  # noqa: E402
+from authzbench.report.figures import cell, standing  # noqa: E402
 from authzbench.report.tables import label  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 
@@ -294,38 +294,42 @@ def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Pat
     return _save(fig, chart_dir, "resources")
 
 
-# The heatmap's colour says what a rank means, the same in every row: how many backends are clearly better
-# (0, 1, 2, 3 or more), grey where nothing was ranked (none qualified, not measured), blues for stand-ins (†),
-# which are ranked among themselves only.
+# The heatmap's colour is the cell's first letter (figures.letters), the same in every row: a, b, c, d or later,
+# grey where nothing was lettered (none qualified, not measured), blues for stand-ins (†), lettered among
+# themselves only. A better figure's first letter never comes after a worse one's, so a greener cell never
+# holds a worse figure of its row; whether two cells are clearly apart is said by their letters.
 RANK_COLOURS = ("#1a9850", "#fee08b", "#fc8d59", "#d73027")
 STAND_IN_COLOURS = ("#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7")
 UNRANKED = "#bdbdbd"
 
 
-def cell_colour(rank: int | None, unranked: bool, stand_in: bool) -> str:
-    """The colour of one heatmap cell from its meaning alone (never from the other cells of its row)."""
-    if rank is None or unranked:
+def cell_colour(first: int | None, unranked: bool, stand_in: bool) -> str:
+    """The colour of one heatmap cell from its first letter's position alone (figures.standing: a = 1), never
+    from the other cells of its row."""
+    if first is None or unranked:
         return UNRANKED
-    return (STAND_IN_COLOURS if stand_in else RANK_COLOURS)[min(rank, 4) - 1]
+    return (STAND_IN_COLOURS if stand_in else RANK_COLOURS)[min(first, 4) - 1]
 
 
 def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
-    """Needs x backends, each cell coloured by its rank's meaning (cell_colour) and labelled with its figure."""
+    """Needs x backends, each cell coloured by its first letter (cell_colour) and labelled with its figure and
+    letters."""
     needs, backends, groups, texts, stand_in = matrix
     if not needs or len(backends) < 2:
         return None
-    rgb = np.array([[to_rgb(cell_colour(g, texts[i][j] == "none", stand_in[j])) for j, g in enumerate(row)]
-                    for i, row in enumerate(groups)])
+    rgb = np.array([[to_rgb(cell_colour(standing(g) if g else None, texts[i][j] == "none", stand_in[j]))
+                     for j, g in enumerate(row)] for i, row in enumerate(groups)])
     fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.8))
     ax.imshow(rgb, aspect="auto")
     for i in range(len(needs)):
         for j in range(len(backends)):
             if texts[i][j]:
-                rank = "\nunranked" if groups[i][j] is None else f"\n({groups[i][j]})"  # no value, no rank
+                rank = "\nunranked" if groups[i][j] is None else f"\n({groups[i][j]})"  # no value, no letter
                 ax.text(j, i, texts[i][j] + rank, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(range(len(backends)), backends, fontsize=8, rotation=30, ha="right")
     ax.set_yticks(range(len(needs)), needs, fontsize=8)
-    ax.set_title("rank per need (rank k: k−1 backends clearly better; † among † only)", fontsize=9)
+    ax.set_title("letters per need (sharing a letter: not clearly apart; colour: first letter; † among † only)",
+                 fontsize=9)
     ax.legend(handles=_heatmap_legend(), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.02 * len(needs) / 10),
               ncol=3, fontsize=6.5, frameon=False)
     return _save(fig, chart_dir(out_dir, run_id), "decision")
@@ -416,11 +420,10 @@ def _loglog(rd: RunData, df: pd.DataFrame, x: tuple[str, str, str], measures: di
 
 
 def _heatmap_legend() -> list:
-    labels = ["rank 1: none clearly better", "rank 2: 1 clearly better", "rank 3: 2 clearly better",
-              "rank 4+: 3 or more clearly better"]
+    labels = ["first letter a (the best figure's)", "first letter b", "first letter c", "first letter d or later"]
     out = [Patch(color=c, label=t) for c, t in zip(RANK_COLOURS, labels, strict=True)]
-    out += [Patch(color=STAND_IN_COLOURS[0], label="† rank 1 among †"),
-            Patch(color=STAND_IN_COLOURS[1], label="† rank 2+ (paler: more clearly better)"),
+    out += [Patch(color=STAND_IN_COLOURS[0], label="† first letter a among †"),
+            Patch(color=STAND_IN_COLOURS[1], label="† first letter b+ (paler: later)"),
             Patch(color=UNRANKED, label="not ranked (none qualified / not measured)")]
     return out
 

@@ -1,7 +1,7 @@
 """`authzbench report --compare A B`: does run B confirm run A?
 
 Per Findings figure: the ratio B / A and whether the two runs differ beyond both figures' intervals; per
-verdict of A (two backends in different tiers of a dimension: a clear difference), whether B confirms it,
+verdict of A (two backends clearly apart in a dimension, both intervals measured), whether B confirms it,
 finds no clear difference, or reverses it. Then the two machines' speed indexes (report/speed.py), how much
 of the figures' drift the normalization (report/transfer.py) explains, which kinds of figure transfer between
 the machines, and the ratio B / A of every per-phase figure, raw and normalized."""
@@ -16,7 +16,7 @@ import pandas as pd
 
 from authzbench.report import ranking
 from authzbench.report.data import RunData, load_run
-from authzbench.report.figures import clearly_better, with_cells
+from authzbench.report.figures import assumed, clearly_better, with_cells
 from authzbench.report.noise import overlap
 from authzbench.report.speed import speed_index
 from authzbench.report.tables import merge_repeats, table
@@ -205,7 +205,8 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
             rows.append({"dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
                          "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS, "unit": d.unit,
                          "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
-                         "differ": not overlap(a.interval(), f.interval()),
+                         # an assumed interval (a factor set by hand, one measurement) says no figure moved
+                         "differ": not (assumed(a) or assumed(f) or overlap(a.interval(), f.interval())),
                          "headline": d.title.startswith(("Check p50", "Best throughput", "Throughput at", "Mixed", "Ingest")),
                          "unstable": a.unstable or f.unstable})
     return pd.DataFrame(rows)
@@ -221,7 +222,7 @@ def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
         for figs_a, figs_b in zip(ranking.split(d, ra), ranking.split(db[d.title], rb), strict=True):
             in_b = {f.backend: f for f in figs_b if not math.isnan(f.value)}
             for x in figs_a:
-                for y in figs_a:  # a verdict is a pair clearly apart (figures.clearly_better), never a rank gap
+                for y in figs_a:  # a verdict is a pair clearly apart (figures.clearly_better), never a letter gap
                     if x.backend in in_b and y.backend in in_b and clearly_better(x, y, d.higher_is_better):
                         rows.append({"dimension": d.title, "better": x.backend, "worse": y.backend,
                                      "b": _in_b(in_b[x.backend], in_b[y.backend], d.higher_is_better)})

@@ -1,7 +1,7 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
-each backend's figure and rank, one generated sentence per need, and the trade-offs that would change
-the answer. Every figure is a Findings figure (ranking.compute over figures.cell), ranked by the one rule
-(figures.ranks: rank k = exactly k-1 backends clearly better); nothing here is written by hand."""
+each backend's figure and letters, one generated sentence per need, and the trade-offs that would change
+the answer. Every figure is a Findings figure (ranking.compute over figures.cell), lettered by the one rule
+(figures.letters: sharing a letter = not clearly apart); nothing here is written by hand."""
 
 from __future__ import annotations
 
@@ -22,14 +22,21 @@ from authzbench.report import (
     workloads,
 )
 from authzbench.report.data import RunData
-from authzbench.report.figures import clearly_better, rank_groups
+from authzbench.report.figures import LETTER_MEANING, best_first, clearly_better
 from authzbench.report.frames import resource_table
-from authzbench.report.ranking import Dimension, Figure, compute, ranked, ratio_to_best, split
+from authzbench.report.ranking import (
+    NO_DIFFERENCE,
+    Dimension,
+    Figure,
+    all_assumed,
+    compute,
+    ranked,
+    ratio_to_best,
+    split,
+)
 from authzbench.report.tables import counted, num, ratio_text
 
-# What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
-RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
-                "but a smaller rank alone does not mean clearly better")
+ASSUMED_MARK = "(assumed interval)"
 
 
 @dataclass(frozen=True)
@@ -85,14 +92,16 @@ def section(rd: RunData, out_dir: Path) -> str:
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
-    lines += ["", f"Cell: figure (rank; {RANK_MEANING}). † ranked among † only. none (unranked): no figure to "
-              f"rank (e.g. no worker count met the SLO). {clientbound.LEGEND}.", ""]
+    lines += ["", f"Cell: figure (letters; {LETTER_MEANING}). † lettered among † only. none (unranked): no figure "
+              f"to rank (e.g. no worker count met the SLO). {ASSUMED_MARK}: every figure of the row rests on one "
+              "measurement per backend, its interval assumed (stated in the Findings and the appendix's figure "
+              f"table): no letter sets them apart. {clientbound.LEGEND}.", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
     lines += _target(rd)
     if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
-        lines += ["", f"![rank per need and backend, coloured by how many are clearly better]({chart})"]
+        lines += ["", f"![letters per need and backend, coloured by the first letter]({chart})"]
     return "\n".join([*lines, ""])
 
 
@@ -140,25 +149,26 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
         flag = (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
         cells.append(f"none (unranked){flag}" if g is None else f"{_value(f)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
-    return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
+    mark = f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else ""
+    return f"| {need.label}{mark} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
 
 
 def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     net, _ = split(d, rd)
-    groups = rank_groups([f for f in net if not f.text], d.higher_is_better)
+    valued = best_first([f for f in net if not f.text], d.higher_is_better)
     head = f"- **{need.label}**: "
-    if not groups and net:  # e.g. no worker count met the SLO: nothing to rank
+    if not valued and net:  # e.g. no worker count met the SLO: nothing to rank
         return head + f"none qualified ({net[0].text}): " + ", ".join(tables.label(rd, f.backend) for f in net) + "."
-    if not groups:
+    if not valued:
         return head + "no networked server measured."
     unit = f" {d.unit}" if d.unit else ""
-    top = groups[0]
-    if len(groups) == 1 and len(top) == 1:
-        return head + f"only {_fig(rd, top[0], unit)} measured."
-    lead, rest = top[0], [f for g in groups for f in g][1:]
-    # "clearly" rests on the pairwise rule, not on the rank numbers: a lone rank 1 beats every other figure
-    # (each one's better chain ends there), checked here rather than assumed
-    tied = top if len(top) > 1 else [lead, *(f for f in rest if not clearly_better(lead, f, d.higher_is_better))]
+    if len(valued) == 1:
+        return head + f"only {_fig(rd, valued[0], unit)} measured."
+    lead, rest = valued[0], valued[1:]
+    if all_assumed(valued):  # no interval measured: the order is shown, no winner claimed
+        return head + f"{_fig(rd, lead, unit)} is the best figure, then {_fig(rd, rest[0], unit)}; {NO_DIFFERENCE}."
+    # "clearly" rests on the pairwise rule: the lead clearly better than every other figure
+    tied = [lead, *(f for f in rest if not clearly_better(lead, f, d.higher_is_better))]
     if len(tied) > 1:
         names = ", ".join(_fig(rd, f, unit) for f in tied[:-1]) + f" and {_fig(rd, tied[-1], unit)}"
         return head + f"no clear winner between {names}."
@@ -201,13 +211,14 @@ def trade_offs(rd: RunData, dims: list[Dimension], picked: list[tuple[Need, Dime
 
 
 def read_winners(rd: RunData, picked: list[tuple[Need, Dimension]]) -> dict[str, int]:
-    """Networked backend -> how many read needs it leads (rank 1: no backend clearly better)."""
+    """Networked backend -> how many read needs it leads (no backend clearly better)."""
     wins: dict[str, int] = {}
     for need, d in picked:
         if need.read:
-            for b, (_, g, net) in ranked(rd, d).items():
-                if net and g == 1:
-                    wins[b] = wins.get(b, 0) + 1
+            net = [f for f in split(d, rd)[0] if not f.text]
+            for f in net:
+                if not any(clearly_better(g, f, d.higher_is_better) for g in net):
+                    wins[f.backend] = wins.get(f.backend, 0) + 1
     return wins
 
 
@@ -230,21 +241,22 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
             if g is None:  # no value to rank, so no cost to state
                 continue
             net, _ = split(d, rd)
-            best = rank_groups(net, d.higher_is_better)[0][0]
-            vs = "" if best.backend == b or g == 1 else f" (best: {_fig(rd, best, ' ' + d.unit if d.unit else '')})"
-            costs.append((g == 1, f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')}, "
-                                  f"rank {g}{vs}"))
+            best = best_first([x for x in net if not x.text], d.higher_is_better)[0]
+            near = best.backend == b or not clearly_better(best, f, d.higher_is_better)
+            vs = "" if near else f" (best: {_fig(rd, best, ' ' + d.unit if d.unit else '')})"
+            costs.append((near, f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')} ({g}){vs}"))
         if costs:
-            out.append(_leader_line(f"{tables_label(rd, b)} (rank 1 in {top} of {reads} read needs)", costs))
+            out.append(_leader_line(f"{tables_label(rd, b)} (none clearly better in {top} of {reads} read needs)",
+                                    costs))
     return out
 
 
 def _leader_line(leader: str, costs: list[tuple[bool, str]]) -> str:
-    """Whether the read leader pays on the write side, from its write ranks: "pays" only where it is not rank 1
-    (20261129-201802 said "pays" before four rank 1s of five), "pays nothing" where it leads every write need."""
+    """Whether the read leader pays on the write side, from its write letters: "pays" only where a backend is
+    clearly better (20261129-201802 said "pays" before four rank 1s of five), "pays nothing" where none is."""
     paid, led = [t for top, t in costs if not top], [t for top, t in costs if top]
     if not paid:
-        return f"- The read leader, {leader}, pays nothing on the write side: rank 1 in all {len(led)} write needs: " \
+        return f"- The read leader, {leader}, pays nothing on the write side: none clearly better in all {len(led)} write needs: " \
                + "; ".join(led) + "."
     rest = f"; it leads the other {len(led)}: " + "; ".join(led) if led else ""
     where = "in every write need" if not led else f"in {len(paid)} of {len(costs)} write needs"
@@ -290,11 +302,11 @@ def _stand_ins(rd: RunData) -> list[str]:
     for b, s in rd.servers.items():
         what, kind = s["info"].get("label", b), rd.kind(b)
         if kind == "stand-in":
-            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, ranked with the "
+            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
                        f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "
                        "footprint or memory.")
         elif kind == "embedded":
-            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so ranked "
+            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so lettered "
                        "apart; its figures may not be compared with a networked server's latency or throughput.")
     return out
 
@@ -310,11 +322,13 @@ def _shared_cores(rd: RunData) -> str:
 
 
 def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[str]):
-    """(needs, backends, ranks, texts ("none": none qualified), stand-in per backend) for the heatmap."""
+    """(needs, backends, letters, texts ("none": none qualified), stand-in per backend) for the heatmap."""
     groups, texts = [], []
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
         texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
-    return ([n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts,
+    marked = [n.label + (f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else "")
+              for n, d in picked]
+    return (marked, [tables.label(rd, b) for b in backends], groups, texts,
             [not rd.comparable(b) for b in backends])

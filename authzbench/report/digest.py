@@ -12,7 +12,7 @@ import pandas as pd
 
 from authzbench.report import charts, churn, freshness
 from authzbench.report.data import RunData
-from authzbench.report.figures import best_rate, cell
+from authzbench.report.figures import LETTER_MEANING, best_rate, cell, standing
 from authzbench.report.frames import (
     peak_memory,
     resource_table,
@@ -189,9 +189,10 @@ def appendix_link(rd: RunData, out_dir: Path) -> str:
 # the ranked figures, machine-readable ----------------------------------------------------------------
 
 def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dict]:
-    """Every ranked figure: dimension, backend, value, unit, interval, n, rank (rank_group: 1 + the number of
-    backends clearly better) and flags; by default the ranking's dimensions and the churn steps' (the decision
-    summary's workload rows rank those)."""
+    """Every ranked figure: dimension, backend, value, unit, interval (measured or assumed, with its basis),
+    n, letters (figures.letters: sharing one = not clearly apart), standing (1 + its first letter's position:
+    a = 1; never smaller for a worse figure) and flags; by default the ranking's dimensions and the churn
+    steps' (the decision summary's workload rows letter those)."""
     out = []
     for d in dims if dims is not None else [*compute(rd), *churn.dimensions(rd)]:
         r = ranked(rd, d)
@@ -201,7 +202,12 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
             lo, hi = f.interval()
             out.append({"dimension": d.key, "title": d.title, "group": d.group, "backend": f.backend,
                         "value": _finite(f.value), "unit": d.unit, "interval": [_finite(lo), _finite(hi)],
-                        "n": f.n, "rank_group": r[f.backend][1], "networked": r[f.backend][2],
+                        # a figure shown as words ("no worker count met the SLO") has no interval to judge
+                        "interval_kind": None if f.text else "assumed" if f.assumed else "measured",
+                        "interval_basis": (f.assumed or None) if not f.text else None,
+                        "n": f.n, "letters": r[f.backend][1],
+                        "standing": standing(r[f.backend][1]) if r[f.backend][1] else None,
+                        "networked": r[f.backend][2],
                         "higher_is_better": d.higher_is_better, "text": f.text or None,
                         "client_bound": f.client_bound,  # null: unknown or not a throughput
                         "base": f.base or None,  # the count a rate rests on ("14 of 200")
@@ -245,7 +251,10 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
         return ""
     df = pd.DataFrame(recs)
     df["backend"] = [label(rd, b) for b in df["backend"]]
-    df["iv"] = [_interval_text(a, b, "too_few" in f) for (a, b), f in zip(df["interval"], df["flags"], strict=True)]
+    df["iv"] = [_interval_text(a, b, "too_few" in f) + (f" ({basis})" if isinstance(basis, str) and basis else "")
+                for (a, b), f, basis in zip(df["interval"], df["flags"], df["interval_basis"], strict=True)]
+    # a letter string, or "unranked" where there is no value: a numeric rank column with a None printed 1.000
+    df["cld"] = [x if isinstance(x, str) and x else "unranked" for x in df["letters"]]
     # pandas stores a missing text as NaN (truthy) among strings: "t or num(v)" emptied 210 of 213 cells
     df["val"] = [t if isinstance(t, str) and t else num(v) for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
@@ -253,9 +262,9 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
     df["n"] = [b if isinstance(b, str) else f"{int(x):,}" if x is not None and x == x else "—"
                for x, b in zip(df["n"], df["base"], strict=True)]
     return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
-                      "interval and the ops it rests on (the same values as the JSON beside the report). Rank k: exactly k−1 "
-                      "backends are clearly better (intervals apart), 1 = none is; the same rank = no clear "
-                      "difference, a smaller rank alone does not mean clearly better.", "",
+                      "interval and the ops it rests on (the same values as the JSON beside the report). Letters: "
+                      f"{LETTER_MEANING}. An interval marked assumed is not measured (its basis follows it): it is "
+                      "never the ground of a clear difference.", "",
                       table(df, {"title": "Dimension", "backend": "Backend", "val": "Figure", "unit": "Unit",
-                                 "iv": "Interval", "n": "n", "rank_group": "Rank", "flag": "Flags"}), ""])
+                                 "iv": "Interval", "n": "n", "cld": "Letters", "flag": "Flags"}), ""])
 

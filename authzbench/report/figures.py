@@ -1,12 +1,11 @@
 """The one computed table: every latency / throughput figure the report shows, computed once per
-(backend, scenario, workers, kind, metric), and the rank groups every ranking uses.
+(backend, scenario, workers, kind, metric), and the letters every ranking shows.
 
 A figure is the median over its rounds with its interval (noise.round_figure); every section (the decision
 summary, the Findings, the per-scenario tables, the comparison table, the charts) reads it from `cell`, so
-one (backend, scenario, workers, metric) shows one value everywhere. `rank_groups` is the one rule for
-every ranking: two figures sit in different groups only when their intervals do not overlap, for every
-pair across the groups (not only neighbours). `table_json` writes the ranked figures beside the report.
-"""
+one (backend, scenario, workers, metric) shows one value everywhere. `clearly_better` is the one pairwise rule
+(measured intervals apart) and `letters` its one display: two figures share a letter exactly when they are
+not clearly apart, and a better figure's first letter never comes after a worse one's."""
 
 from __future__ import annotations
 
@@ -88,7 +87,7 @@ def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
     fewest = int(rows["ops"].min())
     if q is not None and fewest < min_ops(q):
         # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere above
-        # its low end, so two such figures are never ranked apart (ranks no longer chain, see ranks)
+        # its low end, so two such figures are never clearly apart (figures.clearly_better, letters)
         hi = math.inf
     return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed,
                 fewest)
@@ -143,10 +142,16 @@ class Ranked(Protocol):
     def interval(self) -> tuple[float, float]: ...
 
 
+def assumed(f: Ranked) -> bool:
+    """An interval not measured (a factor or a width set by hand, or none at all): never the ground of a
+    clear difference. A figure without the attribute (a table's Cell) has a measured interval."""
+    return bool(getattr(f, "assumed", ""))
+
+
 def clearly_better(a: Ranked, b: Ranked, higher_is_better: bool) -> bool:
-    """The one pairwise rule: a is clearly better than b when their intervals (each widened to hold its value)
-    do not overlap (noise.overlap) and a's value lies on the better side."""
-    if a.value == b.value or overlap(_hull(a), _hull(b)):
+    """The one pairwise rule: a is clearly better than b when both intervals are measured, they (each widened
+    to hold its value) do not overlap (noise.overlap) and a's value lies on the better side."""
+    if assumed(a) or assumed(b) or a.value == b.value or overlap(_hull(a), _hull(b)):
         return False
     return (a.value > b.value) == higher_is_better
 
@@ -156,24 +161,75 @@ def _hull(f: Ranked) -> tuple[float, float]:
     return min(lo, f.value), max(hi, f.value)
 
 
-def ranks(figs: list, higher_is_better: bool) -> dict[str, int]:
-    """backend -> rank: 1 + the number of figures clearly better than it (1 = none is). Unlike groups cut in
-    a sorted list, this cannot chain: one wide interval no longer joins two figures far apart. Same rank
-    implies no clear difference (a figure clearly better than b also beats whatever b beats, so it adds to
-    b's count alone); a smaller rank does not imply clearly better. NaN figures are not ranked."""
+LETTER_MEANING = ("figures sharing a letter are not clearly apart; a figure with no letter in common with another "
+                  "is clearly apart from it; a is the best figure's letter, and a better figure's first letter "
+                  "never comes after a worse one's")
+
+
+def best_first(figs: list, higher_is_better: bool) -> list:
+    """The figures with a value, best value first (ties in their given order). NaN figures are left out."""
     ok = [f for f in figs if not math.isnan(f.value)]
-    return {f.backend: 1 + sum(clearly_better(g, f, higher_is_better) for g in ok if g is not f) for f in ok}
+    return sorted(ok, key=lambda f: -f.value if higher_is_better else f.value)
 
 
-def rank_groups(figs: list, higher_is_better: bool) -> list[list]:
-    """The figures by rank, best first (figures of one rank best value first): a list per rank present."""
-    r = ranks(figs, higher_is_better)
-    ordered = sorted((f for f in figs if f.backend in r), key=lambda f: (r[f.backend],
-                     -f.value if higher_is_better else f.value))
-    groups: list[list] = []
-    for f in ordered:
-        if groups and r[groups[-1][0].backend] == r[f.backend]:
-            groups[-1].append(f)
-        else:
-            groups.append([f])
-    return groups
+def letters(figs: list, higher_is_better: bool) -> dict[str, str]:
+    """backend -> its letters (a compact letter display): two figures share a letter exactly when they are not
+    clearly apart (clearly_better either way), and a better figure's first letter never comes after a worse
+    one's. Ranks (1 + the number clearly better) allowed mongo 9.58 ms rank 2 above openfga 3.61 ms rank 4
+    (20261129-201802): 8 such cases in one report, each read as an error."""
+    ordered = best_first(figs, higher_is_better)
+    n = len(ordered)
+    near = [{j for j in range(n) if j != i and not clearly_better(ordered[i], ordered[j], higher_is_better)
+             and not clearly_better(ordered[j], ordered[i], higher_is_better)} for i in range(n)]
+    sets = _letter_sets(_cliques(near), n)
+    return {f.backend: "".join(_name(k) for k, s in enumerate(sets) if i in s) for i, f in enumerate(ordered)}
+
+
+def standing(letters_of: str) -> int:
+    """1 + the position of a figure's first letter (a = 1): the JSON's numeric field. A smaller standing never
+    belongs to a worse figure; whether two figures are clearly apart is said by their letters alone."""
+    return _NAMES.index(letters_of[0]) + 1
+
+
+_NAMES = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _name(k: int) -> str:
+    return _NAMES[k] if k < len(_NAMES) else f"<{k + 1}>"
+
+
+def _cliques(near: list[set[int]]) -> list[frozenset[int]]:
+    """The maximal sets of figures no two of which are clearly apart (Bron-Kerbosch; a dimension has at
+    most a dozen backends). Sharing one of them is exactly being not clearly apart."""
+    out: list[frozenset[int]] = []
+
+    def grow(r: set[int], p: set[int], x: set[int]) -> None:
+        if not p and not x:
+            out.append(frozenset(r))
+        for v in sorted(p):
+            grow(r | {v}, p & near[v], x & near[v])
+            p, x = p - {v}, x | {v}
+
+    grow(set(), set(range(len(near))), set())
+    return sorted(out, key=sorted)
+
+
+def _letter_sets(cliques: list[frozenset[int]], n: int) -> list[set[int]]:
+    """The letters in order, walking the figures best first: a set opens when its best member is reached.
+    Where a set opened earlier would give a figure a first letter before the one of a better figure (the
+    worse figure near the best, the better one not: intervals of uneven width), the set is reopened as a new
+    letter from here, the members before keeping the old one: every pair still shares a letter, and the first
+    letters stay in order."""
+    sets: list[set[int]] = []
+    floor = 0  # the previous figure's first letter
+    for i in range(n):
+        sets += [set(c) for c in cliques if min(c) == i]
+        while (k := min(k for k, s in enumerate(sets) if i in s)) < floor:
+            sets.append(set(sets[k]))
+            sets[k] = {m for m in sets[k] if m < i}
+        floor = k
+    unique: list[set[int]] = []
+    for s in sets:  # a set reopened whole twice, or emptied: one letter
+        if s and s not in unique:
+            unique.append(s)
+    return unique

@@ -11,33 +11,37 @@ from pathlib import Path
 
 from authzbench.report import clientbound, tables
 from authzbench.report.data import RunData
-from authzbench.report.figures import ranks
+from authzbench.report.figures import LETTER_MEANING
 from authzbench.report.ranking import (
     DISTURBED,
     MARK,
+    NO_DIFFERENCE,
     SINGLE_FACTOR,
     Dimension,
     Figure,
+    all_assumed,
     compute,
+    lettered,
     ratio_to_best,
     split,
-    tiers,
 )
 from authzbench.report.tables import num, ratio_text
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
-    """"1. a 0.13 ms; 2. b 0.69 ms ×5.5 = c 0.71 ms ×5.5": each rank (1 + the number clearly better) with its
-    figures, which have no clear difference between them; a figure with no value ("none met the SLO") unranked.
-    Intervals and op counts: the appendix's figure table."""
+    """"a 0.13 ms (a); b 0.69 ms ×5.5 (b); c 0.71 ms ×5.5 (ab)": best value first, each figure with its letters
+    (figures.letters: sharing a letter = not clearly apart); a figure with no value ("none met the SLO")
+    unranked. Intervals and op counts: the appendix's figure table."""
     valued = [f for f in figs if not f.text]
-    ts, r = tiers(valued, d.higher_is_better), ranks(valued, d.higher_is_better)
+    ts = lettered(valued, d.higher_is_better)
     unranked = [f"unranked: {_cell(f, d, label, f.value)}" for f in figs if f.text]
     if not ts and not unranked:
         return "nothing measured"
     best = ts[0][0].value if ts else math.nan
-    return "; ".join([*(f"{r[t[0].backend]}. " + " = ".join(_cell(f, d, label, best) for f in t) for t in ts),
-                      *unranked])
+    shown = [f"{_cell(f, d, label, best)} ({cld})" for f, cld in ts]
+    if all_assumed(valued) and len(valued) > 1:
+        shown.append(NO_DIFFERENCE)
+    return "; ".join([*shown, *unranked])
 
 
 def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:
@@ -53,7 +57,7 @@ def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> 
     return v.rstrip()
 
 def section(rd: RunData, out_dir: Path) -> str:
-    """The Findings: per dimension the backends in rank groups, best first (the decision summary's heatmap is
+    """The Findings: per dimension the backends with their letters, best first (the decision summary's heatmap is
     their picture)."""
     return render_section(rd, lambda b: tables.label(rd, b))
 
@@ -64,16 +68,16 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     if not dims:
         return ""
     lines = ["## Findings", "",
-             "Per dimension, backends by rank, best first. Rank k: exactly k−1 backends are clearly better, 1 = "
-             "none is; one rank (joined by =) = no clear difference, but a smaller rank alone does not mean clearly "
-             "better. ×N: N times the best's figure; ÷N: the best's divided by N.",
-             "A backend is clearly better than another when their intervals (lowest to highest round, widened "
-             "to a percentile's 95% confidence interval) do not overlap and its figure is the better.",
-             f"Loads and peak memory are measured once and taken to lie within {SINGLE_FACTOR['ingest']:g}x and "
-             f"{SINGLE_FACTOR['rss']:g}x of their value; footprint and rows touched at face value. † backends are "
-             "ranked apart.",
+             "Per dimension, backends best figure first, each with its letters in brackets: "
+             f"{LETTER_MEANING}. ×N: N times the best's figure; ÷N: the best's divided by N.",
+             "A backend is clearly better than another when both intervals are measured (lowest to highest round, "
+             "widened to a percentile's 95% confidence interval), they do not overlap and its figure is the better.",
+             f"Assumed intervals, never the ground of a clear difference: loads and peak memory are measured once "
+             f"and taken to lie within {SINGLE_FACTOR['ingest']:g}x and {SINGLE_FACTOR['rss']:g}x of their value, "
+             "a visibility lag within one poll; footprint, rows touched and any other figure measured once have "
+             "no interval. † backends are lettered apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs in some round (its interval is open above: never ranked apart from "
+             f"than the percentile needs in some round (its interval is open above: never clearly apart from "
              f"another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]

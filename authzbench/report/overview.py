@@ -34,9 +34,9 @@ def intro(rd: RunData, out_dir: Path) -> str:
 def stand_in_legend(rd: RunData) -> str:
     """One sentence naming what ‡ and † mean, for the marks this run has."""
     kinds = {rd.kind(b) for b in rd.servers}
-    parts = (["‡ marks a stand-in: another networked product in the named one's place, ranked with the servers, "
+    parts = (["‡ marks a stand-in: another networked product in the named one's place, lettered with the servers, "
               "its figures never the named product's"] if "stand-in" in kinds else []) + \
-        (["† marks an embedded engine: no network and no server, ranked apart"] if "embedded" in kinds else [])
+        (["† marks an embedded engine: no network and no server, lettered apart"] if "embedded" in kinds else [])
     return "; ".join(parts) + " (see the Servers table)." if parts else ""
 
 

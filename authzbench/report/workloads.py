@@ -1,15 +1,13 @@
 """The decision by workload, the decision summary's first table: for each workload a review names, the backends
 that meet it, best first, computed from the churn sweep (report/churn.py), the revocations at 8 writers
 (report/freshness.py) and the via-group check figure. Each row states what "meets" means; the order is the
-one ranking rule (figures.ranks), † backends ranked among themselves after the networked ones."""
+one display (figures.letters), † backends lettered among themselves after the networked ones."""
 
 from __future__ import annotations
 
-import math
-
 from authzbench.report import churn, freshness
 from authzbench.report.data import RunData
-from authzbench.report.figures import ranks
+from authzbench.report.figures import letters
 from authzbench.report.frames import slo
 from authzbench.report.ranking import Dimension, Figure
 from authzbench.report.tables import label, num
@@ -18,14 +16,14 @@ READ_KEY = "check_p95/check_view_via_group_member"  # the Findings dimension a r
 
 
 def _listed(rd: RunData, figs: list[Figure], unit: str, order: dict[str, float] | None = None) -> str:
-    """'a 1.2 ms (1), b 3 ms (2) ⚠, c † 0.1 ms (†1)': networked first, each group by rank then value (or by
-    `order` within a rank), ⚠ where the figure rests on too few ops; 'none' when no backend meets it."""
+    """'a 1.2 ms (a), b 3 ms (b) ⚠, c † 0.1 ms (†a)': networked first, each group by first letter then value
+    (or by `order` within one), ⚠ where the figure rests on too few ops; 'none' when no backend meets it."""
     out = []
     for net in (True, False):
         group = [f for f in figs if rd.comparable(f.backend) == net]
-        r = ranks(group, higher_is_better=False)
+        r = letters(group, higher_is_better=False)
         key = order or {f.backend: f.value for f in group}
-        for f in sorted(group, key=lambda f: (r.get(f.backend, math.inf), key[f.backend], f.backend)):
+        for f in sorted(group, key=lambda f: (r.get(f.backend, "~"), key[f.backend], f.backend)):
             value = f.text or f"{num(f.value)}{unit}"
             out.append(f"{label(rd, f.backend)} {value} ({'' if net else '†'}{r.get(f.backend, '—')})"
                        + (" ⚠" if f.too_few else ""))
@@ -86,6 +84,6 @@ def section_lines(rd: RunData, dims: list[Dimension]) -> list[str]:
     found = rows(rd, dims)
     if not found:
         return []
-    return ["**The decision by workload** (rank in brackets, as in the table below):", "",
+    return ["**The decision by workload** (letters in brackets, as in the table below):", "",
             "| Workload | Meets it when | Backends that meet it, best first |", "|---|---|---|",
             *(f"| {w} | {m} | {b} |" for w, m, b in found), ""]

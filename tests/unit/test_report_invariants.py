@@ -1,5 +1,5 @@
 """The report's own rules, checked on a report rendered from recorded results (fixture records, no servers):
-a rank counts exactly the backends clearly better, the summary and the Findings show the figure its table shows,
+two figures share a letter exactly when not clearly apart, the summary and the Findings show the figure its table shows,
 one (backend, scenario, workers, metric) has one value, the main report stays short with the decision first."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from authzbench.report import decision, ranking
 from authzbench.report.data import RunData
 from authzbench.report.document import render
-from authzbench.report.figures import cell, rank_groups, ranks
+from authzbench.report.figures import cell, letters, standing
 from authzbench.report.tables import significant
 from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
 
@@ -52,31 +52,33 @@ def rendered(tmp_path_factory):
     return run, path
 
 
-def _assert_rank_meaning(figs: list, higher: bool, where: object = "") -> None:
-    """Both directions of "rank k: exactly k-1 backends are clearly better", and same rank => no clear
-    difference, for every pair; clearly better is checked on the intervals here, not through figures.py."""
+def _assert_letter_meaning(figs: list, higher: bool, where: object = "") -> None:
+    """Both directions of "sharing a letter = not clearly apart" for every pair, and a better figure never a
+    later first letter; clearly better is checked on the measured intervals here, not through figures.py."""
     def beats(a, b) -> bool:
+        if a.assumed or b.assumed:
+            return False
         (alo, ahi), (blo, bhi) = a.interval(), b.interval()
         apart = max(ahi, a.value) < min(blo, b.value) or max(bhi, b.value) < min(alo, a.value)
         return apart and (a.value > b.value) == higher
 
-    r = ranks(figs, higher)
+    cld = letters(figs, higher)
+    assert set(cld) == {f.backend for f in figs}  # none dropped
     for f in figs:
-        better = [g.backend for g in figs if g is not f and beats(g, f)]
-        assert r[f.backend] == 1 + len(better), (where, f.backend, r[f.backend], better)
         for g in figs:
-            if g is not f and r[g.backend] == r[f.backend]:
-                assert not beats(g, f) and not beats(f, g), (where, f.backend, g.backend)
-            if g is not f and beats(g, f):
-                assert r[g.backend] < r[f.backend], (where, g.backend, f.backend)
+            if g is not f:
+                share = bool(set(cld[f.backend]) & set(cld[g.backend]))
+                assert share == (not beats(f, g) and not beats(g, f)), (where, f.backend, g.backend, cld)
+                if (f.value > g.value) == higher and f.value != g.value:
+                    assert standing(cld[f.backend]) <= standing(cld[g.backend]), (where, f.backend, g.backend, cld)
 
 
-def test_every_rendered_rank_counts_exactly_the_backends_clearly_better(rendered):
+def test_every_rendered_letter_means_not_clearly_apart_and_follows_the_figures_order(rendered):
     run, _ = rendered
     rd = run.data()
     for d in ranking.compute(rd):
         for figs in ranking.split(d, rd):
-            _assert_rank_meaning(figs, d.higher_is_better, d.title)
+            _assert_letter_meaning([f for f in figs if not f.text], d.higher_is_better, d.title)
 
 
 def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
@@ -137,33 +139,33 @@ def test_each_sentence_of_the_summary_names_the_best_or_says_there_is_no_clear_w
     sentences = [ln for ln in summary.splitlines() if ln.startswith("- **")]
     assert len(sentences) >= 10
     for s in sentences:
-        assert "is best, clearly" in s or "no clear winner" in s or "only" in s or "none qualified" in s, s
+        assert ("is best, clearly" in s or "no clear winner" in s or "only" in s or "none qualified" in s
+                or "no difference is claimed" in s), s
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_random_intervals_give_ranks_that_mean_exactly_how_many_are_clearly_better(seed):
-    """Property over random figures: rank k <=> exactly k-1 clearly better, same rank => no clear difference,
-    clearly better => smaller rank; with wide, nested, open-above (a percentile from too few ops) and tied
-    intervals, so a wide interval that used to chain a group together is among the cases."""
+def test_random_intervals_give_letters_shared_exactly_when_not_clearly_apart(seed):
+    """Property over random figures: sharing a letter <=> not clearly apart, a better figure never a later first
+    letter; with wide, nested, open-above (a percentile from too few ops), tied and assumed intervals, so a
+    wide interval that used to chain a group together is among the cases."""
     rng = np.random.default_rng(seed)
     figs = []
     for i in range(int(rng.integers(2, 14))):
         v = float(rng.choice([1.0, 2.0])) if rng.random() < 0.15 else float(rng.lognormal(0, 1))
         lo, hi = v * float(rng.uniform(0.3, 1.0)), v * float(rng.uniform(1.0, 3.0))
         hi = math.inf if rng.random() < 0.15 else hi
-        figs.append(ranking.Figure(f"b{i}", v, bounds=(lo, hi), unstable=bool(rng.random() < 0.2)))
+        figs.append(ranking.Figure(f"b{i}", v, bounds=(lo, hi), unstable=bool(rng.random() < 0.2),
+                                   basis="assumed: test" if rng.random() < 0.1 else ""))
     for higher in (False, True):
-        groups = rank_groups(figs, higher)
-        assert sorted(f.backend for g in groups for f in g) == sorted(f.backend for f in figs)  # none dropped
-        _assert_rank_meaning(figs, higher, seed)
+        _assert_letter_meaning(figs, higher, seed)
 
 
 def test_one_wide_interval_no_longer_joins_two_figures_far_apart():
     """permify [1.97, 4.58], a wide one over both, postgres [5.96, 12.7]: permify stays clearly ahead of
-    postgres, and the wide one shares a rank with neither claim broken."""
+    postgres, and the wide one shares a letter with each, neither claim broken."""
     figs = [ranking.Figure("permify", 3.0, bounds=(1.97, 4.58)), ranking.Figure("wide", 5.0, bounds=(2.0, 9.0)),
             ranking.Figure("postgres", 8.0, bounds=(5.96, 12.7))]
-    assert ranks(figs, False) == {"permify": 1, "wide": 1, "postgres": 2}
+    assert letters(figs, False) == {"permify": "a", "wide": "ab", "postgres": "b"}
 
 
 def test_the_decision_needs_cover_the_issue_list():
@@ -213,7 +215,7 @@ def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_
     from authzbench.report.tables import label
     rd = _servers_run()
     assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
-    # a stand-in is a networked server: ranked with the servers; an embedded engine is ranked apart
+    # a stand-in is a networked server: lettered with the servers; an embedded engine is lettered apart
     assert [rd.comparable(b) for b in rd.servers] == [True, True, True, False, True]
 
 
@@ -222,13 +224,13 @@ def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
     lines = _stand_ins(_servers_run())
     assert len(lines) == 4 and "may not be used as ScyllaDB's latency" in lines[0]
     assert "may not be used as MongoDB's" in lines[1] and "may not be used as MongoDB's" in lines[2]
-    assert lines[3].startswith("- † clickhouse") and "ranked apart" in lines[3]
+    assert lines[3].startswith("- † clickhouse") and "lettered apart" in lines[3]
 
 
 def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
     from authzbench.report.charts import UNRANKED, cell_colour
 
-    # row A ranks 1..2, row B ranks 1..6: rank 2 (one backend clearly better) is one colour in both
+    # row A first letters a..b, row B a..f: first letter b is one colour in both
     rows = {"A": [1, 2], "B": [1, 2, 3, 4, 5, 6]}
     for k in (1, 2):
         assert len({cell_colour(r[k - 1], False, False) for r in rows.values()}) == 1
@@ -237,7 +239,7 @@ def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_hol
     assert cell_colour(1, False, True) not in {cell_colour(k, False, False) for k in range(1, 7)}  # † distinct
 
 
-def test_the_rendered_heatmap_cells_follow_rank_meaning(rendered, monkeypatch):
+def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered, monkeypatch):
     from authzbench.report import charts
 
     run, _ = rendered
@@ -248,8 +250,8 @@ def test_the_rendered_heatmap_cells_follow_rank_meaning(rendered, monkeypatch):
     assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
     for i, row in enumerate(ranks_):
         for j, k in enumerate(row):
-            colour = charts.cell_colour(k, texts[i][j] == "none", stand_in[j])
+            colour = charts.cell_colour(standing(k) if k else None, texts[i][j] == "none", stand_in[j])
             if k is not None and texts[i][j] != "none" and not stand_in[j]:
-                assert colour == charts.RANK_COLOURS[min(k, 4) - 1]
+                assert colour == charts.RANK_COLOURS[min(standing(k), 4) - 1]
             elif k is None or texts[i][j] == "none":
                 assert colour == charts.UNRANKED

@@ -33,7 +33,8 @@ def test_the_single_load_factor_is_stated_as_an_assumption_not_a_measured_moveme
     run = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 2.0).ingest("scylla", 5.0)
     note = ranking.ingest(run.data())[0].note
     f = ranking.SINGLE_FACTOR["ingest"]
-    assert f"more than {f ** 2:g}x" in note and f"within {f:g}x" in note and "assumed" in note
+    # issue 67: the factor is an assumption, so no "clear difference beyond f**2" is offered either
+    assert f"within {f:g}x" in note and "assumed" in note and "no difference is claimed" in note
     assert not re.search(r"moved up to [\d.]+x", note), note
 
 

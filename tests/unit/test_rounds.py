@@ -111,7 +111,7 @@ def test_a_figure_whose_rounds_disagree_is_flagged_unstable_and_ranked_by_its_wi
     # postgres's interval (1-5 ms) overlaps scylla's (2.9-3.1): one group, postgres kept and flagged
     assert _order(run.data(), "Check p50, check_negative") == [["postgres", "scylla"]]
     line = next(ln for ln in findings.render_section(run.data(), str).splitlines() if "Check p50, check_negative" in ln)
-    assert "1. **postgres** 1 (unstable) = **scylla** 3 ×3" in line
+    assert "**postgres** 1 (unstable) (a); **scylla** 3 ×3 (a)" in line
 
 
 def test_a_spread_out_figure_whose_worst_round_beats_every_other_best_is_first_not_dropped():
