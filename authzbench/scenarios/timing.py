@@ -111,18 +111,23 @@ class OpCounters:
             return
         self.checked += 1
         if op == "check":
-            ok = bool(answer) == expected
-            got_repr: Any = bool(answer)
-        else:
-            got = set(answer)
-            self.results += len(answer)
-            self.duplicates += len(answer) - len(got)
-            ok = got == set(expected)
-            got_repr = {"count": len(got), "missing": len(set(expected) - got), "extra": len(got - set(expected))}
-        if not ok:
-            self.mismatches += 1
-            self.example({"args": list(args), "expected": expected if op == "check" else len(expected),
-                          "got": got_repr}, max_examples)
+            if bool(answer) != expected:
+                self._mismatch(args, expected, bool(answer), max_examples)
+            return
+        got = set(answer)
+        self.results += len(answer)
+        self.duplicates += len(answer) - len(got)
+        # The oracle's set built at most once an op (the worker passes a frozenset, made once a phase), the
+        # example's counts only on a mismatch: three set(expected) an op were 3.1 ms of client CPU for a lookup
+        # of 8,280 resources, 0.82 ms with the worker's frozenset (side by side on 2 shared cores)
+        want = expected if isinstance(expected, (set, frozenset)) else set(expected)
+        if got != want:
+            self._mismatch(args, len(expected), {"count": len(got), "missing": len(want - got),
+                                                 "extra": len(got - want)}, max_examples)
+
+    def _mismatch(self, args: tuple, expected: Any, got: Any, max_examples: int) -> None:
+        self.mismatches += 1
+        self.example({"args": list(args), "expected": expected, "got": got}, max_examples)
 
     def example(self, ex: dict, max_examples: int) -> None:
         if len(self.examples) < max_examples:
