@@ -143,6 +143,17 @@ COLUMNS = {"client_ms": "Client CPU ms/op", "server_ms": "Server CPU ms/op", "cl
            "bound": "Server-only bound ops/s"}
 
 
+def beside_throughput(cols: dict[str, str]) -> dict[str, str]:
+    """A phase table's columns with the server-only bound right after its throughput (ops_per_s) and the CPU
+    columns at the end."""
+    out: dict[str, str] = {}
+    for k, v in cols.items():
+        out[k] = v
+        if k == "ops_per_s":
+            out["bound"] = COLUMNS["bound"]
+    return {**out, **{k: v for k, v in COLUMNS.items() if k not in out}}
+
+
 def with_cpu(rd: RunData, merged: pd.DataFrame) -> pd.DataFrame:
     """A merged closed-loop phase table (one row per backend and worker count) with the client's and the
     server's CPU ms per op over its rounds, the client's share of that CPU and the server-only bound beside the

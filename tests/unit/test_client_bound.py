@@ -152,3 +152,8 @@ def test_the_appendix_states_whether_client_and_servers_were_pinned_to_separate_
     text = clientbound.section(run.data())
     assert "Cores pinned (--pin): each native server's processes on the last of" in text
     assert "not pinned" not in text
+
+
+def test_the_read_tables_print_the_server_only_bound_right_after_the_throughput():
+    cols = list(clientbound.beside_throughput({"ops": "Ops", "ops_per_s": "Ops/s", "errors": "Errors"}))
+    assert cols[:3] == ["ops", "ops_per_s", "bound"] and cols[-3:] == ["client_ms", "server_ms", "client_share"]
