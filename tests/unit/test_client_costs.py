@@ -3,6 +3,8 @@ expected answer made a frozenset once a phase, compared as the list was."""
 
 from __future__ import annotations
 
+import pytest
+
 from authzbench.scenarios import worker
 from authzbench.scenarios.timing import OpCounters, Timed
 
@@ -101,3 +103,25 @@ def test_the_prebuilt_cache_is_emptied_at_its_limit():
     p.LIMIT = 2
     made = [p.get((k,), object) for k in range(3)]
     assert p.get((2,), object) is made[2] and p.get((0,), object) is not made[0]
+
+
+def test_an_open_loop_op_records_its_service_time_beside_its_latency_from_the_intended_start():
+    from authzbench.core.metrics import decode
+
+    c = OpCounters()
+    # intended at 0, sent 5 ms late, answered 1 ms after the send
+    c.add(("check", (1, "view", 2), True), Timed(True, None, 5_000_000, 6_000_000), begin_ns=0, late=True)
+    p = c.payload()
+    assert decode(p["hist"]).get_value_at_percentile(50) == pytest.approx(6000, rel=0.01)
+    assert decode(p["service_hist"]).get_value_at_percentile(50) == pytest.approx(1000, rel=0.01)
+    closed = OpCounters()
+    closed.add(("check", (1, "view", 2), True), Timed(True, None, 5_000_000, 6_000_000))
+    assert closed.payload()["service_hist"] is None  # a closed loop's latency is its service time
+
+
+def test_an_interval_record_carries_the_service_histogram():
+    from authzbench.core.records import Interval
+
+    p = OpCounters().payload()
+    iv = Interval(phase="p", backend="b", scenario="s", worker=0, kind="check", **p)
+    assert iv.service_hist is None
