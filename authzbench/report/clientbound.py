@@ -208,7 +208,7 @@ def best_rows(rd: RunData) -> list[dict]:
             busy, part = share(rd, b, s, c)
             rows.append({"scenario": f"`{s}`", "backend": label(rd, b), "workers": c, "rate": num(x.value),
                          "client_ms": _ms(client), "server_ms": num(server), "busy": _pct(busy),
-                         "client_share": _pct(part), "bound": _bound_text(rd, b, s, c).rstrip(f" {MARK}"),
+                         "client_share": _pct(part), "bound": _ms(bound(rd, b, s, c)),
                          "samples": _samples(rd, b, s, c),
                          "flag": _flag_text(client_bound(rd, b, s, c))})
     return rows
