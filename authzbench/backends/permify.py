@@ -49,7 +49,7 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
-from authzbench.backends.zanzibar import relationship_batches
+from authzbench.backends.zanzibar import Prebuilt, relationship_batches
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
@@ -180,6 +180,7 @@ class PermifyBackend(Backend):
             self.api = Api(ep["grpc_addr"], ep.get("preshared_key") or "", self.timeout,
                            tls=bool(ep.get("grpc_tls")))
             self.allowed = self.api.enum("Permission.Check", "can", "CHECK_RESULT_ALLOWED")
+            self._prebuilt = Prebuilt()  # check messages of this connection's classes (its reflection pool)
             exists = self._tenant_exists()
         except BackendUnavailable as e:
             self.close()
@@ -305,7 +306,14 @@ class PermifyBackend(Backend):
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         assert self.api is not None, "permify: not connected"
-        return self.api("Permission.Check", **self.check_fields(user, perm, resource, mode)).can == self.allowed
+        m = mode or self.mode
+        key = (self.tenant, self.schema_version, user, perm, resource, m, self.token if m == "at_least_as_fresh" else "")
+        msg = self._prebuilt.get(key, self._check_message, user, perm, resource, mode)
+        return self.api.send("Permission.Check", msg).can == self.allowed
+
+    def _check_message(self, user: int, perm: str, resource: int, mode: str | None) -> Any:
+        assert self.api is not None, "permify: not connected"
+        return self.api.message("Permission.Check", **self.check_fields(user, perm, resource, mode))
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Every page, as the server sent them (copies across pages are the runner's to count)."""

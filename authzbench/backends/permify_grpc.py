@@ -120,6 +120,18 @@ class Api:
         except grpc.RpcError as e:
             raise self.error(e, name) from None
 
+    def message(self, name: str, /, **fields: Any) -> Any:
+        """Method `name`'s request message built from `fields`, to send (send) as often as needed."""
+        return (self.methods.get(name) or self.method(name)).request(**fields)
+
+    def send(self, name: str, message: Any) -> Any:
+        """Method `name` called with a prebuilt request message."""
+        m = self.methods.get(name) or self.method(name)
+        try:
+            return m.rpc(message, timeout=self.timeout, metadata=self.metadata)
+        except grpc.RpcError as e:
+            raise self.error(e, name) from None
+
     def error(self, e: grpc.RpcError, name: str) -> Exception:
         code: grpc.StatusCode = e.code()  # type: ignore[attr-defined]
         details = str(e.details() or "")  # type: ignore[attr-defined]

@@ -53,7 +53,7 @@ from authzbench.backends.base import (
 )
 from authzbench.backends.common import permission_target
 from authzbench.backends.pgsize import schema_bytes
-from authzbench.backends.zanzibar import relationship_batches
+from authzbench.backends.zanzibar import Prebuilt, relationship_batches
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
@@ -159,6 +159,7 @@ class SpiceDBBackend(Backend):
         # Same code for both registry names: the datastore decides which one this is.
         self.name = DATASTORES.get(endpoint.get("datastore", "postgres"), ("spicedb-pg",))[0]  # type: ignore[misc]
         self.token: ZedToken | None = None
+        self._prebuilt = Prebuilt()  # check requests, built once per arguments and token
         self.server_version: str | None = None
         self._channel: grpc.Channel | None = None
         self._probe: tuple[int, str, int, str] | None = None
@@ -446,8 +447,10 @@ class SpiceDBBackend(Backend):
             consistency=_consistency(mode or self.mode, self.token))
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
-        resp = self.client.CheckPermission(self.check_request(user, perm, resource, mode), timeout=self.timeout,
-                                           metadata=self._md)
+        m = mode or self.mode
+        token = self.token.token if m == "at_least_as_fresh" and self.token is not None else None
+        req = self._prebuilt.get((user, perm, resource, m, token), self.check_request, user, perm, resource, mode)
+        resp = self.client.CheckPermission(req, timeout=self.timeout, metadata=self._md)
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:

@@ -111,6 +111,9 @@ class Interval(Record):
     late: int
     extra: dict | None = None
     host: str | None = None  # the load host, with --workers-on
+    # the open loop's service time (from the send) beside hist's latency from the intended start: their
+    # difference is the time an op waited for its worker (None: a closed loop, where the two are one)
+    service_hist: str | None = None
 
 
 @register("phase_end")

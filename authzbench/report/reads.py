@@ -39,7 +39,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         sub = clientbound.with_cpu(rd, with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"]))
         sub["backend"] = [label(rd, b) for b in sub["backend"]]
         lines += [f"### 5.{i + 1} `{name}`", "", sc.description, ""]
-        cols = {**READ_COLS, **clientbound.COLUMNS}
+        cols = clientbound.beside_throughput(READ_COLS)
         if sc.op == "lookup":
             sub["per_iter"] = sub["results"] / sub["ops"].where(sub["ops"] > 0)
             sub["dups"] = sub["duplicates"]

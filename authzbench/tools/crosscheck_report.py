@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.core.metrics import merge
-from authzbench.report.clientbound import MARK
+from authzbench.report.clientbound import MARK, SATURATED, SHARE, judge, server_only_bound
 from authzbench.report.fold import fold
 
 LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
@@ -120,11 +120,10 @@ def verdict(table: Sequence[Row]) -> list[str]:
     return [*_verdict(one, over), *_http_verdict(table, one)]
 
 
-def throughput_verdict(table: Sequence[Row]) -> list[str]:
+def throughput_verdict(table: Sequence[Row], cores: int | None = None) -> list[str]:
     """Per row at its backend's most workers (above 1), like for like (like_for_like), where ours is under
-    THROUGHPUT_FLOOR x the tool's throughput: client-bound (MARK) with the measured reason (our client's CPU per
-    op over the server's in the same run), or said to be unexplained by it, or its CPU unrecorded; then the HTTP
-    side's such rows apart. Ends with a blank line; [] when no row has more than one worker."""
+    THROUGHPUT_FLOOR x the tool's throughput: client-bound (MARK, clientbound.judge on the run's `cores`) with the
+    measured reason, or why not, or its CPU unrecorded; then the HTTP side's such rows apart. Ends with a blank line; [] when no row has more than one worker."""
     most = {r.backend: r.concurrency for r in table}
     for r in table:
         most[r.backend] = max(most[r.backend], r.concurrency)
@@ -136,25 +135,54 @@ def throughput_verdict(table: Sequence[Row]) -> list[str]:
     head = (f"At the most workers, like for like, our throughput is under {THROUGHPUT_FLOOR:.1f}x the tool's on "
             f"{len(low)} of {len(like)} rows" + (":" if low else "."))
     http = [r for r in top if r not in like and r.ratio("throughput") < THROUGHPUT_FLOOR]
-    return [head, *(_low_line(r) for r in low), *(["Over HTTP through its SDK, what `bench` measures for it:"]
-                                                  if http else []), *(_low_line(r) for r in http), ""]
+    return [head, *(_low_line(r, cores) for r in low), *(["Over HTTP through its SDK, what `bench` measures for it:"]
+                                                         if http else []), *(_low_line(r, cores) for r in http), ""]
 
 
-def _low_line(r: Row) -> str:
+def _low_line(r: Row, cores: int | None) -> str:
     return (f"- {r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]}): {r.ratio('throughput'):.2f}x "
-            f"{r.tool}'s; {_bound_reason(r)}")
+            f"{r.tool}'s; {_bound_reason(r, cores)}")
 
 
-def _bound_reason(r: Row) -> str:
-    """Why a row's throughput is low as its CPU measured it: our client's CPU per op against the server's."""
+def machine(side: Side, cores: int) -> tuple[float, float]:
+    """(how busy client + server kept the cores: throughput x CPU per op / cores, the client's share of it)."""
+    c, s = side.client_cpu_ms or 0.0, side.server_cpu_ms or 0.0
+    return side.throughput * (c + s) / 1000 / cores, c / (c + s) if c + s else float("nan")
+
+
+def client_bound(side: Side, cores: int | None) -> bool | None:
+    """clientbound's rule on a side's CPU per op and throughput (core-seconds per second); None: unrecorded."""
+    if side.client_cpu_ms is None or side.server_cpu_ms is None or not cores:
+        return None
+    rate = side.throughput
+    return judge(rate * side.client_cpu_ms / 1000, rate * side.server_cpu_ms / 1000, 1.0, cores)
+
+
+def _bound_reason(r: Row, cores: int | None) -> str:
+    """Why a row's throughput is low as its CPU measured it: how busy the machine was, our client's share of it,
+    the server-only bound, and the rate the same server CPU predicts at the tool's client CPU per op."""
     oc, os_ = r.ours.client_cpu_ms, r.ours.server_cpu_ms
     if oc is None or os_ is None:
         return "not flagged: the run recorded no client and server CPU apart."
-    if oc > os_:
-        return (f"{MARK} client-bound: our client spent {oc:.4f} ms of CPU per op, {oc / os_:.2f}x the server's "
-                f"{os_:.4f} ms in the same run.")
-    return (f"not client-bound: our client spent {oc:.4f} ms of CPU per op, no more than the server's {os_:.4f} ms: "
-            "the gap is not our client's CPU.")
+    if not cores:
+        return "not judged: the run recorded no core count."
+    busy, part = machine(r.ours, cores)
+    cpu = (f"the machine {busy:.0%} busy, our client {part:.0%} of it ({oc:.4f} ms of CPU per op, the server "
+           f"{os_:.4f} ms); the server alone on the {cores} cores: up to {server_only_bound(os_, cores):,.0f}/s"
+           + _at_tools_cpu(r, cores) + ".")
+    if client_bound(r.ours, cores):
+        return f"{MARK} client-bound: {cpu}"
+    why = f"under {SATURATED:.0%} busy" if busy < SATURATED else f"our client under {SHARE:.0%} of it"
+    return f"not client-bound ({why}): {cpu}"
+
+
+def _at_tools_cpu(r: Row, cores: int) -> str:
+    """On saturated cores throughput ~ cores / (client + server CPU per op): the rate with the tool's client."""
+    tc, os_ = r.theirs.client_cpu_ms, r.ours.server_cpu_ms
+    if tc is None or not os_:
+        return ""
+    return (f"; with the tool's client CPU ({tc:.4f} ms per op) the same server CPU predicts "
+            f"{cores * 1000 / (tc + os_):,.0f}/s, the tool measured {r.theirs.throughput:,.0f}/s")
 
 
 def _http_verdict(table: Sequence[Row], like: Sequence[Row]) -> list[str]:
@@ -260,31 +288,42 @@ def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> 
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
-def cpu_table(table: Sequence[Row]) -> str:
+def cpu_table(table: Sequence[Row], cores: int | None = None) -> str:
     """Per row whose runs recorded it: the CPU per measured op of our client, of the tool, and of the server under
-    each; a row whose client used more CPU than the server is client-bound (MARK)."""
+    each; how busy our run kept the cores, our client's share, the server-only bound beside our throughput, and
+    whether it is client-bound (MARK, clientbound's rule)."""
     lines = ["| backend | scenario | workers | our side | ours client CPU ms/op | tool client CPU ms/op | "
-             "client CPU ours/tool | server CPU ms/op, our run | server CPU ms/op, tool's run | client-bound (ours) |",
-             "|---|---|--:|---|--:|--:|--:|--:|--:|---|"]
+             "client CPU ours/tool | server CPU ms/op, our run | server CPU ms/op, tool's run | machine busy (ours) | "
+             "our client's share | ours checks/s | server-only bound checks/s | client-bound (ours) |",
+             "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in (r for r in table if r.ours.client_cpu_ms is not None):
         oc, tc, os_, ts = r.ours.client_cpu_ms, r.theirs.client_cpu_ms, r.ours.server_cpu_ms, r.theirs.server_cpu_ms
         ratio = f"{oc / tc:.2f}" if tc else "n/a"
-        bound = "n/a" if os_ is None else f"{MARK} yes" if oc > os_ else "no"
+        flag = client_bound(r.ours, cores)
+        bound = "n/a" if flag is None else f"{MARK} yes" if flag else "no"
+        busy, part = machine(r.ours, cores) if cores and os_ is not None else (None, None)
+        cap = server_only_bound(os_, cores) if cores and os_ else None
         lines.append(f"| {r.backend} | {r.scenario} | {r.concurrency} | {OUR_SIDES[r.side]} | {_f(oc, 4)} | "
-                     f"{_opt(tc, 4)} | {ratio} | {_opt(os_, 4)} | {_opt(ts, 4)} | {bound} |")
+                     f"{_opt(tc, 4)} | {ratio} | {_opt(os_, 4)} | {_opt(ts, 4)} | {_pct(busy)} | {_pct(part)} | "
+                     f"{_f(r.ours.throughput, 0)} | {_opt(cap, 0)} | {bound} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
-def cpu_sentence(table: Sequence[Row]) -> str:
-    """Which rows' client used more CPU than the server, and how our client's CPU compares with the tool's."""
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.0%}"
+
+
+def cpu_sentence(table: Sequence[Row], cores: int | None = None) -> str:
+    """The rule, which rows are client-bound by it, and how our client's CPU compares with the tool's."""
     rows_ = [r for r in table if r.ours.client_cpu_ms is not None and r.theirs.client_cpu_ms]
-    bound = [r for r in rows_ if r.ours.server_cpu_ms is not None and r.ours.client_cpu_ms > r.ours.server_cpu_ms]
+    bound = [r for r in rows_ if client_bound(r.ours, cores)]
     if not rows_:
         return ""
     ratios = [r.ours.client_cpu_ms / r.theirs.client_cpu_ms for r in rows_]
     names = ", ".join(f"{r.backend} {r.scenario} at {r.concurrency} ({OUR_SIDES[r.side]})" for r in bound)
     return (f"Our client spent {min(ratios):.2f}-{max(ratios):.2f}x the tool's CPU per op over {len(rows_)} rows. "
-            f"Client-bound ({MARK}, our client used more CPU than the server in the same run): "
+            f"Client-bound ({MARK}: client + server CPU at least {SATURATED:.0%} of the {cores or 'unrecorded'} "
+            f"cores, our client at least {SHARE:.0%} of it, so the throughput understates the server): "
             f"{names or 'none'}.")
 
 
@@ -411,24 +450,24 @@ def _commit_line(env: dict[str, Any]) -> str:
 
 
 def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
-    table = rows(records)
+    table, cores = rows(records), manifest.get("environment", {}).get("cpu_logical")
     parts = ["# Cross-check: the suite's client against independent load tools", "",
              *(f"- {c}" for c in _context(manifest, records)), "",
              "Ratios are ours / theirs: above 1 for latency, below 1 for throughput, means ours is slower. "
              "p50 and p95 pool every round's latencies; throughput is ops over measured seconds.", "",
-             ratio_table(table), *verdict(table), "", *throughput_verdict(table)]
+             ratio_table(table), *verdict(table), "", *throughput_verdict(table, cores)]
     if noise := noise_lines(records, table):
         parts += ["## The tool against itself at 1 worker", "",
                   "The same tool on the same server and inputs, run against run (each round's run, minutes apart, "
                   "and any re-run): how far this host moves a p50 on its own. A ratio of ours within that spread "
                   "is not told apart from the host's noise by this run.", "", *noise]
-    if ct := cpu_table(table):
+    if ct := cpu_table(table, cores):
         parts += ["## The client's CPU per op", "",
                   "CPU time per measured op, pooled over the rounds: ours over the runner's measured window (this "
                   "process, the forkserver and the workers), the tool's over its runs (its processes, its warm-up "
                   "run included); the server's over the same span (its processes and the connections' backends "
                   "they reaped; native deployments only).",
-                  "", cpu_sentence(table), "", ct]
+                  "", cpu_sentence(table, cores), "", ct]
     bd = breakdown_table(records, table)
     if bd:
         parts += ["## Where our time goes at 1 worker", "",

@@ -62,11 +62,40 @@ def test_capacity_per_core_is_a_thousand_over_server_cpu_ms_per_check():
     assert math.isnan(clientbound.capacity_per_core(0.0))
 
 
-def test_the_appendix_table_names_the_client_bound_figures_and_their_capacity_per_core():
+def test_the_appendix_table_names_the_client_bound_figures_and_their_server_only_bound():
     rd = _run(client_cpu=120.0, cpu=40.0).data()
     text = clientbound.section(rd)
     assert "Client-bound, so understating the server: postgres (`check_view_via_group_member`), scylla" in text
-    assert "| 500.0 |" in text or "| 500 |" in text  # 1000 / 2 ms per check
+    # the fixture's 2 cores / 2 ms of server CPU per check; the machine 80% busy, the client 75% of it
+    assert "| 80% | 75% | 1,000 |" in text
+
+
+def test_a_client_taking_40_percent_of_a_saturated_machine_is_client_bound_though_its_server_took_more():
+    rd = _run(client_cpu=80.0, cpu=120.0).data()  # 2 cores fully busy: client 0.8 core, server 1.2
+    cpu = clientbound.per_op(rd, "postgres", S, 8)
+    assert cpu is not None and cpu[0] < cpu[1]  # the old rule (client CPU over the server's) said: not bound
+    assert clientbound.share(rd, "postgres", S, 8) == (pytest.approx(1.0), pytest.approx(0.4))
+    assert clientbound.client_bound(rd, "postgres", S, 8) is True
+    # 800 ops in 4 s, server 1.2 core x 4 s: 6 ms per op; the server alone on 2 cores: 2000 / 6 = 333/s
+    assert clientbound.bound(rd, "postgres", S, 8) == pytest.approx(333.33, rel=1e-3)
+    assert "| 100% | 40% | 333 |" in clientbound.section(rd)
+    merged = rd.phases[rd.phases["backend"] == "postgres"][["backend", "scenario", "concurrency"]]
+    row = clientbound.with_cpu(rd, merged).iloc[0]
+    assert (row["client_share"], row["bound"]) == ("40%", f"333 {clientbound.MARK}")
+    assert all(f.client_bound for f in _throughput(rd).figures)
+
+
+def test_a_client_heavier_than_its_server_on_an_idle_machine_is_not_client_bound():
+    rd = _run(client_cpu=30.0, cpu=20.0).data()  # a quarter of 2 cores busy: the client took nothing from it
+    assert clientbound.client_bound(rd, "postgres", S, 8) is False
+
+
+def test_the_rule_takes_its_thresholds_from_saturation_and_the_clients_share():
+    assert clientbound.judge(0.5, 1.5, 1.0, 2) is True  # saturated, client 25%
+    assert clientbound.judge(0.4, 1.6, 1.0, 2) is False  # saturated, client 20%
+    assert clientbound.judge(0.7, 0.7, 1.0, 2) is False  # 70% busy: below SATURATED
+    assert clientbound.judge(0.8, 0.2, 1.0, 2, pinned=True) is True  # pinned: the client's one core saturated
+    assert clientbound.judge(math.nan, 1.0, 1.0, 2) is None
 
 
 def test_a_run_without_the_client_cpu_apart_is_unknown_not_false():
@@ -123,3 +152,8 @@ def test_the_appendix_states_whether_client_and_servers_were_pinned_to_separate_
     text = clientbound.section(run.data())
     assert "Cores pinned (--pin): each native server's processes on the last of" in text
     assert "not pinned" not in text
+
+
+def test_the_read_tables_print_the_server_only_bound_right_after_the_throughput():
+    cols = list(clientbound.beside_throughput({"ops": "Ops", "ops_per_s": "Ops/s", "errors": "Errors"}))
+    assert cols[:3] == ["ops", "ops_per_s", "bound"] and cols[-3:] == ["client_ms", "server_ms", "client_share"]

@@ -464,22 +464,31 @@ def _cpu_rec(side: str, conc: int, ops: int, client_ms: float | None, server_ms:
     return {**_rec(side, 0, conc, 400, ops, 1.0, backend), "client_cpu_ms": client_ms, "server_cpu_ms": server_ms}
 
 
-def test_throughput_under_half_the_tools_at_8_workers_is_flagged_client_bound_with_its_cpu():
+def test_throughput_under_half_the_tools_is_client_bound_when_our_client_took_40_percent_of_a_saturated_machine():
+    # 20 ops/s x (40 + 60 ms) = 2 core-s a second on 2 cores; the server took more than our client (the old rule:
+    # "not client-bound ... the gap is not our client's CPU")
     recs = [_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 10, 0.2, 0.05),
-            _cpu_rec("theirs", 8, 100, 0.01, 0.05), _cpu_rec("ours", 8, 20, 0.25, 0.05)]
-    head, line, blank = throughput_verdict(rows(recs))
+            _cpu_rec("theirs", 8, 100, 1.0, 50.0), _cpu_rec("ours", 8, 20, 40.0, 60.0)]
+    head, line, blank = throughput_verdict(rows(recs), cores=2)
     assert "on 1 of 1 rows" in head and blank == ""
     assert "postgres check_negative at 8 (ours): 0.20x pgbench's" in line
-    assert f"{MARK} client-bound" in line and "0.2500 ms" in line and "5.00x the server's 0.0500 ms" in line
-    assert f"{MARK} client-bound: our client spent 0.2500" in render({}, recs)
+    assert f"{MARK} client-bound: the machine 100% busy, our client 40% of it (40.0000 ms" in line
+    assert "the server alone on the 2 cores: up to 33/s" in line  # 2 x 1000 / 60 ms
+    assert "with the tool's client CPU (1.0000 ms per op) the same server CPU predicts 33/s" in line  # 2000 / 61
+    text = render({"environment": {"cpu_logical": 2}}, recs)
+    assert f"{MARK} client-bound: the machine 100% busy" in text and "gap is not our client" not in text
+    assert "| 100% | 40% | 20 | 33 | ◐ yes |" in text
 
 
-def test_low_throughput_whose_client_used_less_cpu_than_the_server_is_not_flagged():
-    recs = [_cpu_rec("theirs", 8, 100, 0.01, 0.05, "openfga"), _cpu_rec("ours", 8, 20, 0.02, 0.05, "openfga"),
+def test_low_throughput_on_an_unsaturated_machine_or_with_a_small_client_share_is_not_flagged():
+    recs = [_cpu_rec("theirs", 8, 100, 0.01, 0.05, "openfga"), _cpu_rec("ours", 8, 20, 30.0, 30.0, "openfga"),
+            _cpu_rec("theirs", 8, 100, 0.01, 0.05, "spicedb"), _cpu_rec("ours", 8, 20, 10.0, 90.0, "spicedb"),
             _cpu_rec("theirs", 8, 100, None, None), _cpu_rec("ours", 8, 20, None, None)]
-    _, fga, pg, _ = throughput_verdict(rows(recs))
-    assert "not client-bound" in fga and MARK not in fga
+    _, fga, spice, pg, _ = throughput_verdict(rows(recs), cores=2)
+    assert "not client-bound (under 75% busy): the machine 60% busy, our client 50%" in fga and MARK not in fga
+    assert "not client-bound (our client under 25% of it): the machine 100% busy, our client 10%" in spice
     assert "not flagged: the run recorded no client and server CPU apart" in pg
+    assert "not judged: the run recorded no core count" in throughput_verdict(rows(recs))[1]
 
 
 def test_throughput_at_least_half_the_tools_is_not_listed_and_one_worker_alone_says_nothing():

@@ -39,15 +39,19 @@ def test_the_grpc_side_runs_at_either_end_and_the_tool_first_every_other_round()
     assert sides_in_order(1) == ("ours", "theirs")
 
 
-def test_a_client_using_more_cpu_per_op_than_the_server_is_flagged_client_bound():
-    recs = [_fga("theirs", 400, client_cpu_ms=0.05, server_cpu_ms=0.2),
-            _fga("ours", 1000, client_cpu_ms=0.3, server_cpu_ms=0.2),
-            _fga("ours-grpc", 440, client_cpu_ms=0.1, server_cpu_ms=0.2)]
-    text = " ".join(render(MANIFEST, recs).split())
-    assert "| openfga | check_negative | 1 | ours | 0.3000 | 0.0500 | 6.00 | 0.2000 | 0.2000 | ◐ yes |" in text
-    assert "| openfga | check_negative | 1 | ours over gRPC | 0.1000 | 0.0500 | 2.00 | 0.2000 | 0.2000 | no |" in text
-    assert ("Our client spent 2.00-6.00x the tool's CPU per op over 2 rows. Client-bound (◐, our client used more "
-            "CPU than the server in the same run): openfga check_negative at 1 (ours).") in text
+def test_a_client_taking_a_quarter_or_more_of_the_saturated_cores_is_flagged_client_bound():
+    # 10 ops/s x 200 ms of CPU per op = 2 core-s a second: both sides saturate the 2 cores
+    recs = [_fga("theirs", 400, client_cpu_ms=5.0, server_cpu_ms=180.0),
+            _fga("ours", 1000, client_cpu_ms=100.0, server_cpu_ms=100.0),
+            _fga("ours-grpc", 440, client_cpu_ms=20.0, server_cpu_ms=180.0)]
+    text = " ".join(render({**MANIFEST, "environment": {"cpu_logical": 2}}, recs).split())
+    assert ("| openfga | check_negative | 1 | ours | 100.0000 | 5.0000 | 20.00 | 100.0000 | 180.0000 | 100% | 50% | "
+            "10 | 20 | ◐ yes |") in text
+    assert ("| openfga | check_negative | 1 | ours over gRPC | 20.0000 | 5.0000 | 4.00 | 180.0000 | 180.0000 | 100% | "
+            "10% | 10 | 11 | no |") in text
+    assert ("Our client spent 4.00-20.00x the tool's CPU per op over 2 rows. Client-bound (◐: client + server CPU at "
+            "least 75% of the 2 cores, our client at least 25% of it, so the throughput understates the server): "
+            "openfga check_negative at 1 (ours).") in text
 
 
 def test_no_cpu_section_when_the_runs_recorded_no_cpu():
