@@ -1,0 +1,34 @@
+"""One figure, one printed value (issue 67, items 5 and 10): the report's formatters round by one rule, so a
+figure read from the run and the same figure read back from the JSON print the same digits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from authzbench.core.numbers import fixed, num, significant
+from authzbench.report.tables import fmt, ratio_text
+
+
+def test_a_half_way_figure_prints_the_same_digits_from_the_run_and_from_the_json():
+    # the four figures of 20261129-201802 whose JSON value is an exact .5 at the digits shown
+    for raw, shown in ((45084.52, "45,085"), (1704.5, "1,705"), (3.1550004, "3.16"), (2.3149999999, "2.32")):
+        assert num(raw) == num(significant(raw)) == shown
+
+
+def test_every_formatter_prints_a_figure_and_its_json_value_alike():
+    rng = np.random.default_rng(67)
+    values = np.concatenate([rng.lognormal(0, 4, 5000), np.round(rng.lognormal(0, 4, 2000), 3) + 5e-4])
+    for v in map(float, values):
+        j = significant(v)
+        assert num(v) == num(j), v
+        assert fmt(v) == fmt(j) and fmt(v, 1) == fmt(j, 1), v
+        assert ratio_text(v, False) == ratio_text(j, False), v
+
+
+def test_half_way_rounds_up_not_to_even():
+    assert fixed(0.125, 2) == "0.13" and fixed(2.5, 0) == "3" and fixed(-0.0001, 2) == "0.00"
+    assert num(99.95) == "100" and num(1.5) == "1.5" and num(2.0) == "2"
+
+
+def test_a_whole_count_prints_every_digit():
+    assert num(2345678.0) == "2,345,678" and fmt(2345678.0) == "2,345,678"
