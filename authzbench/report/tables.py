@@ -90,6 +90,17 @@ def marked(df: pd.DataFrame, n_col: str = "ops") -> pd.DataFrame:
     return mark_percentiles(df, fmt, n_col)
 
 
+def figure_mode(sub: pd.DataFrame) -> pd.DataFrame:
+    """The phase rows of each backend's figure mode: the read consistency its first phase ran in (its default,
+    the mode the figure is: figures.with_cells reads a merged row's first consistency). merge_repeats sums ops
+    over whatever it is given, so openfga's via-group row showed 2,509 ops (every mode) beside a p50 from
+    1,153; its other modes have their own rows in the appendix's "Freshness against latency"."""
+    if sub.empty or "consistency" not in sub:
+        return sub
+    cons = sub["consistency"].fillna("")
+    return sub[cons == cons.groupby(sub["backend"]).transform("first")]
+
+
 def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
     """Several repeats of one (backend, scenario, kind, concurrency): merge histograms and sum counts."""
     rows = []

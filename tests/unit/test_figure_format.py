@@ -32,3 +32,23 @@ def test_half_way_rounds_up_not_to_even():
 
 def test_a_whole_count_prints_every_digit():
     assert num(2345678.0) == "2,345,678" and fmt(2345678.0) == "2,345,678"
+
+
+def _two_modes():
+    """postgres's via-group check: 800 ops in its default mode at 1 ms, 3,000 more in a second mode at 5 ms."""
+    from tests.unit.test_report_findings import NET, Run, steady
+
+    run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
+    run.phase("postgres", "check_view_via_group_member", steady(5.0, n=750), repeat=1)
+    start = next(r for r in reversed(run.recs) if r["type"] == "phase_start")
+    start["consistency"] = "fully_consistent"
+    return run.data()
+
+
+def test_a_reads_rows_ops_are_the_ops_its_percentiles_rest_on(tmp_path):
+    from authzbench.report import reads
+
+    text = reads.section(_two_modes(), tmp_path)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| postgres | 1 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "800" and cells[4] == "1.000", cells  # not 3,800 ops beside the default mode's p50
