@@ -52,3 +52,17 @@ def test_a_reads_rows_ops_are_the_ops_its_percentiles_rest_on(tmp_path):
     row = next(ln for ln in text.splitlines() if ln.startswith("| postgres | 1 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "800" and cells[4] == "1.000", cells  # not 3,800 ops beside the default mode's p50
+
+
+def test_a_mixed_check_p95_prints_at_one_precision_in_the_mixed_table_and_the_slo_verdicts(tmp_path):
+    from authzbench.report import mixed
+    from tests.unit.test_report_findings import NET, Run
+
+    # at 4 decimals the verdicts read 0.5000 where the mixed table read 0.500 (the example: 0.9005 and 0.900)
+    run = Run().server("postgres", NET).phase("postgres", "mixed", [[0.5] * 190 + [0.9005] * 10] * 4,
+                                              writes=[2.0] * 30)
+    text = mixed.section(run.data(), tmp_path)
+    table_row, verdict_row = [ln for ln in text.splitlines() if ln.startswith("| postgres | closed | 1 |")
+                              and ("| check |" in ln or "PASS" in ln or "FAIL" in ln)]
+    p95 = [c.strip() for c in table_row.strip("|").split("|")][8]
+    assert [c.strip() for c in verdict_row.strip("|").split("|")][4] == p95, (table_row, verdict_row)
