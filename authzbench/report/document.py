@@ -66,6 +66,7 @@ def _write(path: Path, head: str, rd: RunData, out_dir: Path, sections: list[Sec
            numbered: bool = True) -> Path:
     md = "\n".join(x for x in [head, *(s(rd, out_dir) for s in sections)] if x)
     # the appendix's sections keep their titles, not the main report's section numbers; the main report
-    # keeps every line readable (fold.MAX_LINE), the appendix its full-width tables
-    path.write_text(fold(md) if numbered else re.sub(r"(?m)^(#{2,4}) \d+(?:\.\d+)*\.? ", r"\1 ", md))
+    # keeps every line readable (fold.MAX_LINE), the appendix its prose lines and its full-width tables
+    path.write_text(fold(md) if numbered else fold(re.sub(r"(?m)^(#{2,4}) \d+(?:\.\d+)*\.? ", r"\1 ", md),
+                                                    tables=False))
     return path

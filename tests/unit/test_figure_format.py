@@ -66,3 +66,12 @@ def test_a_mixed_check_p95_prints_at_one_precision_in_the_mixed_table_and_the_sl
                               and ("| check |" in ln or "PASS" in ln or "FAIL" in ln)]
     p95 = [c.strip() for c in table_row.strip("|").split("|")][8]
     assert [c.strip() for c in verdict_row.strip("|").split("|")][4] == p95, (table_row, verdict_row)
+
+
+def test_the_appendix_folds_its_prose_and_keeps_its_tables_and_code_whole():
+    from authzbench.report.fold import fold
+
+    prose, row, code = "word " * 100, "| " + " | ".join(["cell " * 10] * 12) + " |", "x" * 500
+    out = fold("\n".join([prose, "", row, "", "```", code, "```"]), tables=False).split("\n")
+    assert all(len(ln) <= 400 for ln in out if not ln.startswith("|") and ln != code)
+    assert row in out and code in out and " ".join(out).split() == " ".join([prose, row, "```", code, "```"]).split()
