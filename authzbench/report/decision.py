@@ -25,7 +25,7 @@ from authzbench.report.data import RunData
 from authzbench.report.figures import clearly_better, rank_groups
 from authzbench.report.frames import resource_table
 from authzbench.report.ranking import Dimension, Figure, compute, ranked, ratio_to_best, split
-from authzbench.report.tables import counted, num, ratio_text
+from authzbench.report.tables import counted, num, ratio_from_zero, ratio_text
 
 # What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
 RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
@@ -164,6 +164,8 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     nxt = (max if d.higher_is_better else min)(rest, key=lambda f: f.value)
     r = ratio_to_best(lead.value, nxt.value, d.higher_is_better)
     gap = f", {ratio_text(r, d.higher_is_better)}" if math.isfinite(r) and r != 1 else ""
+    if (bounded := ratio_from_zero(lead.interval(), nxt.interval(), d.higher_is_better)) is not None:
+        gap = f", {bounded}" if bounded else ""  # a base within its resolution of 0 gives no precise ratio
     return head + f"{tables_label(rd, lead.backend)} is best, clearly: {_fig_value(lead, unit)} against " \
         f"{_fig(rd, nxt, unit)}{gap}."
 

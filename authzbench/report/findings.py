@@ -5,7 +5,6 @@ The figures and the rules ranking them are the ranking model (ranking.py); this 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from authzbench.report.ranking import (
     split,
     tiers,
 )
-from authzbench.report.tables import num, ratio_text
+from authzbench.report.tables import num, ratio_from_zero, ratio_text
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
@@ -32,21 +31,23 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
     Intervals and op counts: the appendix's figure table."""
     valued = [f for f in figs if not f.text]
     ts, r = tiers(valued, d.higher_is_better), ranks(valued, d.higher_is_better)
-    unranked = [f"unranked: {_cell(f, d, label, f.value)}" for f in figs if f.text]
+    unranked = [f"unranked: {_cell(f, d, label, f)}" for f in figs if f.text]
     if not ts and not unranked:
         return "nothing measured"
-    best = ts[0][0].value if ts else math.nan
+    best = ts[0][0] if ts else None
     return "; ".join([*(f"{r[t[0].backend]}. " + " = ".join(_cell(f, d, label, best) for f in t) for t in ts),
                       *unranked])
 
 
-def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:
+def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: Figure | None) -> str:
     v = f"{MARK} " if f.too_few else ""
     v += f"{DISTURBED} " if f.disturbed else ""
     v += f"{clientbound.MARK} " if f.client_bound else ""
     v += f"**{label(f.backend)}** " + (f.text or f"{num(f.value)} {d.unit}".rstrip())
-    if not f.text and f.value != best:
-        v += " " + ratio_text(ratio_to_best(best, f.value, d.higher_is_better), d.higher_is_better)
+    if not f.text and best is not None and f.value != best.value:
+        bounded = ratio_from_zero(best.interval(), f.interval(), d.higher_is_better)
+        ratio = ratio_text(ratio_to_best(best.value, f.value, d.higher_is_better), d.higher_is_better)
+        v += f" {ratio if bounded is None else bounded}".rstrip()
     if f.unstable:
         v += " (unstable)"
     return v.rstrip()

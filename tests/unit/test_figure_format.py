@@ -75,3 +75,27 @@ def test_a_folded_document_keeps_its_code_whole_and_every_other_line_within_400_
     out = fold("\n".join([prose, "", row, "", "```", code, "```"])).split("\n")
     assert code in out and all(len(ln) <= 400 for ln in out if ln != code)
     assert " ".join(out[:out.index("")]).split() == prose.split()
+
+
+def _lags() -> list:
+    from authzbench.report.ranking import _lag
+
+    return [_lag("postgres", 0.101, 3), _lag("permify", 0.156, 3), _lag("openfga", 5042.0, 3)]
+
+
+def test_a_ratio_to_a_base_within_its_resolution_of_zero_is_a_floor_not_a_figure():
+    from authzbench.report.findings import ranking_text
+    from authzbench.report.ranking import Dimension
+
+    d = Dimension("Writes", "Visibility lag p95", "ms", False, _lags(), "t-x")
+    text = ranking_text(d.figures, d, str)
+    # postgres 0.101 ms polled every 1 ms (0-1.101): openfga's 5,042 is more than 4,579 times it, not ×49,923
+    assert "×49,923" not in text and ">×4,579" in text, text
+    assert "**permify** 0.156 ms" in text and "×1.54" not in text, text  # 0.156 against 0-1.101: no ratio
+
+
+def test_a_ratio_to_a_base_clear_of_zero_is_the_figures_ratio():
+    from authzbench.report.tables import ratio_from_zero
+
+    assert ratio_from_zero((1.0, 1.2), (5.0, 5.5), False) is None
+    assert ratio_from_zero((100.0, 120.0), (0.0, 2.0), True) == ">÷50"  # higher is better: the other is the base
