@@ -128,6 +128,11 @@ def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
     return sorted(seen, key=lambda b: (not rd.comparable(b), b))
 
 
+def _flags(f: Figure) -> str:
+    """The marks a summary cell and its heatmap cell carry: ⚠ too few ops, ◐ client-bound."""
+    return (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
+
+
 def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
     r = ranked(rd, d)
     cells = []
@@ -136,7 +141,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             cells.append("—")
             continue
         f, g, net = r[b]
-        flag = (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
+        flag = _flags(f)
         cells.append(f"none (unranked){flag}" if g is None else f"{num(f.value)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
@@ -299,6 +304,8 @@ def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[st
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
-        texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
+        # the heatmap's cell carries the marks the summary's cell does (it showed neither ⚠ nor ◐)
+        texts.append([("none" if r[b][0].text else num(r[b][0].value)) + _flags(r[b][0]) if b in r else ""
+                      for b in backends])
     return ([n.label for n, _ in picked], [tables.label(rd, b) for b in backends], groups, texts,
             [not rd.comparable(b) for b in backends])

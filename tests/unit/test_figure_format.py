@@ -99,3 +99,19 @@ def test_a_ratio_to_a_base_clear_of_zero_is_the_figures_ratio():
 
     assert ratio_from_zero((1.0, 1.2), (5.0, 5.5), False) is None
     assert ratio_from_zero((100.0, 120.0), (0.0, 2.0), True) == ">÷50"  # higher is better: the other is the base
+
+
+def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
+    from types import SimpleNamespace
+
+    from authzbench.report import decision, ranking
+    from tests.unit.test_report_findings import CASS, NET, Run, steady
+
+    run = (Run().server("postgres", NET).server("scylla", CASS)
+           .phase("postgres", "check_manage_direct_user", steady(1.0))
+           .phase("scylla", "check_manage_direct_user", steady(3.0, n=3)))  # 12 ops: a p95 needs more
+    rd = run.data()
+    d = next(x for x in ranking.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
+    _, _, _, texts, _ = decision._matrix(rd, [(SimpleNamespace(label="p95"), d)], ["postgres", "scylla"])
+    row = decision._row(rd, SimpleNamespace(label="p95"), d, ["postgres", "scylla"])
+    assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (texts, row)
