@@ -15,7 +15,7 @@ from authzbench.report import charts
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.frames import slo
 from authzbench.report.noise import min_ops, order_stat_interval
-from authzbench.report.tables import label
+from authzbench.report.tables import label, link_target
 from authzbench.scenarios.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
@@ -154,7 +154,7 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
     sus = sorted(sustainable(rd, df).values(), key=lambda s: (-(s.held or 0), -(s.failed or math.inf), s.backend))
     cfg = settings(rd)
     parts = [f"{label(rd, s.backend)} {s.text}" + (f" ({s.reason})" if s.reason else "") for s in sus]
-    lines = [f"**Sustainable churn** (the highest rate of structural changes at which checks at "
+    lines = [link_target("churn").rstrip("\n"), f"**Sustainable churn** (the highest rate of structural changes at which checks at "
              f"{cfg['read_rate']:g}/s held the {slo(rd)['check_p95_ms']:g} ms p95 SLO, the writers kept to their "
              f"schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets why the next step "
              f"did not hold): " + "; ".join(parts) + "."]

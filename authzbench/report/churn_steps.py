@@ -9,7 +9,7 @@ from pathlib import Path
 from authzbench.report.churn import settings, steps
 from authzbench.report.data import RunData
 from authzbench.report.frames import slo
-from authzbench.report.tables import label, num, table
+from authzbench.report.tables import label, link_target, num, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -30,7 +30,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         f"A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms SLO, no check failed, the "
         "writers kept to their schedule and every change became visible, its lag p95 within "
         f"{cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the step.", "",
-        table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
+        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
                    "read_p95": "Check p95 (ms)", "write_p95_ms": "Write p95 (ms)",
                    "lag_p95_ms": "Visibility p95 (ms)", "stale_allows": "Stale allows",
                    "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from authzbench.core.numbers import fixed, num, significant
+from authzbench.report.document import render
 from authzbench.report.tables import fmt, ratio_text
 
 
@@ -115,3 +116,28 @@ def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
     _, _, _, texts, _ = decision._matrix(rd, [(SimpleNamespace(label="p95"), d)], ["postgres", "scylla"])
     row = decision._row(rd, SimpleNamespace(label="p95"), d, ["postgres", "scylla"])
     assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (texts, row)
+
+
+def _section_of(md: str, anchor: str) -> str:
+    """The heading of the section an anchor sits in."""
+    before = md[:md.index(f'<a id="{anchor}"></a>')]
+    return [ln for ln in before.splitlines() if ln.startswith("## ")][-1]
+
+
+def test_the_mixed_and_churn_anchors_sit_at_their_tables_not_above_the_reads_table(tmp_path):
+    from tests.unit.test_report_churn import SLOWING, sweep
+    from tests.unit.test_report_findings import steady
+
+    run = sweep(SLOWING)
+    for b in SLOWING:
+        run.phase(b, "check_manage_direct_user", steady(1.0))
+        run.phase(b, "mixed", steady(2.0), writes=[2.0] * 30)
+    render(run.write(tmp_path / "run"), tmp_path / "out")
+    main = (tmp_path / "out" / "fixture.md").read_text()
+    appendix = (tmp_path / "out" / "fixture-appendix.md").read_text()
+    assert _section_of(main, "t-check-manage-direct-user") == "## 5. Reads"
+    assert _section_of(main, "t-mixed") == "## 6. Mixed load"
+    assert _section_of(main, "t-churn") == "## Decision summary"
+    assert main.index('<a id="t-churn"></a>') < main.index("**Sustainable churn**")
+    assert _section_of(appendix, "t-churn") == "## Structural churn"
+    assert main.count('<a id="t-mixed"></a>') == main.count('<a id="t-churn"></a>') == 1
