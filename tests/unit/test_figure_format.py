@@ -141,3 +141,41 @@ def test_the_mixed_and_churn_anchors_sit_at_their_tables_not_above_the_reads_tab
     assert main.index('<a id="t-churn"></a>') < main.index("**Sustainable churn**")
     assert _section_of(appendix, "t-churn") == "## Structural churn"
     assert main.count('<a id="t-mixed"></a>') == main.count('<a id="t-churn"></a>') == 1
+
+
+def _killed_in_elasticsearchs_first_phase():
+    """`bench --backend postgres,elasticsearch` killed (-9) during Elasticsearch's first phase: postgres's phases
+    ended, the progress record after its visit says 2 of 4 steps, Elasticsearch's first phase has a start and
+    intervals and no end, and nothing after it was written."""
+    from tests.unit.test_report_findings import ES, NET, Run, steady
+
+    run = Run().server("postgres", NET)
+    run.phase("postgres", "check_manage_direct_user", steady(1.0)).phase("postgres", "check_negative", steady(1.0))
+    run.recs.append({"type": "eta", "done": 2, "total": 4, "elapsed_s": 60.0, "left_s": 60.0, "overhead_s": 1.0})
+    run.server("elasticsearch", ES).phase("elasticsearch", "check_manage_direct_user", steady(2.0))
+    run.recs = [r for r in run.recs if not (r["type"] == "phase_end" and r["backend"] == "elasticsearch")]
+    manifest = run.manifest()
+    manifest["config"].update(backends=["postgres", "elasticsearch", "mongo"],
+                              scenarios=["check_manage_direct_user", "check_negative"])
+    run.manifest = lambda: manifest
+    return run
+
+
+def test_a_killed_runs_report_says_on_its_first_line_that_it_ended_early_and_what_it_never_measured(tmp_path):
+    render(_killed_in_elasticsearchs_first_phase().write(tmp_path / "run"), tmp_path / "out")
+    main = (tmp_path / "out" / "fixture.md").read_text().splitlines()
+    first = next(ln for ln in main[1:] if ln.strip())
+    assert first.startswith("**This run ended early**"), first
+    assert "2 of its 4 planned steps" in first, first
+    assert "elasticsearch's `check_manage_direct_user` phase at 1 worker was cut" in first, first
+    assert "never measured: mongo (nothing); elasticsearch's `check_manage_direct_user`, `check_negative`" in first
+    assert any(ln.startswith("Backends measured: postgres.") for ln in main), [ln[:80] for ln in main[:8]]
+
+
+def test_a_run_that_ran_its_whole_plan_has_no_ended_early_line():
+    from authzbench.report.overview import ended_early
+    from tests.unit.test_report_findings import two_backends
+
+    run = two_backends(1.0, 2.0)
+    run.recs.append({"type": "eta", "done": 2, "total": 2, "elapsed_s": 60.0, "left_s": 0.0, "overhead_s": 1.0})
+    assert ended_early(run.data()) == ""
