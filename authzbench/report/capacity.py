@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from authzbench.core.errors import UserError
+from authzbench.core.numbers import num
 from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
 from authzbench.report.basis import combine, extract
 from authzbench.report.data import RunData
@@ -35,7 +36,7 @@ ASSUMPTIONS = [
 
 
 def _n(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return num(v)
 
 
 def _bytes(v: float) -> str:

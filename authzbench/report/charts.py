@@ -317,7 +317,7 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
     needs, backends, groups, texts, stand_in = matrix
     if not needs or len(backends) < 2:
         return None
-    rgb = np.array([[to_rgb(cell_colour(standing(g) if g else None, texts[i][j] == "none", stand_in[j]))
+    rgb = np.array([[to_rgb(cell_colour(standing(g) if g else None, texts[i][j].startswith("none"), stand_in[j]))
                      for j, g in enumerate(row)] for i, row in enumerate(groups)])
     fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.8))
     ax.imshow(rgb, aspect="auto")
@@ -424,7 +424,9 @@ def _heatmap_legend() -> list:
     out = [Patch(color=c, label=t) for c, t in zip(RANK_COLOURS, labels, strict=True)]
     out += [Patch(color=STAND_IN_COLOURS[0], label="† first letter a among †"),
             Patch(color=STAND_IN_COLOURS[1], label="† first letter b+ (paler: later)"),
-            Patch(color=UNRANKED, label="not ranked (none qualified / not measured)")]
+            Patch(color=UNRANKED, label="not ranked (none qualified / not measured)"),
+            Patch(color="none", label="⚠ percentile from too few ops"),
+            Patch(color="none", label="◐ client-bound (the summary's legend says when)")]
     return out
 
 

@@ -18,7 +18,7 @@ from authzbench.report.data import RunData, derived, merged_summary
 from authzbench.report.frames import slo
 from authzbench.report.noise import min_ops, percentile_bounds
 from authzbench.report.ranking import Dimension, Figure
-from authzbench.report.tables import anchor, label, num, significant
+from authzbench.report.tables import anchor, label, link_target, num, significant
 from authzbench.scenarios.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
@@ -218,7 +218,7 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
     sus = sorted(sustainable(rd, df).values(), key=lambda s: (-(s.held or 0), -(s.failed or math.inf), s.backend))
     cfg = settings(rd)
     parts = [f"{label(rd, s.backend)} {s.text}" + (f" ({s.reason})" if s.reason else "") for s in sus]
-    lines = [f"**Sustainable churn** (the highest rate of structural changes at which checks at "
+    lines = [link_target("churn").rstrip("\n"), f"**Sustainable churn** (the highest rate of structural changes at which checks at "
              f"{cfg['read_rate']:g}/s held the {slo(rd)['check_p95_ms']:g} ms p95 SLO, the writers kept to their "
              f"schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets why the next step "
              f"did not hold; undecided: the step's check p95 interval, in square brackets, lies across the SLO, so "

@@ -10,7 +10,7 @@ from authzbench.report.churn import settings, steps
 from authzbench.report.data import RunData
 from authzbench.report.frames import slo
 from authzbench.report.freshness import rate_cell
-from authzbench.report.tables import label, num, table
+from authzbench.report.tables import label, link_target, num, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -39,7 +39,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "the step's one-second slices; the range of its rounds when the step was repeated): a step whose interval "
         "lies across the SLO is undecided, neither held nor failed, unless another condition failed it. The "
         "interval is within the one step: another run's step may land outside it.", "",
-        table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
+        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
                    "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95_ms": "Write p95 (ms)",
                    "lag_p95_ms": "Visibility p95 (ms)", "stale": CHURN_STALE,
                    "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])

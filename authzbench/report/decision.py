@@ -34,7 +34,7 @@ from authzbench.report.ranking import (
     ratio_to_best,
     split,
 )
-from authzbench.report.tables import counted, num, ratio_text
+from authzbench.report.tables import counted, num, ratio_from_zero, ratio_text
 
 ASSUMED_MARK = "(assumed interval)"
 
@@ -138,6 +138,11 @@ def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
     return sorted(seen, key=lambda b: (not rd.comparable(b), b))
 
 
+def _flags(f: Figure) -> str:
+    """The marks a summary cell and its heatmap cell carry: ⚠ too few ops, ◐ client-bound."""
+    return (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
+
+
 def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
     r = ranked(rd, d)
     cells = []
@@ -146,7 +151,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             cells.append("—")
             continue
         f, g, net = r[b]
-        flag = (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
+        flag = _flags(f)
         cells.append(f"none (unranked){flag}" if g is None else f"{_value(f)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     mark = f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else ""
@@ -175,6 +180,8 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     nxt = (max if d.higher_is_better else min)(rest, key=lambda f: f.value)
     r = ratio_to_best(lead.value, nxt.value, d.higher_is_better)
     gap = f", {ratio_text(r, d.higher_is_better)}" if math.isfinite(r) and r != 1 else ""
+    if (bounded := ratio_from_zero(lead.interval(), nxt.interval(), d.higher_is_better)) is not None:
+        gap = f", {bounded}" if bounded else ""  # a base within its resolution of 0 gives no precise ratio
     return head + f"{tables_label(rd, lead.backend)} is best, clearly: {_fig_value(lead, unit)} against " \
         f"{_fig(rd, nxt, unit)}{gap}."
 
@@ -327,7 +334,9 @@ def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[st
     for _, d in picked:
         r = ranked(rd, d)
         groups.append([r[b][1] if b in r else None for b in backends])
-        texts.append([(r[b][0].text and "none") or num(r[b][0].value) if b in r else "" for b in backends])
+        # the heatmap's cell carries the marks the summary's cell does (it showed neither ⚠ nor ◐)
+        texts.append([("none" if r[b][0].text else num(r[b][0].value)) + _flags(r[b][0]) if b in r else ""
+                      for b in backends])
     marked = [n.label + (f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else "")
               for n, d in picked]
     return (marked, [tables.label(rd, b) for b in backends], groups, texts,

@@ -5,7 +5,6 @@ The figures and the rules ranking them are the ranking model (ranking.py); this 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from authzbench.report.ranking import (
     ratio_to_best,
     split,
 )
-from authzbench.report.tables import num, ratio_text
+from authzbench.report.tables import num, ratio_from_zero, ratio_text
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
@@ -34,24 +33,26 @@ def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) 
     unranked. Intervals and op counts: the appendix's figure table."""
     valued = [f for f in figs if not f.text]
     ts = lettered(valued, d.higher_is_better)
-    unranked = [f"unranked: {_cell(f, d, label, f.value)}" for f in figs if f.text]
+    unranked = [f"unranked: {_cell(f, d, label, None)}" for f in figs if f.text]
     if not ts and not unranked:
         return "nothing measured"
-    best = ts[0][0].value if ts else math.nan
+    best = ts[0][0] if ts else None
     shown = [f"{_cell(f, d, label, best)} ({cld})" for f, cld in ts]
     if all_assumed(valued) and len(valued) > 1:
         shown.append(NO_DIFFERENCE)
     return "; ".join([*shown, *unranked])
 
 
-def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: float) -> str:
+def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: Figure | None) -> str:
     v = f"{MARK} " if f.too_few else ""
     v += f"{DISTURBED} " if f.disturbed else ""
     v += f"{clientbound.MARK} " if f.client_bound else ""
     v += f"**{label(f.backend)}** " + (f.text or f"{num(f.value)} {d.unit}".rstrip())
     v += f" [{f.base}]" if f.base and not f.text else ""
-    if not f.text and f.value != best:
-        v += " " + ratio_text(ratio_to_best(best, f.value, d.higher_is_better), d.higher_is_better)
+    if not f.text and best is not None and f.value != best.value:
+        bounded = ratio_from_zero(best.interval(), f.interval(), d.higher_is_better)
+        ratio = ratio_text(ratio_to_best(best.value, f.value, d.higher_is_better), d.higher_is_better)
+        v += f" {ratio if bounded is None else bounded}".rstrip()
     if f.unstable:
         v += " (unstable)"
     return v.rstrip()

@@ -1,7 +1,8 @@
 """No main-report line over MAX_LINE characters: a reviewer reads the markdown source as well as its rendering,
 and a 1,300-character table row is read by neither. Prose is folded at spaces (a markdown paragraph or list
 item continues on the next line); a table row still too long moves its longest cells, one by one, into
-numbered notes under its table."""
+numbered notes under its table. The appendix is folded alike (7 of its prose lines ran 404-1,071 characters).
+Lines inside a ``` fence are left whole."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ _CELL_REF = "note {}"
 def fold(md: str, limit: int = MAX_LINE) -> str:
     out: list[str] = []
     table: list[str] = []
+    fenced = False  # inside a ``` block: a line of code or data is left as it is
     for line in md.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced or line.lstrip().startswith("```"):
+            out += [*(fit_table(table, limit) if table else []), line]
+            table = []
+            continue
         if line.startswith("|"):
             table.append(line)
             continue

@@ -16,6 +16,7 @@ import math
 
 import pandas as pd
 
+from authzbench.core.numbers import num
 from authzbench.core.projection import Grown, Range, carry
 from authzbench.core.projection import exponent as projection_exponent
 from authzbench.report import growth
@@ -132,7 +133,7 @@ def _inside(inside: bool | None) -> str:
 
 
 def _n(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.3g}"
+    return num(v)
 
 
 def _range(r: Range) -> str:

@@ -59,7 +59,7 @@ def _ours_at_1(rd: RunData, scenario: str) -> pd.DataFrame:
     sub = sub[sub["concurrency"] == sub.groupby("backend")["concurrency"].transform("min")]
     # the figures the tables, Findings and JSON show (median over rounds), not every op pooled: pooled, 29 of
     # 30 p95s here differed from the same figure elsewhere (mongo via-group check 74.3 ms vs 8.13 ms)
-    return with_cells(rd, tables.merge_repeats(sub)).set_index("backend")
+    return with_cells(rd, tables.merge_repeats(tables.figure_mode(sub))).set_index("backend")
 
 
 def _ingest(rd: RunData, ref: dict, by_name: dict, label, table) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from authzbench.core.numbers import fixed
 from authzbench.report import charts, growth, projected
 from authzbench.report.data import RunData
 from authzbench.report.sweep import MEASURES, answers_line, labelled, mismatch_lines, size_table, sweep_runs
@@ -23,7 +24,7 @@ GROWTH = ("ingest_s", "footprint_mib", "bytes_per_rel", "check_p95_ms", "lookup_
 def _fmt(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
+    return fixed(v, 0) if abs(v) >= 100 else fixed(v, 2)
 
 
 def section(rd: RunData, out_dir: Path) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.core.numbers import fixed
 from authzbench.report import charts, growth
 from authzbench.report.data import RunData
 from authzbench.report.sweep import answers_line, labelled, mismatch_lines, named_runs, size_table
@@ -102,4 +103,4 @@ def _param(rd: RunData, param: str, g: pd.DataFrame, out_dir: Path) -> list[str]
 
 
 def _fmt(v: float) -> str:
-    return "—" if pd.isna(v) else f"{v:,.2f}"
+    return "—" if pd.isna(v) else fixed(v, 2)

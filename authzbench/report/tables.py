@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from authzbench.core.numbers import num  # noqa: F401 - the report's modules import it from here
+# the report's modules import these from here
+from authzbench.core.numbers import JSON_DIGITS, fixed, num, significant  # noqa: F401
 from authzbench.report.data import MARKS, RunData, merged_summary
 from authzbench.report.noise import min_ops
 
@@ -20,34 +21,34 @@ def fmt(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     if isinstance(v, float):
-        if abs(v) >= 1000:
+        if not math.isfinite(v):
             return f"{v:,.0f}"
-        return f"{v:.{digits}f}" if abs(v) < 100 else f"{v:.1f}"
+        if abs(v) >= 1000:
+            return fixed(v, 0)
+        return fixed(v, digits) if abs(v) < 100 else fixed(v, 1)
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
-
-
-# The JSON beside a report carries figures to 6 significant digits: the narrowest interval a ranked figure
-# has is wider than that, and the last bits of a float differ between hosts (numpy's log on an AMD EPYC
-# wrote an exponent ...94580155054 where Intel hosts wrote ...94580155053), so more digits are not the
-# measurement's. A host's last-bit difference changes a 6-digit value only on a rounding boundary.
-JSON_DIGITS = 6
-
-
-def significant(v: float | None, digits: int = JSON_DIGITS) -> float | None:
-    """v rounded to `digits` significant digits; None and non-finite values as they are."""
-    if v is None or not math.isfinite(v) or v == 0:
-        return v
-    return round(float(v), digits - 1 - math.floor(math.log10(abs(v))))
 
 
 def ratio_text(r: float, higher_is_better: bool) -> str:
     """×5.5 (lower is better) or ÷5.5 (higher is better); ×160, not ×1.6e+02."""
     if not math.isfinite(r):
         return ""
-    short = f"{r:.2f}".rstrip("0").rstrip(".") if r < 10 else f"{r:,.0f}"
+    short = fixed(r, 2).rstrip("0").rstrip(".") if r < 10 else fixed(r, 0)
     return ("÷" if higher_is_better else "×") + short
+
+
+def ratio_from_zero(base: tuple[float, float], other: tuple[float, float], higher_is_better: bool) -> str | None:
+    """The ratio to print when the smaller figure's interval (lo, hi) reaches zero, else None (the figures'
+    own ratio holds). Such a base is not resolved: postgres's visibility lag 0.101 ms, polled every 1 ms
+    (0-1.101), made openfga's 5,042 ms "×49,923"; all its interval supports is the ratio of the larger
+    figure's low end to the base's high end, ">×4,580", and none when that is not above 1."""
+    small, big = (other, base) if higher_is_better else (base, other)
+    if small[0] > 0:
+        return None
+    floor = big[0] / small[1] if small[1] > 0 else math.inf
+    return f">{ratio_text(floor, higher_is_better)}" if math.isfinite(floor) and floor > 1 else ""
 
 
 def table(df: pd.DataFrame, columns: dict[str, str], digits: int = 3) -> str:
@@ -99,6 +100,17 @@ def mark_percentiles(df: pd.DataFrame, fmt: Callable[[float], str], n_col: str =
 
 def marked(df: pd.DataFrame, n_col: str = "ops") -> pd.DataFrame:
     return mark_percentiles(df, fmt, n_col)
+
+
+def figure_mode(sub: pd.DataFrame) -> pd.DataFrame:
+    """The phase rows of each backend's figure mode: the read consistency its first phase ran in (its default,
+    the mode the figure is: figures.with_cells reads a merged row's first consistency). merge_repeats sums ops
+    over whatever it is given, so openfga's via-group row showed 2,509 ops (every mode) beside a p50 from
+    1,153; its other modes have their own rows in the appendix's "Freshness against latency"."""
+    if sub.empty or "consistency" not in sub:
+        return sub
+    cons = sub["consistency"].fillna("")
+    return sub[cons == cons.groupby(sub["backend"]).transform("first")]
 
 
 def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
