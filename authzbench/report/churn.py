@@ -78,6 +78,9 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     return {"backend": b, "rate": rate, "read_ops": read_ops, "read_p50_ms": _p(reads, "p50_ms"),
             "read_p95_ms": _p(reads, "p95_ms"), "read_iv": order_stat_interval(reads, 95.0) if reads else None,
             "read_too_few": read_ops < min_ops(95.0), "write_ops": int(wr["ops"].sum()),
+            # the step's figures pool its ops: ⚠ when the pool is under the p95's floor (6 changes at 1/s in 6 s)
+            "write_too_few": int(wr["ops"].sum()) < min_ops(95.0),
+            "lag_too_few": int(g[g["kind"] == "visibility"]["ops"].sum()) < min_ops(95.0),
             "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
             "stale_allows": _extra(g, "stale_allows"), "scheduled": step.scheduled, "late": int(wr["late"].sum()),
             "unissued": _extra(g, "unissued"), "never_visible": step.never_visible, "held": not verdict,
@@ -96,6 +99,7 @@ def _skipped_row(r: dict, failed: dict[str, float]) -> dict | None:
     nan = math.nan
     return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
+            "write_too_few": False, "lag_too_few": False,
             "stale_allows": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
             "verdict": f"not run: {_why_skipped(r, float(rate), failed.get(r['backend']))}"}
 

@@ -30,6 +30,9 @@ from authzbench.report.tables import counted, num, ratio_text
 # What a rank says, stated wherever ranks are shown; both directions hold by construction (figures.ranks).
 RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
                 "but a smaller rank alone does not mean clearly better")
+# The marks a cell carries, as the Findings and the appendix's tables give them.
+MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open above: never "
+                "clearly apart from another ⚠ figure). (unstable): its rounds spread wider than the figure.")
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ def section(rd: RunData, out_dir: Path) -> str:
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
     lines += ["", f"Cell: figure (rank; {RANK_MEANING}). † ranked among † only. none (unranked): no figure to "
-              f"rank (e.g. no worker count met the SLO). {clientbound.LEGEND}.", ""]
+              f"rank (e.g. no worker count met the SLO). {clientbound.LEGEND}.",
+              f"{MARKS_LEGEND}", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -137,6 +141,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             continue
         f, g, net = r[b]
         flag = (" ⚠" if f.too_few else "") + (f" {clientbound.MARK}" if f.client_bound else "")
+        flag += " (unstable)" if f.unstable else ""  # the Findings' mark: 4 figures lacked it here (issue 67)
         cells.append(f"none (unranked){flag}" if g is None else f"{num(f.value)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     return f"| {need.label} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"

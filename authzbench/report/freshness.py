@@ -12,7 +12,7 @@ import pandas as pd
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
 from authzbench.report.frames import session_mode
-from authzbench.report.noise import Z95
+from authzbench.report.noise import Z95, min_ops
 from authzbench.report.tables import label, num
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -129,8 +129,10 @@ def freshness(rd: RunData) -> pd.DataFrame:
             vis = [h for hs in w[w["kind"] == "visibility"]["hists"] for h in hs]
             rows.append({"backend": b, "mode": mode_name(rd, b, mode),
                          "p50_ms": p50.value if p50 else math.nan, "p95_ms": p95.value if p95 else math.nan,
-                         "too_few": bool(p95 and p95.too_few),
+                         "too_few": bool(p95 and p95.too_few), "p50_too_few": bool(p50 and p50.too_few),
                          "lag_p95_ms": merged_summary(vis).p95_ms if vis else math.nan,
+                         # the lag pools the mode's write phases: ⚠ when the pool is under a p95's op floor
+                         "lag_too_few": int(w[w["kind"] == "visibility"]["ops"].sum()) < min_ops(95.0),
                          "stale_allows": int(sum(e.get("stale_allows", 0) for e in w[w["kind"] == "write"]["extra"])),
                          "writes": int(w[w["kind"] == "write"]["ops"].sum())})
     return pd.DataFrame(rows)
