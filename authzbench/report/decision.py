@@ -31,8 +31,9 @@ from authzbench.report.tables import counted, num, ratio_text
 RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is; the same rank = no clear difference, "
                 "but a smaller rank alone does not mean clearly better")
 # The marks a cell carries, as the Findings and the appendix's tables give them.
-MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open above: never "
-                "clearly apart from another ⚠ figure). (unstable): its rounds spread wider than the figure.")
+MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open on its worse "
+                "side, above for a latency, down to 0 for a rate: never clearly apart from another ⚠ figure). "
+                "(unstable): its rounds spread wider than the figure.")
 
 
 @dataclass(frozen=True)

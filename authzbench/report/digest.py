@@ -217,10 +217,13 @@ def _finite(v: float) -> float | None:
     return significant(float(v)) if math.isfinite(v) else None
 
 
-def _interval_text(lo: float | None, hi: float | None, open_above: bool) -> str:
-    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above); "—" for an end not known."""
-    if open_above and lo is not None and hi is None:
+def _interval_text(lo: float | None, hi: float | None, too_few: bool) -> str:
+    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above), "≤ 837" for a rate resting on one
+    (open down to 0, ranking.Figure.worse_below); "—" for an end not known."""
+    if too_few and lo is not None and hi is None:
         return f"≥ {num(lo)}"
+    if too_few and lo == 0 and hi is not None:
+        return f"≤ {num(hi)}"
     return f"{num(lo) if lo is not None else '—'} - {num(hi) if hi is not None else '—'}"
 
 

@@ -56,6 +56,9 @@ class Figure:
     disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
     client_bound: bool | None = None  # a throughput whose client used more CPU than the server; None: unknown
     fewest: int | None = None  # ops in its smallest round; None: n is the one count it rests on
+    # a rate whose ⚠ is its SLO verdict's p95: a p95 from fewer ops than it needs mostly lies above the slowest op
+    # seen (3 writes: 86% of the time), so the verdict errs towards PASS and the rate towards too high
+    worse_below: bool = False
 
     def interval(self) -> tuple[float, float]:
         if self.bounds is not None:
@@ -63,9 +66,11 @@ class Figure:
         else:
             s = 0.0 if math.isnan(self.spread) else self.spread  # unmeasured: taken at face value
             lo, hi = self.value - s, self.value + s
-        # a figure marked ⚠ rests on a round too small for its percentile: its true value may lie anywhere above
-        # its low end, so it is never clearly apart from another ⚠ figure (figures._compute's rule for a Cell)
-        return (lo, math.inf) if self.too_few else (lo, hi)
+        # a figure marked ⚠ rests on a round too small for its percentile: it may be anywhere worse than its
+        # interval says, so it is never clearly apart from another ⚠ figure (figures._compute's rule for a Cell)
+        if not self.too_few:
+            return lo, hi
+        return (0.0, hi) if self.worse_below else (lo, math.inf)
 
     @property
     def too_few(self) -> bool:
@@ -228,7 +233,7 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
         # the verdict rests on its check and write p95s: ⚠ when either rests on too few ops in some round
         fewest = min(int(best["check_fewest"]), int(best["write_fewest"]) if best["write_ops"] else 10**9)
         figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                           detail=f"up to {_workers(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest,
+                           detail=f"up to {_workers(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest, worse_below=True,
                            client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
     return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
                       "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",
