@@ -201,7 +201,7 @@ def _mixed(rec: Records, r: dict[str, str], kinds: tuple[str, ...]) -> pd.DataFr
 
 # the main report's compact tables: cells holding several figures -----------------------------------------
 
-def check_main_tables(md: str, rec: Records, figs: list[dict], found: list[Miss]) -> None:
+def check_main_tables(md: str, rec: Records, figs: list[dict], found: list[Miss], unplaced: list[str]) -> None:
     for t in tables(md):
         if t.head[0] == "Scenario":  # reads: "p50 / p95; rate/s @workers" at each backend's lowest workers
             for r in t.rows:
@@ -228,6 +228,15 @@ def check_main_tables(md: str, rec: Records, figs: list[dict], found: list[Miss]
                         _need(found, rec.short(rows, 95.0), text, f"writes {s} {b} {kind} p95")
         elif t.head[0] == "Need":
             _check_need_rows(t, rec, figs, found)
+        elif t.head[0] != "Workload" and not sweep_table(t) and any(
+                pct_of(h) is not None and h not in NOT_OP_PERCENTILES for h in t.head):
+            unplaced.append(f"main {t.context}: {t.head[:4]}")
+
+
+def sweep_table(t: Table) -> bool:
+    """A size or shape sweep's table (sweep.py, shapes.py: a lowercase "backend" column) shows the figures of the
+    sweep's other runs, each from its own records: not checked here (a gap this test names rather than hides)."""
+    return t.head[0] == "backend"
 
 
 def _check_need_rows(t: Table, rec: Records, figs: list[dict], found: list[Miss]) -> None:
@@ -323,31 +332,30 @@ def unmarked(out: Path, ex: Example) -> tuple[list[Miss], list[str], list[dict]]
     found: list[Miss] = []
     unplaced: list[str] = []
     for t in tables(appendix.split("## Every ranked figure")[0]):
-        if t.context not in SWEEP_SECTIONS:
+        if not sweep_table(t):
             check_table(t, rec, found, unplaced)
-    check_main_tables(main, rec, figs, found)
+    check_main_tables(main, rec, figs, found, unplaced)
     check_workloads(main, rec, found)
     check_figures(figs, appendix, main, rec, found)
     return found, unplaced, figs
 
 
-# a size or shape sweep's tables show figures of the sweep's other runs, whose records this run does not hold
-SWEEP_SECTIONS = {"How cost grows with size", "How cost depends on the dataset's shape"}
-
-
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for ex in BENCH:
-        d = tmp_path_factory.mktemp(ex.report.removesuffix(".md"))
-        render(ex, d)
-        out[ex.report] = d
-    return out
+def rendered(tmp_path_factory):
+    """example -> the directory it was rendered into, each rendered once, when a test first asks for it."""
+    done: dict[str, Path] = {}
+
+    def get(ex: Example) -> Path:
+        if ex.report not in done:
+            done[ex.report] = tmp_path_factory.mktemp(ex.report.removesuffix(".md"))
+            render(ex, done[ex.report])
+        return done[ex.report]
+    return get
 
 
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
 def test_every_percentile_from_a_round_under_its_op_floor_carries_a_warning_in_every_table(ex, rendered):
-    found, unplaced, _ = unmarked(rendered[ex.report], ex)
+    found, unplaced, _ = unmarked(rendered(ex), ex)
     assert not unplaced, f"tables printing a percentile this test cannot place: {sorted(set(unplaced))}"
     assert not found, f"{len(found)} unmarked: " + "; ".join(f"{m.where} = {m.cell!r}" for m in found[:12])
 
@@ -359,7 +367,7 @@ def _interval(f: dict) -> tuple[float, float]:
 
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
 def test_no_two_warned_figures_of_one_ranking_are_clearly_apart(ex, rendered):
-    figs = json.loads((rendered[ex.report] / ex.report.replace(".md", ".json")).read_text())["figures"]
+    figs = json.loads((rendered(ex) / ex.report.replace(".md", ".json")).read_text())["figures"]
     warned: dict[tuple, list[dict]] = {}
     for f in figs:
         if "too_few" in f["flags"] and f["value"] is not None:
