@@ -6,8 +6,8 @@ never in the renderer's own tables. A cell whose rounds include one with fewer o
 are clearly apart. A table printing a percentile that this test cannot place fails it, so a new table is
 checked too, or named here with its reason.
 
-Rendering one example takes 35-85 s on the 2 shared cores (measured: 84 s with five other sessions at work,
-70 s with four), so the examples are rendered once per module and the table checks share them."""
+Rendering 20261129-201802 took 70-84 s on the 2 shared cores with other sessions at work, 52 s with its charts
+left undrawn (load average 10); each example is rendered once per module, when a test first asks for it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure as MplFigure
 
 from authzbench.core.numbers import num
 from authzbench.report.noise import overlap
@@ -348,7 +349,12 @@ def rendered(tmp_path_factory):
     def get(ex: Example) -> Path:
         if ex.report not in done:
             done[ex.report] = tmp_path_factory.mktemp(ex.report.removesuffix(".md"))
-            render(ex, done[ex.report])
+            # the charts' layout and PNG encoding were 40% of a render (cProfile: 98 of 243 s on a busy machine);
+            # the text and the JSON do not depend on them
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(MplFigure, "savefig", lambda *a, **k: None)
+                mp.setattr(MplFigure, "tight_layout", lambda *a, **k: None)
+                render(ex, done[ex.report])
         return done[ex.report]
     return get
 
