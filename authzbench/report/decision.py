@@ -32,7 +32,7 @@ RANK_MEANING = ("rank k: exactly k−1 backends are clearly better, 1 = none is;
                 "but a smaller rank alone does not mean clearly better")
 # The marks a cell carries, as the Findings and the appendix's tables give them.
 MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open on its worse "
-                "side, above for a latency, down to 0 for a rate: never clearly apart from another ⚠ figure). "
+                "side, above for a latency, down to zero for a rate: never clearly apart from another ⚠ figure). "
                 "(unstable): its rounds spread wider than the figure.")
 
 

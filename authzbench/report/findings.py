@@ -73,7 +73,7 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              "ranked apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
              f"than the percentile needs in some round (its interval is open on its worse side, above for a latency, "
-             f"down to 0 for a rate: never ranked apart from another such figure); "
+             f"down to zero for a rate: never ranked apart from another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]
     if chart:
