@@ -103,6 +103,9 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     return {"backend": b, "rate": rate, "read_ops": read_ops, "read_p50_ms": _p(reads, "p50_ms"),
             "read_p95_ms": read_p95, "read_iv": read_iv,
             "read_too_few": read_ops < min_ops(95.0), "write_ops": int(wr["ops"].sum()),
+            # the step's figures pool its ops: ⚠ when the pool is under the p95's floor (6 changes at 1/s in 6 s)
+            "write_too_few": int(wr["ops"].sum()) < min_ops(95.0),
+            "lag_too_few": int(g[g["kind"] == "visibility"]["ops"].sum()) < min_ops(95.0),
             "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
             "stale_allows": _extra(g, "stale_allows"), "revocations": _extra(g, "revocations"),
             "scheduled": step.scheduled, "late": int(wr["late"].sum()),
@@ -124,6 +127,7 @@ def _skipped_row(r: dict, stop: dict | None) -> dict | None:
     after = stop is not None and stop["rate"] < float(rate)
     return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
+            "write_too_few": False, "lag_too_few": False,
             "stale_allows": 0, "revocations": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
             "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.get('reason', '')}",
             "went_on": False, "after_stop": after}

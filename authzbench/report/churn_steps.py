@@ -10,6 +10,7 @@ from authzbench.report.churn import settings, steps
 from authzbench.report.data import RunData
 from authzbench.report.frames import slo
 from authzbench.report.freshness import rate_cell
+from authzbench.report.noise import min_ops
 from authzbench.report.tables import label, link_target, num, table
 
 
@@ -22,6 +23,9 @@ def section(rd: RunData, out_dir: Path) -> str:
     df = df.assign(backend_l=[label(rd, b) for b in df["backend"]],
                    read_p95=[_marked(v, few) for v, few in zip(df["read_p95_ms"], df["read_too_few"], strict=True)],
                    read_iv=[_interval(iv) for iv in df["read_iv"]],
+                   read_p50=[_marked(v, n < min_ops(50.0)) for v, n in zip(df["read_p50_ms"], df["read_ops"], strict=True)],
+                   write_p95=[_marked(v, few) for v, few in zip(df["write_p95_ms"], df["write_too_few"], strict=True)],
+                   lag_p95=[_marked(v, few) for v, few in zip(df["lag_p95_ms"], df["lag_too_few"], strict=True)],
                    changes=[f"{r:g}" for r in df["rate"]],
                    stale=[rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)],
                    late_unissued=[f"{a} / {b} of {c}" if c else "—" for a, b, c in
@@ -39,9 +43,9 @@ def section(rd: RunData, out_dir: Path) -> str:
         "the step's one-second slices; the range of its rounds when the step was repeated): a step whose interval "
         "lies across the SLO is undecided, neither held nor failed, unless another condition failed it. The "
         "interval is within the one step: another run's step may land outside it.", "",
-        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50_ms": "Check p50 (ms)",
-                   "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95_ms": "Write p95 (ms)",
-                   "lag_p95_ms": "Visibility p95 (ms)", "stale": CHURN_STALE,
+        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50": "Check p50 (ms)",
+                   "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95": "Write p95 (ms)",
+                   "lag_p95": "Visibility p95 (ms)", "stale": CHURN_STALE,
                    "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])
 
 

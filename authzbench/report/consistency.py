@@ -44,16 +44,23 @@ def section(rd: RunData, out_dir: Path) -> str:
         lines += [c, ""] if (c := citation(rd, revocations(rd))) else []
     if not fr.empty:
         fr = fr.assign(backend_l=[label(rd, b) for b in fr["backend"]],
-                       p95=[f"{num(v)}{' ⚠' if few else ''}" for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)])
+                       p50=[_marked(v, few) for v, few in zip(fr["p50_ms"], fr["p50_too_few"], strict=True)],
+                       p95=[_marked(v, few) for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)],
+                       lag=[_marked(v, few) for v, few in zip(fr["lag_p95_ms"], fr["lag_too_few"], strict=True)])
         lines += ["## Freshness against latency", "",
                   f"Each engine's `{VIA_GROUP}` check at 1 worker in each of its consistency modes, beside the "
                   "staleness that mode allowed in this run's write phases: the visibility lag p95 after a write "
                   "returned, of its worst write kind at its fewest writers (the figure the Findings rank), and its "
                   "stale allows per 1,000 revocations at each writer count.", "",
-                  table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50_ms": "Check p50 (ms)",
-                             "p95": "Check p95 (ms)", "lag_p95_ms": "Visibility p95, worst write kind (ms)",
+                  table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50": "Check p50 (ms)",
+                             "p95": "Check p95 (ms)", "lag": "Visibility p95, worst write kind (ms)",
                              "lag_writers": "Writers (lag)", "stale": STALE_LABEL})]
         lines += ["", *r] if (r := rechecks(rd)) else []
         if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
             lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
     return "\n".join([*lines, ""]) if lines else ""
+
+
+def _marked(v: float, too_few: bool) -> str:
+    """A percentile cell, ⚠ after it when the ops behind it are under its floor (noise.min_ops)."""
+    return f"{num(v)}{' ⚠' if too_few else ''}" if v == v else "—"

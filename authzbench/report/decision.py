@@ -37,6 +37,10 @@ from authzbench.report.ranking import (
 from authzbench.report.tables import counted, num, ratio_from_zero, ratio_text
 
 ASSUMED_MARK = "(assumed interval)"
+# The marks a cell carries, as the Findings and the appendix's tables give them.
+MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open on its worse "
+                "side, above for a latency, down to zero for a rate: never clearly apart from another ⚠ figure). "
+                "(unstable): its rounds spread wider than the figure.")
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += ["", f"Cell: figure (letters; {LETTER_MEANING}). † lettered among † only. none (unranked): no figure "
               f"to rank (e.g. no worker count met the SLO). {ASSUMED_MARK}: every figure of the row rests on one "
               "measurement per backend, its interval assumed (stated in the Findings and the appendix's figure "
-              f"table): no letter sets them apart. {clientbound.LEGEND}.", ""]
+              f"table): no letter sets them apart. {clientbound.LEGEND}.",
+              f"{MARKS_LEGEND}", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -152,6 +157,7 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
             continue
         f, g, net = r[b]
         flag = _flags(f)
+        flag += " (unstable)" if f.unstable else ""  # the Findings' mark: 4 figures lacked it here (issue 67)
         cells.append(f"none (unranked){flag}" if g is None else f"{_value(f)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     mark = f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else ""

@@ -12,7 +12,7 @@ import pandas as pd
 
 from authzbench.report import charts, churn, freshness
 from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING, best_rate, cell, standing
+from authzbench.report.figures import LETTER_MEANING, Cell, best_rate, cell, standing
 from authzbench.report.frames import (
     peak_memory,
     resource_table,
@@ -22,7 +22,7 @@ from authzbench.report.frames import (
     write_table,
 )
 from authzbench.report.ranking import Dimension, compute, ranked
-from authzbench.report.tables import counted, label, link_target, num, significant, table
+from authzbench.report.tables import counted, fmt_pct, label, link_target, num, significant, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 
@@ -87,8 +87,12 @@ def _comparison_cell(rd: RunData, b: str, s: str) -> str:
     best = best_rate(rd, b, s)
     if p50 is None or p95 is None or best is None:
         return "—"
-    mark = "⚠ " if p95.too_few else ""
-    return f"{num(p50.value)} / {mark}{num(p95.value)}; {num(best[1].value)}/s @{best[0]}"
+    return f"{_marked(p50)} / {_marked(p95)}; {num(best[1].value)}/s @{best[0]}"
+
+
+def _marked(x: Cell) -> str:
+    """A percentile figure as the report writes it, ⚠ first when a round behind it was under its op floor."""
+    return ("⚠ " if x.too_few else "") + num(x.value)
 
 
 def _bar_panels(rd: RunData) -> list[tuple[str, dict[str, float]]]:
@@ -136,7 +140,7 @@ def _open_table(rd: RunData, v: pd.DataFrame) -> str:
     for b, g in v.groupby("backend", sort=False):
         row = {"backend": label(rd, b)}
         for r in g.itertuples():
-            row[f"r{r.rate:g}"] = f"{num(r.check_p95)} {r.verdict}"
+            row[f"r{r.rate:g}"] = f"{fmt_pct(r.check_p95, r.check_fewest, 95.0, num)} {r.verdict}"
         rows.append(row)
     cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: float(k[1:]))
     return table(pd.DataFrame(rows), {"backend": "Backend", **{c: f"{float(c[1:]):,.0f} ops/s" for c in cols}})
@@ -161,7 +165,8 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
         row = {"backend": label(rd, b)}
         for r in g.itertuples():
             short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
-            row[short] = (f"{num(r.write_p95_ms)} ms; {counted(num(r.rows_mean), 'row')}; lag {num(r.vis_p95_ms)} ms"
+            row[short] = (f"{fmt_pct(r.write_p95_ms, r.write_fewest, 95.0, num)} ms; {counted(num(r.rows_mean), 'row')}; "
+                          f"lag {fmt_pct(r.vis_p95_ms, r.vis_fewest, 95.0, num)} ms"
                           + (f"; stale {freshness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
                              else "") + f" (n={counted(f'{r.ops:,}', 'write')})")
         rows.append(row)
@@ -226,10 +231,13 @@ def _finite(v: float) -> float | None:
     return significant(float(v)) if math.isfinite(v) else None
 
 
-def _interval_text(lo: float | None, hi: float | None, open_above: bool) -> str:
-    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above); "—" for an end not known."""
-    if open_above and lo is not None and hi is None:
+def _interval_text(lo: float | None, hi: float | None, too_few: bool) -> str:
+    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above), "≤ 837" for a rate resting on one
+    (open down to 0, ranking.Figure.worse_below); "—" for an end not known."""
+    if too_few and lo is not None and hi is None:
         return f"≥ {num(lo)}"
+    if too_few and lo == 0 and hi is not None:
+        return f"≤ {num(hi)}"
     return f"{num(lo) if lo is not None else '—'} - {num(hi) if hi is not None else '—'}"
 
 

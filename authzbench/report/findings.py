@@ -78,8 +78,8 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
              "a visibility lag within one poll; footprint, rows touched and any other figure measured once have "
              "no interval. † backends are lettered apart.",
              f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs in some round (its interval is open above: never clearly apart from "
-             f"another such figure); "
+             f"than the percentile needs in some round (its interval is open on its worse side, above for a latency, "
+             f"down to zero for a rate: never clearly apart from another such figure); "
              f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
              "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]
     if chart:

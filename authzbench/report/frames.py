@@ -168,7 +168,9 @@ def _write_table(rd: RunData) -> pd.DataFrame:
             "write_p50_ms": _v(wc["p50_ms"], ws.p50_ms), "write_p95_ms": _v(wc["p95_ms"], ws.p95_ms),
             "write_p99_ms": _v(wc["p99_ms"], ws.p99_ms),
             "vis_p50_ms": _v(vc["p50_ms"], vs.p50_ms), "vis_p95_ms": _v(vc["p95_ms"], vs.p95_ms),
-            "vis_max_ms": vs.max_ms,
+            "vis_max_ms": vs.max_ms, "vis_ops": int(v["ops"].sum()),
+            # ops in the smallest round behind each kind's percentiles: what their ⚠ reads (figures.Cell.too_few)
+            "write_fewest": _fewest_of(wc["p50_ms"]), "vis_fewest": _fewest_of(vc["p50_ms"]),
             "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
             "rows_max": extra.get("rows_max") if counted else float("nan"),
             "stale_reads": extra.get("stale_reads", 0), "stale_allows": extra.get("stale_allows", 0),
@@ -189,6 +191,10 @@ def revocations_of(scenario: str, extra: dict, ops: int) -> int:
 
 def _v(c, fallback: float) -> float:
     return c.value if c is not None else fallback
+
+
+def _fewest_of(c) -> int:
+    return c.fewest if c is not None else 0  # nothing measured: no percentile to trust
 
 
 def session_mode(rd: RunData, backend: str) -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 from authzbench.report.data import RunData, merged_summary
 from authzbench.report.figures import cell
 from authzbench.report.frames import revocations_of, session_mode, write_table
-from authzbench.report.noise import Z95
+from authzbench.report.noise import Z95, min_ops
 from authzbench.report.tables import label, num
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -200,11 +200,21 @@ def freshness(rd: RunData) -> pd.DataFrame:
             st = _of_mode(stale, rd, b, mode) if not stale.empty else stale
             rows.append({"backend": b, "mode": mode_name(rd, b, mode),
                          "p50_ms": p50.value if p50 else math.nan, "p95_ms": p95.value if p95 else math.nan,
-                         "too_few": bool(p95 and p95.too_few),
+                         "too_few": bool(p95 and p95.too_few), "p50_too_few": bool(p50 and p50.too_few),
                          "lag_p95_ms": float(first["vis_p95_ms"].max()) if not first.empty else math.nan,
                          "lag_writers": int(first["concurrency"].min()) if not first.empty else 0,
+                         # ⚠ by the ops of the smallest round behind the worst kind's lag (figures.Cell.too_few)
+                         "lag_too_few": _lag_too_few(first),
                          "stale": "; ".join(stale_text(r) for _, r in st.iterrows()) or "—"})
     return pd.DataFrame(rows)
+
+
+def _lag_too_few(first: pd.DataFrame) -> bool:
+    """Whether the worst write kind's visibility p95 (the freshness table's lag) rests on a round under the p95's
+    op floor: the rule the structural-writes tables mark by."""
+    if first.empty or first["vis_p95_ms"].isna().all():
+        return False
+    return int(first.loc[first["vis_p95_ms"].idxmax(), "vis_fewest"]) < min_ops(95.0)
 
 
 def _input_spans(rd: RunData, backend: str) -> list[dict]:

@@ -103,7 +103,8 @@ def _reads(rd: RunData, ref: dict, by_name: dict, scen: str, label, table, fmt, 
         no_rt += [b] if "no_round_trip" in found else []
         row = {"backend": label(b), "ref_mean": published(r["mean_ms"]), "ref_p95": published(r["p95_ms"]),
                "ours_mean": o["mean_ms"],
-               "ours_p95": o["p95_ms"], "ops": int(o["ops"]), "ratio": o["p95_ms"] / r["p95_ms"],
+               "ours_p95": tables.fmt_pct(o["p95_ms"], int(o["fewest_ops"]), 95.0, lambda x: tables.fmt(x, 4)),
+               "ops": int(o["ops"]), "ratio": o["p95_ms"] / r["p95_ms"],
                "defect": "; ".join(ref["defects_short"][k].format(**a) for k, a in found.items())}
         if counts:
             row["ref_count"] = r["results_per_lookup"]

@@ -11,7 +11,7 @@ from authzbench.report import charts
 from authzbench.report.data import RunData
 from authzbench.report.frames import write_table
 from authzbench.report.freshness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
-from authzbench.report.tables import anchor, label, table
+from authzbench.report.tables import anchor, label, mark_write_percentiles, table
 from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -106,7 +106,7 @@ def section(rd: RunData, out_dir: Path) -> str:
              "progresses (rows written, checks answered) the phase waits for it, up to 10x the bound per 4 workers; a worker "
              "without progress for 60 s is hung. Warm-up ops are ACL grants on scratch users of their own.", ""]
     lines += [f'<a id="{anchor(n)}"></a>' for n in ["structural-writes", *df["scenario"].unique()]]
-    lines.append(table(df.sort_values(["scenario", "backend", "concurrency"]), {
+    lines.append(table(mark_write_percentiles(df.sort_values(["scenario", "backend", "concurrency"])), {
         "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",
         "ops": "Writes",
         "write_p50_ms": "Write p50 (ms)", "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
