@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.report import churn_steps, consistency, decision, findings, freshness, ranking
-from authzbench.report.figures import clearly_better, ranks
+from authzbench.report.figures import clearly_better, letters
 from tests.unit.test_report_churn import SPICE, _phase, churn_step
 from tests.unit.test_report_findings import NET, Run
 
@@ -90,7 +90,7 @@ def test_zero_of_three_is_not_clearly_better_than_a_small_rate_nor_a_large_clean
     assert clearly_better(clean, low, False)  # 0 of 794 (0-4.8) against 5 of 100 (21.5-112): measured apart
     # 0 of 3 (0-562) is apart only from a rate near 1,000: 96 of 96 is 962-1,000
     assert clearly_better(few, _figure("spicedb-pg", 96, 96), False)
-    assert ranks([few, clean, low], False) == {"mongo": 1, "postgres": 1, "y": 2}
+    assert letters([few, clean, low], False) == {"postgres": "a", "mongo": "ab", "y": "b"}
 
 
 def test_a_nonzero_count_of_a_strict_mode_is_shown_as_itself_not_as_the_own_modes_zero(tmp_path):

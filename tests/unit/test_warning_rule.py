@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.report import ranking
-from authzbench.report.figures import ranks
+from authzbench.report.figures import letters
 from authzbench.report.noise import spread_unstable
 from authzbench.report.ranking import Figure
 from authzbench.report.tables import mark_write_percentiles
@@ -25,9 +25,9 @@ def test_a_latency_from_too_few_ops_has_an_interval_open_above():
     assert _p95("a", 10.0, 20).interval() == (9.0, 11.0)
 
 
-def test_two_warned_latencies_far_apart_share_a_rank_while_a_measured_one_still_beats_them():
+def test_two_warned_latencies_far_apart_share_a_letter_while_a_measured_one_still_beats_them():
     figs = [_p95("fast", 3.0, 200), _p95("few", 2_773.0, 2), _p95("fewer", 14_631.0, 1)]
-    assert ranks(figs, higher_is_better=False) == {"fast": 1, "few": 2, "fewer": 2}
+    assert letters(figs, higher_is_better=False) == {"fast": "a", "few": "b", "fewer": "b"}
 
 
 def test_a_rate_resting_on_a_warned_verdict_is_open_down_to_zero_and_never_apart_from_another():
@@ -37,7 +37,7 @@ def test_a_rate_resting_on_a_warned_verdict_is_open_down_to_zero_and_never_apart
     figs = [rate("big", 18_601.0, 600), rate("mid", 837.0, 14), rate("low", 269.0, 9)]
     assert figs[1].interval() == (0.0, 837.0 * 1.05)
     # the measured lead stays clear; the two whose verdicts rest on too few writes are not told apart
-    assert ranks(figs, higher_is_better=True) == {"big": 1, "mid": 2, "low": 2}
+    assert letters(figs, higher_is_better=True) == {"big": "a", "mid": "b", "low": "b"}
 
 
 def test_the_worst_kinds_visibility_lag_is_warned_when_any_kind_rested_on_too_few_ops():
