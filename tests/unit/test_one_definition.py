@@ -99,7 +99,8 @@ def test_the_committed_examples_reference_side_by_side_shows_the_figures_cell_co
         at1 = reference._ours_at_1(rd, scen)
         for b in at1.index:
             c, kind = int(at1.loc[b, "concurrency"]), at1.loc[b, "kind"]
-            want_p95 = fmt(cell(rd, b, scen, c, "p95_ms", kind).value, 4)
+            x = cell(rd, b, scen, c, "p95_ms", kind)
+            want_p95 = ("⚠ " if x.too_few else "") + fmt(x.value, 4)  # ⚠ by figures.Cell.too_few's rule
             want_mean = fmt(mean_ms(rd, b, scen, c, kind), 4)
             got_p95 = _column(part, "Ours p95 (ms)", f"| {b} ")
             if got_p95:  # a backend the reference did not measure has no row

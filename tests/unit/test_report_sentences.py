@@ -16,17 +16,17 @@ def tiny(tmp_path_factory):
     return generate("tiny", tmp_path_factory.mktemp("d") / "tiny")
 
 
-def test_the_read_leader_pays_only_where_its_write_rank_is_not_first():
-    line = decision._leader_line("postgres", [(True, "membership write p95 5.32 ms, rank 1"),
-                                              (False, "rows touched 360 rows, rank 4"),
-                                              (True, "stale allows 0, rank 1")])
-    assert "pays on the write side in 1 of 3 write needs: rows touched 360 rows, rank 4;" in line
-    assert "it leads the other 2: membership write p95 5.32 ms, rank 1; stale allows 0, rank 1." in line
+def test_the_read_leader_pays_only_where_a_backend_is_clearly_better_on_the_write_side():
+    line = decision._leader_line("postgres", [(True, "membership write p95 5.32 ms (ab)"),
+                                              (False, "rows touched 360 rows (d) (best: spicedb-pg 1 row)"),
+                                              (True, "stale allows 0 (a)")])
+    assert "pays on the write side in 1 of 3 write needs: rows touched 360 rows (d) (best: spicedb-pg 1 row);" in line
+    assert "it leads the other 2: membership write p95 5.32 ms (ab); stale allows 0 (a)." in line
 
 
 def test_a_read_leader_first_in_every_write_need_pays_nothing():
-    line = decision._leader_line("postgres", [(True, "a, rank 1"), (True, "b, rank 1")])
-    assert "pays nothing on the write side: rank 1 in all 2 write needs" in line and " pays on" not in line
+    line = decision._leader_line("postgres", [(True, "a (a)"), (True, "b (a)")])
+    assert "pays nothing on the write side: none clearly better in all 2 write needs" in line and " pays on" not in line
 
 
 def test_a_read_leader_behind_in_every_write_need_pays_in_every_one():
