@@ -1,16 +1,43 @@
-"""Whether a cross-check row's throughput is client-bound, by report.clientbound's rule on the row's CPU per op:
-how busy client + server kept the cores, our client's share of that, the server-only bound, and the rate the
-same server CPU predicts with the tool's client CPU (on saturated shared cores throughput ~ cores / (client +
-server CPU per op))."""
+"""A cross-check row (ours and the tool's side of one backend, scenario and worker count), and whether its
+throughput is client-bound by report.clientbound's rule on its CPU per op: how busy client + server kept the
+cores, our client's share of that, the server-only bound, and the rate the same server CPU predicts with the
+tool's client CPU (on saturated shared cores throughput ~ cores / (client + server CPU per op))."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from authzbench.report.clientbound import MARK, SATURATED, SHARE, judge, server_only_bound
 
-if TYPE_CHECKING:
-    from authzbench.tools.crosscheck_report import Row, Side
+
+@dataclass(frozen=True)
+class Side:
+    p50_ms: float
+    p95_ms: float
+    throughput: float
+    ops: int
+    errors: int
+    client_cpu_ms: float | None = None  # CPU per measured op over the rounds (runs that recorded it)
+    server_cpu_ms: float | None = None
+
+
+OUR_SIDES = {"ours": "ours", "ours-grpc": "ours over gRPC"}  # our sides as the tables name them
+
+
+@dataclass(frozen=True)
+class Row:
+    backend: str
+    scenario: str
+    concurrency: int
+    tool: str
+    ours: Side
+    theirs: Side
+    p50_ratio_range: tuple[float, float]  # the rounds' lowest and highest ours / theirs p50
+    rounds: int
+    side: str = "ours"  # which of our sides (OUR_SIDES): OpenFGA's runner over HTTP, or over gRPC
+
+    def ratio(self, what: str) -> float:
+        return getattr(self.ours, what) / getattr(self.theirs, what)
 
 
 def machine(side: Side, cores: int) -> tuple[float, float]:

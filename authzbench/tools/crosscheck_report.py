@@ -8,47 +8,23 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from authzbench.core.metrics import merge
 from authzbench.report.clientbound import MARK, SATURATED, SHARE, server_only_bound
 from authzbench.report.fold import fold
-from authzbench.tools.crosscheck_bound import bound_reason, client_bound, machine  # noqa: F401 (the report's API)
+from authzbench.tools.crosscheck_bound import (  # noqa: F401 (machine, client_bound: the report's API)
+    OUR_SIDES,
+    Row,
+    Side,
+    bound_reason,
+    client_bound,
+    machine,
+)
 
 LIMIT = 1.15  # issue 47: our p50 at 1 worker within 1.15x of the independent tool's
 THROUGHPUT_FLOOR = 0.5  # issue 56: our throughput at the most workers at least this share of the tool's, or flagged
-
-
-@dataclass(frozen=True)
-class Side:
-    p50_ms: float
-    p95_ms: float
-    throughput: float
-    ops: int
-    errors: int
-    client_cpu_ms: float | None = None  # CPU per measured op over the rounds (runs that recorded it)
-    server_cpu_ms: float | None = None
-
-
-OUR_SIDES = {"ours": "ours", "ours-grpc": "ours over gRPC"}  # our sides as the tables name them
-
-
-@dataclass(frozen=True)
-class Row:
-    backend: str
-    scenario: str
-    concurrency: int
-    tool: str
-    ours: Side
-    theirs: Side
-    p50_ratio_range: tuple[float, float]  # the rounds' lowest and highest ours / theirs p50
-    rounds: int
-    side: str = "ours"  # which of our sides (OUR_SIDES): OpenFGA's runner over HTTP, or over gRPC
-
-    def ratio(self, what: str) -> float:
-        return getattr(self.ours, what) / getattr(self.theirs, what)
 
 
 def pooled(records: Sequence[dict[str, Any]]) -> Side:

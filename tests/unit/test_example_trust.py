@@ -205,9 +205,24 @@ DEFINITIONS = (r"^- CPU", r"^- Memory: ", r"logical cores", r"timeouts \(check",
 def _numeric_lines(md: str) -> set[str]:
     """Prose lines of a main report holding a number (tables, headings and chart lines aside)."""
     out = set()
-    for ln in md.splitlines():
+    for ln in _logical_lines(md):
         if re.search(r"\d", ln) and not ln.startswith(("|", "#", "![", "- Captured", "- `")):
             out.add(ln)
+    return out
+
+
+def _logical_lines(md: str) -> list[str]:
+    """The report's lines with each paragraph and list item whole: fold.fold_prose continues a line over 400
+    characters on the next (the Cell legend's second line held its 75% and 25% thresholds, apart from the
+    "Cell: figure" that marks it a definition)."""
+    out: list[str] = []
+    for ln in md.splitlines():
+        starts = not ln.strip() or ln.startswith(("|", "#", "![", "<", "- ")) or not out or not out[-1].strip() \
+            or out[-1].startswith(("|", "#", "![", "<"))
+        if starts:
+            out.append(ln)
+        else:
+            out[-1] += " " + ln.strip()
     return out
 
 
