@@ -4,6 +4,30 @@ A system is one folder under authzbench/systems/: its adapter, its native recipe
 declaration. Nothing outside systems/ names a system: the loader (authzbench/systems/__init__.py) finds the
 folders, and every table that used to be keyed by a backend's name is a field here.
 
+The folder, authzbench/systems/<name>/ (the folder name is the system's; its backends may be named otherwise):
+
+    __init__.py   empty
+    system.py     the declaration: `SYSTEM = System(...)`, or `SYSTEMS = (System(...), ...)` for a folder serving
+                  several backends (spicedb: spicedb-pg and spicedb-crdb). It imports this module only, so the
+                  loader reads every declaration without importing a driver.
+    adapter.py    the Backend subclass (authzbench/backends/base.py), named by `adapter="...adapter:Class"`.
+    <part>.py     the adapter's parts, short names beside it (scylla/cql.py, permify/grpc.py, mongo/load.py).
+                  The adapter side may import authzbench/backends/ (the shared adapter code), core/, schema/,
+                  truth/ never (but the reference), and its own folder's parts: never a recipe nor provision/.
+    native.py     the native recipe, named by `native=`: `start(StartContext) -> Deployment`, its build
+                  functions (`builds`), and for an engine `tier(name) -> EngineTier` (`tiers`). It may import
+                  provision/ (the shared machinery: provision/base.py, gobuild.py, pgcluster.py,
+                  native/goengine.py), never an adapter module nor backends/.
+    schema files  what the adapter sends its server (postgres.sql, rebac.zed, rebac.fga, rebac.perm, cql.cql, a
+                  mapping .json), read by the adapter as `Path(__file__).parent / "NAME"`.
+    helper dirs   non-Python sources the recipe builds (scylla/cassandra_bulk/, elasticsearch/es_launcher/).
+    tools         a system's own tools (`python -m authzbench.systems.<name>.<tool>`), beside the adapter.
+
+Outside the folder a system has only: its compose services (compose/docker-compose.yaml, named in `services`),
+its pinned versions (compose/versions.env) and its pip extra (pyproject.toml, named in `extra`). Tests walk
+every folder: the adapter side and the recipe never import each other, and every declared name agrees with
+pyproject, the compose file and versions.env.
+
 References to code are "module:attribute" strings, imported only when used, so a missing driver disables
 only its own system.
 """
