@@ -431,7 +431,7 @@ class BenchConfig:
                             "followers)")
         conc = self.schedule.concurrency
         if "postgres" in self.servers.backends and self.servers.provision == "native":
-            from authzbench.provision.native.postgres import BENCH_SETTINGS
+            from authzbench.provision.pgcluster import BENCH_SETTINGS
 
             # one connection per worker, plus the run's own (server info, loaded-hash check) at most
             slots = int(BENCH_SETTINGS["max_connections"]) - 1

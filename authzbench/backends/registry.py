@@ -36,18 +36,18 @@ class BackendEntry:
 BACKENDS: dict[str, BackendEntry] = {
     e.name: e
     for e in [
-        BackendEntry("reference", "authzbench.backends.reference:ReferenceBackend", default=False, models=BOTH,
+        BackendEntry("reference", "authzbench.systems.reference.adapter:ReferenceBackend", default=False, models=BOTH,
                      in_process=True),
-        BackendEntry("postgres", "authzbench.backends.postgres:PostgresBackend", models=BOTH,
+        BackendEntry("postgres", "authzbench.systems.postgres.adapter:PostgresBackend", models=BOTH,
                      drivers=("psycopg",), extra="postgres"),
-        BackendEntry("spicedb-pg", "authzbench.backends.spicedb:SpiceDBBackend", models=BOTH,
+        BackendEntry("spicedb-pg", "authzbench.systems.spicedb.adapter:SpiceDBBackend", models=BOTH,
                      drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
-        BackendEntry("openfga", "authzbench.backends.openfga:OpenFGABackend", models=BOTH,
+        BackendEntry("openfga", "authzbench.systems.openfga.adapter:OpenFGABackend", models=BOTH,
                      drivers=("openfga-sdk", "psycopg"), extra="openfga"),
-        # permify (the PyPI package): the REST clients authzbench.tools.permify_clients compares with the adapter's gRPC.
-        BackendEntry("permify", "authzbench.backends.permify:PermifyBackend", models=BOTH,
+        # permify (the PyPI package): the REST clients authzbench.systems.permify.clients compares with the adapter's gRPC.
+        BackendEntry("permify", "authzbench.systems.permify.adapter:PermifyBackend", models=BOTH,
                      drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify"),
-        BackendEntry("spicedb-crdb", "authzbench.backends.spicedb:SpiceDBBackend",
+        BackendEntry("spicedb-crdb", "authzbench.systems.spicedb.adapter:SpiceDBBackend",
                      why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
                      default=False, models=BOTH, drivers=("authzed", "grpcio", "psycopg"), extra="spicedb"),
         # The hand-built CockroachDB model has no adapter: no CockroachDB server can be obtained on these
@@ -55,13 +55,13 @@ BACKENDS: dict[str, BackendEntry] = {
         BackendEntry("cockroach", "",
                      why_not_native="no adapter yet: no CockroachDB server is obtainable here to test one against "
                                     "(SpiceDB on CockroachDB is spicedb-crdb)", default=False),
-        BackendEntry("scylla", "authzbench.backends.scylla:ScyllaBackend",
+        BackendEntry("scylla", "authzbench.systems.scylla.adapter:ScyllaBackend",
                      drivers=("cassandra-driver",), extra="scylla"),
-        BackendEntry("clickhouse", "authzbench.backends.clickhouse:ClickHouseBackend",
+        BackendEntry("clickhouse", "authzbench.systems.clickhouse.adapter:ClickHouseBackend",
                      drivers=("clickhouse-connect", "chdb"), extra="clickhouse"),
-        BackendEntry("elasticsearch", "authzbench.backends.elasticsearch:ElasticsearchBackend",
+        BackendEntry("elasticsearch", "authzbench.systems.elasticsearch.adapter:ElasticsearchBackend",
                      drivers=("elasticsearch",), extra="elasticsearch"),
-        BackendEntry("mongo", "authzbench.backends.mongo:MongoBackend",
+        BackendEntry("mongo", "authzbench.systems.mongo.adapter:MongoBackend",
                      drivers=("pymongo", "psycopg"), extra="mongo"),
     ]
 }

@@ -56,7 +56,7 @@ def _go(module: str, expect: str) -> BuildStep:
 
 
 def _es_ready() -> bool:
-    from authzbench.provision.native import elasticsearch as es
+    from authzbench.systems.elasticsearch import native as es
 
     return stamp_ok(cache_dir() / f"elasticsearch-{es.ES_VERSION}" / "build.stamp", es._build_id())
 
@@ -64,7 +64,7 @@ def _es_ready() -> bool:
 def _cassandra_ready() -> bool:
     import hashlib
 
-    from authzbench.provision.native import cassandra as c
+    from authzbench.systems.scylla import native as c
 
     # the two stamps cassandra.jars() and cassandra.bulk_tool() check
     bulk = f"{c.CASSANDRA_VERSION} {hashlib.sha256(c.BULK_SRC.read_bytes()).hexdigest()[:16]}"

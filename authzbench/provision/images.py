@@ -55,25 +55,25 @@ def override_images() -> dict[str, str]:
 # the artifacts each image copies in (from the native recipes' caches) -------------------------
 
 def _spicedb() -> dict[str, Path]:
-    from authzbench.provision.native.spicedb import binary
+    from authzbench.systems.spicedb.native import binary
 
     return {"spicedb": binary(), "grpc_health_probe": health_probe()}
 
 
 def _openfga() -> dict[str, Path]:
-    from authzbench.provision.native.openfga import binary
+    from authzbench.systems.openfga.native import binary
 
     return {"openfga": binary(), "grpc_health_probe": health_probe()}
 
 
 def _permify() -> dict[str, Path]:
-    from authzbench.provision.native.permify import binary
+    from authzbench.systems.permify.native import binary
 
     return {"permify": binary(), "grpc_health_probe": health_probe()}
 
 
 def _cassandra() -> dict[str, Path]:
-    from authzbench.provision.native import cassandra
+    from authzbench.systems.scylla import native as cassandra
 
     conf = cache_dir() / "images" / "cassandra-conf"
     conf.mkdir(parents=True, exist_ok=True)
@@ -84,7 +84,7 @@ def _cassandra() -> dict[str, Path]:
 
 
 def _elasticsearch() -> dict[str, Path]:
-    from authzbench.provision.native import elasticsearch
+    from authzbench.systems.elasticsearch import native as elasticsearch
 
     root = elasticsearch.node_build()  # its AppCDS archive names host paths: not copied
     conf = cache_dir() / "images" / "elasticsearch-conf"
@@ -104,7 +104,11 @@ HEALTH_PROBE_VERSION = "v0.4.61"
 def local_versions() -> dict[str, str]:
     """versions.env's names with what the local images really run: endpoints and reports must name the
     Debian PostgreSQL 15 and the native builds, not the official images' pins they stand in for."""
-    from authzbench.provision.native import cassandra, elasticsearch, openfga, permify, spicedb
+    from authzbench.systems.elasticsearch import native as elasticsearch
+    from authzbench.systems.openfga import native as openfga
+    from authzbench.systems.permify import native as permify
+    from authzbench.systems.scylla import native as cassandra
+    from authzbench.systems.spicedb import native as spicedb
 
     return {"POSTGRES_VERSION": "15", "SPICEDB_VERSION": spicedb.SPICEDB_VERSION,
             "OPENFGA_VERSION": openfga.OPENFGA_VERSION, "PERMIFY_VERSION": permify.PERMIFY_VERSION,

@@ -130,7 +130,7 @@ def run_perf(quick: bool = False) -> int:
                      "≤ 15 s", soc_s <= 15))
         # Harness ceiling: 8 worker processes against a backend that does nothing.
         inputs = SCENARIOS["roundtrip"].sampler(ds, oracle, 1)
-        noop = BackendFactory("authzbench.backends.reference:NoopBackend", {}, {})
+        noop = BackendFactory("authzbench.systems.reference.adapter:NoopBackend", {}, {})
         recs: list[dict] = []
         res = run_phase(PhaseSpec("noop", "roundtrip", concurrency=8, iterations=400_000, warmup=1000,
                                   max_seconds=30), noop, inputs, recs.append)

@@ -14,7 +14,7 @@ from authzbench.backends.registry import backend_class, entry, implementation, l
 from authzbench.core.errors import UserError
 from authzbench.provision import compose, manager
 from authzbench.provision.base import Deployment
-from authzbench.provision.native import cassandra
+from authzbench.systems.scylla import native as cassandra
 
 # Tools an adapter runs beside its server, by backend: added to an endpoint that does not name them already
 # (a native recipe names the built tool; compose and external endpoints get one that builds it when first run).

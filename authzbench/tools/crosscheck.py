@@ -179,8 +179,8 @@ def _slice(inputs: list, offset: int, n: int) -> list:
 
 
 def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path) -> Theirs:
-    from authzbench.backends.postgres import check_statement
-    from authzbench.provision.native.postgres import bin_dir
+    from authzbench.provision.pgcluster import bin_dir
+    from authzbench.systems.postgres.adapter import check_statement
 
     exe = bin_dir() / "pgbench"
     if not exe.is_file():

@@ -22,11 +22,11 @@ from typing import Any
 
 import psutil
 
-from authzbench.backends.openfga import OpenFGABackend
 from authzbench.core.metrics import new_histogram, record_all
 from authzbench.core.records import CrosscheckBreakdown
 from authzbench.scenarios.spec import BackendFactory
 from authzbench.scenarios.timing import timed
+from authzbench.systems.openfga.adapter import OpenFGABackend
 from authzbench.tools.runner_cost import runner_cost
 
 # no-op ops of the runner's loop timed per scenario (x3, the least kept): ~0.3 s on a quiet core
@@ -111,7 +111,7 @@ class OpenfgaGrpcBackend(OpenFGABackend):
     a protobuf message, on one channel per worker; everything else (store, model, lookups) as the adapter."""
 
     def connect(self) -> None:
-        from authzbench.tools.openfga_grpc import OpenfgaGrpc
+        from authzbench.systems.openfga.grpc import OpenfgaGrpc
 
         super().connect()
         self.grpc = OpenfgaGrpc(self.endpoint["grpc_addr"], self.endpoint.get("preshared_key") or "", self.timeout)
@@ -140,7 +140,7 @@ def bare_driver_call(backend: Any, name: str, args: tuple) -> Callable[[], Any]:
     query / request on the adapter's connection, the adapter's code out of the way."""
     user, perm, resource = args
     if name == "postgres":  # the adapter's statement, prepared on its connection, by libpq's PQexecPrepared
-        from authzbench.backends.postgres import check_statement
+        from authzbench.systems.postgres.adapter import check_statement
 
         sql, params = check_statement(perm)
         values = [b"%d" % {"user": user, "resource": resource}[p] for p in params]
@@ -193,7 +193,7 @@ def breakdown_of(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: i
     gRPC) is a figure of its own."""
     client = None
     if name == "openfga":
-        from authzbench.tools.openfga_grpc import OpenfgaGrpc
+        from authzbench.systems.openfga.grpc import OpenfgaGrpc
 
         client = OpenfgaGrpc(endpoint["grpc_addr"], endpoint.get("preshared_key") or "", b.timeout)
     try:

@@ -17,11 +17,11 @@ import time
 import numpy as np
 import pytest
 
-from authzbench.backends.clickhouse import ClickHouseBackend
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.schema.model import Relationship
+from authzbench.systems.clickhouse.adapter import ClickHouseBackend
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,
@@ -117,14 +117,14 @@ def _in_subprocess(code: str, *args: str) -> subprocess.CompletedProcess:
 
 
 LOAD = """import json, sys
-from authzbench.backends.clickhouse import ClickHouseBackend as B
+from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B
 from authzbench.schema.dataset import Dataset
 ds = Dataset.open(sys.argv[2])
 with B(json.loads(sys.argv[1]), {}) as b:
     b.drop(); b.create_schema(); b.load(ds); b.build(); b.mark_loaded(ds.hash)
 """
 READ = """import json, sys
-from authzbench.backends.clickhouse import ClickHouseBackend as B
+from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B
 with B(json.loads(sys.argv[1]), {}) as b:
     print(json.dumps([b.loaded_hash(), sorted(b.lookup_resources(int(sys.argv[2]), "view"))]))
 """
@@ -172,7 +172,7 @@ def test_unusable_chdb_data_dir_is_one_clear_line(tmp_path):
     """In a fresh process: chdb keeps one engine per process, so this one must not share the test's."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    code = ("from authzbench.backends.clickhouse import ClickHouseBackend as B; from authzbench.core.errors import UserError\n"
+    code = ("from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B; from authzbench.core.errors import UserError\n"
             f"try:\n    B({{'dsn': 'chdb://{blocker}/data'}}, {{}}).connect()\n"
             "except UserError as e:\n    print('USERERROR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

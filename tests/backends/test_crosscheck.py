@@ -12,7 +12,7 @@ import math
 import pytest
 
 from authzbench.config import BenchConfig
-from authzbench.provision.native.postgres import bin_dir
+from authzbench.provision.pgcluster import bin_dir
 from authzbench.scenarios.results import RunStore
 from authzbench.tools.crosscheck import Plan, grpc_requests, run_backend, seconds_scale
 from authzbench.tools.crosscheck_report import render_run, rows
@@ -77,7 +77,7 @@ def test_ghz_sends_the_adapters_check_request_beside_our_phase(live, dataset, or
 def test_openfga_is_measured_over_http_and_over_our_own_grpc_beside_ghz(live, dataset, oracle, tmp_path):
     if dataset.model != "rebac":
         pytest.skip("the cross-check measures the rebac check scenarios")
-    from authzbench.tools.openfga_grpc import OpenfgaGrpc
+    from authzbench.systems.openfga.grpc import OpenfgaGrpc
 
     inputs = [("check", (u, "view", r), None) for u in range(1, 6) for r in range(1, 6)]
     with live.backend(timeout_s=10) as b:

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from authzbench.backends.elasticsearch import ElasticsearchBackend
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.systems.elasticsearch.adapter import ElasticsearchBackend
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from authzbench.backends.mongo import FERRETDB_LABEL, MongoBackend
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.systems.mongo.adapter import FERRETDB_LABEL, MongoBackend
 from authzbench.truth.oracle import Oracle
 from tests.backends.edits import (
     assert_checks_equal_oracle,

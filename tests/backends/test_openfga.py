@@ -14,9 +14,9 @@ import signal
 import psutil
 import pytest
 
-from authzbench.backends.openfga import OpenFGABackend
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.model import SOCIAL_PERMISSIONS
+from authzbench.systems.openfga.adapter import OpenFGABackend
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

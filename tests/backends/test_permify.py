@@ -15,9 +15,9 @@ import signal
 import psutil
 import pytest
 
-from authzbench.backends.permify import PermifyBackend
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.model import SOCIAL_PERMISSIONS, Relationship
+from authzbench.systems.permify.adapter import PermifyBackend
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

@@ -20,12 +20,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from authzbench.backends.postgres import PostgresBackend
 from authzbench.core.errors import UserError
 from authzbench.provision.base import StartContext, free_port
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.systems.postgres.adapter import PostgresBackend
 from authzbench.truth.oracle import Oracle
 
 pytestmark = pytest.mark.backend("postgres")
@@ -179,7 +179,7 @@ def test_wrong_password_is_a_user_error(session):
 
 def test_server_killed_mid_operation_raises_not_hangs(tmp_path, dataset):
     """A crashed server (postmaster and its backends SIGKILLed) turns the op in flight into an exception."""
-    from authzbench.provision.native.postgres import start_cluster
+    from authzbench.provision.pgcluster import start_cluster
 
     cluster = start_cluster(StartContext(tmp_path), name="pgkill")
     try:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from authzbench.backends import expansion
-from authzbench.backends.scylla import ScyllaBackend
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
+from authzbench.systems.scylla.adapter import ScyllaBackend
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,
@@ -94,8 +94,8 @@ def _source_state(b: ScyllaBackend) -> set[tuple[str, int, str, int]]:
 
 
 def _dataset_source(ds: Dataset) -> set[tuple[str, int, str, int]]:
-    from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short
     from authzbench.schema.model import REBAC_RELATIONS
+    from authzbench.systems.scylla.tables import REVERSE, SOURCE_TABLE, _short
 
     out = set()
     for rel in ds.relations():
@@ -147,8 +147,8 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
     each one slice of the ring. The node imports them and merges none (as many Data.db files on disk as
     the helper wrote); written in user or resource order every SSTable spans the ring and the node merges
     them (a baseline load spent 10-13 s in it). The tokens computed here equal the node's own."""
-    from authzbench.backends import scylla_sstable
-    from authzbench.backends.cql_tokens import TokenSpill, id_tokens
+    from authzbench.systems.scylla import sstable as scylla_sstable
+    from authzbench.systems.scylla.tokens import TokenSpill, id_tokens
 
     monkeypatch.setattr(scylla_sstable, "SSTABLE_BLOCK_ROWS", 500)
     monkeypatch.setattr(TokenSpill, "SPILL_ROWS", 2_000)
@@ -178,10 +178,10 @@ def test_the_sstable_helper_refuses_a_partition_whose_rows_are_out_of_clustering
     rows out of clustering order would make an SSTable the node cannot read, so the load stops instead."""
     import numpy as np
 
-    from authzbench.backends.scylla_sstable import _SSTableWriter
-    from authzbench.backends.scylla_tables import _Ticker
     from authzbench.core.errors import BackendUnavailable
-    from authzbench.provision.native.cassandra import bulk_tool
+    from authzbench.systems.scylla.native import bulk_tool
+    from authzbench.systems.scylla.sstable import _SSTableWriter
+    from authzbench.systems.scylla.tables import _Ticker
 
     schema = ["CREATE TABLE IF NOT EXISTS ks.perm_by_resource (resource int, user int, manage boolean, "
               "PRIMARY KEY ((resource), user));"]

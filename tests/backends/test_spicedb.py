@@ -81,7 +81,7 @@ def test_write_is_visible_at_least_as_fresh_as_its_token(live, dataset):
 
 
 def test_bad_preshared_key_is_a_clear_error(live):
-    from authzbench.backends.spicedb import SpiceDBBackend
+    from authzbench.systems.spicedb.adapter import SpiceDBBackend
 
     bad = SpiceDBBackend({**live.dep.endpoint, "preshared_key": "wrong"}, {})
     with pytest.raises(UserError, match="rejected the preshared key"):
@@ -89,7 +89,7 @@ def test_bad_preshared_key_is_a_clear_error(live):
 
 
 def test_unreachable_server_is_a_clear_error():
-    from authzbench.backends.spicedb import SpiceDBBackend
+    from authzbench.systems.spicedb.adapter import SpiceDBBackend
 
     with pytest.raises(UserError, match="cannot reach SpiceDB"):
         SpiceDBBackend({"addr": "127.0.0.1:1", "preshared_key": "k"}, {}).connect()
@@ -97,8 +97,8 @@ def test_unreachable_server_is_a_clear_error():
 
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
-    from authzbench.backends.spicedb import SpiceDBBackend
     from authzbench.run.stack import provision
+    from authzbench.systems.spicedb.adapter import SpiceDBBackend
 
     dep = provision("spicedb-pg", "native", tmp_path / "run")
     try:
@@ -136,7 +136,7 @@ def test_the_copy_floor_copies_every_relationship_into_a_relation_tuple_twin_and
     datastore, and leaves nothing behind."""
     import psycopg
 
-    from authzbench.tools.spicedb_copy_floor import TABLE, copy_floor
+    from authzbench.systems.spicedb.copy_floor import TABLE, copy_floor
 
     dsn, password = live.dep.endpoint["datastore_dsn"], live.dep.endpoint["datastore_password"]
     got = copy_floor(dataset, dsn, password, streams=2, say=lambda _: None)

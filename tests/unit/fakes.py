@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
+from authzbench.systems.reference.adapter import ReferenceBackend, ReferenceOptions
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_elasticsearch_bulk_retries_a_429_with_backoff_then_gives_up(monkeypatch
     from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
     from elasticsearch import ApiError
 
-    from authzbench.backends import elasticsearch_load as es_mod
+    from authzbench.systems.elasticsearch import load as es_mod
 
     sleeps: list[float] = []
     monkeypatch.setattr(es_mod.time, "sleep", sleeps.append)

@@ -9,12 +9,12 @@ from dataclasses import fields
 import pytest
 
 from authzbench.backends.base import BackendOptions, option_names, parse_options
-from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
 from authzbench.backends.registry import BACKENDS, backend_class
 from authzbench.config import BenchConfig, own_options
 from authzbench.core.errors import UserError
 from authzbench.run import orchestrate
 from authzbench.scenarios.runner import BackendFactory
+from authzbench.systems.reference.adapter import ReferenceBackend, ReferenceOptions
 
 
 def test_an_unknown_option_is_one_line_naming_the_valid_keys():
@@ -27,7 +27,7 @@ def test_an_unknown_option_is_one_line_naming_the_valid_keys():
 
 
 def test_values_from_the_command_line_get_their_declared_types():
-    from authzbench.backends.scylla import ScyllaOptions
+    from authzbench.systems.scylla.adapter import ScyllaOptions
 
     o = parse_options(ScyllaOptions, {"batch_rows": "50", "recreate": "true", "timeout_s": "2.5"})
     assert (o.batch_rows, o.recreate, o.timeout_s) == (50, True, 2.5)
@@ -38,8 +38,8 @@ def test_values_from_the_command_line_get_their_declared_types():
 
 
 def test_a_load_path_option_out_of_range_is_refused_before_any_server_starts():
-    from authzbench.backends.scylla import ScyllaOptions
-    from authzbench.backends.spicedb import SpiceDBOptions
+    from authzbench.systems.scylla.adapter import ScyllaOptions
+    from authzbench.systems.spicedb.adapter import SpiceDBOptions
 
     assert parse_options(ScyllaOptions, {"ingest": "cql"}).ingest == "cql"
     with pytest.raises(UserError, match="ingest='copy'; valid: sstable, cql"):
@@ -50,7 +50,7 @@ def test_a_load_path_option_out_of_range_is_refused_before_any_server_starts():
 
 
 def test_the_constructor_still_takes_a_plain_dict_that_pickles_to_workers():
-    factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"delay_s": 0.5})
+    factory = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"delay_s": 0.5})
     b = pickle.loads(pickle.dumps(factory)).__call__()
     assert isinstance(b.options, ReferenceOptions) and b.options.delay_s == 0.5
     assert b.options.get("timeout_s", 7.0) == 7.0  # dict-style reads of declared keys still work

@@ -240,7 +240,7 @@ def test_generate_honours_data_dir(tmp_path, monkeypatch):
 
 
 def test_concurrency_beyond_the_native_postgres_connection_limit_is_refused(sandbox, capsys):
-    from authzbench.provision.native.postgres import BENCH_SETTINGS
+    from authzbench.provision.pgcluster import BENCH_SETTINGS
 
     too_many = int(BENCH_SETTINGS["max_connections"])
     code = run_main(["bench", "--backend=postgres", "--provision=native", "--profile=tiny",

@@ -58,7 +58,7 @@ def _writes(recs: list[dict]) -> dict:
 def test_a_churn_step_carries_the_contracts_phase_id_kinds_and_extras(tiny, inputs):
     spec = _specs([10.0])[0]
     assert spec.phase_id == f"fake/churn/open{CHURN_READERS + 2}@40+churn10/r0"
-    res, recs = _step(tiny, inputs, spec, "authzbench.backends.reference:ReferenceBackend")
+    res, recs = _step(tiny, inputs, spec, "authzbench.systems.reference.adapter:ReferenceBackend")
     start = next(r for r in recs if r["type"] == "phase_start")
     assert (start["churn_rate"], start["churn_writers"], start["mode"]) == (10.0, 2, "open")
     assert start["stages"] == [[40.0, 2.0]] or start["stages"] == [(40.0, 2.0)]

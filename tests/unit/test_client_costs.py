@@ -60,7 +60,7 @@ class _Stub:
 
 
 def _spicedb():
-    from authzbench.backends.spicedb import SpiceDBBackend
+    from authzbench.systems.spicedb.adapter import SpiceDBBackend
 
     b = SpiceDBBackend({"datastore": "postgres"})
     b.client, b._md, b.timeout, b.mode, b.model = _Stub(), (), 1.0, "at_least_as_fresh", "rebac"
@@ -83,8 +83,8 @@ def test_spicedb_sends_the_same_prebuilt_request_again_and_a_new_one_after_a_wri
 
 
 def test_permify_sends_a_prebuilt_message_per_arguments_and_snap_token():
-    from authzbench.backends.permify import PermifyBackend
     from authzbench.backends.zanzibar import Prebuilt
+    from authzbench.systems.permify.adapter import PermifyBackend
 
     b = PermifyBackend({"url": "x"})
     b.api, b.mode, b.model, b.tenant, b.allowed, b._prebuilt = _Stub(), "at_least_as_fresh", "rebac", "t", 1, Prebuilt()

@@ -284,7 +284,7 @@ def test_spicedb_phones_nowhere_and_needs_its_key(ours):
 
 
 def test_postgres_is_tuned_like_the_native_one(ours):
-    from authzbench.provision.native.postgres import BENCH_SETTINGS
+    from authzbench.provision.pgcluster import BENCH_SETTINGS
 
     assert stack.compose_endpoint("postgres", ours)["server_settings"] == BENCH_SETTINGS
     assert "track_commit_timestamp=on" in ours["services"]["spicedb-pg-db"]["command"]

@@ -10,8 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
-from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
-from authzbench.backends.scylla_sstable import _lex_order
+from authzbench.systems.scylla.sstable import _lex_order
+from authzbench.systems.scylla.tokens import TokenSpill, id_tokens, ring_order
 
 
 def test_ring_order_moves_whole_partitions_into_token_order_keeping_their_rows_in_order():

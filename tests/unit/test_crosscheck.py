@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.backends.postgres import PostgresBackend, check_statement
 from authzbench.cli import main
 from authzbench.core.metrics import encode, new_histogram
 from authzbench.report.clientbound import MARK
+from authzbench.systems.postgres.adapter import PostgresBackend, check_statement
 from authzbench.tools.crosscheck import (
     case_tree,
     ghz_config,
@@ -79,7 +79,7 @@ def test_pgbench_script_runs_the_adapters_check_query_with_its_parameters_in_ord
 def test_check_statement_names_the_parameters_in_the_order_check_passes_them():
     from psycopg import pq
 
-    from authzbench.backends.postgres import pq_placeholders
+    from authzbench.systems.postgres.adapter import pq_placeholders
 
     class Result:
         status, ntuples = pq.ExecStatus.TUPLES_OK, 1

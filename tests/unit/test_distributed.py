@@ -51,7 +51,7 @@ def client():
         yield cl
 
 
-def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
+def _factory(ds, cls="authzbench.systems.reference.adapter:ReferenceBackend", **opts):
     return BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
 
 
@@ -140,7 +140,7 @@ from authzbench.scenarios.runner import BackendFactory, PhaseSpec
 c = connect({client.scheduler.address!r})
 hosts = sorted(host_versions(c)["hosts"])
 inputs = [("check", (0, "view", r), False) for r in range(20)]
-f = BackendFactory("authzbench.backends.reference:ReferenceBackend", {{}}, {{"dataset_path": {str(ds.path)!r}}})
+f = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {{}}, {{"dataset_path": {str(ds.path)!r}}})
 res = run_phase_distributed(PhaseSpec("reference", "s", concurrency=2, iterations=40), f, inputs, lambda r: None, c)
 print(len(hosts), res.status, res.ops, res.reason)
 c.close()

@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 
-from authzbench.backends import elasticsearch_load, mongo_load
 from authzbench.backends.expansion import Expansion
 from authzbench.generator import generate
 from authzbench.schema.closure import group_membership, permission_keys
+from authzbench.systems.elasticsearch import load as elasticsearch_load
+from authzbench.systems.mongo import load as mongo_load
 
 
 def _expected(ds) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, list[int]]]:

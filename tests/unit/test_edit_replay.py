@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.backends.reference import ReferenceBackend
 from authzbench.generator import generate
+from authzbench.systems.reference.adapter import ReferenceBackend
 from tests.backends.edits import lookup_state, oracle_pairs, replay_edits
 
 

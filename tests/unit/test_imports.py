@@ -171,10 +171,10 @@ def test_backends_and_provision_never_import_each_other():
 
 
 def test_the_apart_check_finds_an_import_either_way():
-    g = {"authzbench.backends.scylla": {"authzbench.provision.native.cassandra", "authzbench.core.errors"},
+    g = {"authzbench.systems.scylla.adapter": {"authzbench.systems.scylla.native", "authzbench.core.errors"},
          "authzbench.provision.compose": {"authzbench.backends.registry"},
          "authzbench.run.stack": {"authzbench.backends.registry", "authzbench.provision.manager"}}
-    assert between(g, *APART) == ["authzbench.backends.scylla -> authzbench.provision.native.cassandra",
+    assert between(g, *APART) == ["authzbench.systems.scylla.adapter -> authzbench.systems.scylla.native",
                                   "authzbench.provision.compose -> authzbench.backends.registry"]
 
 
@@ -196,7 +196,7 @@ def test_the_report_sections_import_the_shared_helpers_and_never_the_document():
 # The ground truth and its expansion code: what the backends are checked against must not feed them.
 TRUTH = {"authzbench.truth.oracle", "authzbench.schema.closure", "authzbench.truth.social_oracle"}
 # The oracle served as a backend for the harness tests: the one backend that is the truth.
-TRUTH_BACKEND = "authzbench.backends.reference"
+TRUTH_BACKEND = "authzbench.systems.reference.adapter"
 
 
 def reachable(g: dict[str, set[str]], start: str, stop: set[str]) -> set[str]:
@@ -214,7 +214,7 @@ def reachable(g: dict[str, set[str]], start: str, stop: set[str]) -> set[str]:
 def test_no_backend_but_reference_reaches_the_oracle_through_any_import():
     g = graph()
     backends = [n for n in g if n.startswith("authzbench.backends.") and n != TRUTH_BACKEND]
-    assert "authzbench.backends.expansion" in backends and "authzbench.backends.scylla" in backends
+    assert "authzbench.backends.expansion" in backends and "authzbench.systems.scylla.adapter" in backends
     leaks = {n: sorted(reachable(g, n, {TRUTH_BACKEND}) & TRUTH) for n in backends}
     assert {n: t for n, t in leaks.items() if t} == {}
     assert reachable(g, TRUTH_BACKEND, set()) & TRUTH  # the check sees the reference's import of the truth

@@ -60,7 +60,7 @@ def test_a_kept_worker_is_sent_a_phases_inputs_once_and_runs_each_phase_on_its_o
     ds, o = tiny
     checks = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 8000)
     trips = SCENARIOS["roundtrip"].sampler(ds, o, 8000)
-    good = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
+    good = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
     spec = PhaseSpec("reference", "s", concurrency=2, iterations=200, warmup=4)
     with KeptWorkers() as kept:
         _phase(kept, spec, good, checks)
@@ -80,7 +80,7 @@ def test_a_worker_lost_in_a_phase_leaves_fresh_workers_for_the_next_phase(tiny):
     ds, o = tiny
     inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 100)
     dying = BackendFactory(f"{FAKES}:DyingBackend", {}, {"dataset_path": str(ds.path)})
-    good = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
+    good = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
     with KeptWorkers() as kept:
         res, _ = _phase(kept, PhaseSpec("dying", "s", concurrency=2, iterations=50), dying, inputs)
         assert res.status != "complete"

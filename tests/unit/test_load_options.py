@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from authzbench.backends.reference import ReferenceBackend
 from authzbench.config import BenchConfig
 from authzbench.report import render
 from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
+from authzbench.systems.reference.adapter import ReferenceBackend
 from tests.unit.test_cli import authzbench
 
 

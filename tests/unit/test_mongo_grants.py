@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from authzbench.backends.expansion import Expansion
-from authzbench.backends.mongo_grants import _grant_docs, grant_id, grant_updates
 from authzbench.generator import generate
 from authzbench.schema.model import PERMISSIONS
+from authzbench.systems.mongo.grants import _grant_docs, grant_id, grant_updates
 from authzbench.truth.oracle import Oracle
 
 
@@ -33,8 +33,8 @@ def test_grant_updates_add_and_remove_per_user_and_permission():
 def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     from pymongo.errors import AutoReconnect, _OperationCancelled
 
-    from authzbench.backends.mongo import _heartbeat_timeout_is_a_timeout
     from authzbench.scenarios.timing import is_timeout
+    from authzbench.systems.mongo.adapter import _heartbeat_timeout_is_a_timeout
 
     def raising(exc: Exception):
         @_heartbeat_timeout_is_a_timeout

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from authzbench.backends.openfga import (
+from authzbench.core.errors import UserError
+from authzbench.schema.model import MODELS, relation_defs
+from authzbench.systems.openfga.adapter import (
     RENAMES,
     SCHEMA_DIR,
     OpenFGABackend,
@@ -19,8 +21,6 @@ from authzbench.backends.openfga import (
     model_json,
     tuple_key,
 )
-from authzbench.core.errors import UserError
-from authzbench.schema.model import MODELS, relation_defs
 
 
 def _zed_direct(types: str) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
-"""The pure parts of authzbench.tools.permify_clients: how the list is cut into rounds and rotated, how
+"""The pure parts of authzbench.systems.permify.clients: how the list is cut into rounds and rotated, how
 answers are compared, how overhead against the round trip is computed (no server, nothing timed)."""
 
 from __future__ import annotations
 
 from authzbench.scenarios.timing import OpCounters
-from authzbench.tools.permify_clients import (
+from authzbench.systems.permify.clients import (
     Client,
     Samples,
     chunks,

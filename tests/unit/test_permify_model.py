@@ -11,17 +11,17 @@ import re
 import grpc
 import pytest
 
-from authzbench.backends.permify import (
+from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.schema.model import MODELS, relation_defs
+from authzbench.systems.permify import native as recipe
+from authzbench.systems.permify.adapter import (
     PUBLIC_ATTRIBUTE,
     PermifyBackend,
     attribute_json,
     schema_text,
     tuple_json,
 )
-from authzbench.backends.permify_grpc import PermifyError
-from authzbench.core.errors import BackendUnavailable, UserError
-from authzbench.provision.native import permify as recipe
-from authzbench.schema.model import MODELS, relation_defs
+from authzbench.systems.permify.grpc import PermifyError
 
 
 def _entities(text: str) -> dict[str, str]:
@@ -120,8 +120,8 @@ class _RpcError(grpc.RpcError):
 
 
 def test_grpc_statuses_map_to_the_adapters_errors():
-    from authzbench.backends.permify_grpc import Api
     from authzbench.scenarios.timing import is_timeout
+    from authzbench.systems.permify.grpc import Api
 
     api = object.__new__(Api)  # the mapping only: no channel
     api.addr, api.timeout = "127.0.0.1:3478", 2.0

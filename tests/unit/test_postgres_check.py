@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg import pq
 
-from authzbench.backends.postgres import PostgresBackend, pq_placeholders
+from authzbench.systems.postgres.adapter import PostgresBackend, pq_placeholders
 
 
 class _Result:

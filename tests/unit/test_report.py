@@ -123,7 +123,7 @@ def test_a_model_no_chosen_backend_implements_is_refused_before_anything_starts(
 
 
 def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own_row(tmp_path, monkeypatch):
-    from authzbench.backends.reference import ReferenceBackend
+    from authzbench.systems.reference.adapter import ReferenceBackend
 
     seen: list[str | None] = []
     original = ReferenceBackend.load

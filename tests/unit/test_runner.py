@@ -20,7 +20,7 @@ def tiny(tmp_path_factory):
     return ds, Oracle(ds)
 
 
-def _factory(ds, cls="authzbench.backends.reference:ReferenceBackend", **opts):
+def _factory(ds, cls="authzbench.systems.reference.adapter:ReferenceBackend", **opts):
     return BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
 
 
@@ -95,7 +95,7 @@ def test_exceptions_are_counted_by_type_and_the_phase_goes_on(tiny):
 def test_a_backend_that_cannot_connect_fails_the_phase_without_raising(tiny):
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 5)
-    bad = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {})  # no dataset_path
+    bad = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {})  # no dataset_path
     res, t = _run(PhaseSpec("reference", "s", concurrency=2, iterations=10), bad, inputs)
     assert res.status == "failed" and "dataset_path" in res.reason
 
@@ -174,15 +174,15 @@ def test_a_workers_schedule_slice_equals_its_stride_of_the_whole_schedule():
 def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(monkeypatch):
     import multiprocessing as mp
 
-    from authzbench.backends.clickhouse import ClickHouseBackend
-    from authzbench.backends.scylla import ScyllaBackend
     from authzbench.scenarios import pools
+    from authzbench.systems.clickhouse.adapter import ClickHouseBackend
+    from authzbench.systems.scylla.adapter import ScyllaBackend
 
     seen: list[list[str]] = []
     ctx = mp.get_context("forkserver")
     monkeypatch.setattr(type(ctx), "set_forkserver_preload", lambda self, mods: seen.append(mods))
     pools.preload_worker_modules([ScyllaBackend, ClickHouseBackend])
-    assert seen and "cassandra.cluster" in seen[0] and "authzbench.backends.scylla" in seen[0]
+    assert seen and "cassandra.cluster" in seen[0] and "authzbench.systems.scylla.adapter" in seen[0]
     assert not any("clickhouse" in m or "chdb" in m for m in seen[0])  # in-process engine: threads, no fork
 
 

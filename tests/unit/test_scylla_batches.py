@@ -12,10 +12,10 @@ pytest.importorskip("cassandra")
 
 from cassandra import OperationTimedOut  # noqa: E402
 
-from authzbench.backends.scylla import ScyllaBackend  # noqa: E402
-from authzbench.backends.scylla_cql import BATCH_TRIES  # noqa: E402
-from authzbench.backends.scylla_tables import _Ticker  # noqa: E402
 from authzbench.core.errors import BackendUnavailable  # noqa: E402
+from authzbench.systems.scylla.adapter import ScyllaBackend  # noqa: E402
+from authzbench.systems.scylla.cql import BATCH_TRIES  # noqa: E402
+from authzbench.systems.scylla.tables import _Ticker  # noqa: E402
 
 
 class _Future:

@@ -14,7 +14,7 @@ from cassandra import ConsistencyLevel  # noqa: E402
 from cassandra.protocol import BatchMessage  # noqa: E402
 from cassandra.query import BatchType  # noqa: E402
 
-from authzbench.backends.scylla_cql import _Encoded, _encoded_batches, _fixed_rows, _ser_int  # noqa: E402
+from authzbench.systems.scylla.cql import _Encoded, _encoded_batches, _fixed_rows, _ser_int  # noqa: E402
 
 
 def _body(queries, version: int, keyspace: str | None = None) -> bytes:

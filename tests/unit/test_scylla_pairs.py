@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from authzbench.backends.scylla_writes import _pair_statements
+from authzbench.systems.scylla.writes import _pair_statements
 
 STATES = (None, "view", "manage")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsRequest
 
-from authzbench.backends.spicedb import SpiceDBBackend, encode_relationships
 from authzbench.schema.model import MODELS, relation_defs
+from authzbench.systems.spicedb.adapter import SpiceDBBackend, encode_relationships
 
 
 def test_encoding_is_byte_identical_to_protobuf_for_every_relation_of_every_model():

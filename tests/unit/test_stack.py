@@ -14,7 +14,7 @@ from authzbench.provision import manager
 from authzbench.provision.base import Deployment
 from authzbench.run import stack
 
-HELPER = [sys.executable, "-m", "authzbench.provision.native.cassandra"]
+HELPER = [sys.executable, "-m", "authzbench.systems.scylla.native"]
 
 
 def test_an_external_scylla_endpoint_names_the_helper_that_builds_itself_on_first_use(tmp_path):

@@ -23,7 +23,7 @@ def tiny(tmp_path_factory):
 
 
 def _run(ds, scenario: str, cls: str = "ReferenceBackend", n: int = 12, concurrency: int = 2, **opts):
-    module = "authzbench.backends.reference" if cls == "ReferenceBackend" else "tests.unit.fakes"
+    module = "authzbench.systems.reference.adapter" if cls == "ReferenceBackend" else "tests.unit.fakes"
     factory = BackendFactory(f"{module}:{cls}", {}, {"dataset_path": str(ds.path), **opts})
     inputs = SCENARIOS[scenario].sampler(ds, None, n)
     spec = PhaseSpec(cls, scenario, concurrency=concurrency, iterations=n, visibility_bound_s=0.3)
@@ -133,8 +133,8 @@ def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
 
 @pytest.mark.parametrize("kind", ["revoke", "hierarchy"])
 def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(tiny, kind):
-    from authzbench.backends.reference import ReferenceBackend
     from authzbench.run.restore import repair_scratch
+    from authzbench.systems.reference.adapter import ReferenceBackend
 
     ops = sample_write_ops(tiny, kind, 6)
     with ReferenceBackend({}, {"dataset_path": str(tiny.path)}) as b:
@@ -163,8 +163,8 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
 
 def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_writers_lock(tiny):
     from authzbench.backends.locks import LockBusy
-    from authzbench.backends.reference import ReferenceBackend
     from authzbench.run.restore import repair_scratch
+    from authzbench.systems.reference.adapter import ReferenceBackend
 
     class DeadWritersLock(ReferenceBackend):  # the first delete finds the lock of a stopped worker
         busy = 1
@@ -194,7 +194,7 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
     warm = [w for _, _, w in inputs]
     assert all(w.kind == "acl" and w.change.relation == "resource_viewer_user" for w in warm)
     assert not {w.change.subject for w in warm} & measured
-    factory = BackendFactory("authzbench.backends.reference:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
+    factory = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
     spec = PhaseSpec("reference", scenario, concurrency=2, iterations=2, warmup=4)
     recs: list[dict] = []
     assert run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread").status == "complete"
@@ -233,9 +233,9 @@ class _Session:
 
 @pytest.mark.parametrize("wrong_checks", [False, True])
 def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
-    from authzbench.backends.reference import ReferenceBackend
     from authzbench.run.restore import RESTORE_CLIENTS, RestoreOptions, verify_restored
     from authzbench.scenarios.results import RunStore
+    from authzbench.systems.reference.adapter import ReferenceBackend
     from authzbench.truth.oracle import Oracle
 
     class Flipped(ReferenceBackend):  # a dataset left changed: every check answers the opposite
@@ -279,8 +279,8 @@ def test_a_worker_stops_warming_up_after_a_second_once_it_ran_an_op(tiny):
     """Permify's heaviest lookup (20 s an op) warmed up for 2 ops: one op of that length is warm."""
     import threading
 
-    from authzbench.backends.reference import ReferenceBackend
     from authzbench.scenarios.worker import WARMUP_MAX_S, _warm_up
+    from authzbench.systems.reference.adapter import ReferenceBackend
 
     class Slow(ReferenceBackend):
         def check(self, user: int, perm: str, resource: int) -> bool:

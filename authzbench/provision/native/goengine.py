@@ -31,7 +31,7 @@ from authzbench.provision.base import (
     stop_pid,
     wait_until,
 )
-from authzbench.provision.native.postgres import PgCluster, start_cluster
+from authzbench.provision.pgcluster import PgCluster, start_cluster
 from authzbench.provision.tiers import EngineTier
 
 LABELS = {"http": "HTTP", "grpc": "gRPC"}  # how the start line names a listener

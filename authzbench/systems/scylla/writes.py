@@ -10,10 +10,10 @@ from typing import Any
 
 from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.locks import EXPIRE_S, spin_lock
-from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short
 from authzbench.core.errors import UserError
 from authzbench.schema.model import REBAC_RELATIONS, Relationship
 from authzbench.schema.model_rules import ACL_ROLE, Reach, walk
+from authzbench.systems.scylla.tables import REVERSE, SOURCE_TABLE, _short
 
 RECOMPUTE_CHUNK = 256  # permission-row batches a write sends before it counts them as progress (~25k rows)
 

@@ -36,11 +36,11 @@ from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.base import Backend, BackendOptions, ServerInfo
 from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
 from authzbench.backends.locks import EXPIRE_S, spin_lock
-from authzbench.backends.mongo_grants import grant_id, grant_updates
-from authzbench.backends.mongo_load import COLLECTIONS, BulkLoad
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.schema.model_rules import Reach, holds, walk
+from authzbench.systems.mongo.grants import grant_id, grant_updates
+from authzbench.systems.mongo.load import COLLECTIONS, BulkLoad
 
 FERRETDB_LABEL = "FerretDB 1.24 (MongoDB wire protocol) — not MongoDB performance"
 FERRETDB_IN_FLIGHT = 4  # single-update commands in flight on FerretDB (see MongoBackend._bulk)

@@ -1,7 +1,7 @@
 """Which client the Permify adapter should use (issue 28): each client's overhead against the round trip of
 its transport, on one real Permify server loaded with a dataset (default `tiny`, rebac).
 
-    python -m authzbench.tools.permify_clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
+    python -m authzbench.systems.permify.clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
 
 Starts Permify natively and loads it the way `authzbench prepare` does (or reuses the server `authzbench up
 permify` / `prepare` left running, and then leaves it running), and stops what it started.
@@ -12,7 +12,7 @@ direct-manager, org-admin, group-viewer and negative checks in turn, each with t
 - `rest-typed`: the permify package's typed API, PermissionApi.permissions_check with its pydantic models;
 - `rest-dict`: the adapter's path before it switched to gRPC (plain-dict JSON over the package's urllib3 pool);
 - `grpc`: the adapter as it is, PermifyBackend.check: base.v1.Permission/Check on grpcio, its message classes
-  built at connect from the server's gRPC reflection (authzbench.backends.permify_grpc), the key as
+  built at connect from the server's gRPC reflection (authzbench.systems.permify.grpc), the key as
   per-call metadata;
 
 and the round trip of each transport, which does no authorization work: GET /healthz over the REST pool
@@ -175,7 +175,7 @@ def adapter_client(backend: Any) -> Client:
 
 def grpc_roundtrip_client(backend: Any) -> Client:
     """grpc.health.v1.Health/Check on the adapter's channel (no key: the health service asks for none)."""
-    from authzbench.backends.permify_grpc import PermifyError
+    from authzbench.systems.permify.grpc import PermifyError
 
     name = "grpc.health.v1.Health.Check"
     m, serving, timeout = backend.api.method(name), backend.api.enum(name, "status", "SERVING"), backend.timeout
@@ -223,7 +223,7 @@ class RestDict:
         self.retries = urllib3.Retry(total=0, redirect=0, raise_on_redirect=False)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        from authzbench.backends.permify_grpc import PermifyError
+        from authzbench.systems.permify.grpc import PermifyError
 
         r = self.pool.request(method, self.url + path, body=None if body is None else json.dumps(body).encode(),
                               headers=self.headers, timeout=self.timeout, retries=self.retries)
@@ -248,7 +248,7 @@ class RestDict:
 
     def roundtrip(self) -> Client:
         """GET /healthz on the same pool, headers and timeouts; the body decoded as a response is."""
-        from authzbench.backends.permify_grpc import PermifyError
+        from authzbench.systems.permify.grpc import PermifyError
 
         def call(_: CheckInput) -> None:
             if self.request("GET", "/healthz").get("status") != "SERVING":
@@ -367,9 +367,9 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
     info, the clients, the reference client's name, samples per client, seconds measured, mismatches)."""
     import psutil
 
-    from authzbench.backends.permify import DEPTH
     from authzbench.provision.base import say
     from authzbench.run.loading import load_backend
+    from authzbench.systems.permify.adapter import DEPTH
 
     rest: RestDict | None = None
     try:
@@ -405,7 +405,7 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
     (load0, load1), positives = loads, sum(x[3] for x in inputs)
     return [
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-        f"`{' '.join(['python -m authzbench.tools.permify_clients', *args.argv])}`, {seconds:.0f} s measured.",
+        f"`{' '.join(['python -m authzbench.systems.permify.clients', *args.argv])}`, {seconds:.0f} s measured.",
         f"Server: {server}, on this {os.cpu_count()}-core machine. Dataset: rebac "
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
         f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
@@ -420,7 +420,7 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m authzbench.tools.permify_clients",
+    ap = argparse.ArgumentParser(prog="python -m authzbench.systems.permify.clients",
                                  description="Permify: each client's overhead against its transport's round trip")
     ap.add_argument("--checks", type=int, default=3000, help="checks in the fixed list (default: 3000)")
     ap.add_argument("--rounds", type=int, default=6, help="rounds the list is cut into (default: 6)")

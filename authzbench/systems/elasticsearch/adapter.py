@@ -37,11 +37,11 @@ from typing import Any, ClassVar
 from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.base import Backend, BackendOptions, ServerInfo
 from authzbench.backends.document_layout import ACL_FIELDS, SOURCE
-from authzbench.backends.elasticsearch_load import BulkLoad
 from authzbench.backends.locks import EXPIRE_S, spin_lock
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.schema.model_rules import Reach, walk
+from authzbench.systems.elasticsearch.load import BulkLoad
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")

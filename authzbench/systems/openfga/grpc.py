@@ -22,7 +22,7 @@ class OpenfgaGrpc:
         import grpc
         from google.protobuf.message_factory import GetMessageClass
 
-        from authzbench.backends.permify_grpc import fetch_pool
+        from authzbench.systems.permify.grpc import fetch_pool
 
         self.timeout = timeout
         self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {key}"),) if key else ()

@@ -1,7 +1,7 @@
 """Permify's gRPC API with message classes built from the server's own reflection (no PyPI package ships
 Permify's stubs): one reflection stream, at connect, fetches the files defining the services called (16
 files, ~50 ms on a local v1.7.3), and the classes come from that pool. The adapter
-(authzbench.backends.permify) and authzbench.tools.permify_clients both call Permify through `Api`.
+(authzbench.systems.permify.adapter) and authzbench.systems.permify.clients both call Permify through `Api`.
 
 Imported by the adapter's connect(), not at its module level: grpcio is the backend's driver.
 """

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from authzbench.backends.expansion import Expansion, timed
-from authzbench.backends.scylla_tables import REVERSE, SOURCE_ROW_COST, SOURCE_TABLE, _short, _Ticker
 from authzbench.core.errors import BackendUnavailable
 from authzbench.schema.model import REBAC_RELATIONS
+from authzbench.systems.scylla.tables import REVERSE, SOURCE_ROW_COST, SOURCE_TABLE, _short, _Ticker
 
 # A batch the node timed out or shed is sent up to 5 times in all (unlogged inserts are idempotent), as
 # the driver's docs advise for idempotent writes; the driver's default policy never retries an unlogged

@@ -18,7 +18,7 @@ Lookups use LookupEntity, paged (page_size results a request, continuous_token t
 page comes back empty or without a token: every page is fetched, nothing is capped.
 
 The client is gRPC (grpcio), message classes built at connect from the server's own reflection
-(authzbench.backends.permify_grpc); CLIENT_NOTE says why gRPC and not the REST API.
+(authzbench.systems.permify.grpc); CLIENT_NOTE says why gRPC and not the REST API.
 
 External servers (`--provision external`, AUTHZBENCH_PERMIFY_URL):
     http://PRESHARED_KEY@host:port        (the HTTP API's address; https:// for TLS, gRPC then over TLS too)
@@ -89,7 +89,7 @@ def attribute_json(d: RelationDef, obj: int | str) -> dict[str, Any]:
 
 
 # Named in server_info(), so a report says which client its Permify figures went through. Why gRPC
-# (authzbench.tools.permify_clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
+# (authzbench.systems.permify.clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
 # the REST path (plain-dict JSON over the permify package's urllib3 pool) took 844 us client CPU and 1,480 us
 # Permify CPU a check, p50 2.25 ms; gRPC 0.64x that client CPU (rounds 0.40-0.81), 890 us Permify CPU (its
 # REST server is a grpc-gateway calling its own gRPC server: one hop more), p50 1.28 ms.
@@ -107,7 +107,7 @@ class PermifyOptions(BackendOptions):
 
 class PermifyBackend(Backend):
     name: ClassVar[str] = "permify"
-    worker_modules = ("authzbench.backends.permify_grpc",)  # grpcio, protobuf and the reflection stubs
+    worker_modules = ("authzbench.systems.permify.grpc",)  # grpcio, protobuf and the reflection stubs
     Options = PermifyOptions
     counts_rows = True
     consistency_modes = CONSISTENCY
@@ -157,7 +157,7 @@ class PermifyBackend(Backend):
 
     # lifecycle ---------------------------------------------------------------------------------
     def connect(self) -> None:
-        from authzbench.backends.permify_grpc import Api
+        from authzbench.systems.permify.grpc import Api
 
         ep = self.endpoint
         self.model = self.options.get("model", "rebac")
@@ -265,7 +265,7 @@ class PermifyBackend(Backend):
         return BuildStats("a snapshot barrier: one write after the concurrent load", time.perf_counter() - t0)
 
     def loaded_hash(self) -> str | None:
-        from authzbench.backends.permify_grpc import PermifyError
+        from authzbench.systems.permify.grpc import PermifyError
 
         if self.api is None or not self._tenant_exists():
             return None
@@ -280,7 +280,7 @@ class PermifyBackend(Backend):
         self._call("Bundle.Write", bundles=[{"name": MARK_BUNDLE, "arguments": [dataset_hash], "operations": [{}]}])
 
     def _delete_mark(self) -> None:
-        from authzbench.backends.permify_grpc import PermifyError
+        from authzbench.systems.permify.grpc import PermifyError
 
         with contextlib.suppress(PermifyError):  # none written yet
             self._call("Bundle.Delete", name=MARK_BUNDLE)

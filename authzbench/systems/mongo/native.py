@@ -27,7 +27,7 @@ from authzbench.provision.base import (
     wait_until,
 )
 from authzbench.provision.gobuild import GoModule
-from authzbench.provision.native.postgres import start_cluster
+from authzbench.provision.pgcluster import start_cluster
 
 FERRETDB_VERSION = "v1.24.0"
 MODULE = "github.com/FerretDB/FerretDB"

@@ -36,14 +36,14 @@ from typing import Any, ClassVar
 
 from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
 from authzbench.backends.expansion import Expansion
-from authzbench.backends.scylla_cql import CqlIngest
-from authzbench.backends.scylla_sstable import SSTABLE_BLOCK_ROWS, SSTableIngest
-from authzbench.backends.scylla_tables import REVERSE, SOURCE_ROW_COST, SSTABLE_SOURCE_ROW_COST, _Ticker
-from authzbench.backends.scylla_writes import ScyllaWrites
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS
+from authzbench.systems.scylla.cql import CqlIngest
+from authzbench.systems.scylla.sstable import SSTABLE_BLOCK_ROWS, SSTableIngest
+from authzbench.systems.scylla.tables import REVERSE, SOURCE_ROW_COST, SSTABLE_SOURCE_ROW_COST, _Ticker
+from authzbench.systems.scylla.writes import ScyllaWrites
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
 INGEST_PATHS = ("sstable", "cql")

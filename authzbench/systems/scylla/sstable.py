@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.backends.cql_tokens import TokenSpill, id_tokens, ring_order
 from authzbench.backends.expansion import Expansion, timed
-from authzbench.backends.scylla_tables import REVERSE, SOURCE_TABLE, _short, _Ticker
 from authzbench.core.errors import BackendUnavailable
 from authzbench.schema.model import REBAC_RELATIONS
+from authzbench.systems.scylla.tables import REVERSE, SOURCE_TABLE, _short, _Ticker
+from authzbench.systems.scylla.tokens import TokenSpill, id_tokens, ring_order
 
 # Rows a block sent to the SSTable helper; each block becomes one SSTable. Bounds the helper's memory
 # (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load

@@ -17,8 +17,8 @@ from authzbench.backends import document_layout as layout
 from authzbench.backends.base import BuildStats, LoadStats, Progress, load_concurrently, no_progress
 from authzbench.backends.document_layout import sorted_csr
 from authzbench.backends.expansion import Expansion
-from authzbench.backends.mongo_grants import _grant_docs
 from authzbench.schema.dataset import Dataset
+from authzbench.systems.mongo.grants import _grant_docs
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
 COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
