@@ -16,6 +16,8 @@ from typing import NoReturn
 
 from authzbench.commands import dispatch, err
 from authzbench.core.errors import UserError
+from authzbench.provision.tiers import engines
+from authzbench.systems import systems
 
 # --repeat multiplies every phase: 100 repeats of `make bench` (~40 min each here) is ~3 days already.
 MAX_REPEAT = 100
@@ -116,7 +118,8 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
                    help="with --provision compose: images built here from the native builds instead of the "
                         "official ones (compose/local/local-images.yaml; for machines that cannot pull)")
     p.add_argument("--consistency", choices=["minimize_latency", "fully_consistent", "at_least_as_fresh"],
-                   help="SpiceDB read consistency for the measured phases (default minimize_latency)")
+                   help="read consistency for the measured phases, for the engines whose options take it "
+                        "(default minimize_latency)")
     _tier_arg(p)
     p.add_argument("--reload", action="store_true", help="reload even if the same dataset is already loaded")
     p.add_argument("--ingest-variants", default="none", metavar="none|all|LABEL",
@@ -132,8 +135,9 @@ def _backend_args(p: argparse.ArgumentParser) -> None:
 
 def _tier_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tier", choices=["cached", "strict"], default="cached",
-                   help="how SpiceDB, OpenFGA and Permify run: cached (answer caches on, one 5 s freshness "
-                        "window, the same pools) or strict (fully consistent reads, caches off) (default: cached)")
+                   help=f"how the engines ({', '.join(engines())}) run: cached (answer caches on, one 5 s "
+                        "freshness window, the same pools) or strict (fully consistent reads, caches off) "
+                        "(default: cached)")
 
 
 def _scheduler(s: str) -> str:
@@ -275,8 +279,9 @@ def _crosscheck_args(sub) -> None:
     cc = sub.add_parser("crosscheck", help="the suite's check phases beside independent load tools (pgbench for "
                                            "postgres, ghz for the engines) on the same server and inputs; the "
                                            "manifest records the commit and the load average at the start")
-    cc.add_argument("--backend", type=_csv(_name), default=["postgres", "spicedb-pg", "openfga", "permify"],
-                    help="postgres, spicedb-pg, openfga, permify, comma-separated (default: all four)")
+    checked = [n for n, s in systems().items() if s.crosscheck]
+    cc.add_argument("--backend", type=_csv(_name), default=checked,
+                    help=f"{', '.join(checked)}, comma-separated (default: all {len(checked)})")
     cc.add_argument("--profile", default="baseline", type=_name, help="rebac dataset profile (default: baseline)")
     cc.add_argument("--scenario", type=_csv(_name), help="check scenarios, comma-separated (default: the four "
                     "check scenarios)")
@@ -320,11 +325,12 @@ def _server_args(sub) -> None:
 
 
 def _loadtest_args(sub) -> None:
-    """`authzbench loadtest`: Permify's published k6 load test and a corrected variant."""
-    lt = sub.add_parser("loadtest", help="Permify's published k6 load test (and a corrected variant) against "
-                                         "each engine on the same social dataset")
-    lt.add_argument("--backend", type=_csv(_name), default=["permify", "spicedb-pg", "openfga"],
-                    help="engines, comma-separated (default: permify,spicedb-pg,openfga)")
+    """`authzbench loadtest`: an engine vendor's published k6 load test and a corrected variant."""
+    lt = sub.add_parser("loadtest", help="the published k6 load test of the first default engine (and a corrected "
+                                         "variant) against each engine on the same social dataset")
+    engs = [s.name for s in sorted((s for s in systems().values() if s.loadtest), key=lambda s: s.loadtest)]
+    lt.add_argument("--backend", type=_csv(_name), default=engs,
+                    help=f"engines, comma-separated (default: {','.join(engs)})")
     lt.add_argument("--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
     lt.add_argument("--variant", type=_csv(_name), default=["published", "corrected"],
                     help="published | corrected, comma-separated (default: both)")

@@ -415,13 +415,14 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _list_backends() -> int:
-    from authzbench.backends.registry import BACKENDS, implementation, load_symbol
-    from authzbench.run.stack import compose_services, runs_natively
+    from authzbench.backends.registry import implementation, load_symbol
+    from authzbench.provision.manager import runs_natively
+    from authzbench.systems import systems
 
     t = Table(title="backends")
     for c in ("name", "default", "native here", "compose services", "why not"):
         t.add_column(c)
-    for name, e in BACKENDS.items():
+    for name, e in systems().items():
         why = e.why_not_native
         ok = runs_natively(name)
         if ok:
@@ -431,7 +432,7 @@ def _list_backends() -> int:
                 ok, why = False, str(ex)
             except AttributeError:
                 ok, why = False, "not implemented yet"
-        t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(compose_services(name)), why)
+        t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(e.services), why)
     console.print(t)
     return 0
 

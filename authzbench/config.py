@@ -19,15 +19,15 @@ from typing import Any
 import psutil
 
 from authzbench.backends.base import BackendOptions, option_names, parse_options
-from authzbench.backends.registry import BACKENDS, backend_class, entry, missing_driver
+from authzbench.backends.registry import backend_class, entry, missing_driver
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
-from authzbench.provision.manager import MODES, default_mode, external_url_var
-from authzbench.provision.tiers import DEFAULT_TIER, ENGINES, TIERS
-from authzbench.run.stack import runs_natively
+from authzbench.provision.manager import MODES, default_mode, external_url_var, runs_natively
+from authzbench.provision.tiers import DEFAULT_TIER, TIERS, engines
 from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.scenarios.writes import MIXED_KINDS
+from authzbench.systems import load, systems
 
 # A phase is re-run when processes outside the run took more than this share of one core, on average, during
 # its measured window (psutil: the CPU of every process that is neither the measured server nor the client).
@@ -66,7 +66,7 @@ def max_scheduled_ops(workers: int) -> int:
 def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
     """Refuse, before anything starts, a backend that cannot run in `mode` here."""
     e = entry(name)
-    if not e.impl:  # a backend without an adapter (cockroach)
+    if not e.adapter:  # a system declared without an adapter yet
         raise BackendUnavailable(f"--backend {name}: {e.why_not_native}")
     if mode == "native" and not runs_natively(name):
         raise BackendUnavailable(f"--backend {name} cannot run natively: {e.why_not_native}")
@@ -87,7 +87,7 @@ def _check_engine() -> None:
 
 
 def default_backends() -> list[str]:
-    return [n for n, e in BACKENDS.items() if e.default]
+    return [n for n, e in systems().items() if e.default]
 
 
 def _finite_positive(x: float) -> bool:
@@ -196,9 +196,9 @@ class ServerChoice:
         given = self.options.get("consistency")
         if given and given != "fully_consistent":
             raise UserError(f"--tier strict reads fully_consistent; --consistency {given} contradicts it")
-        engines = [b for b in self.backends if b in ENGINES]
-        if engines and self.provision != "native":
-            raise UserError(f"--tier strict needs --provision native for {', '.join(engines)}: only the native "
+        tiered = [b for b in self.backends if b in engines()]
+        if tiered and self.provision != "native":
+            raise UserError(f"--tier strict needs --provision native for {', '.join(tiered)}: only the native "
                             "recipes turn the engines' caches off")
         self.options["consistency"] = "fully_consistent"
 
@@ -418,7 +418,7 @@ class BenchConfig:
         if all(model not in entry(b).models for b in backends):
             raise UserError(f"--model {model}: {', '.join(backends)} "
                             f"{'does' if len(backends) == 1 else 'do'} not implement the {model!r} model; "
-                            f"those that do: {', '.join(b for b in BACKENDS if model in entry(b).models)}")
+                            f"those that do: {', '.join(b for b in systems() if model in entry(b).models)}")
         if self.schedule.scenarios is None:
             self.schedule.scenarios = list(DEFAULT_SCENARIOS_BY_MODEL.get(model, []))
         for s in self.schedule.scenarios:
@@ -430,24 +430,28 @@ class BenchConfig:
             raise UserError(f"--write-kind {self.mixed.write_kind} needs --model rebac (the social model writes "
                             "followers)")
         conc = self.schedule.concurrency
-        if "postgres" in self.servers.backends and self.servers.provision == "native":
-            from authzbench.provision.pgcluster import BENCH_SETTINGS
-
-            # one connection per worker, plus the run's own (server info, loaded-hash check) at most
-            slots = int(BENCH_SETTINGS["max_connections"]) - 1
-            if max(conc) > slots:
-                raise UserError(f"--concurrency {max(conc)}: at most {slots} workers for postgres: "
-                                f"the native server allows max_connections={BENCH_SETTINGS['max_connections']}, one "
-                                f"connection per worker and one for the run")
+        if self.servers.provision == "native":
+            for b in self.servers.backends:
+                _check_worker_limit(b, max(conc))
         self.mixed.check_fits(max(conc))
 
+
+
+def _check_worker_limit(name: str, workers: int) -> None:
+    """A native server that takes one connection per worker (and one for the run's own queries: server info,
+    the loaded-hash check) refuses more than its declared `worker_limit`: one line before anything starts."""
+    limit = entry(name).worker_limit
+    slots = int(load(limit)) if limit else workers
+    if workers > slots:
+        raise UserError(f"--concurrency {workers}: at most {slots} workers for {name}: the native server allows "
+                        f"max_connections={slots + 1}, one connection per worker and one for the run")
 
 
 def options_class(name: str) -> type[BackendOptions] | None:
     """The backend's Options dataclass; None when it has no adapter or lacks its driver (it fails later,
     alone, with that one line)."""
     e = entry(name)
-    if not e.impl or missing_driver(name):
+    if not e.adapter or missing_driver(name):
         return None
     return backend_class(name).Options
 

@@ -12,8 +12,8 @@ did. The engine and Compose v2 come from provision/engine.py; `--local-images` (
 adds compose/local/local-images.yaml, whose images provision/images.py builds here. The project name is
 AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's project.
 
-Which services are a backend's is stated here (SERVICES); the adapter's endpoint_from_compose comes in as
-`read` (provisioning never imports backends/; authzbench/run/stack.py joins the two).
+Which services are a backend's is its declaration's `services` (systems/<name>/system.py); the adapter's
+endpoint_from_compose comes in as `read` (provisioning never imports an adapter; run/servers.py hands it over).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import yaml
 
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, cache_dir, say
+from authzbench.systems import load, system, systems
 
 COMPOSE_DIR = Path(__file__).resolve().parents[2] / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yaml"
@@ -45,11 +46,12 @@ UP_TIMEOUT_S = 600  # first `up` pulls several GB of images
 LOCAL_IMAGES_VAR = "AUTHZBENCH_LOCAL_IMAGES"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
-# Backend -> the services of compose/docker-compose.yaml to `up` for it (their dependencies are followed from
-# the file); a backend not here has none (the in-process reference). A unit test keeps every service used.
-SERVICES: dict[str, tuple[str, ...]] = {name: (name,) for name in (
-    "postgres", "spicedb-pg", "openfga", "permify", "spicedb-crdb", "cockroach", "scylla", "clickhouse",
-    "elasticsearch", "mongo")}
+
+
+def services(name: str) -> tuple[str, ...]:
+    """The services of compose/docker-compose.yaml to `up` for a backend (their dependencies are followed from
+    the file): its declaration's; none for an in-process one. A unit test keeps every service used."""
+    return system(name).services
 
 
 # the file, read offline -------------------------------------------------------------------------
@@ -149,7 +151,7 @@ def services_for(name: str, spec: dict) -> list[str]:
             visit(dep)
         order.append(svc)
 
-    for svc in SERVICES.get(name, ()):
+    for svc in services(name):
         visit(svc)
     return order
 
@@ -220,21 +222,15 @@ def endpoint(name: str, read: Reader | None, spec: dict | None = None) -> dict[s
 
 
 def _endpoint(view: ComposeFile, read: Reader | None) -> dict[str, Any]:
-    """Each backend declares its own (`read`, its adapter's endpoint_from_compose), but one without an adapter."""
-    if not SERVICES.get(view.name):
+    """Each backend's adapter reads its own (`read`, its endpoint_from_compose); a system without an adapter
+    declares its reader (`endpoint`)."""
+    if not services(view.name):
         raise UserError(f"compose: no endpoint for backend {view.name!r} (it has no compose services)")
-    own = OWN_ENDPOINTS.get(view.name) or read
+    declared = system(view.name).endpoint
+    own = load(declared) if declared else read
     if own is None:
         raise UserError(f"compose: backend {view.name!r} has no adapter to read its endpoint")
     return own(view)
-
-
-def cockroach_endpoint(c: ComposeFile) -> dict[str, Any]:
-    """The planned cockroach backend's endpoint (it has no adapter module yet to hold this)."""
-    return {"dsn": f"postgresql://root@127.0.0.1:{c.port('cockroach', 26257)}/defaultdb?sslmode=disable"}
-
-
-OWN_ENDPOINTS: dict[str, Reader] = {"cockroach": cockroach_endpoint}  # backends without an adapter
 
 
 # the engine -------------------------------------------------------------------------------------
@@ -352,8 +348,8 @@ def compose_up(name: str, read: Reader | None = None) -> Deployment:
     """Start (or reuse) a backend's services, wait until healthy, return how to reach them (`read` from
     the file, see _endpoint)."""
     spec = load_compose()
-    services = list(SERVICES.get(name, ()))
-    if not services:
+    wanted = list(services(name))
+    if not wanted:
         raise UserError(f"{name} has no compose services; use --provision native")
     client = _client()
     _require_compose_cli()
@@ -362,10 +358,10 @@ def compose_up(name: str, read: Reader | None = None) -> Deployment:
 
         _local_tags.update(images.ensure(services_for(name, spec)))
         spec = load_compose()  # now with the local images' tags
-    say(f"compose: up {', '.join(services)} (a first run pulls the images; timeout {UP_TIMEOUT_S} s)")
+    say(f"compose: up {', '.join(wanted)} (a first run pulls the images; timeout {UP_TIMEOUT_S} s)")
     try:
-        _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *services,
-                 what=f"docker compose up {' '.join(services)}")
+        _compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), *wanted,
+                 what=f"docker compose up {' '.join(wanted)}")
     except BackendUnavailable:
         # A failed `up` (a host port taken, an unhealthy service) leaves created containers behind.
         with contextlib.suppress(BackendUnavailable):
@@ -399,8 +395,8 @@ def compose_down(name: str) -> None:
     mine = services_for(name, spec)
     running = {s for s, c in _containers(client, list(spec["services"])).items() if c.status == "running"}
     still_needed: set[str] = set()
-    for other, services in SERVICES.items():
-        if other != name and set(services) & running:
+    for other in systems():
+        if other != name and set(services(other)) & running:
             still_needed |= set(services_for(other, spec))
     targets = [s for s in reversed(mine) if s not in still_needed]
     if targets:

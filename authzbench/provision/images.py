@@ -4,7 +4,7 @@ No image registry is reachable here, so the official images of compose/docker-co
 pulled. compose/local/local-images.yaml swaps them for `authzbench-local/NAME:TAG` images: one base
 (a Debian rootfs from debootstrap, with PostgreSQL 15 and a JRE, `docker import`ed) and one small
 Dockerfile per server under compose/local/NAME/, its build context filled with the native recipe's
-artifacts (the cached spicedb/openfga/permify binaries, Cassandra's jars). Every tag is a content
+artifacts (the cached Go engines' binaries, a Java server's jars: each system's `image_files`). Every tag is a content
 hash of what went in, so an image is built once and reused until an input changes.
 """
 
@@ -18,20 +18,21 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import apt_install, build_lock, cache_dir, say
+from authzbench.systems import load, systems
 
 LOCAL_DIR = Path(__file__).resolve().parents[2] / "compose" / "local"
 OVERRIDE_FILE = LOCAL_DIR / "local-images.yaml"
 REPO = "authzbench-local"
 SUITE = "bookworm"
-# PostgreSQL for the four database services, a JRE for Cassandra, curl for healthchecks.
-BASE_PACKAGES = ("postgresql-15", "openjdk-17-jre-headless", "curl", "ca-certificates", "procps")
+# PostgreSQL for the database services, a JRE for the Java servers, curl for healthchecks.
+BASE_POSTGRES = "15"
+BASE_PACKAGES = (f"postgresql-{BASE_POSTGRES}", "openjdk-17-jre-headless", "curl", "ca-certificates", "procps")
 _REF = re.compile(r"^authzbench-local/([a-z0-9-]+):\$\{(AUTHZBENCH_LOCAL_[A-Z0-9_]+):-[^}]*\}$")
 
 
@@ -52,72 +53,35 @@ def override_images() -> dict[str, str]:
     return out
 
 
-# the artifacts each image copies in (from the native recipes' caches) -------------------------
+# the artifacts each image copies in (from the native recipes' caches), as the systems declare them --------
 
-def _spicedb() -> dict[str, Path]:
-    from authzbench.systems.spicedb.native import binary
+def artifacts(image: str) -> dict[str, Path]:
+    """What IMAGE's build context gets beside compose/local/IMAGE/: the `image_files` of a system running it
+    (none declared: nothing, as the database image needs nothing but the base)."""
+    for s in systems().values():
+        if s.image == image and s.image_files:
+            return load(s.image_files)()
+    if not any(s.image == image for s in systems().values()):
+        raise BackendUnavailable(f"--local-images: no system declares the local image {image!r}")
+    return {}
 
-    return {"spicedb": binary(), "grpc_health_probe": health_probe()}
-
-
-def _openfga() -> dict[str, Path]:
-    from authzbench.systems.openfga.native import binary
-
-    return {"openfga": binary(), "grpc_health_probe": health_probe()}
-
-
-def _permify() -> dict[str, Path]:
-    from authzbench.systems.permify.native import binary
-
-    return {"permify": binary(), "grpc_health_probe": health_probe()}
-
-
-def _cassandra() -> dict[str, Path]:
-    from authzbench.systems.scylla import native as cassandra
-
-    conf = cache_dir() / "images" / "cassandra-conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / "cassandra.yaml").write_text(cassandra.container_yaml("/var/lib/scylla"))
-    (conf / "logback.xml").write_text(cassandra.LOGBACK.format(dir="/var/lib/scylla/logs"))
-    (conf / "jvm.options").write_text("\n".join(cassandra.JPMS_FLAGS) + "\n")
-    return {"lib": cassandra.jars(), "conf": conf}
-
-
-def _elasticsearch() -> dict[str, Path]:
-    from authzbench.systems.elasticsearch import native as elasticsearch
-
-    root = elasticsearch.node_build()  # its AppCDS archive names host paths: not copied
-    conf = cache_dir() / "images" / "elasticsearch-conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / "jvm.options").write_text("\n".join(elasticsearch.JVM_FLAGS) + "\n")
-    return {"es-launcher.jar": root / "es-launcher.jar", "lib": root / "lib", "conf": conf}
-
-
-ARTIFACTS: dict[str, Callable[[], dict[str, Path]]] = {
-    "postgres": dict, "spicedb": _spicedb, "openfga": _openfga, "permify": _permify, "cassandra": _cassandra,
-    "elasticsearch": _elasticsearch,
-}
 
 HEALTH_PROBE_VERSION = "v0.4.61"
 
 
 def local_versions() -> dict[str, str]:
     """versions.env's names with what the local images really run: endpoints and reports must name the
-    Debian PostgreSQL 15 and the native builds, not the official images' pins they stand in for."""
-    from authzbench.systems.elasticsearch import native as elasticsearch
-    from authzbench.systems.openfga import native as openfga
-    from authzbench.systems.permify import native as permify
-    from authzbench.systems.scylla import native as cassandra
-    from authzbench.systems.spicedb import native as spicedb
-
-    return {"POSTGRES_VERSION": "15", "SPICEDB_VERSION": spicedb.SPICEDB_VERSION,
-            "OPENFGA_VERSION": openfga.OPENFGA_VERSION, "PERMIFY_VERSION": permify.PERMIFY_VERSION,
-            "SCYLLA_VERSION": f"cassandra-{cassandra.CASSANDRA_VERSION}",
-            "ELASTICSEARCH_VERSION": elasticsearch.ES_VERSION}
+    base image's Debian PostgreSQL and the native builds, not the official images' pins they stand in for."""
+    out: dict[str, str] = {}
+    for s in systems().values():
+        if s.image_versions:
+            out.update(load(s.image_versions)())
+    return out
 
 
 def health_probe() -> Path:
-    """grpc_health_probe, which the official SpiceDB/OpenFGA/Permify images carry for their healthchecks."""
+    """grpc_health_probe, which the official Go engines' images carry for their healthchecks (a recipe's
+image_files adds it)."""
     from authzbench.provision.gobuild import GoModule, go_module_binary
 
     return go_module_binary(GoModule("grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe",
@@ -197,8 +161,8 @@ def build(image: str) -> str:
     """authzbench-local/IMAGE:HASH, built from compose/local/IMAGE/ plus its artifacts unless it exists."""
     base = base_image()
     src = LOCAL_DIR / image
-    artifacts = ARTIFACTS[image]()
-    h = _digest([src, *artifacts.values()])
+    files = artifacts(image)
+    h = _digest([src, *files.values()])
     h.update(base.encode())
     ref = f"{REPO}/{image}:{h.hexdigest()[:16]}"
     if image_exists(ref):
@@ -212,7 +176,7 @@ def build(image: str) -> str:
         say(f"local images: building {ref} from {src.relative_to(LOCAL_DIR.parent.parent)}")
         try:
             shutil.copytree(src, ctx, dirs_exist_ok=True)
-            for name, path in artifacts.items():
+            for name, path in files.items():
                 (shutil.copytree if path.is_dir() else shutil.copy2)(path, ctx / name)
             # The legacy builder: the Debian engine has no BuildKit, and the build needs no network.
             env = {**os.environ, "DOCKER_BUILDKIT": "0"}

@@ -1,8 +1,9 @@
 """Obtain a backend's servers in one of three modes and hand back a Deployment.
 
-The native recipe of each backend is named here (NATIVE), its compose services in compose.py (SERVICES).
-What a mode needs of the backend's adapter (its endpoint from a URL or from the compose file) comes in as
-`adapter`: provisioning never imports backends/ (authzbench/run/stack.py joins the two)."""
+A backend's native recipe, its compose services and the tools its adapter runs beside its server are its
+declaration's (systems/<name>/system.py: `native`, `services`, `tools`). What a mode needs of the backend's
+adapter (its endpoint from a URL or from the compose file) comes in as `adapter`: provisioning never imports an
+adapter (the run layer, run/servers.py, hands it over)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, StartContext
+from authzbench.systems import load, system
 
 if TYPE_CHECKING:
     from authzbench.provision.compose import ComposeFile
 
 MODES = ("native", "compose", "external")
-
-# Backend -> its module in provision/native/, whose start(StartContext) -> Deployment starts its servers here.
-# A backend not listed cannot run natively; its registry entry's why_not_native says why (a unit test keeps
-# the two in agreement). Imported only when asked for: a recipe imports its server's driver.
-NATIVE: dict[str, str] = {
-    "reference": "inprocess", "postgres": "postgres", "spicedb-pg": "spicedb", "openfga": "openfga",
-    "permify": "permify", "scylla": "cassandra", "clickhouse": "chdb", "elasticsearch": "elasticsearch",
-    "mongo": "ferretdb",
-}
 
 
 class Adapter(Protocol):
@@ -39,10 +32,15 @@ class Adapter(Protocol):
     def endpoint_from_compose(self, c: ComposeFile) -> dict[str, Any]: ...
 
 
+def runs_natively(name: str) -> bool:
+    """A native recipe exists for it (whether it can build here is the recipe's `unavailable`'s question)."""
+    return bool(system(name).native)
+
+
 def native_recipe(name: str) -> ModuleType | None:
-    """The module of provision/native/ that starts `name`'s servers, or None when none can here."""
-    module = NATIVE.get(name)
-    return None if module is None else importlib.import_module(f"{__package__}.native.{module}")
+    """The recipe module that starts `name`'s servers here, or None when it has none."""
+    module = system(name).native
+    return importlib.import_module(module) if module else None
 
 
 def default_mode() -> str:
@@ -60,9 +58,16 @@ def external_url_var(name: str) -> str:
     return "AUTHZBENCH_" + name.upper().replace("-", "_") + "_URL"
 
 
-def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any], adapter: Adapter,
-              why_not_native: str = "") -> Deployment:
-    """`name`'s servers in `mode`; `why_not_native` is the line to show when it has no native recipe."""
+def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any], adapter: Adapter) -> Deployment:
+    """`name`'s servers in `mode`, with the tools its adapter runs beside them (its declaration's `tools`)
+    added to an endpoint that does not name them already."""
+    dep = _obtain(name, mode, run_dir, options, adapter)
+    for key, value in (load(system(name).tools)() if system(name).tools else {}).items():
+        dep.endpoint.setdefault(key, value)
+    return dep
+
+
+def _obtain(name: str, mode: str, run_dir: Path, options: dict[str, Any], adapter: Adapter) -> Deployment:
     if mode not in MODES:
         raise UserError(f"unknown provision mode {mode!r}; valid: {', '.join(MODES)}")
     if mode == "external":
@@ -77,6 +82,6 @@ def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any], adap
         return compose_up(name, adapter.endpoint_from_compose)
     recipe = native_recipe(name)
     if recipe is None:
-        raise BackendUnavailable(f"{name} cannot run natively: {why_not_native}")
+        raise BackendUnavailable(f"{name} cannot run natively: {system(name).why_not_native}")
     run_dir.mkdir(parents=True, exist_ok=True)
     return recipe.start(StartContext(run_dir=run_dir, options=options))

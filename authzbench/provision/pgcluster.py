@@ -1,5 +1,5 @@
-"""A private PostgreSQL cluster from Debian's packages, for the `postgres` backend and as the datastore
-under SpiceDB and FerretDB (they call `start_cluster(ctx, name=..., settings=...)`).
+"""A private PostgreSQL cluster from Debian's packages, shared by the recipes: a backend's own server or the
+datastore under a Go engine or a wire-protocol stand-in (they call `start_cluster(ctx, name=..., settings=...)`).
 
 Each cluster is its own initdb'd data dir under the run dir, listening on 127.0.0.1 at a private port
 with a private unix-socket dir, run as the `postgres` system user (initdb and postgres refuse root).
@@ -22,7 +22,6 @@ from pathlib import Path
 
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import (
-    Deployment,
     StartContext,
     apt_install,
     check_user_exists,
@@ -98,6 +97,11 @@ class PgCluster:
                 self._proc.wait(timeout=5)
         for d in self._scratch:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def installed() -> bool:
+    """Debian's PostgreSQL server is installed (bin_dir would return at once)."""
+    return any(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
 
 
 def bin_dir() -> Path:
@@ -181,7 +185,7 @@ def _socket_dir(base: Path) -> Path:
     return sock
 
 
-def start_cluster(ctx: StartContext, *, name: str = "postgres", settings: dict[str, str] | None = None) -> PgCluster:
+def start_cluster(ctx: StartContext, *, name: str, settings: dict[str, str] | None = None) -> PgCluster:
     """initdb + start a private cluster; returns once it accepts connections. `settings` override
     BENCH_SETTINGS (e.g. FerretDB or SpiceDB needs)."""
     check_user_exists(PG_USER)
@@ -246,14 +250,3 @@ def _server_version(dsn: str) -> str:
     with psycopg.connect(dsn, connect_timeout=10) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         return str(row[0]) if row else "unknown"
-
-
-def start(ctx: StartContext) -> Deployment:
-    """Native recipe of the `postgres` backend."""
-    cluster = start_cluster(ctx, name="postgres")
-    # The password travels as its own key so Deployment.public_endpoint() masks it in manifests.
-    endpoint = {"dsn": cluster.public_dsn, "password": cluster.password, "server_settings": cluster.settings}
-    # No notes: server_info() already reports the version and the settings (from the endpoint).
-    dep = Deployment("postgres", "native", endpoint, pids=[cluster.pid])
-    dep.on_stop(cluster.stop)
-    return dep

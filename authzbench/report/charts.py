@@ -22,15 +22,15 @@ from authzbench.report.data import RunData  # noqa: E402
 from authzbench.report.figures import cell, standing  # noqa: E402
 from authzbench.report.tables import label  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
+from authzbench.systems import systems  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
 MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
 NINES_TICKS = [(np.log10(2), "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"), (5.0, "99.999%")]
 
 
-# One colour and marker per backend in every chart of every report: the order of the registry's backends.
-FIXED = ["postgres", "spicedb-pg", "scylla", "clickhouse", "elasticsearch", "mongo", "openfga", "permify",
-         "spicedb-crdb", "cockroach", "reference"]
+# One colour and marker per backend in every chart of every report: each system's declared slot (`colour`).
+FIXED = [s.name for s in sorted((s for s in systems().values() if s.colour >= 0), key=lambda s: s.colour)]
 MARKERS = "osD^vP*Xhp<>"
 
 

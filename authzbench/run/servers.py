@@ -1,6 +1,10 @@
 """One backend's servers for the length of a command (Session), and their saved state between commands:
 servers started by `prepare` / `up` keep running, their PIDs and endpoint in .authzbench/servers/NAME.json,
-so `bench` reuses them and `down` stops them. Also what the monitor watches, and --pin's core split."""
+so `bench` reuses them and `down` stops them. Also what the monitor watches, and --pin's core split.
+
+This is where a backend's adapter (backends/registry.py) meets its recipes (provision/manager.py): provisioning
+is handed what it needs of the adapter (its endpoint from a URL or the compose file), and neither package
+imports the other (tests/unit/test_imports.py holds them apart)."""
 
 from __future__ import annotations
 
@@ -15,12 +19,34 @@ from typing import Any
 import psutil
 
 from authzbench.backends.base import Backend
-from authzbench.backends.registry import backend_class, entry, implementation
+from authzbench.backends.registry import backend_class, entry, implementation, load_symbol
 from authzbench.config import ServerChoice, own_options
+from authzbench.core.errors import UserError
 from authzbench.core.metrics import Monitor
+from authzbench.provision import manager
 from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
-from authzbench.run.stack import provision
 from authzbench.scenarios.spec import BackendFactory
+
+
+def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any] | None = None) -> Deployment:
+    """`name`'s servers in `mode` (provision/manager.py), its adapter checked first: a backend without one,
+    or without its driver, fails here before any server is started."""
+    implementation(name)
+    return manager.provision(name, mode, run_dir, options or {}, backend_class(name))
+
+
+def why_not_native_here(name: str) -> str | None:
+    """One line when `name` cannot run natively on this machine (no recipe, no adapter or driver, or its recipe
+    says it cannot build here, as a Go engine with neither its module nor a source to build from), else None."""
+    if not manager.runs_natively(name):
+        return entry(name).why_not_native
+    try:
+        load_symbol(implementation(name))  # no adapter or a missing driver: one line naming the extra
+        recipe = manager.native_recipe(name)
+    except (UserError, AttributeError) as ex:
+        return str(ex)
+    return getattr(recipe, "unavailable", lambda: None)()
+
 
 # server state between commands ----------------------------------------------------------------
 

@@ -25,16 +25,16 @@ from typing import Any
 
 import psutil
 
-from authzbench.backends.registry import BACKENDS
 from authzbench.core.errors import UserError
 from authzbench.core.records import Record, RecordError, decode, encode, validated
+from authzbench.systems import systems
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
 
-# Client stack recorded with every run: each backend's drivers (from the registry), then the libraries
-# every measurement goes through.
-DRIVERS = [*dict.fromkeys(d for e in BACKENDS.values() for d in e.drivers),
+# Client stack recorded with every run: each backend's drivers (from the systems' declarations), then the
+# libraries every measurement goes through.
+DRIVERS = [*dict.fromkeys(d for e in systems().values() for d in e.drivers),
            "numpy", "pandas", "pyarrow", "hdrhistogram"]
 
 

@@ -83,3 +83,17 @@ class System:
     colour: int = -1  # its slot in the charts' fixed palette (-1 = derived from the name)
     stand_in: str = ""  # what it stands in for ("" = the real thing)
     claims: tuple[Claim, ...] = field(default_factory=tuple)
+    order: int = 100  # its place in listings and in the default run order (then the name)
+    aliases: tuple[str, ...] = ()  # other names it goes by (products, stand-ins): no module outside systems/ says them
+    endpoint: str = ""  # "module:function" ComposeFile -> endpoint, for a system without an adapter to read it
+    image: str = ""  # the local image (compose/local/<image>/) its services run under --local-images
+    image_files: str = ""  # "module:function" -> {name in the build context: path}: what that image copies in
+    image_versions: str = ""  # "module:function" -> {versions.env name: what the local image really runs}
+    worker_limit: str = ""  # "module:attribute": the most workers its native server takes ("" = no limit)
+    crosscheck: str = ""  # "module:function" -> a Crosscheck: the independent load tool run beside it
+    loadtest: int = 0  # its place among the default engines of `authzbench loadtest` (0 = not one of them)
+
+
+# The one build step several systems share: the Debian PostgreSQL their private clusters run on.
+POSTGRES_SERVER = Build("PostgreSQL server (apt)", "authzbench.provision.pgcluster:bin_dir",
+                        "authzbench.provision.pgcluster:installed")

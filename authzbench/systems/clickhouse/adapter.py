@@ -1,7 +1,7 @@
 """ClickHouse through clickhouse-connect: embedded chdb locally (chdb:///DATA_DIR), a ClickHouse server
 over HTTP under compose/external (http://user:pw@host:8123). Same code path; only the DSN differs.
 
-Model in schema/clickhouse.sql (its header explains it): MergeTree relations, a group closure built
+Model in clickhouse.sql (its header explains it): MergeTree relations, a group closure built
 after the group tables are loaded, and streaming materialized views expanding every ACL insert into
 perm(user, resource, perm). Writes and deletes recompute exactly the affected slice of perm.
 """
@@ -36,7 +36,7 @@ from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import ACL_RELATIONS, Relationship
 from authzbench.schema.model_rules import Reach
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "clickhouse.sql"
+SCHEMA_FILE = Path(__file__).resolve().parent / "clickhouse.sql"
 # Load order: the closure's inputs first, then what the materialized views expand (they join the
 # closure and org_admin as they stand at insert time).
 CLOSURE_INPUTS = ("org_admin", "org_member", "group_member", "group_manager", "group_child")

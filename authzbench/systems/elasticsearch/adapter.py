@@ -1,5 +1,5 @@
 """Elasticsearch over elasticsearch-py: one document per resource with its ACL denormalized as the
-expanded user sets `managers` (manage) and `viewers` (view-only: view minus manage; schema/elasticsearch.json
+expanded user sets `managers` (manage) and `viewers` (view-only: view minus manage; elasticsearch.json
 says why), plus the user, group and org documents the write path needs. Natively a real Elasticsearch 7.17.29 OSS node; under compose
 Elasticsearch 9.2.1 with TLS and basic auth.
 
@@ -43,7 +43,7 @@ from authzbench.schema.model import PERMISSIONS, REBAC_RELATIONS, Relationship
 from authzbench.schema.model_rules import Reach, walk
 from authzbench.systems.elasticsearch.load import BulkLoad
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "elasticsearch.json"
+SCHEMA_FILE = Path(__file__).resolve().parent / "elasticsearch.json"
 INDICES = ("resources", "users", "groups", "orgs", "meta")
 NATIVE_LABEL = "Elasticsearch {v} OSS (native node from Maven Central jars)"
 CONFLICT_RETRIES = 20  # a concurrent writer rewrote the document between our read and write: read again

@@ -28,6 +28,7 @@ from authzbench.provision.base import (
     run_group,
     say,
     spawn,
+    stamp_ok,
     stop_pid,
     wait_until,
 )
@@ -157,3 +158,24 @@ def start(ctx: StartContext) -> Deployment:
     dep.notes.append(f"HTTP ready in {took:.1f} s{' (AppCDS archive)' if cds else ''}")
     say(f"elasticsearch {ES_VERSION}: ready in {took:.1f} s (pid {proc.pid})")
     return dep
+
+
+def built() -> bool:
+    """Nothing left to build: the launcher's stamp names this version and build."""
+    return stamp_ok(cache_dir() / f"elasticsearch-{ES_VERSION}" / "build.stamp", _build_id())
+
+
+def image_files() -> dict[str, Path]:
+    """What its local image copies in (--local-images): the launcher, its jars and JVM options (the AppCDS
+    archive names host paths: not copied)."""
+    root = node_build()
+    conf = cache_dir() / "images" / "elasticsearch-conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "jvm.options").write_text("\n".join(JVM_FLAGS) + "\n")
+    return {"es-launcher.jar": root / "es-launcher.jar", "lib": root / "lib", "conf": conf}
+
+
+def image_versions() -> dict[str, str]:
+    """versions.env's name with what the local image runs: the OSS node built here."""
+    return {"ELASTICSEARCH_VERSION": ES_VERSION}
+

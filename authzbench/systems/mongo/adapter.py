@@ -1,5 +1,5 @@
 """MongoDB over pymongo: resource documents with embedded ACLs, users with their group closure
-(schema/mongo.json). Natively it runs against FerretDB 1.24 on PostgreSQL (the only MongoDB-wire
+(mongo.json). Natively it runs against FerretDB 1.24 on PostgreSQL (the only MongoDB-wire
 server obtainable here), which is labeled as such and never compared as MongoDB.
 
 Reads (the default, options["query"] = "expanded"): each resource also embeds the expanded user sets

@@ -1,5 +1,5 @@
 """The mongo adapter's `grants` collection (mongo.py): one document per (user, permission) holding every
-resource id of that permission, so a lookup is one read by _id (schema/mongo.json says why). Its ids, the
+resource id of that permission, so a lookup is one read by _id (mongo.json says why). Its ids, the
 documents the load writes and the updates the write path applies, kept together so they agree."""
 
 from __future__ import annotations

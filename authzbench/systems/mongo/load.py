@@ -20,7 +20,7 @@ from authzbench.backends.expansion import Expansion
 from authzbench.schema.dataset import Dataset
 from authzbench.systems.mongo.grants import _grant_docs
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "mongo.json"
+SCHEMA_FILE = Path(__file__).resolve().parent / "mongo.json"
 COLLECTIONS = ("resources", "users", "groups", "orgs", "meta", "grants")
 
 

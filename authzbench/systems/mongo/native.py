@@ -26,7 +26,7 @@ from authzbench.provision.base import (
     stop_pid,
     wait_until,
 )
-from authzbench.provision.gobuild import GoModule
+from authzbench.provision.gobuild import GoModule, go_binary_ready
 from authzbench.provision.pgcluster import start_cluster
 
 FERRETDB_VERSION = "v1.24.0"
@@ -95,3 +95,9 @@ def start(ctx: StartContext) -> Deployment:
     dep.notes = [LABEL, f"FerretDB {FERRETDB_VERSION} built from the Go module proxy; its storage: native PostgreSQL "
                  f"{cluster.version.split()[0]}: {cluster.settings_line()}"]
     return dep
+
+
+def built() -> bool:
+    """Nothing left to build: the cached binary is this version's (what `binary` would return at once)."""
+    return go_binary_ready(GO)
+

@@ -1,6 +1,6 @@
 """OpenFGA over its HTTP API (openfga-sdk's sync client), on a PostgreSQL datastore.
 
-The model is schema/rebac.fga or schema/social.fga (OpenFGA's modeling language), turned into the JSON
+The model is rebac.fga or social.fga (OpenFGA's modeling language), turned into the JSON
 authorization model by `dsl_to_model` below (openfga-sdk ships no DSL parser; our files use a small
 subset: direct types, `or`, `and`, `but not`, `X from Y`, parentheses). Tuples map 1:1 from the dataset's
 relation catalog (model.RelationDef), as for SpiceDB: group_child is group:PARENT#member@group:CHILD#membership,
@@ -54,7 +54,7 @@ from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
 from authzbench.schema.model import Relationship as Rel
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parent
 RENAMES = {"self": "identity"}  # .zed relation -> OpenFGA relation (`self` is reserved there)
 CONSISTENCY = {"minimize_latency": "MINIMIZE_LATENCY", "fully_consistent": "HIGHER_CONSISTENCY"}
 HASH_OBJECT = re.compile(r"^[a-z]+:authzbench-dataset-([0-9a-f]{64})$")

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.provision.base import Deployment, StartContext
-from authzbench.provision.gobuild import with_linked_version
+from authzbench.provision.gobuild import go_binary_ready, with_linked_version
+from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine
-from authzbench.provision.tiers import openfga as tier_settings
-from authzbench.provision.tiers import tier_of
+from authzbench.provision.tiers import FRESHNESS_S, POOL, EngineTier, settings, tier_of
 
 OPENFGA_VERSION = "v1.22.1"
 MODULE = "github.com/openfga/openfga"
@@ -84,4 +84,47 @@ class OpenFGA(GoEngine):
 
 
 def start(ctx: StartContext) -> Deployment:
-    return start_engine(ctx, OpenFGA(binary(), tier_settings(tier_of(ctx.options))))
+    return start_engine(ctx, OpenFGA(binary(), tier(tier_of(ctx.options))))
+
+
+def built() -> bool:
+    """Nothing left to build: the cached binary is this version's (what `binary` would return at once)."""
+    return go_binary_ready(GO)
+
+
+def image_files() -> dict[str, Path]:
+    """What its local image copies in (--local-images): the cached binary and the gRPC health probe."""
+    return {"openfga": binary(), "grpc_health_probe": health_probe()}
+
+
+def image_versions() -> dict[str, str]:
+    """versions.env's name with what the local image runs: the native build, not the official image's pin."""
+    return {"OPENFGA_VERSION": OPENFGA_VERSION}
+
+
+# OpenFGA bounds its check cache by entries, not bytes: 10,000 (its default check cache limit).
+CACHE_ENTRIES = 10_000
+
+
+def tier(tier: str) -> EngineTier:
+    """OpenFGA: reads MINIMIZE_LATENCY when cached, HIGHER_CONSISTENCY when strict; cache TTLs (10 s by
+    default) set to the freshness window. Flags checked against `run --help` of the pinned binary."""
+    pool = [f"--datastore-max-open-conns={POOL}", f"--datastore-min-open-conns={POOL}",
+            f"--datastore-max-idle-conns={POOL}", f"--datastore-min-idle-conns={POOL}"]
+    pool_text = f"{POOL} connections"
+    if tier == "strict":
+        off = ["--check-query-cache-enabled=false", "--check-iterator-cache-enabled=false",
+               "--list-objects-iterator-cache-enabled=false"]
+        return EngineTier([*pool, *off], settings(tier, "off (check query and iterator caches)",
+                                                   "none (HIGHER_CONSISTENCY reads)", 0, pool_text,
+                                                   "HIGHER_CONSISTENCY"))
+    ttl = f"{FRESHNESS_S}s"
+    # The cache controller would drop entries older than the store's last write; off, the TTL alone bounds
+    # staleness, as SpiceDB's quantization window does.
+    on = ["--check-query-cache-enabled=true", f"--check-query-cache-ttl={ttl}",
+          f"--check-cache-limit={CACHE_ENTRIES}", "--check-iterator-cache-enabled=true",
+          f"--check-iterator-cache-ttl={ttl}", "--list-objects-iterator-cache-enabled=true",
+          f"--list-objects-iterator-cache-ttl={ttl}", "--cache-controller-enabled=false"]
+    return EngineTier([*pool, *on], settings(tier, f"check query + iterator caches, {CACHE_ENTRIES:,} "
+                                              "entries", f"{FRESHNESS_S} s (cache TTL)", FRESHNESS_S, pool_text,
+                                              "MINIMIZE_LATENCY"))

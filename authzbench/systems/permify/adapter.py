@@ -1,6 +1,6 @@
 """Permify over its gRPC API, on a PostgreSQL datastore.
 
-The model is schema/rebac.perm or schema/social.perm (Permify's schema language). Tuples map 1:1 from the
+The model is rebac.perm or social.perm (Permify's schema language). Tuples map 1:1 from the
 dataset's relation catalog (model.RelationDef), as for SpiceDB and OpenFGA, with one exception: the social
 model's public flag is a boolean attribute `is_public` (as Permify's own load-test schema writes it),
 where SpiceDB and OpenFGA use the wildcard user:*. A public row (x, 0) is the attribute x.is_public=true;
@@ -55,7 +55,7 @@ from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
 from authzbench.schema.model import Relationship as Rel
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parent
 PUBLIC_ATTRIBUTE = "is_public"  # the social wildcard relations become this boolean attribute
 BOOL_TYPE = "type.googleapis.com/base.v1.BooleanValue"
 TRUE = {"type_url": BOOL_TYPE, "value": b"\x08\x01"}  # google.protobuf.Any of BooleanValue{data: true}
@@ -72,7 +72,7 @@ def schema_text(model: str) -> str:
 
 
 # catalog relation -> (Permify relation, subject relation): a subject relation may not name a permission in
-# Permify, so the child-group edge is its own relation (schema/rebac.perm).
+# Permify, so the child-group edge is its own relation (rebac.perm).
 RENAMES = {"group_child": ("subgroup", None)}
 
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import Deployment, StartContext, say
-from authzbench.provision.gobuild import GoModule
+from authzbench.provision.gobuild import GoModule, go_binary_ready
+from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine
-from authzbench.provision.tiers import permify as tier_settings
-from authzbench.provision.tiers import tier_of
+from authzbench.provision.tiers import CACHE_BYTES, POOL, EngineTier, settings, tier_of
 
 PERMIFY_VERSION = "v1.7.3"
 MODULE = "github.com/Permify/permify"
@@ -176,4 +176,44 @@ class Permify(GoEngine):
 
 
 def start(ctx: StartContext) -> Deployment:
-    return start_engine(ctx, Permify(binary(), tier_settings(tier_of(ctx.options))))
+    return start_engine(ctx, Permify(binary(), tier(tier_of(ctx.options))))
+
+
+def built() -> bool:
+    """Nothing left to build: the cached binary is this version's (what `binary` would return at once)."""
+    return go_binary_ready(GO)
+
+
+def image_files() -> dict[str, Path]:
+    """What its local image copies in (--local-images): the cached binary and the gRPC health probe."""
+    return {"permify": binary(), "grpc_health_probe": health_probe()}
+
+
+def image_versions() -> dict[str, str]:
+    """versions.env's name with what the local image runs: the native build, not the official image's pin."""
+    return {"PERMIFY_VERSION": PERMIFY_VERSION}
+
+
+CACHE_COUNTERS = 100_000  # Ristretto's advice: ~10x the entries kept; Permify's default is 10,000
+# Permify's check cache cannot be switched off: a 1-byte bound makes Ristretto refuse every entry (an entry
+# costs its key's length, > 1), so nothing is ever served from it.
+NO_CACHE = "1B"
+
+
+def tier(tier: str) -> EngineTier:
+    """Permify: reads at_least_as_fresh (its last write's snap token) when cached, no snap token (its head
+    snapshot) when strict; check cache bounded to CACHE_BYTES (default 10 MiB). Flags checked against the
+    pinned version's pkg/cmd/serve.go."""
+    pool = [f"--database-max-connections={POOL}", f"--database-min-connections={POOL}"]
+    pool_text = f"{POOL} connections"
+    if tier == "strict":
+        return EngineTier([*pool, f"--service-permission-cache-max-cost={NO_CACHE}"],
+                          settings(tier, "off (check cache bounded to 1 byte: holds nothing)",
+                                    "none (no snap token: the head snapshot)", 0, pool_text, "fully_consistent"))
+    # Permify keys its cache by snapshot: an answer is never older than the snapshot the request reads
+    # (the client's last write token, else the head), so it has no time window to set.
+    return EngineTier([*pool, f"--service-permission-cache-max-cost={CACHE_BYTES}",
+                       f"--service-permission-cache-number-of-counters={CACHE_COUNTERS}"],
+                      settings(tier, f"check cache (Ristretto), {CACHE_BYTES}", "no time window: snapshot-keyed "
+                                "(reads at the client's last write token, else the head)", None, pool_text,
+                                "at_least_as_fresh"))

@@ -1,4 +1,4 @@
-"""PostgreSQL: normalized relation tables + a materialized group-membership closure (schema/postgres.sql).
+"""PostgreSQL: normalized relation tables + a materialized group-membership closure (postgres.sql).
 
 Ingest is binary COPY, built with numpy straight from the dataset's DataFrames (no per-row Python);
 indexes and the closure are built afterwards in build(). A check is one prepared EXISTS query over
@@ -32,11 +32,11 @@ from authzbench.schema.model import (
     Relationship,
 )
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "postgres.sql"
+SCHEMA_FILE = Path(__file__).resolve().parent / "postgres.sql"
 SOCIAL_SCHEMA_FILE = SCHEMA_FILE.with_name("postgres_social.sql")
 SCHEMA = "authzbench"
 
-# Column names of each relation table, (object, subject), as in schema/postgres.sql.
+# Column names of each relation table, (object, subject), as in postgres.sql.
 COLUMNS: dict[str, tuple[str, str]] = {
     "org_admin": ("org_id", "user_id"),
     "org_member": ("org_id", "user_id"),
@@ -60,7 +60,7 @@ CHECK_SQL = {p: f"SELECT EXISTS (SELECT 1 FROM authzbench.resource_grant "
                 f"WHERE resource_id = %s AND user_id = %s AND {f})" for p, f in PERM_FILTER.items()}
 LOOKUP_SQL = {p: f"SELECT DISTINCT resource_id FROM authzbench.resource_grant WHERE user_id = %s AND {f}"
               for p, f in PERM_FILTER.items()}
-# social: check(user, "view_content", id) -> the permission function of schema/postgres_social.sql.
+# social: check(user, "view_content", id) -> the permission function of postgres_social.sql.
 CHECK_SQL.update({p: f"SELECT authzbench.{p}(%s, %s)" for p in SOCIAL_PERMISSIONS})
 
 

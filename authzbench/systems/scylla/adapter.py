@@ -1,4 +1,4 @@
-"""ScyllaDB / Cassandra over CQL (cassandra-driver): precomputed permission tables (schema/cql.cql).
+"""ScyllaDB / Cassandra over CQL (cassandra-driver): precomputed permission tables (cql.cql).
 
 The same code serves ScyllaDB (compose/external) and Apache Cassandra (native here). Permissions are
 expanded at load time with the shared vectorized closure, chunk by chunk, and loaded by one of two paths:
@@ -45,7 +45,7 @@ from authzbench.systems.scylla.sstable import SSTABLE_BLOCK_ROWS, SSTableIngest
 from authzbench.systems.scylla.tables import REVERSE, SOURCE_ROW_COST, SSTABLE_SOURCE_ROW_COST, _Ticker
 from authzbench.systems.scylla.writes import ScyllaWrites
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "cql.cql"
+SCHEMA_FILE = Path(__file__).resolve().parent / "cql.cql"
 INGEST_PATHS = ("sstable", "cql")
 
 

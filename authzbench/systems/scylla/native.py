@@ -247,3 +247,32 @@ def _cql_answers(port: int) -> bool:
 if __name__ == "__main__":  # helper_command(): build if needed, then become the helper with these arguments
     cmd = bulk_tool()
     os.execvp(cmd[0], [*cmd, *sys.argv[1:]])
+
+
+def built() -> bool:
+    """Nothing left to build: the two stamps jars() and bulk_tool() check are this version's."""
+    bulk = f"{CASSANDRA_VERSION} {hashlib.sha256(BULK_SRC.read_bytes()).hexdigest()[:16]}"
+    return (stamp_ok(cache_dir() / f"cassandra-{CASSANDRA_VERSION}" / "jars.stamp", CASSANDRA_VERSION)
+            and stamp_ok(cache_dir() / f"cassandra-bulk-{CASSANDRA_VERSION}" / "build.stamp", bulk))
+
+
+def tools() -> dict[str, list[str]]:
+    """The tool the adapter runs beside its server, for an endpoint that does not name it already (a native
+    start names the built helper; compose and external endpoints get one that builds it when first run)."""
+    return {"bulk_cmd": helper_command()}
+
+
+def image_files() -> dict[str, Path]:
+    """What its local image copies in (--local-images): Cassandra's jars and its configuration."""
+    conf = cache_dir() / "images" / "cassandra-conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "cassandra.yaml").write_text(container_yaml("/var/lib/scylla"))
+    (conf / "logback.xml").write_text(LOGBACK.format(dir="/var/lib/scylla/logs"))
+    (conf / "jvm.options").write_text("\n".join(JPMS_FLAGS) + "\n")
+    return {"lib": jars(), "conf": conf}
+
+
+def image_versions() -> dict[str, str]:
+    """versions.env's name with what the local image runs: Cassandra, not the ScyllaDB image's pin."""
+    return {"SCYLLA_VERSION": f"cassandra-{CASSANDRA_VERSION}"}
+

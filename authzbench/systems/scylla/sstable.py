@@ -27,7 +27,7 @@ from authzbench.systems.scylla.tokens import TokenSpill, id_tokens, ring_order
 # Rows a block sent to the SSTable helper; each block becomes one SSTable. Bounds the helper's memory
 # (a block a table in work plus two queued: 3 int arrays of 4 MiB each) and makes a baseline load
 # ~30 SSTables; written in token order each holds its own slice of the ring, so on Cassandra's
-# UnifiedCompactionStrategy (schema/cql.cql) none overlaps another and none needs merging.
+# UnifiedCompactionStrategy (cql.cql) none overlaps another and none needs merging.
 SSTABLE_BLOCK_ROWS = 1 << 20
 # The permission rows as spilled to disk before they are written in token order (cql_tokens.TokenSpill).
 _RESOURCE_ROW = np.dtype([("resource", "<i4"), ("user", "<i4"), ("manage", "u1")])

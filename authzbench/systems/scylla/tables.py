@@ -15,7 +15,7 @@ SOURCE_ROW_COST = 5
 SSTABLE_SOURCE_ROW_COST = 3
 # Source relations by object type: each lands in rel_<type> (one partition per object).
 SOURCE_TABLE = {"organization": "rel_org", "group": "rel_group", "resource": "rel_resource"}
-# Relations whose reverse (subject -> objects) the write path walks; see schema/cql.cql.
+# Relations whose reverse (subject -> objects) the write path walks; see cql.cql.
 REVERSE = ("group_member", "group_manager", "group_child", "org_admin", "resource_org",
            "resource_manager_group", "resource_viewer_group")
 # rel_resource stores the relation name without its "resource_" prefix (shorter clustering keys).

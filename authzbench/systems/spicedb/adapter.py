@@ -2,7 +2,7 @@
 
 Only the provisioner's datastore flags differ between `spicedb-pg` and `spicedb-crdb`; this code
 path is the same, and the backend's name follows the endpoint's datastore. The schema is
-schema/rebac.zed or schema/social.zed, relationships map 1:1 from the dataset's relation catalog
+rebac.zed or social.zed, relationships map 1:1 from the dataset's relation catalog
 (model.RelationDef; group_child is group:PARENT#member@group:CHILD#membership, metadata such as
 group_org is not loaded), object ids are the dataset's decimal ids.
 
@@ -59,7 +59,7 @@ from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import RelationDef, relation_defs
 from authzbench.schema.model import Relationship as Rel
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parent
 HASH_MARK = re.compile(r"authzbench dataset ([0-9a-f]{64})")
 DATASTORES = {"postgres": ("spicedb-pg", "PostgreSQL"), "cockroachdb": ("spicedb-crdb", "CockroachDB")}
 IMPORT_METHOD = "/authzed.api.v1.PermissionsService/ImportBulkRelationships"

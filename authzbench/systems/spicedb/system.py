@@ -1,0 +1,21 @@
+"""SpiceDB (gRPC), on PostgreSQL natively (spicedb-pg) and on CockroachDB under compose (spicedb-crdb)."""
+
+from authzbench.systems.contract import BOTH, POSTGRES_SERVER, Build, System
+
+DRIVERS = ("authzed", "grpcio", "psycopg")
+GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary", "authzbench.systems.spicedb.native:built",
+           "5-25 min")
+IMAGE = dict(image="spicedb", image_files="authzbench.systems.spicedb.native:image_files",
+             image_versions="authzbench.systems.spicedb.native:image_versions")
+
+SYSTEMS = (
+    System(name="spicedb-pg", adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
+           native="authzbench.systems.spicedb.native", models=BOTH, drivers=DRIVERS, extra="spicedb",
+           services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO), tiers="authzbench.systems.spicedb.native:tier",
+           crosscheck="authzbench.systems.spicedb.crosscheck", loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
+           **IMAGE),
+    System(name="spicedb-crdb", adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
+           why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
+           default=False, models=BOTH, drivers=DRIVERS, extra="spicedb", services=("spicedb-crdb",), colour=8,
+           order=5, aliases=("SpiceDB",), **IMAGE),
+)
