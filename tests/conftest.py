@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.backends.registry import BACKENDS, backend_class, entry
+from authzbench.backends.registry import backend_class, entry
 from authzbench.core.errors import UserError
 from authzbench.core.records import Server
 from authzbench.provision.manager import MODES, default_mode
-from authzbench.run.stack import why_not_native_here
+from authzbench.run.servers import why_not_native_here
+from authzbench.systems import systems
 
 PROFILES = ("tiny", "baseline", "large", "xl")
 
@@ -59,7 +60,7 @@ def selected_backends(config: pytest.Config) -> list[str]:
         for name in (x.strip() for x in v.split(",") if x.strip()):
             if name == "all":
                 mode = config.getoption("provision") or default_mode()
-                out += [n for n, e in BACKENDS.items() if not e.in_process and (mode != "native" or _native_ok(n)[0])]
+                out += [n for n, e in systems().items() if not e.in_process and (mode != "native" or _native_ok(n)[0])]
             else:
                 out.append(name)
     return list(dict.fromkeys(out))
@@ -71,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     values = [x for v in config.getoption("backend") for x in v.split(",")]
     if "list" in values:
         lines = ["backends:"]
-        for n in BACKENDS:
+        for n in systems():
             ok, why = _native_ok(n)
             lines.append(f"  {n:15} {'native ok' if ok else 'not native here: ' + why}")
         pytest.exit("\n".join(lines), returncode=0)

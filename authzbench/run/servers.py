@@ -35,6 +35,13 @@ def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any] | Non
     return manager.provision(name, mode, run_dir, options or {}, backend_class(name))
 
 
+def compose_endpoint(name: str, spec: dict | None = None) -> dict[str, Any]:
+    """`name`'s endpoint as read from the compose file (no engine needed), through its adapter's reader."""
+    from authzbench.provision import compose
+
+    return compose.endpoint(name, backend_class(name).endpoint_from_compose if entry(name).adapter else None, spec)
+
+
 def why_not_native_here(name: str) -> str | None:
     """One line when `name` cannot run natively on this machine (no recipe, no adapter or driver, or its recipe
     says it cannot build here, as a Go engine with neither its module nor a source to build from), else None."""

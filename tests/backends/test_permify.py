@@ -225,7 +225,7 @@ def test_unknown_permission_and_relation_are_user_errors(backend):
 
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
-    from authzbench.run.stack import provision
+    from authzbench.run.servers import provision
 
     dep = provision("permify", "native", tmp_path / "run")
     try:

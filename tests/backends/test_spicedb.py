@@ -97,7 +97,7 @@ def test_unreachable_server_is_a_clear_error():
 
 def test_killed_server_raises_instead_of_hanging(tmp_path):
     """On its own deployment, so the session's server stays up for the other tests."""
-    from authzbench.run.stack import provision
+    from authzbench.run.servers import provision
     from authzbench.systems.spicedb.adapter import SpiceDBBackend
 
     dep = provision("spicedb-pg", "native", tmp_path / "run")
@@ -136,7 +136,7 @@ def test_the_copy_floor_copies_every_relationship_into_a_relation_tuple_twin_and
     datastore, and leaves nothing behind."""
     import psycopg
 
-    from authzbench.systems.spicedb.copy_floor import TABLE, copy_floor
+    from authzbench.systems.spicedb.tools.copy_floor import TABLE, copy_floor
 
     dsn, password = live.dep.endpoint["datastore_dsn"], live.dep.endpoint["datastore_password"]
     got = copy_floor(dataset, dsn, password, streams=2, say=lambda _: None)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from authzbench.backends.registry import BACKENDS
 from authzbench.report.charts import FIXED
+from authzbench.systems import systems
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs/ADDING-A-BACKEND.md"
@@ -53,9 +53,9 @@ def test_each_shared_place_the_page_names_holds_every_backend():
     readme = (REPO / "README.md").read_text()
     extras = (REPO / "pyproject.toml").read_text()
     # a backend's colour is fixed in charts.FIXED; the README's backend table names it in backticks
-    assert sorted(set(BACKENDS) - set(FIXED)) == []
-    assert [b for b in BACKENDS if f"`{b}`" not in readme] == []
-    with_extra = [entry.extra for entry in BACKENDS.values() if entry.extra]
+    assert sorted(set(systems()) - set(FIXED)) == []
+    assert [b for b in systems() if f"`{b}`" not in readme] == []
+    with_extra = [entry.extra for entry in systems().values() if entry.extra]
     assert with_extra, "no backend has a pyproject extra: the check below would prove nothing"
     assert [e for e in with_extra if not re.search(rf"^{re.escape(e)}\s*=", extras, re.M)] == []
     # every server the compose file pins has its version in versions.env (the page's step for a new server)

@@ -9,11 +9,12 @@ from dataclasses import fields
 import pytest
 
 from authzbench.backends.base import BackendOptions, option_names, parse_options
-from authzbench.backends.registry import BACKENDS, backend_class
+from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig, own_options
 from authzbench.core.errors import UserError
 from authzbench.run import orchestrate
 from authzbench.scenarios.runner import BackendFactory
+from authzbench.systems import systems
 from authzbench.systems.reference.adapter import ReferenceBackend, ReferenceOptions
 
 
@@ -58,7 +59,7 @@ def test_the_constructor_still_takes_a_plain_dict_that_pickles_to_workers():
         b.options.get("no_such_key")
 
 
-@pytest.mark.parametrize("name", [n for n, e in BACKENDS.items() if e.impl])
+@pytest.mark.parametrize("name", [n for n, e in systems().items() if e.adapter])
 def test_every_backend_declares_typed_options_with_defaults_and_timeout_s(name):
     cls = backend_class(name).Options
     assert issubclass(cls, BackendOptions) and "timeout_s" in option_names(cls)

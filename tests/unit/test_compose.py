@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from authzbench.backends.registry import BACKENDS
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import compose
 from authzbench.provision.base import cache_dir, go_env
-from authzbench.run import stack
+from authzbench.run import servers
+from authzbench.systems import systems
 
 # The reference report's server versions: a fact about that report, so written down here. A backend
 # added since pins its own version in versions.env; every pin there must be used by a service's image.
@@ -192,13 +192,13 @@ def test_references_exist_and_volumes_are_named(spec):
 
 
 def test_registry_services_exist_with_an_endpoint_on_their_published_port(official):
-    for name in BACKENDS:
-        services = compose.SERVICES.get(name, ())
+    for name in systems():
+        services = compose.services(name)
         for svc in services:
             assert svc in official["services"], f"{name}: service {svc} missing from the compose file"
         if not services:
             continue
-        ep = stack.compose_endpoint(name)
+        ep = servers.compose_endpoint(name)
         svc = official["services"][services[0]]
         published = {h for _, h, _ in _ports(svc)}
         port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url")).split(":")[-1]
@@ -207,22 +207,22 @@ def test_registry_services_exist_with_an_endpoint_on_their_published_port(offici
 
 
 def test_endpoints_have_the_shape_each_backend_expects():
-    assert stack.compose_endpoint("postgres")["dsn"] == "postgresql://postgres@127.0.0.1:5432/postgres"
-    assert stack.compose_endpoint("cockroach") == {"dsn": "postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable"}
-    assert stack.compose_endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench",
+    assert servers.compose_endpoint("postgres")["dsn"] == "postgresql://postgres@127.0.0.1:5432/postgres"
+    assert servers.compose_endpoint("cockroach") == {"dsn": "postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable"}
+    assert servers.compose_endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench",
                                           "compose_cmd": compose.compose_cmd(), "compose_service": "scylla"}
-    assert stack.compose_endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
-    assert stack.compose_endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
-    permify = stack.compose_endpoint("permify")
+    assert servers.compose_endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
+    assert servers.compose_endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
+    permify = servers.compose_endpoint("permify")
     assert (permify["url"], permify["grpc_addr"]) == ("http://127.0.0.1:3476", "127.0.0.1:3478")
-    es = stack.compose_endpoint("elasticsearch")
+    es = servers.compose_endpoint("elasticsearch")
     assert es["url"] == "https://127.0.0.1:9200" and es["username"] == "elastic" and es["password"]
     assert es["ca_certs"].endswith("elasticsearch-ca.crt")
-    pg = stack.compose_endpoint("spicedb-pg")
+    pg = servers.compose_endpoint("spicedb-pg")
     assert pg["addr"] == "127.0.0.1:50051" and pg["datastore"] == "postgres" and pg["preshared_key"]
     assert pg["datastore_dsn"] == "postgresql://postgres:spicedb@127.0.0.1:5433/spicedb"
     assert pg["spicedb_version"] == "v1.46.2" and pg["datastore_version"] == "17.2"
-    crdb = stack.compose_endpoint("spicedb-crdb")
+    crdb = servers.compose_endpoint("spicedb-crdb")
     assert crdb["addr"] == "127.0.0.1:50052" and crdb["datastore"] == "cockroachdb"
     assert crdb["datastore_version"] == "v25.3.2" and "datastore_dsn" not in crdb
 
@@ -246,10 +246,10 @@ def test_limits_credentials_and_ports_come_from_the_environment(monkeypatch):
     spec = compose.load_compose()
     for name, svc in _long_running(spec).items():
         assert (svc["cpus"], svc["mem_limit"]) == ("1.5", "3g"), name
-    assert stack.compose_endpoint("spicedb-pg", spec)["preshared_key"] == "k-from-env"
-    assert stack.compose_endpoint("spicedb-crdb", spec)["preshared_key"] == "k-from-env"
-    assert stack.compose_endpoint("elasticsearch", spec)["password"] == "pw-from-env"
-    assert stack.compose_endpoint("scylla", spec)["port"] == 19042
+    assert servers.compose_endpoint("spicedb-pg", spec)["preshared_key"] == "k-from-env"
+    assert servers.compose_endpoint("spicedb-crdb", spec)["preshared_key"] == "k-from-env"
+    assert servers.compose_endpoint("elasticsearch", spec)["password"] == "pw-from-env"
+    assert servers.compose_endpoint("scylla", spec)["port"] == 19042
 
 
 def test_compose_reads_the_environment_the_same_way():
@@ -286,7 +286,7 @@ def test_spicedb_phones_nowhere_and_needs_its_key(ours):
 def test_postgres_is_tuned_like_the_native_one(ours):
     from authzbench.provision.pgcluster import BENCH_SETTINGS
 
-    assert stack.compose_endpoint("postgres", ours)["server_settings"] == BENCH_SETTINGS
+    assert servers.compose_endpoint("postgres", ours)["server_settings"] == BENCH_SETTINGS
     assert "track_commit_timestamp=on" in ours["services"]["spicedb-pg-db"]["command"]
 
 
@@ -340,7 +340,7 @@ def test_without_a_docker_engine_compose_up_is_one_clear_line(monkeypatch):
 
 
 def test_provision_compose_goes_through_compose_up(monkeypatch, tmp_path):
-    from authzbench.run.stack import provision
+    from authzbench.run.servers import provision
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setattr(compose, "_cached_client", None)
@@ -390,10 +390,10 @@ def test_every_service_of_a_local_image_backend_is_swapped(ours):
         assert not missing, f"{name}: services still on official images: {missing}"
 
 
-def test_each_local_image_has_a_dockerfile_and_an_artifact_recipe():
+def test_each_local_image_has_a_dockerfile_and_a_system_that_declares_it():
     for image in set(images.override_images().values()):
         assert (images.LOCAL_DIR / image / "Dockerfile").is_file(), image
-        assert image in images.ARTIFACTS, image
+        assert any(s.image == image for s in systems().values()), image
 
 
 def test_images_are_swapped_only_when_asked(monkeypatch):

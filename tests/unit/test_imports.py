@@ -22,23 +22,25 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("schema",)),
     ("generator", ("generator",)),
     ("truth", ("truth",)),
-    ("backends", ("backends",)),
-    ("provision", ("provision",)),
+    ("systems", ("systems", "systems.*.system")),  # the loader, the contract and every declaration
+    ("backends", ("backends", "systems.*.*")),  # a system folder's adapter and its parts
+    ("provision", ("provision", "systems.*.native")),  # a system folder's native recipe
     ("measure", ("scenarios",)),
     ("run", ("config", "run")),
     ("report", ("report",)),
-    ("command", ("commands", "tools")),
+    ("command", ("commands", "tools", "systems.*.tools")),  # a system folder's own tools too
     ("cli", ("cli",)),
 ]
 
 # Upward imports kept, each with its reason; a test fails when one is no longer in the code. None is left: the
 # last, the Scylla adapter building its SSTable helper under compose, now gets the helper's command in its
-# endpoint from authzbench/run/stack.py, which joins backends/ and provision/.
+# endpoint from its declaration's `tools`, which provisioning adds.
 ALLOWED_UP: dict[tuple[str, str], str] = {}
 
-# backends/ (the adapters and their registry) and provision/ (starting servers) never import each other, in
-# either direction: authzbench/run/stack.py, in the run layer, joins them.
-APART = ("authzbench.backends", "authzbench.provision")
+# The adapter side (backends/ and every system folder's adapter and parts) and the recipe side (provision/ and
+# every folder's native.py) never import each other, in either direction: run/servers.py, in the run layer,
+# hands an adapter to provisioning.
+APART = ("adapter", "recipe")
 
 
 def modules() -> dict[str, Path]:
@@ -100,11 +102,17 @@ def graph() -> dict[str, set[str]]:
     return {n: imported(n, p, set(mods)) for n, p in mods.items()}
 
 
+def _under(rel: str, name: str) -> bool:
+    """`rel` is the module or package `name` or inside it; a `*` part of `name` matches any one part."""
+    parts, pattern = rel.split(".") if rel else [], name.split(".")
+    return len(parts) >= len(pattern) and all(p == "*" or p == q for p, q in zip(pattern, parts, strict=False))
+
+
 def layer_of(module: str) -> tuple[int, str]:
     """(rank, name) of a module's layer: the layer of the longest LAYERS name that is it or a package of it."""
     rel = module.partition(".")[2]  # "" for authzbench/__init__.py
     found = [(len(n), rank, layer) for rank, (layer, names) in enumerate(LAYERS) for n in names
-             if rel == n or rel.startswith(n + ".")]
+             if (rel == n if not n else _under(rel, n))]
     if not found:
         raise KeyError(f"{module} is in no layer: place it in LAYERS (tests/unit/test_imports.py)")
     _, rank, layer = max(found)
@@ -147,7 +155,13 @@ def test_each_allowed_upward_import_is_still_in_the_code():
 def test_the_layer_check_finds_an_import_of_a_higher_layer():
     assert upward({"authzbench.schema.model": {"authzbench.truth.oracle"}, "authzbench.truth.oracle": {"authzbench.schema.model"}}) == [
         "upward import:\n  authzbench.schema.model (layer 1 model)\n  imports authzbench.truth.oracle (layer 3 truth)"]
-    assert layer_of("authzbench.backends.registry") == (4, "backends")
+    assert layer_of("authzbench.backends.registry") == (5, "backends")
+    assert layer_of("authzbench.systems.scylla.cql") == (5, "backends")
+    assert layer_of("authzbench.systems.scylla.native") == (6, "provision")
+    assert layer_of("authzbench.systems.scylla.system") == (4, "systems")
+    assert layer_of("authzbench.systems") == (4, "systems")
+    assert layer_of("authzbench.systems.contract") == (4, "systems")
+    assert layer_of("authzbench.systems.permify.tools.clients") == (10, "command")
     assert layer_of("authzbench") == (0, "base")
 
 
@@ -155,27 +169,48 @@ def test_architecture_md_states_the_same_layers():
     rows = re.findall(r"^\| (\d+) \| (\w+) \| (.+) \|$", (ROOT.parent / "docs/ARCHITECTURE.md").read_text(), re.M)
     assert [(int(n), layer) for n, layer, _ in rows] == [(i, layer) for i, (layer, _) in enumerate(LAYERS)]
     for (_, layer, mods), (_, names) in zip(rows, LAYERS, strict=True):
-        named = {m.removesuffix(".py").removesuffix("/") for m in re.findall(r"`([\w/.]+)`", mods)}
-        assert {n for n in names if n} <= named, layer
+        named = {m.removesuffix(".py").removesuffix("/") for m in re.findall(r"`([\w/.<>]+)`", mods)}
+        assert {as_path(n) for n in names if n} <= named, layer
+
+
+def as_path(name: str) -> str:
+    """A LAYERS name as the document writes it: "systems.*.native" -> "systems/<name>/native"; a trailing
+    `*` (every module of the folder) is the folder itself."""
+    return name.replace(".", "/").replace("*", "<name>").removesuffix("/<name>") if "*" in name else name
+
+
+def side(module: str) -> str:
+    """"adapter", "recipe" or "" (neither): the side of the adapter/recipe split a module is on."""
+    return {"backends": "adapter", "provision": "recipe"}.get(layer_of(module)[1], "")
 
 
 def between(g: dict[str, set[str]], a: str, b: str) -> list[str]:
-    """Every import from package `a` into package `b` or back, as 'importer -> imported'."""
-    inside = {a: lambda m: m == a or m.startswith(a + "."), b: lambda m: m == b or m.startswith(b + ".")}
-    return [f"{n} -> {d}" for n in sorted(g) for d in sorted(g[n])
-            if (inside[a](n) and inside[b](d)) or (inside[b](n) and inside[a](d))]
+    """Every import from side `a` into side `b` or back, as 'importer -> imported'."""
+    return [f"{n} -> {d}" for n in sorted(g) for d in sorted(g[n]) if {side(n), side(d)} == {a, b}]
 
 
-def test_backends_and_provision_never_import_each_other():
-    assert between(graph(), *APART) == []
+def test_adapters_and_recipes_never_import_each_other_in_any_system_folder():
+    g = graph()
+    folders = {n.split(".")[2] for n in g if n.count(".") == 3 and n.startswith("authzbench.systems.")}
+    assert {"scylla", "spicedb", "postgres"} <= folders  # the check sees every folder's modules
+    assert between(g, *APART) == []
 
 
 def test_the_apart_check_finds_an_import_either_way():
     g = {"authzbench.systems.scylla.adapter": {"authzbench.systems.scylla.native", "authzbench.core.errors"},
+         "authzbench.systems.mongo.native": {"authzbench.systems.mongo.load"},
          "authzbench.provision.compose": {"authzbench.backends.registry"},
-         "authzbench.run.stack": {"authzbench.backends.registry", "authzbench.provision.manager"}}
-    assert between(g, *APART) == ["authzbench.systems.scylla.adapter -> authzbench.systems.scylla.native",
-                                  "authzbench.provision.compose -> authzbench.backends.registry"]
+         "authzbench.run.servers": {"authzbench.backends.registry", "authzbench.provision.manager"}}
+    assert between(g, *APART) == ["authzbench.provision.compose -> authzbench.backends.registry",
+                                  "authzbench.systems.mongo.native -> authzbench.systems.mongo.load",
+                                  "authzbench.systems.scylla.adapter -> authzbench.systems.scylla.native"]
+
+
+def test_a_declaration_imports_the_contract_only():
+    g = graph()
+    declarations = [n for n in g if n.startswith("authzbench.systems.") and n.endswith(".system")]
+    assert len(declarations) >= 9
+    assert {n: sorted(g[n]) for n in declarations if g[n] != {"authzbench.systems.contract"}} == {}
 
 
 def test_no_module_of_authzbench_takes_part_in_an_import_cycle():
@@ -213,7 +248,7 @@ def reachable(g: dict[str, set[str]], start: str, stop: set[str]) -> set[str]:
 
 def test_no_backend_but_reference_reaches_the_oracle_through_any_import():
     g = graph()
-    backends = [n for n in g if n.startswith("authzbench.backends.") and n != TRUTH_BACKEND]
+    backends = [n for n in g if side(n) == "adapter" and n != TRUTH_BACKEND]
     assert "authzbench.backends.expansion" in backends and "authzbench.systems.scylla.adapter" in backends
     leaks = {n: sorted(reachable(g, n, {TRUTH_BACKEND}) & TRUTH) for n in backends}
     assert {n: t for n, t in leaks.items() if t} == {}

@@ -1,10 +1,10 @@
-"""The pure parts of authzbench.systems.permify.clients: how the list is cut into rounds and rotated, how
+"""The pure parts of authzbench.systems.permify.tools.clients: how the list is cut into rounds and rotated, how
 answers are compared, how overhead against the round trip is computed (no server, nothing timed)."""
 
 from __future__ import annotations
 
 from authzbench.scenarios.timing import OpCounters
-from authzbench.systems.permify.clients import (
+from authzbench.systems.permify.tools.clients import (
     Client,
     Samples,
     chunks,

@@ -109,10 +109,10 @@ def test_social_workload_runs_open_loop_rate_steps_with_slo_verdicts(tmp_path):
 def test_a_model_no_chosen_backend_implements_is_refused_before_anything_starts(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from authzbench.backends.registry import BACKENDS
     from authzbench.core.errors import UserError
+    from authzbench.systems import systems
 
-    monkeypatch.setitem(BACKENDS, "reference", replace(BACKENDS["reference"], models=frozenset({"rebac"})))
+    monkeypatch.setitem(systems(), "reference", replace(systems()["reference"], models=frozenset({"rebac"})))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", model="social",
                          concurrency=[1], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")

@@ -3,7 +3,7 @@ OpenFGA's SDKs use) and ghz speaks gRPC, so the cross-check also times our own g
 to give the transport's cost a figure of its own.
 
 No PyPI package ships OpenFGA's Python gRPC stubs: the message classes come from the server's reflection
-through the helper the Permify adapter uses (backends/permify_grpc.fetch_pool), fetched once per client.
+through the shared helper (backends/grpc_reflection.reflected_pool), fetched once per client.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ class OpenfgaGrpc:
         import grpc
         from google.protobuf.message_factory import GetMessageClass
 
-        from authzbench.systems.permify.grpc import fetch_pool
+        from authzbench.backends.grpc_reflection import reflected_pool
 
         self.timeout = timeout
         self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {key}"),) if key else ()
         self.channel = grpc.insecure_channel(addr)
         try:
-            d = fetch_pool(self.channel, self.metadata, timeout, (SERVICE,)).FindServiceByName(SERVICE) \
+            d = reflected_pool(self.channel, self.metadata, timeout, (SERVICE,)).FindServiceByName(SERVICE) \
                 .methods_by_name["Check"]
         except BaseException:
             self.channel.close()

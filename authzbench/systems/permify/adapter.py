@@ -89,7 +89,7 @@ def attribute_json(d: RelationDef, obj: int | str) -> dict[str, Any]:
 
 
 # Named in server_info(), so a report says which client its Permify figures went through. Why gRPC
-# (authzbench.systems.permify.clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
+# (authzbench.systems.permify.tools.clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
 # the REST path (plain-dict JSON over the permify package's urllib3 pool) took 844 us client CPU and 1,480 us
 # Permify CPU a check, p50 2.25 ms; gRPC 0.64x that client CPU (rounds 0.40-0.81), 890 us Permify CPU (its
 # REST server is a grpc-gateway calling its own gRPC server: one hop more), p50 1.28 ms.

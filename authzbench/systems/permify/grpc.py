@@ -1,7 +1,7 @@
 """Permify's gRPC API with message classes built from the server's own reflection (no PyPI package ships
 Permify's stubs): one reflection stream, at connect, fetches the files defining the services called (16
 files, ~50 ms on a local v1.7.3), and the classes come from that pool. The adapter
-(authzbench.systems.permify.adapter) and authzbench.systems.permify.clients both call Permify through `Api`.
+(authzbench.systems.permify.adapter) and authzbench.systems.permify.tools.clients both call Permify through `Api`.
 
 Imported by the adapter's connect(), not at its module level: grpcio is the backend's driver.
 """
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message_factory import GetMessageClass
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from authzbench.backends.grpc_reflection import code_name, reflected_pool
 from authzbench.core.errors import BackendUnavailable, UserError
 
 PACKAGE = "base.v1"
@@ -35,34 +35,12 @@ class PermifyError(BackendUnavailable):
 
 def fetch_pool(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...], timeout: float,
                services: tuple[str, ...]) -> descriptor_pool.DescriptorPool:
-    """A descriptor pool holding the files that define `services` (full names) and all they import, from
-    one reflection stream (reflection is behind the preshared key too, hence the metadata)."""
-    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-    asks = [reflection_pb2.ServerReflectionRequest(file_containing_symbol=s) for s in services]
-    files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
-    for r in stub.ServerReflectionInfo(iter(asks), timeout=timeout, metadata=metadata):
-        if r.HasField("error_response"):
-            raise PermifyError(_code_name(r.error_response.error_code), f"reflection: {r.error_response.error_message}")
-        for raw in r.file_descriptor_response.file_descriptor_proto:
-            f = descriptor_pb2.FileDescriptorProto.FromString(raw)
-            files[f.name] = f
-    pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
-
-    def add(name: str) -> None:  # a file after everything it imports
-        if name not in added:
-            added.add(name)
-            for dep in files[name].dependency:
-                add(dep)
-            pool.Add(files[name])
-
-    for name in files:
-        add(name)
-    return pool
+    """The pool of `services` from the server's reflection (backends/grpc_reflection.py); an error answer is a
+    PermifyError."""
+    return reflected_pool(channel, metadata, timeout, services, PermifyError)
 
 
-def _code_name(number: int) -> str:
-    return next((c.name for c in grpc.StatusCode if c.value[0] == number), str(number))
+_code_name = code_name
 
 
 @dataclass(frozen=True)

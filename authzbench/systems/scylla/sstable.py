@@ -141,7 +141,7 @@ class SSTableIngest:
 
     def _bulk_cmd(self) -> list[str]:
         """The SSTable helper's command, from the endpoint: natively the built helper itself; under compose or
-        external, one that builds it on first use (authzbench/run/stack.py adds it; an adapter never provisions)."""
+        external, one that builds it on first use (its declaration's `tools`, added by provisioning; an adapter never provisions)."""
         cmd = self.endpoint.get("bulk_cmd")
         if not cmd:
             raise BackendUnavailable("scylla: ingest=sstable needs the SSTable helper, and the endpoint names "

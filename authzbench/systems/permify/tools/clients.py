@@ -1,7 +1,7 @@
 """Which client the Permify adapter should use (issue 28): each client's overhead against the round trip of
 its transport, on one real Permify server loaded with a dataset (default `tiny`, rebac).
 
-    python -m authzbench.systems.permify.clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
+    python -m authzbench.systems.permify.tools.clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
 
 Starts Permify natively and loads it the way `authzbench prepare` does (or reuses the server `authzbench up
 permify` / `prepare` left running, and then leaves it running), and stops what it started.
@@ -405,7 +405,7 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
     (load0, load1), positives = loads, sum(x[3] for x in inputs)
     return [
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-        f"`{' '.join(['python -m authzbench.systems.permify.clients', *args.argv])}`, {seconds:.0f} s measured.",
+        f"`{' '.join(['python -m authzbench.systems.permify.tools.clients', *args.argv])}`, {seconds:.0f} s measured.",
         f"Server: {server}, on this {os.cpu_count()}-core machine. Dataset: rebac "
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
         f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
@@ -420,7 +420,7 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m authzbench.systems.permify.clients",
+    ap = argparse.ArgumentParser(prog="python -m authzbench.systems.permify.tools.clients",
                                  description="Permify: each client's overhead against its transport's round trip")
     ap.add_argument("--checks", type=int, default=3000, help="checks in the fixed list (default: 3000)")
     ap.add_argument("--rounds", type=int, default=6, help="rounds the list is cut into (default: 6)")

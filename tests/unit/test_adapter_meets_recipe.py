@@ -1,6 +1,6 @@
-"""authzbench/run/stack.py joins a backend's adapter and its recipes: provisioning gets the adapter's endpoint
-readers from it, and an endpoint gets the tools the adapter runs (Scylla's SSTable helper), which the
-adapter no longer builds itself (backends/ never imports provision/)."""
+"""run/servers.py hands a backend's adapter to provisioning: provisioning gets the adapter's endpoint readers
+from it, and an endpoint gets the tools the adapter runs (the declaration's `tools`: Scylla's SSTable helper),
+which the adapter never builds itself (an adapter never imports a recipe)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from authzbench.backends.registry import backend_class
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import manager
 from authzbench.provision.base import Deployment
-from authzbench.run import stack
+from authzbench.run import servers
 
 HELPER = [sys.executable, "-m", "authzbench.systems.scylla.native"]
 
 
 def test_an_external_scylla_endpoint_names_the_helper_that_builds_itself_on_first_use(tmp_path):
-    dep = stack.provision("scylla", "external", tmp_path, {"url": "cql://127.0.0.1:9042/ks"})
+    dep = servers.provision("scylla", "external", tmp_path, {"url": "cql://127.0.0.1:9042/ks"})
     assert dep.endpoint == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "ks", "bulk_cmd": HELPER}
 
 
 def test_a_native_endpoint_keeps_the_helper_its_recipe_built(tmp_path, monkeypatch):
     built = ["java", "-cp", "x", "authzbench.SSTableBulk"]
-    monkeypatch.setattr(manager, "provision", lambda *a: Deployment("scylla", "native", {"bulk_cmd": built}))
-    assert stack.provision("scylla", "native", tmp_path, {}).endpoint == {"bulk_cmd": built}
+    monkeypatch.setattr(manager, "_obtain", lambda *a: Deployment("scylla", "native", {"bulk_cmd": built}))
+    assert servers.provision("scylla", "native", tmp_path, {}).endpoint == {"bulk_cmd": built}
 
 
 def test_the_provisioner_reads_the_endpoint_through_the_adapter_it_is_given(tmp_path):
@@ -36,7 +36,7 @@ def test_the_provisioner_reads_the_endpoint_through_the_adapter_it_is_given(tmp_
 
 def test_a_backend_without_a_native_recipe_says_why_before_anything_starts(tmp_path):
     with pytest.raises(BackendUnavailable, match="spicedb-crdb cannot run natively: no CockroachDB binary"):
-        stack.provision("spicedb-crdb", "native", tmp_path, {})
+        servers.provision("spicedb-crdb", "native", tmp_path, {})
 
 
 def test_the_sstable_path_without_a_helper_in_its_endpoint_is_one_line():

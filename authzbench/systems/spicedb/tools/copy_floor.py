@@ -3,7 +3,7 @@ COPY into relation_tuple (v1.54.0 internal/datastore/postgres/readwrite.go, Bulk
 rows into a table LIKE relation_tuple (its 8 indexes included), in SpiceDB's own PostgreSQL, with none of
 SpiceDB's work in the way, is the fastest its import can be here.
 
-    python -m authzbench.systems.spicedb.copy_floor DATASET [--streams 2]
+    python -m authzbench.systems.spicedb.tools.copy_floor DATASET [--streams 2]
 
 Uses the spicedb-pg server that `authzbench up spicedb-pg` / `prepare` left running (its datastore), builds
 the rows as CSV before the clock starts, COPYs them over `streams` connections at once, prints the rate and
@@ -86,7 +86,7 @@ def _datastore() -> tuple[str, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m authzbench.systems.spicedb.copy_floor")
+    p = argparse.ArgumentParser(prog="python -m authzbench.systems.spicedb.tools.copy_floor")
     p.add_argument("dataset")
     p.add_argument("--streams", type=int, default=2)
     args = p.parse_args(argv)
