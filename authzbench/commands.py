@@ -68,15 +68,15 @@ def _loadtest(args: argparse.Namespace) -> int:
 
 def _crosscheck(args: argparse.Namespace) -> int:
     """Every name checked before a server starts: the backends the tools speak to, the check scenarios."""
-    from authzbench.tools.crosscheck import BACKENDS, CHECK_SCENARIOS, Plan, run_command
+    from authzbench.tools.crosscheck import CHECK_SCENARIOS, Plan, backends, run_command
     from authzbench.tools.crosscheck_report import render_run
 
     if args.render:
         console.print(f"crosscheck report: {render_run(args.render, args.report_dir)}")
         return 0
-    bad = [b for b in args.backend if b not in BACKENDS]
+    bad = [b for b in args.backend if b not in backends()]
     if bad:
-        raise UserError(f"--backend {', '.join(bad)}: crosscheck speaks to {', '.join(BACKENDS)}")
+        raise UserError(f"--backend {', '.join(bad)}: crosscheck speaks to {', '.join(backends())}")
     from authzbench.generator.profiles import resolve
 
     resolve(args.profile, {}, "rebac")  # an unknown profile is refused before anything is written

@@ -1,4 +1,4 @@
-"""Schema files with `-- section: NAME` blocks of statements (schema/postgres.sql, schema/clickhouse.sql)."""
+"""Schema files with `-- section: NAME` blocks of statements (systems/postgres/postgres.sql, systems/clickhouse/clickhouse.sql)."""
 
 from __future__ import annotations
 

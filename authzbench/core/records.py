@@ -406,7 +406,7 @@ class CrosscheckBreakdown(Record):
     adapter_p50_ms: float
     driver_p50_ms: float
     calls: int
-    grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (tools/openfga_grpc)
+    grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (systems/openfga/grpc.py)
     floor_p50_ms: float | None = None  # the bare driver call alone in a tight loop (tools/crosscheck_client.floor)
     floor_cpu_ms: float | None = None  # ... and this process's CPU per call in that loop
     runner_us: float | None = None  # the runner's own µs per op around a no-op check (tools/runner_cost)

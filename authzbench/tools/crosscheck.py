@@ -1,12 +1,15 @@
 """`authzbench crosscheck` (issue 47): the suite's own check phases beside an independent load tool on the same
 server and the same inputs, interleaved in rounds (theirs, ours, theirs, ours ...):
 
-- postgres: pgbench (Debian's PostgreSQL build) running the adapter's own check query
-  (backends/postgres.check_statement) as a custom script, `-M prepared` as psycopg prepares a repeated query;
-  each transaction picks one of the phase's sampled inputs at random;
-- spicedb-pg, openfga, permify: ghz (provision/ghz.py) sending the adapter's own check request (built by the
-  adapter: check_request / check_message / check_fields) for each of the phase's inputs, cycled, one
-  connection per concurrent worker as the suite's workers each hold one, the key as bearer metadata.
+- a SQL backend: pgbench (Debian's PostgreSQL build) running the adapter's own check query (its crosscheck's
+  `statement`) as a custom script, `-M prepared` as psycopg prepares a repeated query; each transaction picks
+  one of the phase's sampled inputs at random;
+- a gRPC engine: ghz (provision/ghz.py) sending the adapter's own check request (its crosscheck's `requests`)
+  for each of the phase's inputs, cycled, one connection per concurrent worker as the suite's workers each
+  hold one, the key as bearer metadata.
+
+Which backends take part, and with which tool, is each system's `crosscheck` module
+(systems/<name>/crosscheck.py, named by its declaration).
 
 Our side is the runner's phase (scenarios/runner.run_phase) on the spec the suite's plan makes
 (phase_plan.phase_specs), so a figure is what `bench` would measure. Every run of either side is one record
@@ -41,17 +44,9 @@ from authzbench.core.records import (
     as_dict,
 )
 from authzbench.provision.base import say
-from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent
+from authzbench.systems import systems
+from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent, parts
 
-BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")
-TOOL = {"postgres": "pgbench", "spicedb-pg": "ghz", "openfga": "ghz", "permify": "ghz"}
-GRPC_CALL = {"spicedb-pg": "authzed.api.v1.PermissionsService.CheckPermission",
-             "openfga": "openfga.v1.OpenFGAService.Check", "permify": "base.v1.Permission.Check"}
-# How our adapter reaches each server (what the tool's figure is compared with).
-OUR_CLIENT = {"postgres": "psycopg 3 over libpq, the query prepared after 5 runs (psycopg's default)",
-              "spicedb-pg": "grpcio with the authzed package's stubs",
-              "openfga": "HTTP/JSON through openfga-sdk (ghz: the same Check over gRPC)",
-              "permify": "grpcio, message classes from the server's reflection"}
 CHECK_SCENARIOS = ("check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member",
                    "check_negative")
 PGBENCH_TX_LOG = re.compile(r"^\d+ \d+ (\d+) \d+ \d+ \d+")  # client tx time(us) script epoch us [lag]
@@ -178,16 +173,21 @@ def _slice(inputs: list, offset: int, n: int) -> list:
     return [inputs[(offset + i) % len(inputs)] for i in range(min(n, len(inputs)))]
 
 
-def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path) -> Theirs:
+def backends() -> list[str]:
+    """The backends a cross-check speaks to: those whose declaration names a crosscheck module."""
+    return [n for n, s in systems().items() if s.crosscheck]
+
+
+def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path,
+                 check_statement: Callable[[str], tuple[str, list[str]]]) -> Theirs:
     from authzbench.provision.pgcluster import bin_dir
-    from authzbench.systems.postgres.adapter import check_statement
 
     exe = bin_dir() / "pgbench"
     if not exe.is_file():
         raise BackendUnavailable(f"pgbench not found beside the PostgreSQL server binaries ({exe})")
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
     dsn = endpoint.get("dsn") or endpoint.get("url") or ""
-    # The adapter's server-side statement limit (backends/postgres.connect), for pgbench's sessions too.
+    # The adapter's server-side statement limit (systems/postgres/adapter.connect), for pgbench's sessions too.
     env = {**os.environ, "PGOPTIONS": f"-c statement_timeout={int(timeout_s * 1000)}",
            **({"PGPASSWORD": endpoint["password"]} if endpoint.get("password") else {})}
 
@@ -221,14 +221,7 @@ def _pgbench(cmd: list[str], env: dict[str, str], timeout_s: float) -> subproces
 
 def grpc_requests(backend: Any, name: str, inputs: list) -> list[dict[str, Any]]:
     """The adapter's own check request for every input, in protobuf JSON (what ghz's --data-file takes)."""
-    from google.protobuf.json_format import MessageToDict
-
-    if name == "openfga":
-        return [backend.check_message(*args) for _, args, _ in inputs]
-    if name == "permify":
-        m = backend.api.method("Permission.Check")
-        return [MessageToDict(m.request(**backend.check_fields(*args))) for _, args, _ in inputs]
-    return [MessageToDict(backend.check_request(*args)) for _, args, _ in inputs]
+    return parts(name).requests(backend, inputs)
 
 
 def ghz_side(name: str, backend: Any, endpoint: dict[str, Any], workdir: Path) -> Theirs:
@@ -244,9 +237,9 @@ def ghz_side(name: str, backend: Any, endpoint: dict[str, Any], workdir: Path) -
         data = workdir / "requests.json"
         data.write_text(json.dumps(grpc_requests(backend, name, inputs)))
         if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
-            _ghz_json(exe, workdir, ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency,
+            _ghz_json(exe, workdir, ghz_config(parts(name).GRPC_CALL, addr, data, metadata, concurrency,
                                                requests=max(warmup, concurrency)), 120.0)
-        cfg = ghz_config(GRPC_CALL[name], addr, data, metadata, concurrency, seconds)
+        cfg = ghz_config(parts(name).GRPC_CALL, addr, data, metadata, concurrency, seconds)
         report = _ghz_json(exe, workdir, cfg, seconds + 120)
         m = parse_ghz(report)
         if m.errors:  # a tool run with failed requests is not a figure to compare: say why
@@ -320,7 +313,7 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: 
 
     factory = sess.factory(dataset_path=sess.options.get("dataset_path"), timeout_s=spec.timeout_s)
     if grpc:  # its own phase id: its records are not the HTTP phase's
-        factory, spec = grpc_factory(factory), replace(spec, backend=f"{spec.backend}-grpc")
+        factory, spec = grpc_factory(factory, sess.name), replace(spec, backend=f"{spec.backend}-grpc")
     res = run_phase(spec, factory, inputs, sink, backend_class(sess.name).concurrency, on_window, kept=kept)
     if res.status not in ("complete",):
         raise BackendUnavailable(f"{spec.phase_id}: {res.status}: {res.reason}")
@@ -345,11 +338,12 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     with sess.backend(dataset_path=str(ds.path), timeout_s=timeout_s) as b, \
             tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
         info = b.server_info()
-        theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp)) if TOOL[name] == "pgbench" else \
-            ghz_side(name, b, sess.dep.endpoint, Path(tmp))
+        own = parts(name)
+        theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp), own.statement) if own.TOOL == "pgbench" \
+            else ghz_side(name, b, sess.dep.endpoint, Path(tmp))
         store.append(CrosscheckServer(backend=name, label=info.label, mode=sess.dep.mode,
                                       consistency=info.consistency, tool=theirs.tool, tool_version=theirs.version,
-                                      client=OUR_CLIENT[name], info=asdict(info),
+                                      client=own.CLIENT, info=asdict(info),
                                       settings=sess.dep.endpoint.get("engine_settings")))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         on = _OnBackend(sess, ds, oracle, store, theirs, kept, cfg.schedule.iterations_scale, {})
@@ -387,7 +381,7 @@ def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
         inputs[sname] = sc.sampler(ds, oracle, input_count(sc, iterations_scale))
     common = {"backend": sess.name, "scenario": sname, "concurrency": spec.concurrency, "round": spec.repeat,
               "phase": spec.phase_id, "warmup": spec.warmup}
-    for side in sides_in_order(spec.repeat, grpc=sess.name == "openfga"):
+    for side in sides_in_order(spec.repeat, grpc=hasattr(parts(sess.name), "GRPC_BACKEND")):
         say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else side}")
         with cpu_spent(side, list(sess.dep.pids) if sess.dep.mode == "native" else []) as cpu:
             if side == "theirs":

@@ -4,9 +4,9 @@
   tool (pgbench or ghz, the processes this one waited for) and the server (a native deployment's processes,
   the backends they reaped included: PostgreSQL forks one per connection), so a throughput ratio comes with
   whose CPU it was;
-- OpenFGA's check over gRPC as a side of its own ("ours-grpc"): the runner's phase with the adapter's check
-  sent as OpenFGA's gRPC Check (tools/openfga_grpc.py), so the transport's cost (HTTP/JSON, what OpenFGA's
-  SDKs use, against the gRPC ghz speaks) is a figure of the same kind as the others;
+- a backend's check over gRPC as a side of its own ("ours-grpc") where its adapter speaks HTTP but ghz gRPC:
+  the runner's phase with the adapter's check sent over gRPC (its crosscheck's GRPC_BACKEND), so the
+  transport's cost is a figure of the same kind as the others;
 - the floor a Python client cannot pass: the bare driver call alone in a tight loop (its p50 and the client
   CPU per call), against the tool's p50.
 """
@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import importlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from resource import RUSAGE_CHILDREN, getrusage
@@ -26,12 +26,12 @@ from authzbench.core.metrics import new_histogram, record_all
 from authzbench.core.records import CrosscheckBreakdown
 from authzbench.scenarios.spec import BackendFactory
 from authzbench.scenarios.timing import timed
-from authzbench.systems.openfga.adapter import OpenFGABackend
+from authzbench.systems import system
 from authzbench.tools.runner_cost import runner_cost
 
 # no-op ops of the runner's loop timed per scenario (x3, the least kept): ~0.3 s on a quiet core
 RUNNER_OPS = 50_000
-OURS_GRPC = "ours-grpc"  # the side: the runner's phase over OpenFGA's gRPC API
+OURS_GRPC = "ours-grpc"  # the side: the runner's phase over a backend's own gRPC API (its GRPC_BACKEND)
 
 
 def tree_cpu_s(roots: Iterable[int], without: Iterable[int] = ()) -> float:
@@ -104,69 +104,22 @@ def cpu_spent(side: str, server_pids: list[int]) -> Iterator[CpuSpent]:
         spent.window(False)
 
 
-# OpenFGA over gRPC as a runner's phase ------------------------------------------------------------------
-
-class OpenfgaGrpcBackend(OpenFGABackend):
-    """The OpenFGA adapter with its check sent over gRPC: the same request (check_message) built per op as
-    a protobuf message, on one channel per worker; everything else (store, model, lookups) as the adapter."""
-
-    def connect(self) -> None:
-        from authzbench.systems.openfga.grpc import OpenfgaGrpc
-
-        super().connect()
-        self.grpc = OpenfgaGrpc(self.endpoint["grpc_addr"], self.endpoint.get("preshared_key") or "", self.timeout)
-
-    def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
-        g = self.grpc
-        req = g.request(**self.check_message(user, perm, resource, mode))
-        return bool(g.rpc(req, timeout=self.timeout, metadata=g.metadata).allowed)
-
-    def close(self) -> None:
-        grpc = getattr(self, "grpc", None)
-        if grpc is not None:
-            grpc.close()
-        super().close()
+def grpc_factory(factory: BackendFactory, backend: str) -> BackendFactory:
+    """The runner's factory for a backend's own gRPC side (its crosscheck's GRPC_BACKEND)."""
+    return BackendFactory(parts(backend).GRPC_BACKEND, factory.endpoint, factory.options)
 
 
-def grpc_factory(factory: BackendFactory) -> BackendFactory:
-    """The runner's factory for OpenFGA, its check over gRPC."""
-    return BackendFactory(f"{__name__}:OpenfgaGrpcBackend", factory.endpoint, factory.options)
+def parts(name: str) -> Any:
+    """`name`'s crosscheck module (its declaration's `crosscheck`): tool, client, requests, driver call."""
+    return importlib.import_module(system(name).crosscheck)
 
 
 # where our time goes at 1 worker ----------------------------------------------------------------------
 
 def bare_driver_call(backend: Any, name: str, args: tuple) -> Callable[[], Any]:
     """The driver's own call for one check with everything the adapter builds made beforehand: the same
-    query / request on the adapter's connection, the adapter's code out of the way."""
-    user, perm, resource = args
-    if name == "postgres":  # the adapter's statement, prepared on its connection, by libpq's PQexecPrepared
-        from authzbench.systems.postgres.adapter import check_statement
-
-        sql, params = check_statement(perm)
-        values = [b"%d" % {"user": user, "resource": resource}[p] for p in params]
-        pg = backend.conn.pgconn
-        stmt = backend._statements.get(sql) or backend._prepare(pg, sql)
-        return lambda: pg.exec_prepared(stmt, values, result_format=1)
-    if name == "spicedb-pg":
-        req = backend.check_request(user, perm, resource)
-        return lambda: backend.client.CheckPermission(req, timeout=backend.timeout, metadata=backend._md)
-    if name == "permify":
-        m = backend.api.method("Permission.Check")
-        msg = m.request(**backend.check_fields(user, perm, resource))
-        return lambda: m.rpc(msg, timeout=backend.timeout, metadata=backend.api.metadata)
-    return _openfga_post(backend, backend.check_message(user, perm, resource))
-
-
-def _openfga_post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
-    """The SDK's POST /stores/{id}/check as bytes already encoded, on a kept-alive urllib3 pool (the SDK's own
-    HTTP library)."""
-    import urllib3
-
-    body = json.dumps({k: v for k, v in message.items() if k != "store_id"}).encode()
-    url = f"{backend.endpoint['url']}/stores/{message['store_id']}/check"
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
-    pool = urllib3.PoolManager(maxsize=1)
-    return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data
+    query / request on the adapter's connection, the adapter's code out of the way (its crosscheck's)."""
+    return parts(name).driver_call(backend, args)
 
 
 def breakdown(backend: Any, name: str, inputs: list, n: int,
@@ -188,19 +141,15 @@ def breakdown(backend: Any, name: str, inputs: list, n: int,
 
 
 def breakdown_of(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
-    """The 1-worker breakdown of one scenario, then the bare driver call's floor on the same inputs; for OpenFGA
-    also our own gRPC call of the request ghz sends, so the transport (HTTP/JSON, what its SDKs use, against
-    gRPC) is a figure of its own."""
-    client = None
-    if name == "openfga":
-        from authzbench.systems.openfga.grpc import OpenfgaGrpc
-
-        client = OpenfgaGrpc(endpoint["grpc_addr"], endpoint.get("preshared_key") or "", b.timeout)
+    """The 1-worker breakdown of one scenario, then the bare driver call's floor on the same inputs; for a backend
+    with a gRPC side (its crosscheck's grpc_call) also our own gRPC call of the request ghz sends, so the
+    transport is a figure of its own."""
+    grpc, close = parts(name).grpc_call(b, endpoint) if hasattr(parts(name), "grpc_call") else (None, None)
     try:
-        got = breakdown(b, name, inputs, n, (lambda a: client.call(b.check_message(*a))) if client else None)
+        got = breakdown(b, name, inputs, n, grpc)
     finally:
-        if client is not None:
-            client.close()
+        if close is not None:
+            close()
     got |= floor([bare_driver_call(b, name, args) for _, args, _ in inputs[:n]])
     got["runner_us"] = runner_cost(RUNNER_OPS)["runner_us"]
     store.append(CrosscheckBreakdown(backend=name, scenario=sname, **got))

@@ -206,8 +206,18 @@ def _opt(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None else _f(v, digits)
 
 
+def transport_product(records: Iterable[dict[str, Any]]) -> str:
+    """The product the transport rows are of: its system's first alias (the name its makers give it)."""
+    from authzbench.systems import system
+
+    name = next(r["backend"] for r in records
+                if r.get("type") == "crosscheck_breakdown" and r.get("grpc_p50_ms") is not None)
+    s = system(name)
+    return s.aliases[0] if s.aliases else name
+
+
 def transport_table(records: Iterable[dict[str, Any]], table: Sequence[Row]) -> str:
-    """OpenFGA at 1 worker: our p50 over its HTTP API (the runner's phase, the adapter through the SDK, the bare
+    """A backend with a gRPC side at 1 worker: our p50 over its HTTP API (the runner's phase, the adapter through the SDK, the bare
     POST) beside our own gRPC call of the request ghz sends and ghz's p50; bare HTTP - our gRPC is the
     transport's cost, our gRPC - ghz what is left of the client."""
     ones = {(r.backend, r.scenario): r for r in table if r.concurrency == 1 and r.side == "ours"}
@@ -414,8 +424,9 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
                   "(\"driver alone\", with this process's CPU per call): the floor a Python client on this driver "
                   "does not pass.", "", bd, *floor_notes(records, table)]
         if tt := transport_table(records, table):
-            parts += ["## OpenFGA over HTTP and over gRPC at 1 worker", "",
-                      "Our adapter calls OpenFGA's HTTP API (what its SDKs use), ghz its gRPC API: our own gRPC call "
+            product = transport_product(records)
+            parts += [f"## {product} over HTTP and over gRPC at 1 worker", "",
+                      f"Our adapter calls {product}'s HTTP API (what its SDKs use), ghz its gRPC API: our own gRPC call "
                       "of the same prebuilt request (message classes from the server's reflection), timed in turn "
                       "with the breakdown's calls, separates the transport's cost from the client's.", "", tt]
         if gaps := closing_notes(records, table):

@@ -326,11 +326,11 @@ def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
 
 
 def _server(backend: str = "openfga", tier: str = "strict") -> dict:
-    from authzbench.provision.tiers import ENGINES
+    from authzbench.provision.tiers import engine_tier
 
     return {"type": "crosscheck_server", "backend": backend, "label": "OpenFGA v1.22.1", "mode": "native",
             "consistency": "HIGHER_CONSISTENCY", "tool": "ghz", "tool_version": "0.120.0",
-            "settings": ENGINES[backend](tier).settings}
+            "settings": engine_tier(backend, tier).settings}
 
 
 def test_render_states_the_tier_asked_for_and_each_engines_recorded_cache_and_reads():

@@ -20,42 +20,42 @@ def _flag(flags: list[str], name: str) -> str | None:
     return next((f.split("=", 1)[1] for f in flags if f.startswith(f"--{name}=")), None)
 
 
-@pytest.mark.parametrize("engine", sorted(tiers.ENGINES))
+@pytest.mark.parametrize("engine", sorted(tiers.engines()))
 @pytest.mark.parametrize("tier", tiers.TIERS)
 def test_every_engine_records_its_tier_cache_window_and_pool(engine, tier):
-    s = tiers.ENGINES[engine](tier).settings
+    s = tiers.engine_tier(engine, tier).settings
     assert s["tier"] == tier and s["cache_on"] == (tier == "cached")
     assert s["pool_total"] == tiers.POOL and s["cache"] and s["freshness"] and s["pool"] and s["reads"]
 
 
 def test_cached_tier_turns_every_answer_cache_on_with_one_five_second_window():
-    spice, fga, perm = (tiers.ENGINES[e]("cached").flags for e in ("spicedb-pg", "openfga", "permify"))
+    spice, fga, perm = (tiers.engine_tier(e, "cached").flags for e in ("spicedb-pg", "openfga", "permify"))
     assert _flag(spice, "datastore-revision-quantization-interval") == "5s"
     assert _flag(spice, "datastore-revision-quantization-max-staleness-percent") == "0"
     assert _flag(spice, "dispatch-cache-enabled") == "true" and _flag(spice, "dispatch-cache-max-cost") == "64MiB"
     assert _flag(fga, "check-query-cache-enabled") == "true" and _flag(fga, "check-query-cache-ttl") == "5s"
     assert _flag(fga, "check-iterator-cache-enabled") == "true" and _flag(fga, "check-iterator-cache-ttl") == "5s"
     assert _flag(perm, "service-permission-cache-max-cost") == "64MiB"
-    windows = {tiers.ENGINES[e]("cached").settings["freshness_s"] for e in ("spicedb-pg", "openfga")}
+    windows = {tiers.engine_tier(e, "cached").settings["freshness_s"] for e in ("spicedb-pg", "openfga")}
     assert windows == {5}
-    assert tiers.permify("cached").settings["freshness_s"] is None  # snapshot-keyed: no time window to set
+    assert tiers.engine_tier("permify", "cached").settings["freshness_s"] is None  # snapshot-keyed: no time window to set
 
 
 def test_strict_tier_turns_every_answer_cache_off():
-    assert _flag(tiers.spicedb("strict").flags, "dispatch-cache-enabled") == "false"
-    fga = tiers.openfga("strict").flags
+    assert _flag(tiers.engine_tier("spicedb-pg", "strict").flags, "dispatch-cache-enabled") == "false"
+    fga = tiers.engine_tier("openfga", "strict").flags
     assert _flag(fga, "check-query-cache-enabled") == "false" and _flag(fga, "check-iterator-cache-enabled") == "false"
-    assert _flag(tiers.permify("strict").flags, "service-permission-cache-max-cost") == "1B"
-    assert {tiers.ENGINES[e]("strict").settings["reads"] for e in tiers.ENGINES} == {
+    assert _flag(tiers.engine_tier("permify", "strict").flags, "service-permission-cache-max-cost") == "1B"
+    assert {tiers.engine_tier(e, "strict").settings["reads"] for e in tiers.engines()} == {
         "fully_consistent", "HIGHER_CONSISTENCY"}
 
 
 def test_every_engine_gets_the_same_datastore_pool():
-    spice = tiers.spicedb("cached").flags
+    spice = tiers.engine_tier("spicedb-pg", "cached").flags
     read, write = (int(_flag(spice, f"datastore-conn-pool-{k}-max-open") or 0) for k in ("read", "write"))
     assert read + write == tiers.POOL
-    assert int(_flag(tiers.openfga("cached").flags, "datastore-max-open-conns") or 0) == tiers.POOL
-    assert int(_flag(tiers.permify("cached").flags, "database-max-connections") or 0) == tiers.POOL
+    assert int(_flag(tiers.engine_tier("openfga", "cached").flags, "datastore-max-open-conns") or 0) == tiers.POOL
+    assert int(_flag(tiers.engine_tier("permify", "cached").flags, "database-max-connections") or 0) == tiers.POOL
 
 
 def test_a_start_without_a_tier_is_cached():
@@ -89,9 +89,9 @@ def test_saved_servers_are_reused_only_in_their_own_tier():
 def _run(tier: str | None, backends=("spicedb-pg", "openfga", "permify", "postgres")):
     recs = []
     for b in backends:
-        ep = {"engine_settings": {**tiers.ENGINES[b](tier).settings}} if tier and b in tiers.ENGINES else {}
+        ep = {"engine_settings": {**tiers.engine_tier(b, tier).settings}} if tier and b in tiers.engines() else {}
         info = {"label": b, "version": "1", "notes": [],
-                "consistency": "minimize_latency" if b in tiers.ENGINES else ""}
+                "consistency": "minimize_latency" if b in tiers.engines() else ""}
         recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "endpoint": ep, "notes": []})
     return from_records(Path("fixture"), {"config": {"tier": tier}}, recs)
 

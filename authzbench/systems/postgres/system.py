@@ -8,5 +8,5 @@ SYSTEM = System(
     services=("postgres",), builds=(POSTGRES_SERVER,), image="postgres",
     image_versions="authzbench.systems.postgres.native:image_versions",
     worker_limit="authzbench.systems.postgres.native:WORKER_LIMIT",
-    crosscheck="authzbench.systems.postgres.crosscheck", colour=0, order=1, aliases=("PostgreSQL",),
+    crosscheck="authzbench.systems.postgres.crosscheck", colour=0, order=1,
 )

@@ -3,7 +3,7 @@
 The same code serves ScyllaDB (compose/external) and Apache Cassandra (native here). Permissions are
 expanded at load time with the shared vectorized closure, chunk by chunk, and loaded by one of two paths:
 - `sstable` (the default where the node is local: native): the rows are streamed to a Java helper
-  (provision/native/cassandra_bulk/SSTableBulk.java) that writes them as SSTables, one sorted SSTable per
+  (systems/scylla/cassandra_bulk/SSTableBulk.java) that writes them as SSTables, one sorted SSTable per
   block, the blocks in token order (cql_tokens.py) so that no two overlap, which the node then imports (`nodetool import`'s JMX call: files moved into the table, no
   write path, no memtables, no commit log). What operators use for a bulk load.
 - `cql` (the ingest variant `CQL`; the default on compose/external): prepared statements in unlogged

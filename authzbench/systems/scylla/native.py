@@ -5,7 +5,7 @@ Maven copies them into the cache dir once; the provisioner writes cassandra.yaml
 a single node on 127.0.0.1 with private ports, and starts CassandraDaemon with the JPMS flags of
 Cassandra's own conf/jvm17-server.options (without them it fails on sun.nio.ch.DirectBuffer).
 
-The bulk path (authzbench/backends/scylla.py): a small Java helper, `cassandra_bulk/SSTableBulk.java`
+The bulk path (authzbench/systems/scylla/adapter.py): a small Java helper, `cassandra_bulk/SSTableBulk.java`
 (shipped with the package), compiled once against those jars with javac into the cache dir, writes
 SSTables from rows streamed to it and imports them through the node's JMX port (loopback only), as
 `nodetool import` does.

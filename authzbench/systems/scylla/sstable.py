@@ -1,5 +1,5 @@
 """The Cassandra / ScyllaDB adapter's SSTable ingest path (scylla.py): the rows streamed to a Java helper
-(provision/native/cassandra_bulk/SSTableBulk.java) writing sorted SSTables in token order, which the node
+(systems/scylla/cassandra_bulk/SSTableBulk.java) writing sorted SSTables in token order, which the node
 then imports. A mixin of ScyllaBackend: it uses the adapter's endpoint, keyspace and tables."""
 
 from __future__ import annotations
