@@ -13,7 +13,6 @@ from authzbench.core.errors import UserError
 from authzbench.schema.model import MODELS, relation_defs
 from authzbench.systems.openfga.adapter import (
     RENAMES,
-    SCHEMA_DIR,
     OpenFGABackend,
     _rewrite,
     _tokens,
@@ -21,6 +20,7 @@ from authzbench.systems.openfga.adapter import (
     model_json,
     tuple_key,
 )
+from authzbench.systems.spicedb.adapter import SCHEMA_DIR as ZED_DIR
 
 
 def _zed_direct(types: str) -> list[dict[str, Any]]:
@@ -66,7 +66,7 @@ def zed_to_model(text: str) -> dict[str, Any]:
 @pytest.mark.parametrize("model", MODELS)
 def test_fga_and_zed_files_define_the_same_relations_and_permissions(model):
     fga = model_json(model)
-    zed = zed_to_model((SCHEMA_DIR / f"{model}.zed").read_text())
+    zed = zed_to_model((ZED_DIR / f"{model}.zed").read_text())
     assert [t["type"] for t in fga["type_definitions"]] == [t["type"] for t in zed["type_definitions"]]
     for f, z in zip(fga["type_definitions"], zed["type_definitions"], strict=True):
         assert f == z, f"type {f['type']}: .fga and .zed differ"
