@@ -21,7 +21,9 @@ The folder, authzbench/systems/<name>/ (the folder name is the system's; its bac
     schema files  what the adapter sends its server (postgres.sql, rebac.zed, rebac.fga, rebac.perm, cql.cql, a
                   mapping .json), read by the adapter as `Path(__file__).parent / "NAME"`.
     helper dirs   non-Python sources the recipe builds (scylla/cassandra_bulk/, elasticsearch/es_launcher/).
-    tools         a system's own tools (`python -m authzbench.systems.<name>.<tool>`), beside the adapter.
+    crosscheck.py what `authzbench crosscheck` needs of it (`crosscheck=`: TOOL, CLIENT, driver_call, and
+                  GRPC_CALL + requests for ghz or statement for pgbench), on the adapter side.
+    tools/        its own experiments (`python -m authzbench.systems.<name>.tools.<tool>`), in the command layer.
 
 Outside the folder a system has only: its compose services (compose/docker-compose.yaml, named in `services`),
 its pinned versions (compose/versions.env) and its pip extra (pyproject.toml, named in `extra`). Tests walk
