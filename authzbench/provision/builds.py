@@ -17,7 +17,8 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from authzbench.provision.base import cache_dir, console, say, stamp_ok
+from authzbench.core.console import console, say
+from authzbench.provision.base import cache_dir, stamp_ok
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str
     """Each variant against one loaded engine (how: variants, scale, threads); every record stored as it comes."""
     from dataclasses import asdict
 
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
 
     variants, scale, threads = how
     n_users, n_content = ds.entities["user"], ds.entities["content"]

@@ -20,11 +20,11 @@ from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig, DatasetChoice, Schedule
 from authzbench.core import records as rec
 from authzbench.core import speed
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.core.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
 from authzbench.core.stopping import check as check_stop
 from authzbench.generator import obtain
-from authzbench.provision.base import say
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
 from authzbench.run.loading import load_backend

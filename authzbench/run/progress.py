@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from rich.progress import BarColumn, Progress, TextColumn
 
-from authzbench.provision.base import console
+from authzbench.core.console import console
 from authzbench.scenarios.spec import PhaseSpec
 
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from authzbench.backends.base import Backend
+from authzbench.core.console import say
 from authzbench.core.records import Restored, as_dict
-from authzbench.provision.base import say
 from authzbench.run.servers import Session
 from authzbench.scenarios.catalog import READ_SCENARIOS, scenario
 from authzbench.scenarios.results import RunStore

@@ -17,8 +17,9 @@ import psutil
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import backend_class, entry, implementation
 from authzbench.config import ServerChoice, own_options
+from authzbench.core.console import say
 from authzbench.core.metrics import Monitor
-from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
+from authzbench.provision.base import Deployment, pid_alive, stop_pid
 from authzbench.run.stack import provision
 from authzbench.scenarios.spec import BackendFactory
 

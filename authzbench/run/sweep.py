@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from authzbench.config import BenchConfig
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.generator.profiles import SocialParams, resolve
 from authzbench.generator.rebac import approx_relationships
-from authzbench.provision.base import say
 from authzbench.run import orchestrate, servers
 from authzbench.run.loading import LoadBound
 from authzbench.scenarios.results import RunStore

@@ -31,6 +31,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.core.metrics import encode, merge, new_histogram
 from authzbench.core.records import (
@@ -40,7 +41,6 @@ from authzbench.core.records import (
     Record,
     as_dict,
 )
-from authzbench.provision.base import say
 from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent
 
 BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify")

@@ -317,7 +317,7 @@ def _versions() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
     from authzbench.run.servers import Session
 
     cfg, ds, inputs = _dataset_and_inputs(args)
@@ -368,7 +368,7 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
     import psutil
 
     from authzbench.backends.permify import DEPTH
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
     from authzbench.run.loading import load_backend
 
     rest: RestDict | None = None
