@@ -174,8 +174,8 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
 
 
 def _churn_args(p: argparse.ArgumentParser) -> None:
-    """The churn sweep's options (config.Churn; defaults in scenarios/churn.py)."""
-    from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
+    """The churn sweep's options (config.Churn; defaults in workloads/churn.py)."""
+    from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 
     p.add_argument("--churn-rates", type=_csv(_number(float, 0, above=True)), default=list(CHURN_RATES),
                    help=f"churn: structural changes/s, one step each, ascending (default "

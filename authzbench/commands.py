@@ -45,9 +45,9 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 
 def _loadtest(args: argparse.Namespace) -> int:
     from authzbench.report import loadtest as report
+    from authzbench.results.store import RunStore, default_results_dir
     from authzbench.run.loadtest import run_command
-    from authzbench.scenarios.loadtest import PLANS
-    from authzbench.scenarios.results import RunStore, default_results_dir
+    from authzbench.workloads.loadtest import PLANS
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
@@ -134,7 +134,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
         stdout.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return 0
     if args.cmd == "load-host":
-        from authzbench.scenarios.distributed import load_host
+        from authzbench.measure.distributed import load_host
 
         try:
             return load_host(args.scheduler, args.host, args.name)
@@ -253,8 +253,8 @@ def _targets(args: argparse.Namespace):
 
 
 def _prepare_or_bench(args: argparse.Namespace) -> int:
+    from authzbench.results.store import RunStore
     from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
 
     cfg = _config(args)
     if args.cmd == "prepare":
@@ -304,7 +304,7 @@ def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
 
 
 def _basis(args: argparse.Namespace) -> int:
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
 
     for run in args.run:  # every run checked before the first is read
         RunStore.open(run)
@@ -347,7 +347,7 @@ def _renderer(report_dir: Path):
 
 
 def _report(args: argparse.Namespace) -> int:
-    from authzbench.scenarios.results import latest_run
+    from authzbench.results.store import latest_run
 
     if args.compare:
         from authzbench.report.compare import render_compare
@@ -385,9 +385,9 @@ def _print_compare(a: Path, b: Path) -> None:
 def _stats(args: argparse.Namespace) -> int:
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.schema.dataset import Dataset
     from authzbench.truth.social_oracle import oracle_for
+    from authzbench.workloads.stats import anchors, distribution, sampled_inputs, totals_table
 
     if args.path:
         ds = Dataset.open(args.path)

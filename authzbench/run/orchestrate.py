@@ -25,20 +25,20 @@ from authzbench.core.errors import UserError
 from authzbench.core.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
 from authzbench.core.stopping import check as check_stop
 from authzbench.generator import obtain
+from authzbench.measure.pools import KeptWorkers, preload_worker_modules
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
+from authzbench.results.store import ResultsUnwritable, RunStore
 from authzbench.run.loading import load_backend
 from authzbench.run.phase_plan import BackendTraits, Pace, RestoreChecks, phase_specs, visit_of, visit_order
 from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
 from authzbench.run.restore import HEAVY_LOOKUP, RestoreOptions, heavy_restore, touched_ops, verify_restored
 from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
-from authzbench.scenarios.catalog import input_count, scenario
-from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
-from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
-from authzbench.scenarios.results import ResultsUnwritable, RunStore
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.schema.dataset import Dataset
 from authzbench.truth.social_oracle import oracle_for
+from authzbench.workloads.catalog import input_count, scenario
+from authzbench.workloads.churn import SLO_CHECK_P95_MS, ChurnSweep
 
 
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
@@ -124,7 +124,7 @@ class _BenchRun:
                 with timed_step(store, name, "start"):
                     sess = self.sessions[name] = Session(name, cfg.servers, cfg.data.model)
                 if self.client is not None:
-                    from authzbench.scenarios.distributed import check_endpoint
+                    from authzbench.measure.distributed import check_endpoint
 
                     check_endpoint(self.client, name, cfg.servers.options.get("url") or
                                    os.environ.get(external_url_var(name), ""))
@@ -225,7 +225,7 @@ def _dataset_and_oracle(choice: DatasetChoice, store: RunStore):
     t0 = time.perf_counter()
     oracle = oracle_for(ds)
     store.append(rec.Oracle(seconds=time.perf_counter() - t0))
-    from authzbench.scenarios.stats import anchors, distribution
+    from authzbench.workloads.stats import anchors, distribution
 
     store.append(rec.Distribution(rows=distribution(ds, oracle),
                                   anchors=anchors(oracle) if ds.model == "rebac" else {"dau": choice.dau}))
@@ -408,7 +408,7 @@ def _load_hosts(workers_on: str | None, store: RunStore):
     """With --workers-on: a client of the Dask scheduler, the load hosts' versions recorded; else None."""
     if not workers_on:
         return None
-    from authzbench.scenarios.distributed import connect, host_versions
+    from authzbench.measure.distributed import connect, host_versions
 
     client = connect(workers_on)
     hv = host_versions(client)
@@ -423,7 +423,7 @@ def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, con
                on_window, client, kept: KeptWorkers | None = None):
     if client is None:
         return run_phase(spec, factory, inputs, sink, conc_model, on_window=on_window, kept=kept)
-    from authzbench.scenarios.distributed import run_phase_distributed
+    from authzbench.measure.distributed import run_phase_distributed
 
     return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)
 

@@ -22,9 +22,9 @@ from rich.table import Table
 from authzbench.core.console import stdout
 from authzbench.core.metrics import new_histogram
 from authzbench.generator import generate
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS
 
 _XL_CHILD = """
 import json, resource, sys, time
@@ -41,7 +41,7 @@ print(json.dumps({"seconds": s, "relationships": ds.total_relationships,
 _ORACLE_CHILD = """
 import json, resource, sys, time
 from authzbench.schema.dataset import Dataset
-from authzbench.scenarios.stats import anchors, distribution
+from authzbench.workloads.stats import anchors, distribution
 from authzbench.truth.oracle import Oracle
 ds = Dataset.open(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rich.progress import BarColumn, Progress, TextColumn
 
 from authzbench.core.console import console
-from authzbench.scenarios.spec import PhaseSpec
+from authzbench.workloads.spec import PhaseSpec
 
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
 # and the starts and loads spread over the phases), before this run has its own figure. In make bench at

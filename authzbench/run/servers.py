@@ -21,7 +21,7 @@ from authzbench.core.console import say
 from authzbench.core.metrics import Monitor
 from authzbench.provision.base import Deployment, pid_alive, stop_pid
 from authzbench.run.stack import provision
-from authzbench.scenarios.spec import BackendFactory
+from authzbench.workloads.spec import BackendFactory
 
 # server state between commands ----------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import psutil
 
 from authzbench.config import BenchConfig
 from authzbench.report import render
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios import catalog
-from authzbench.scenarios.results import RunStore
+from authzbench.workloads import catalog
 
 
 def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap: int = 8000) -> tuple[str, str, float]:

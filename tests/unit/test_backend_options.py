@@ -13,8 +13,8 @@ from authzbench.backends.reference import ReferenceBackend, ReferenceOptions
 from authzbench.backends.registry import BACKENDS, backend_class
 from authzbench.config import BenchConfig, own_options
 from authzbench.core.errors import UserError
+from authzbench.measure.runner import BackendFactory
 from authzbench.run import orchestrate
-from authzbench.scenarios.runner import BackendFactory
 
 
 def test_an_unknown_option_is_one_line_naming_the_valid_keys():

@@ -11,8 +11,8 @@ import pytest
 from authzbench.config import BenchConfig
 from authzbench.provision import builds
 from authzbench.provision.builds import STEPS, BuildStep
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 
 
 def _step(events: list[str], what: str, fail: bool = False) -> BuildStep:

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("truth", ("truth",)),
     ("backends", ("backends",)),
     ("provision", ("provision",)),
-    ("measure", ("scenarios",)),
+    ("measure", ("results", "workloads", "measure")),
     ("run", ("config", "run")),
     ("report", ("report",)),
     ("command", ("commands", "tools")),

@@ -9,8 +9,8 @@ import pytest
 from authzbench.backends.reference import ReferenceBackend
 from authzbench.config import BenchConfig
 from authzbench.report import render
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 from tests.unit.test_cli import authzbench
 
 

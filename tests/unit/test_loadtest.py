@@ -9,9 +9,10 @@ import time
 import numpy as np
 
 from authzbench.core.metrics import decode
+from authzbench.measure import timing
 from authzbench.report.loadtest import render
-from authzbench.scenarios import loadtest, timing
-from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan
+from authzbench.workloads import loadtest
+from authzbench.workloads.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan
 
 
 class Fake:

@@ -34,7 +34,7 @@ def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     from pymongo.errors import AutoReconnect, _OperationCancelled
 
     from authzbench.backends.mongo import _heartbeat_timeout_is_a_timeout
-    from authzbench.scenarios.timing import is_timeout
+    from authzbench.measure.timing import is_timeout
 
     def raising(exc: Exception):
         @_heartbeat_timeout_is_a_timeout

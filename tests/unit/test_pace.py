@@ -4,12 +4,12 @@ heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in 
 from __future__ import annotations
 
 from authzbench.config import BenchConfig
+from authzbench.measure.runner import PhaseResult, PhaseSpec
 from authzbench.report.data import load_run
 from authzbench.report.validity import _skip_cause, _stops
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
 from authzbench.run.phase_plan import Pace
-from authzbench.scenarios.results import RunStore
-from authzbench.scenarios.runner import PhaseResult, PhaseSpec
 
 
 def _spec(c: int, **kw) -> PhaseSpec:
@@ -116,7 +116,7 @@ def test_a_higher_count_runs_when_its_workers_reach_the_op_floor_or_its_op_fits_
 
 
 def test_the_budget_end_stops_a_worker_from_starting_an_op_past_the_stretch():
-    from authzbench.scenarios.spec import BUDGET_STRETCH, budget_end
+    from authzbench.workloads.spec import BUDGET_STRETCH, budget_end
     assert budget_end(_round(1), t0=100.0) == 100.0 + 4 / 3 * BUDGET_STRETCH
     assert budget_end(_round(1, mode="open"), t0=100.0) == float("inf")  # an open loop runs its schedule
     assert budget_end(_spec(1), t0=100.0) == float("inf")  # no budget: the op count ends it
@@ -152,8 +152,8 @@ def test_the_final_restore_asks_the_heaviest_user_by_checks_when_the_run_measure
 def test_the_heaviest_users_checks_cover_resources_they_hold_and_do_not_as_the_oracle_says(tmp_path):
     from authzbench.generator import generate
     from authzbench.run.restore import HEAVY_LOOKUP, as_checks
-    from authzbench.scenarios.catalog import scenario
     from authzbench.truth.oracle import shared
+    from authzbench.workloads.catalog import scenario
 
     ds = generate("tiny", tmp_path / "tiny")
     oracle = shared(ds)

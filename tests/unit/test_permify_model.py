@@ -121,7 +121,7 @@ class _RpcError(grpc.RpcError):
 
 def test_grpc_statuses_map_to_the_adapters_errors():
     from authzbench.backends.permify_grpc import Api
-    from authzbench.scenarios.timing import is_timeout
+    from authzbench.measure.timing import is_timeout
 
     api = object.__new__(Api)  # the mapping only: no channel
     api.addr, api.timeout = "127.0.0.1:3478", 2.0

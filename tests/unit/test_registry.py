@@ -14,8 +14,8 @@ import pytest
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import BACKENDS, backend_class, extras, missing_driver
 from authzbench.provision import compose, manager
+from authzbench.results.store import DRIVERS
 from authzbench.run import stack
-from authzbench.scenarios.results import DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

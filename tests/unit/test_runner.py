@@ -7,11 +7,11 @@ import pytest
 
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.report.data import phase_table
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
-from authzbench.scenarios.spec import cumulative_ops, schedule_times
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS
+from authzbench.workloads.spec import cumulative_ops, schedule_times
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,7 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 
     from authzbench.backends.clickhouse import ClickHouseBackend
     from authzbench.backends.scylla import ScyllaBackend
-    from authzbench.scenarios import pools
+    from authzbench.measure import pools
 
     seen: list[list[str]] = []
     ctx = mp.get_context("forkserver")
@@ -189,8 +189,8 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 def _slow_write_phase(monkeypatch, ds, n_ops: int, overrun: float) -> list:
     """Heartbeats every 50 ms, hung after 0.5 s without progress, the wait bounded at overrun x the 0.2 s op
     timeout; the inputs: n_ops ACL write ops."""
-    from authzbench.scenarios import runner, worker
-    from authzbench.scenarios.writes import sample_write_ops
+    from authzbench.measure import runner, worker
+    from authzbench.workloads.writes import sample_write_ops
 
     monkeypatch.setattr(worker, "HEARTBEAT_S", 0.05)  # the worker's; the rest are the driver's
     for name, value in (("HANG_S", 0.5), ("GRACE_S", 0.1), ("OVERRUN", overrun)):

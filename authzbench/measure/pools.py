@@ -1,7 +1,7 @@
 """Where a phase's workers run (the WorkerPool protocol): _LocalPool starts this host's forkserver processes
 (or threads, for in-process engines) for one phase; KeptWorkers keeps processes across the phases of a
-backend's visit, and _KeptPool runs one phase on them. The Dask pool of scenarios/distributed.py is the
-many-host one. Every pool feeds the driver (scenarios/runner.py) the same messages."""
+backend's visit, and _KeptPool runs one phase on them. The Dask pool of measure/distributed.py is the
+many-host one. Every pool feeds the driver (measure/runner.py) the same messages."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from authzbench.core.stopping import STOP
-from authzbench.scenarios.spec import PhaseSpec
-from authzbench.scenarios.worker import kept_worker_main, worker_main
+from authzbench.measure.worker import kept_worker_main, worker_main
+from authzbench.workloads.spec import PhaseSpec
 
 
 class WorkerPool(Protocol):
@@ -39,7 +39,7 @@ def preload_worker_modules(classes: list[type]) -> None:
     were ready after 33 s (two cores, under load), and make bench spent 565 s of its 41 min starting
     32-worker phases; preloaded, 32 workers were up in 1.5 s. A no-op once
     the forkserver runs; a module that fails to import is skipped by the forkserver (ImportError)."""
-    mods = ["authzbench.scenarios.worker"]  # what a worker runs (it imports spec.py and writes.py)
+    mods = ["authzbench.measure.worker"]  # what a worker runs (it imports spec.py and writes.py)
     for cls in classes:
         if cls.concurrency == "process":
             mods += [cls.__module__, *cls.worker_modules]

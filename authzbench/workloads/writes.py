@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from authzbench.scenarios.timing import timed
+from authzbench.measure.timing import timed
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import Relationship
 from authzbench.truth.evaluator import SimpleEvaluator

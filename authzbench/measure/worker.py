@@ -1,8 +1,8 @@
 """The worker side of a phase: connect, warm up, run this worker's share of the ops, time every call with
-scenarios/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
+measure/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
 oracle's: the measurement the load test and the client experiment share), and ship the interval counters
-to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a forkserver process, a
-thread (in-process engines) or on a load host (scenarios/distributed.py).
+to the parent every `interval_s` (measure/runner.py drives it). A worker runs in a forkserver process, a
+thread (in-process engines) or on a load host (measure/distributed.py).
 
 Open loop: op k starts at its intended time t_k from the schedule and its latency runs from t_k, not from when
 the worker got to it, so queueing shows (no coordinated omission)."""
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.scenarios.inflight import (
+from authzbench.measure.inflight import (
     CHURN_GAP_PER_PENDING_S,
     CHURN_IN_FLIGHT,
     CHURN_PROBE_GAP_S,
@@ -29,15 +29,15 @@ from authzbench.scenarios.inflight import (
     churn_writer,
     run_pipelined,
 )
-from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
-from authzbench.scenarios.timing import OpCounters, timed
-from authzbench.scenarios.writes import mixed_write, run_write_op
+from authzbench.measure.timing import OpCounters, timed
+from authzbench.workloads.spec import PhaseSpec, budget_end, schedule_times
+from authzbench.workloads.writes import mixed_write, run_write_op
 
 HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.HANG_S judges the silence)
 
 
 class _WriteRecorder:
-    """What a structural write op reports (scenarios/writes.py), into the worker's interval counters:
+    """What a structural write op reports (workloads/writes.py), into the worker's interval counters:
     kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
     (the lag from a write's return until a check reflected it)."""
 
@@ -282,7 +282,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
                                  (stop, out, progress))
         inputs = [i for i in inputs if i[0] != "structural"]
         prepared, m = _prepared(backend, inputs), len(inputs)
-    if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (scenarios/inflight.py)
+    if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (measure/inflight.py)
         last_start = budget_end(spec, t0)
         return _measure_writes(backend, inputs, spec, (wid, n), lambda: stop.is_set() or
                                time.perf_counter() >= last_start, (out, progress))
@@ -365,7 +365,7 @@ def _flusher(out: Any, wid: int, kinds: dict[str, OpCounters], interval_s: float
 
 
 def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]]:
-    """What one op runs, as (kind, call) for scenarios/timing.timed: a drawn write, else the input's read."""
+    """What one op runs, as (kind, call) for measure/timing.timed: a drawn write, else the input's read."""
     return _drawn_write(backend, spec, state) or _read(backend, inp)
 
 

@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 
 from authzbench.core.errors import UserError
 from authzbench.core.records import Clock, HostLost, Record
-from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase
-from authzbench.scenarios.worker import worker_main
+from authzbench.measure.runner import PhaseResult, PhaseSpec, drive_phase
+from authzbench.measure.worker import worker_main
 
 EXTRA = "pip install 'authzbench[distributed]'"
 PROBES = 5  # clock probes per host; the lowest round trip wins (its midpoint error is at most rtt/2)
@@ -160,7 +160,7 @@ class Agent:
                 p.join(timeout=2)
 
     def versions(self) -> dict:
-        from authzbench.scenarios.results import environment
+        from authzbench.results.store import environment
 
         env = environment()
         return {k: env[k] for k in ("hostname", "cpu_model", "cpu_logical", "python", "drivers")}
@@ -352,7 +352,7 @@ def connect(address: str) -> Any:
 
 def host_versions(client: Any) -> dict:
     """Each load host's Python, CPU and driver versions, and the drivers whose versions differ from ours."""
-    from authzbench.scenarios.results import environment
+    from authzbench.results.store import environment
 
     ours = environment()["drivers"]
     hosts = client.run(_versions)

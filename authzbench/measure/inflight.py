@@ -1,4 +1,4 @@
-"""A worker's pipeline of structural write ops in flight (scenarios/writes.py WriteOp): the next op's timed
+"""A worker's pipeline of structural write ops in flight (workloads/writes.py WriteOp): the next op's timed
 change is issued without waiting for the previous op's visibility, so a cache window no longer sets how many
 ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a phase).
 
@@ -17,8 +17,8 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from authzbench.scenarios.timing import timed
-from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
+from authzbench.measure.timing import timed
+from authzbench.workloads.writes import POLL_S, WriteOp, clean_up
 
 # At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
 # cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
@@ -271,8 +271,8 @@ def churn_writer(pipe: Pipeline, ops: list[WriteOp], spec, widx: int, t0: float,
     issue (late: over CHURN_LATE_S after it). At the step's end no change starts; the pending ones are probed
     up to the bound and everything in flight is cleaned up. Counted in the "write" kind: late, and the extras
     scheduled (changes due) and unissued (due, never started)."""
-    from authzbench.scenarios.churn import CHURN_LATE_S
-    from authzbench.scenarios.spec import schedule_times
+    from authzbench.workloads.churn import CHURN_LATE_S
+    from authzbench.workloads.spec import schedule_times
 
     due = schedule_times(spec.churn_rate, [(spec.churn_rate, spec.duration_s)], widx, spec.churn_writers)
     seq, issued = _Sequence(ops), 0

@@ -14,7 +14,7 @@ check has a subject the graph knows.
 
 The executor is k6's model in one process: VUs are counters (a sleeping VU needs no thread); requests run
 on `threads` client threads, each with its own connected adapter. Each request is timed, counted and its
-answer compared with the oracle's by the bench's own measurement (scenarios/timing.py, as a worker's op):
+answer compared with the oracle's by the bench's own measurement (measure/timing.py, as a worker's op):
 its duration from the moment a thread sends it (k6's http_req_duration) and, separately, from its intended
 start (what the arrival schedule promised: includes waiting for a client thread, so coordinated omission is
 visible). As in every bench phase, a failed request is counted, not timed.
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from authzbench.core.metrics import encode
-from authzbench.scenarios.spec import cumulative_ops, schedule_times
-from authzbench.scenarios.timing import OpCounters, timed
+from authzbench.measure.timing import OpCounters, timed
+from authzbench.workloads.spec import cumulative_ops, schedule_times
 
 PUBLISHED_STAGES = [(100.0, 10.0), (1000.0, 30.0), (10000.0, 60.0)]  # k6 `stages`: (target/s, seconds)
 PUBLISHED_START_RATE = 10.0
@@ -92,7 +92,7 @@ def plan_inputs(plan: LoadTestPlan, n_users: int, n_content: int, expect: Callab
 @dataclass
 class LoadTestResult:
     """k6's summary fields, computed from what the executor recorded through the bench's own measurement
-    (scenarios/timing.py): every request timed, counted and its answer compared as a worker's op is."""
+    (measure/timing.py): every request timed, counted and its answer compared as a worker's op is."""
 
     scheduled: int = 0
     dropped: int = 0  # due while every VU was busy
