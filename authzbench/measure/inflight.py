@@ -9,7 +9,7 @@ check per pending change, at most MAX_IN_FLIGHT, plus any write issued in betwee
 below CHURN_IN_FLIGHT), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
 revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
 and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
-A change not seen within the bound is NeverVisible and its op is cleaned up (writes.clean_up)."""
+A change not seen within the bound is NeverVisible and its op is cleaned up (visibility.clean_up)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 
 from authzbench.measure.timing import timed
-from authzbench.workloads.writes import POLL_S, WriteOp, clean_up
+from authzbench.measure.visibility import clean_up
+from authzbench.workloads.writes import POLL_S, WriteOp
 
 # At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
 # cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
@@ -147,7 +148,7 @@ class Pipeline:
             self.ready.append(p.op)
         else:
             # The revoked change is not deleted again: on the closure stores a delete of an absent edge still
-            # recomputes its reach (see writes.run_write_op).
+            # recomputes its reach (see visibility.run_write_op).
             self._teardown(p.op)
 
     def _control(self, op: WriteOp, stage: str) -> None:

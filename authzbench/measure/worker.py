@@ -30,8 +30,9 @@ from authzbench.measure.inflight import (
     run_pipelined,
 )
 from authzbench.measure.timing import OpCounters, timed
+from authzbench.measure.visibility import run_write_op
 from authzbench.workloads.spec import PhaseSpec, budget_end, schedule_times
-from authzbench.workloads.writes import mixed_write, run_write_op
+from authzbench.workloads.writes import mixed_write
 
 HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.HANG_S judges the silence)
 

@@ -1,6 +1,6 @@
 """`authzbench loadtest`'s driver: the dataset, the servers, one engine after another, each variant of
-`workloads/loadtest.py` (the plans and the executor) run against it, every record stored. The table is
-written by `report/loadtest.py`, called from commands.py."""
+`workloads/loadtest.py` (the plans) run against it by `measure/k6.py` (the executor), every record stored.
+The table is written by `report/loadtest.py`, called from commands.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.core.records import Loadtest, as_dict
-from authzbench.workloads.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
+from authzbench.measure.k6 import run_plan
+from authzbench.workloads.loadtest import PLANS, LoadTestPlan, plan_inputs
 
 
 def run_command(backends: list[str], profile: str, variants: list[str], scale: float, threads: int,

@@ -49,7 +49,7 @@ def repair_scratch(b: Backend, ops: list, rec: dict, clean_all: bool = False) ->
     """Clean up the ops left midway (or all of them: deleting an edge an op never wrote writes nothing, it
     costs one recompute of the edge's reach). A stopped worker's group lock is waited out (EXPIRE_S)."""
     from authzbench.backends.locks import EXPIRE_S, WAIT_S, LockBusy
-    from authzbench.workloads.writes import clean_up, left_behind
+    from authzbench.measure.visibility import clean_up, left_behind
 
     left = left_behind(b, ops)
     todo = ops if clean_all else left

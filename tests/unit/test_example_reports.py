@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from authzbench.core.records import Loadtest, Oracle
+from authzbench.measure.k6 import run_plan
 from authzbench.report import digest
 from authzbench.report.data import load_run
 from authzbench.report.loadtest import render_run as render_loadtest
@@ -21,7 +22,7 @@ from authzbench.report.tables import JSON_DIGITS, significant
 from authzbench.results.store import RunStore
 from authzbench.tools import examples as examples_module
 from authzbench.tools.examples import REPORTS, Example, add, examples, render
-from authzbench.workloads.loadtest import LoadTestPlan, run_plan
+from authzbench.workloads.loadtest import LoadTestPlan
 
 EXAMPLES = examples()
 

@@ -24,7 +24,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("truth", ("truth",)),
     ("backends", ("backends",)),
     ("provision", ("provision",)),
-    ("measure", ("results", "workloads", "measure")),
+    ("results", ("results",)),  # the results store: records in, records out
+    ("workloads", ("workloads",)),  # what to run, as data
+    ("measure", ("measure",)),  # running it: the runner, its workers, the one timing of an op
     ("run", ("config", "run")),
     ("report", ("report",)),
     ("command", ("commands", "tools")),
@@ -148,6 +150,8 @@ def test_the_layer_check_finds_an_import_of_a_higher_layer():
     assert upward({"authzbench.schema.model": {"authzbench.truth.oracle"}, "authzbench.truth.oracle": {"authzbench.schema.model"}}) == [
         "upward import:\n  authzbench.schema.model (layer 1 model)\n  imports authzbench.truth.oracle (layer 3 truth)"]
     assert layer_of("authzbench.backends.registry") == (4, "backends")
+    assert [layer_of(f"authzbench.{m}")[1] for m in ("results.store", "workloads.spec", "measure.runner")] == [
+        "results", "workloads", "measure"]
     assert layer_of("authzbench") == (0, "base")
 
 
@@ -229,14 +233,18 @@ def test_the_reachability_check_finds_an_import_two_modules_away():
 def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
     # A fake tree with the real folder names: the layer comes from the folder alone, whatever the module's name.
     for rel, text in {"core/clock.py": "from authzbench.run import driver\n", "run/driver.py": "",
-                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n"}.items():
+                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n",
+                      "results/keep.py": "from authzbench.workloads import plan\n",
+                      "workloads/plan.py": "from authzbench.measure.loop import go\n", "measure/loop.py": "go = 1\n",
+                      "measure/reads.py": "from authzbench.workloads import plan\nfrom authzbench.results import keep\n"}.items():
         (tmp_path / "authzbench" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "authzbench" / rel).write_text(text)
     paths = {"authzbench." + p.relative_to(tmp_path / "authzbench").with_suffix("").as_posix().replace("/", "."): p
              for p in (tmp_path / "authzbench").rglob("*.py")}
     g = {name: imported(name, path, set(paths)) for name, path in paths.items()}
     assert [m.split("\n")[1].strip() for m in upward(g)] == [
-        "authzbench.core.clock (layer 0 base)", "authzbench.schema.shape (layer 1 model)"]
+        "authzbench.core.clock (layer 0 base)", "authzbench.results.keep (layer 6 results)",
+        "authzbench.schema.shape (layer 1 model)", "authzbench.workloads.plan (layer 7 workloads)"]
 
 
 def test_the_package_root_holds_only_a_handful_of_modules():

@@ -322,7 +322,7 @@ class _Rec:
 
 
 def test_a_revoke_op_deletes_its_grant_once_not_again_at_teardown(tiny):
-    from authzbench.workloads.writes import run_write_op
+    from authzbench.measure.visibility import run_write_op
 
     op = sample_write_ops(tiny, "revoke", 1)[0]
     b = _CountingBackend(SimpleEvaluator.from_dataset(tiny))
@@ -332,7 +332,7 @@ def test_a_revoke_op_deletes_its_grant_once_not_again_at_teardown(tiny):
 
 
 def test_a_failed_revocation_is_deleted_at_teardown(tiny):
-    from authzbench.workloads.writes import run_write_op
+    from authzbench.measure.visibility import run_write_op
 
     op = sample_write_ops(tiny, "revoke", 1)[0]
     b = _CountingBackend(SimpleEvaluator.from_dataset(tiny), fail_delete=True)
