@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from authzbench.core.stopping import STOP
-from authzbench.measure.worker import kept_worker_main, worker_main
+from authzbench.measure.worker import PhaseEvents, kept_worker_main, worker_main
 from authzbench.workloads.spec import PhaseSpec
 
 
@@ -53,7 +53,7 @@ class _LocalPool:
     def __init__(self, spec: PhaseSpec, factory: Callable, inputs: list, concurrency_model: str):
         if concurrency_model == "thread":
             self.out: Any = queue.Queue()
-            self.ev = [threading.Event() for _ in range(4)]  # go, start, stop, release
+            self.ev = PhaseEvents.made_by(threading.Event)
 
             class _V:
                 value = 0.0
@@ -63,11 +63,10 @@ class _LocalPool:
         else:
             ctx = mp.get_context("forkserver")
             self.out = ctx.Queue()
-            self.ev = [ctx.Event() for _ in range(4)]
+            self.ev = PhaseEvents.made_by(ctx.Event)
             self.t0 = ctx.Value("d", 0.0)
             make = lambda **kw: ctx.Process(daemon=True, **kw)  # noqa: E731
-        events = tuple(self.ev)  # go, start, stop, release
-        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, events, self.t0))
+        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, self.ev, self.t0))
                         for w in range(spec.concurrency)]
 
     def start(self) -> dict[int, str]:
@@ -85,25 +84,24 @@ class _LocalPool:
         return any(_alive(w) for w in self.workers)
 
     def go(self) -> None:
-        self.ev[0].set()
+        self.ev.go.set()
 
     def begin(self) -> float:
         self.t0.value = time.perf_counter() + 0.05  # every worker shares one schedule origin
-        self.ev[1].set()
+        self.ev.start.set()
         return self.t0.value
 
     def window(self, observed_s: float) -> float:
         return observed_s
 
     def stop(self) -> None:
-        self.ev[2].set()
+        self.ev.stop.set()
 
     def release(self) -> None:
-        self.ev[3].set()
+        self.ev.release.set()
 
     def abort(self) -> None:
-        for e in (self.ev[2], self.ev[0], self.ev[1], self.ev[3]):  # stop first: nobody measures
-            e.set()
+        self.ev.abort()
 
     def join(self) -> None:
         for w in self.workers:
@@ -134,7 +132,7 @@ class KeptWorkers:
 
     def _fresh(self) -> None:
         self.out: Any = self.ctx.Queue()
-        self.events = tuple(self.ctx.Event() for _ in range(4))  # go, start, stop, release
+        self.events = PhaseEvents.made_by(self.ctx.Event)
         self.t0: Any = self.ctx.Value("d", 0.0)
         self.commands: list[Any] = []
         self.held: list[set[int]] = []  # per worker: the keys of the inputs it already holds

@@ -229,3 +229,22 @@ def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny
     assert res.status == "complete" and (res.stopped_workers, res.hung_workers) == (0, 0), res.reason
     assert t.set_index("kind").loc["write", "ops"] == 6  # each worker's one op: grant and revoke
 
+
+
+def test_a_worker_whose_pool_aborted_before_it_started_measures_no_op(tiny):
+    """PhaseEvents.abort sets every signal, stop first: the worker runs to its end at once, measuring nothing."""
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    from authzbench.measure.worker import PhaseEvents, worker_main
+
+    ds, o = tiny
+    inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 20)
+    events, out = PhaseEvents.made_by(threading.Event), queue.Queue()
+    events.abort()
+    worker_main(0, PhaseSpec("reference", "s", iterations=20), _factory(ds), inputs, out, events,
+                SimpleNamespace(value=0.0))
+    msgs = [out.get_nowait() for _ in range(out.qsize())]
+    assert [m for m, _, _ in msgs if m != "interval"] == ["ready", "warm", "measured", "done"]
+    assert sum(k["ops"] for m, _, kinds in msgs if m == "interval" for k in kinds.values()) == 0
