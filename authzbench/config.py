@@ -222,7 +222,7 @@ class ServerChoice:
 @dataclass
 class Schedule:
     """Which phases run, how long, at which worker counts, in which order (phase_plan.py), and the re-runs
-    of a disturbed phase (orchestrate.py)."""
+    of a disturbed phase (run/phase.py)."""
 
     scenarios: list[str] | None = None  # default: every scenario of the model (BenchConfig.validate)
     concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])

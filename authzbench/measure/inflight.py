@@ -222,7 +222,7 @@ def run_pipelined(pipe: Pipeline, ops: list[WriteOp], stop_at) -> None:
                     pipe.wait()
             if stop_at():
                 break
-            pipe.rec.count("started")  # the restore check repairs only the ops started (orchestrate._touched_ops)
+            pipe.rec.count("started")  # the restore check repairs only the ops started (restore.touched_ops)
             pipe.start(op)
             pipe.probe_round()  # between writes: an earlier op's change may show by now
             pipe.tick()

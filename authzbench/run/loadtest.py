@@ -21,8 +21,8 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     scale multiplies every arrival rate (1 = the document's)."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.results.store import RunStore
+    from authzbench.run.dataset import dataset_of
     from authzbench.run.loading import load_backend
-    from authzbench.run.orchestrate import dataset_of
     from authzbench.run.servers import Session
 
     cfg = BenchConfig(data=DatasetChoice(model="social", profile=profile, data_dir=data_dir),

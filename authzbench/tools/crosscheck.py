@@ -412,7 +412,7 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     from authzbench.config import BenchConfig, DatasetChoice, Schedule, ServerChoice
     from authzbench.provision.manager import default_mode
     from authzbench.results.store import RunStore, default_results_dir
-    from authzbench.run.orchestrate import dataset_of
+    from authzbench.run.dataset import dataset_of
     from authzbench.run.servers import Session
     from authzbench.tools.crosscheck_report import render_run
     from authzbench.truth.social_oracle import oracle_for

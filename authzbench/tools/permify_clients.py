@@ -347,7 +347,7 @@ def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckI
     """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.provision.manager import default_mode
-    from authzbench.run.orchestrate import dataset_of
+    from authzbench.run.dataset import dataset_of
     from authzbench.truth.oracle import Oracle
     from authzbench.workloads.catalog import sample_mixed_reads
 

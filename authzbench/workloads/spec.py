@@ -44,7 +44,7 @@ class PhaseSpec:
     visibility_bound_s: float = VISIBILITY_BOUND_S  # write scenarios: never visible within this = an error
     consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
     input_offset: int = 0  # closed loop: the first input this phase measures (each round takes its own slice)
-    attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (orchestrate._judge_disturbance)
+    attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (phase._judge_disturbance)
     churn_rate: float = 0.0  # churn: structural changes/s over the writer workers (the stages are the checks')
     churn_writers: int = 0  # churn: the last this many workers write; the others read
 

@@ -187,11 +187,11 @@ def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
 def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(tmp_path, monkeypatch):
     """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first step."""
     from authzbench.results.store import RunStore
-    from authzbench.run import orchestrate
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     restored: list[tuple[str, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, opts:
                         restored.append((pid, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["churn"],
                          concurrency=[1], rounds=1, visits=1, data_dir=tmp_path / "data",

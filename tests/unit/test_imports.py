@@ -43,6 +43,13 @@ ALLOWED_UP: dict[tuple[str, str], str] = {}
 APART = ("authzbench.backends", "authzbench.provision")
 
 
+# run/ is one chain, lowest first (docs/ARCHITECTURE.md): a run module imports only the run modules before it, so
+# the drivers (orchestrate, then the sweeps and the load test on top) call down to one phase (phase.py), which
+# calls down to the runner, and nothing below climbs back to a driver. A module not yet written (or gone) is
+# skipped; a run module missing from the chain fails.
+RUN_CHAIN = ("stack", "servers", "loading", "restore", "dataset", "phase_plan", "progress", "phase", "orchestrate",
+             "sweep", "shape", "loadtest", "perf")
+
 def modules() -> dict[str, Path]:
     out = {}
     for p in ROOT.rglob("*.py"):
@@ -249,3 +256,33 @@ def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
 
 def test_the_package_root_holds_only_a_handful_of_modules():
     assert sorted(p.stem for p in ROOT.glob("*.py")) == ["__init__", "cli", "commands", "config"]
+
+
+def chain_breaks(g: dict[str, set[str]]) -> list[str]:
+    """One message per run module missing from RUN_CHAIN and per import of a run module at or after its own place."""
+    place = {f"authzbench.run.{m}": i for i, m in enumerate(RUN_CHAIN)}
+    out = []
+    for name in sorted(n for n in g if n.startswith("authzbench.run.")):
+        if name not in place:
+            out.append(f"{name} is not in RUN_CHAIN")
+            continue
+        out += [f"{name} imports {dep}, later in the run chain" for dep in sorted(g[name])
+                if dep in place and place[dep] >= place[name]]
+    return out
+
+
+def test_each_run_module_imports_only_run_modules_before_it_in_the_chain():
+    assert chain_breaks(graph()) == []
+
+
+def test_the_chain_check_finds_an_import_back_up_the_chain_and_an_unplaced_module():
+    g = {"authzbench.run.phase": {"authzbench.run.orchestrate", "authzbench.run.servers"},
+         "authzbench.run.orchestrate": {"authzbench.run.phase"}, "authzbench.run.extra": set()}
+    assert chain_breaks(g) == ["authzbench.run.extra is not in RUN_CHAIN",
+                               "authzbench.run.phase imports authzbench.run.orchestrate, later in the run chain"]
+
+
+def test_architecture_md_states_the_same_run_chain():
+    doc = (ROOT.parent / "docs/ARCHITECTURE.md").read_text()
+    line = next(ln for ln in doc.splitlines() if ln.startswith("The run chain, lowest first:"))
+    assert tuple(re.findall(r"`run/(\w+)\.py`", line)) == RUN_CHAIN

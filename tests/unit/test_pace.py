@@ -8,7 +8,7 @@ from authzbench.measure.runner import PhaseResult, PhaseSpec
 from authzbench.report.data import load_run
 from authzbench.report.validity import _skip_cause, _stops
 from authzbench.results.store import RunStore
-from authzbench.run import orchestrate
+from authzbench.run import orchestrate, phase
 from authzbench.run.phase_plan import Pace
 
 
@@ -62,7 +62,7 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     def slow(spec, *a, **k):  # every check takes 3 s at 1 worker: 12 s predicted at 8 (timeout 2 s)
         return PhaseResult(spec.phase_id, "complete", wall_s=3.0 * max(1, spec.concurrency), ops=1)
 
-    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    monkeypatch.setattr(phase, "_run_phase", slow)
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
     # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
@@ -126,7 +126,7 @@ def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(
     def slow(spec, *a, **k):  # one 24 s op a round at 1 worker, as Permify's heaviest lookup
         return PhaseResult(spec.phase_id, "complete", wall_s=24.0, ops=1)
 
-    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    monkeypatch.setattr(phase, "_run_phase", slow)
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})

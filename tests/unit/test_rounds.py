@@ -413,11 +413,11 @@ def test_lookups_are_not_run_above_their_worker_cap(dataset):
 
 def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
     from authzbench.results.store import RunStore
-    from authzbench.run import orchestrate
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, str]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored",
+    monkeypatch.setattr(phase, "verify_restored",
                         lambda sess, ds, o, store, pid, opts: checked.append((pid, opts.heavy)))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
@@ -430,11 +430,11 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
 def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(
         tmp_path, monkeypatch):
     from authzbench.results.store import RunStore
-    from authzbench.run import orchestrate
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, bool, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, opts:
                         checked.append((pid.split("/", 1)[1], opts.sample, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          scenarios=["write_membership", "write_hierarchy"], iterations_scale=0.05, rounds=1,
@@ -450,17 +450,17 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
     from dataclasses import replace
 
     from authzbench.results.store import RunStore
-    from authzbench.run import orchestrate
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[str] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, *a: checked.append(pid))
-    real = orchestrate._run_phase
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, *a: checked.append(pid))
+    real = phase._run_phase
 
     def stopped_at_one_worker(spec, *a, **k):  # a worker stopped mid-op in every 1-worker phase
         return replace(real(spec, *a, **k), stopped_workers=int(spec.concurrency == 1))
 
-    monkeypatch.setattr(orchestrate, "_run_phase", stopped_at_one_worker)
+    monkeypatch.setattr(phase, "_run_phase", stopped_at_one_worker)
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))
