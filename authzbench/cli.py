@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from authzbench.commands import dispatch, err
+from authzbench.commands import dispatch
+from authzbench.core.console import console
 from authzbench.core.errors import UserError
 from authzbench.provision.tiers import engines
 from authzbench.systems import systems
@@ -177,8 +178,8 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
 
 
 def _churn_args(p: argparse.ArgumentParser) -> None:
-    """The churn sweep's options (config.Churn; defaults in scenarios/churn.py)."""
-    from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
+    """The churn sweep's options (config.Churn; defaults in workloads/churn.py)."""
+    from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 
     p.add_argument("--churn-rates", type=_csv(_number(float, 0, above=True)), default=list(CHURN_RATES),
                    help=f"churn: structural changes/s, one step each, ascending (default "
@@ -408,22 +409,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_repeats(args)
     except UserError as e:
-        err.print(f"authzbench: error: {e}", markup=False)
+        console.print(f"authzbench: error: {e}", markup=False)
         return 2
     restore = None
     if args.cmd in ("prepare", "bench", "loadtest", "crosscheck") and threading.current_thread() is threading.main_thread():
-        from authzbench.provision.base import say
+        from authzbench.core.console import say
 
         restore = stopping.install(stopping.kill_children, say)
     try:
         return dispatch(args) or 0
     except UserError as e:
-        err.print(f"authzbench: error: {e}", markup=False)  # messages may hold [brackets] (pip extras)
+        console.print(f"authzbench: error: {e}", markup=False)  # messages may hold [brackets] (pip extras)
         return 2
     except (KeyboardInterrupt, stopping.Interrupted) as e:
         stopping.stop_children()  # servers whose start the signal cut short (no Deployment to stop them)
         name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
-        err.print(f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
+        console.print(f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
         return 130 if isinstance(e, KeyboardInterrupt) else e.exit_code
     finally:
         if restore:

@@ -7,13 +7,10 @@ import argparse
 import os
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from authzbench.core.console import console, stdout
 from authzbench.core.errors import UserError
-
-console = Console()
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _flat(values: list[list[str]] | None) -> list[str] | None:
@@ -48,9 +45,9 @@ def _check_output_dirs(args: argparse.Namespace) -> None:
 
 def _loadtest(args: argparse.Namespace) -> int:
     from authzbench.report import loadtest as report
+    from authzbench.results.store import RunStore, default_results_dir
     from authzbench.run.loadtest import run_command
-    from authzbench.scenarios.loadtest import PLANS
-    from authzbench.scenarios.results import RunStore, default_results_dir
+    from authzbench.workloads.loadtest import PLANS
 
     bad = [v for v in args.variant if v not in PLANS]
     if bad:
@@ -62,7 +59,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     run = (args.results_dir or default_results_dir()) / run_id
     RunStore.open(run).update_manifest(loadtest_context=context)
     path = report.render_run(run, args.report_dir)
-    console.print(f"authzbench load test report: {path}")
+    stdout.print(f"authzbench load test report: {path}")
     return 0
 
 
@@ -72,7 +69,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
     from authzbench.tools.crosscheck_report import render_run
 
     if args.render:
-        console.print(f"crosscheck report: {render_run(args.render, args.report_dir)}")
+        stdout.print(f"crosscheck report: {render_run(args.render, args.report_dir)}")
         return 0
     bad = [b for b in args.backend if b not in backends()]
     if bad:
@@ -87,7 +84,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
     plan = Plan(list(dict.fromkeys(args.backend)), scenarios, sorted(set(args.concurrency)), args.rounds,
                 args.seconds, args.breakdown_calls, args.tier)
     path = run_command(plan, args.profile, args.provision, args.results_dir, args.report_dir, args.data_dir)
-    console.print(f"crosscheck report: {path}")
+    stdout.print(f"crosscheck report: {path}")
     return 0
 
 
@@ -107,7 +104,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
         ds = generate(args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
                       model=args.model)
-        console.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
+        stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
                       f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
         return 0
     if args.cmd == "stats":
@@ -134,10 +131,10 @@ def dispatch(args: argparse.Namespace) -> int | None:
             entry(name)  # an unknown name is a typo, not "nothing was running"
         names = args.backend or servers.running()
         stopped = servers.down(names)
-        console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        stdout.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return 0
     if args.cmd == "load-host":
-        from authzbench.scenarios.distributed import load_host
+        from authzbench.measure.distributed import load_host
 
         try:
             return load_host(args.scheduler, args.host, args.name)
@@ -256,8 +253,8 @@ def _targets(args: argparse.Namespace):
 
 
 def _prepare_or_bench(args: argparse.Namespace) -> int:
+    from authzbench.results.store import RunStore
     from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
 
     cfg = _config(args)
     if args.cmd == "prepare":
@@ -277,7 +274,7 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
         failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
     else:
         store = RunStore.create(args.results_dir)
-        err.print(f"results: {store.path}")
+        console.print(f"results: {store.path}")
         try:
             failures = orchestrate.bench(cfg, store)
         finally:
@@ -288,12 +285,12 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
                 try:
                     with polled():  # a signal now must not cut the report short: it is the run's last step
                         path = render(store.path, args.report_dir, args.against_reference)
-                    console.print(f"report: {path}")
+                    stdout.print(f"report: {path}")
                 except OSError as e:  # the disk that filled up may hold the reports too
-                    err.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
+                    console.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
                               f"`authzbench report {store.path}` renders it later", markup=False)
     for f in failures:
-        err.print(f"authzbench: error: {f}", markup=False)
+        console.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0
 
 
@@ -307,14 +304,14 @@ def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
 
 
 def _basis(args: argparse.Namespace) -> int:
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
 
     for run in args.run:  # every run checked before the first is read
         RunStore.open(run)
     from authzbench.report import basis
 
     for run in args.run:
-        console.print(f"cost basis: {basis.write(run, args.out)}", markup=False, highlight=False)
+        stdout.print(f"cost basis: {basis.write(run, args.out)}", markup=False, highlight=False)
     return 0
 
 
@@ -339,7 +336,7 @@ def _plan(args: argparse.Namespace) -> int:
         bases = {b: bases[b] for b in args.backend}
     text = capacity.tiers_markdown(bases, args.utilization) if args.against_tiers else \
         capacity.plan_text(bases, target)
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    stdout.print(text, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -350,7 +347,7 @@ def _renderer(report_dir: Path):
 
 
 def _report(args: argparse.Namespace) -> int:
-    from authzbench.scenarios.results import latest_run
+    from authzbench.results.store import latest_run
 
     if args.compare:
         from authzbench.report.compare import render_compare
@@ -361,7 +358,7 @@ def _report(args: argparse.Namespace) -> int:
         from authzbench.report import render
 
         path = render(args.run or latest_run(args.results_dir), args.out, args.against_reference)
-    console.print(f"report: {path}")
+    stdout.print(f"report: {path}")
     return 0
 
 
@@ -371,26 +368,26 @@ def _print_compare(a: Path, b: Path) -> None:
 
     s = summary(load_run(a), load_run(b))
     share = f"{s['headline_agree'] / s['headline']:.0%}" if s["headline"] else "n/a"
-    console.print(f"verdicts of A: {s['verdicts']}, reversed by B: {s['reversed']}, not confirmed by B: "
+    stdout.print(f"verdicts of A: {s['verdicts']}, reversed by B: {s['reversed']}, not confirmed by B: "
                   f"{s['unconfirmed']}; p50/throughput/ingest figures within ±25%: {s['headline_agree']} of "
                   f"{s['headline']} ({share})", markup=False)
     if "speed_ratio" in s:
         norm = f"{s['headline_agree_norm'] / s['headline']:.0%}" if s["headline"] else "n/a"
         index = f"{s['speed_ratio']:.2f}" if s["speed_ratio"] else "not recorded in both runs"
-        console.print(f"machine-speed index B/A: {index}; normalized (each backend by its own "
+        stdout.print(f"machine-speed index B/A: {index}; normalized (each backend by its own "
                       f"round trip, ingest by the CPU part), within ±25%: "
                       f"{s['headline_agree_norm']} of {s['headline']} ({norm}); median |ln B/A| "
                       f"{s['log_raw']:.3f} raw, {s['log_norm']:.3f} normalized", markup=False)
     else:
-        console.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
+        stdout.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
 
 
 def _stats(args: argparse.Namespace) -> int:
     from authzbench.generator import generate
     from authzbench.generator.profiles import parse_sets
-    from authzbench.scenarios.stats import anchors, distribution, sampled_inputs, totals_table
     from authzbench.schema.dataset import Dataset
     from authzbench.truth.social_oracle import oracle_for
+    from authzbench.workloads.stats import anchors, distribution, sampled_inputs, totals_table
 
     if args.path:
         ds = Dataset.open(args.path)
@@ -403,14 +400,14 @@ def _stats(args: argparse.Namespace) -> int:
         t.add_column(c, justify="right" if c in ("Mean", "Min", "Max") else "left")
     for r in distribution(ds, oracle):
         t.add_row(r["relationship"], f"{r['mean']:.2f}", str(r["min"]), str(r["max"]), r["notes"])
-    console.print(t)
+    stdout.print(t)
     if ds.model != "rebac":
         return 0
-    console.print(totals_table(ds))
+    stdout.print(totals_table(ds))
     for k, v in anchors(oracle).items():
-        console.print(f"{k} = [bold]{v}[/bold]")
+        stdout.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():
-        console.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
+        stdout.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
     return 0
 
 
@@ -433,7 +430,7 @@ def _list_backends() -> int:
             except AttributeError:
                 ok, why = False, "not implemented yet"
         t.add_row(name, "yes" if e.default else "", "yes" if ok else "no", ", ".join(e.services), why)
-    console.print(t)
+    stdout.print(t)
     return 0
 
 
@@ -453,10 +450,10 @@ def _engine(args: argparse.Namespace) -> int:
     from authzbench.provision import engine
 
     if args.action == "down":
-        console.print(engine.stop_own())
+        stdout.print(engine.stop_own())
         return 0
     e = engine.ensure_engine(start=args.action == "up")
-    console.print(e.notes[0])
+    stdout.print(e.notes[0])
     return 0
 
 
@@ -472,5 +469,5 @@ def _up(args: argparse.Namespace) -> int:
         servers.validate()
         # the model only reaches the adapters `up` never makes: the default one
         sess = Session(name, servers, "rebac")
-        console.print(f"{name}: up ({sess.dep.mode}), endpoint {sess.dep.public_endpoint()}")
+        stdout.print(f"{name}: up ({sess.dep.mode}), endpoint {sess.dep.public_endpoint()}")
     return 0

@@ -24,10 +24,10 @@ from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.manager import MODES, default_mode, external_url_var, runs_natively
 from authzbench.provision.tiers import DEFAULT_TIER, TIERS, engines
-from authzbench.scenarios.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
-from authzbench.scenarios.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
-from authzbench.scenarios.writes import MIXED_KINDS
 from authzbench.systems import load, systems
+from authzbench.workloads.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
+from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
+from authzbench.workloads.writes import MIXED_KINDS
 
 # A phase is re-run when processes outside the run took more than this share of one core, on average, during
 # its measured window (psutil: the CPU of every process that is neither the measured server nor the client).
@@ -150,7 +150,7 @@ class ServerChoice:
         if self.provision != "external":
             raise UserError("--workers-on needs --provision external: the load hosts reach servers you run "
                             "(AUTHZBENCH_<BACKEND>_URL)")
-        from authzbench.scenarios.distributed import require
+        from authzbench.measure.distributed import require
 
         require()
         for b in self.backends:
@@ -222,7 +222,7 @@ class ServerChoice:
 @dataclass
 class Schedule:
     """Which phases run, how long, at which worker counts, in which order (phase_plan.py), and the re-runs
-    of a disturbed phase (orchestrate.py)."""
+    of a disturbed phase (run/phase.py)."""
 
     scenarios: list[str] | None = None  # default: every scenario of the model (BenchConfig.validate)
     concurrency: list[int] = field(default_factory=lambda: [1, 8, 32])
@@ -275,7 +275,7 @@ class MixedLoad:
     """The mixed scenario's writes among its checks and, given a rate, its open loop (phase_plan.py)."""
 
     write_share: float = 0.01
-    write_kind: str = "acl"  # acl | membership | hierarchy | org_admin | realistic (scenarios/writes.py)
+    write_kind: str = "acl"  # acl | membership | hierarchy | org_admin | realistic (workloads/writes.py)
     rate: float | None = None  # open loop at this rate instead of closed loop
     rates: list[float] = field(default_factory=list)  # one open-loop phase per rate (SLO per rate)
     stages: list[tuple[float, float]] = field(default_factory=list)
@@ -313,7 +313,7 @@ class MixedLoad:
 
 @dataclass
 class Churn:
-    """The churn sweep (scenarios/churn.py): per backend one open-loop step per rate of structural changes, each
+    """The churn sweep (workloads/churn.py): per backend one open-loop step per rate of structural changes, each
     with checks at `read_rate`; recorded in the manifest as config.churn."""
 
     rates: list[float] = field(default_factory=lambda: list(CHURN_RATES))  # changes/s, one step each, ascending

@@ -210,10 +210,10 @@ def oracle(dataset):
 @pytest.fixture(scope="session")
 def run_store(request, tmp_path_factory):
     """Results of this pytest run, in the same format as `authzbench bench` (for --report)."""
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
 
     base = Path("results") if request.config.getoption("report") else tmp_path_factory.mktemp("results")
-    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.scenarios.results").scenarios.results.new_run_id(),
+    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.results.store").results.store.new_run_id(),
                             config={"via": "pytest", "profile": request.config.getoption("profile"),
                                     "backends": selected_backends(request.config)})
     yield store

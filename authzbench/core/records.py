@@ -53,13 +53,13 @@ def register(name: str):
 
 _FROZEN = dataclass(frozen=True, slots=True, kw_only=True)
 
-# measurement: written by scenarios/runner.py for every phase ----------------------------------------------
+# measurement: written by measure/runner.py for every phase ----------------------------------------------
 
 
 @register("phase_start")
 @_FROZEN
 class PhaseStart(Record):
-    """A phase as it was run: scenarios/spec.py PhaseSpec's fields (the optional ones came later)."""
+    """A phase as it was run: workloads/spec.py PhaseSpec's fields (the optional ones came later)."""
     phase: str
     backend: str
     scenario: str
@@ -93,7 +93,7 @@ class PhaseStart(Record):
 @register("interval")
 @_FROZEN
 class Interval(Record):
-    """One worker's counts of one op kind over one interval (scenarios/worker.py), its latencies a histogram."""
+    """One worker's counts of one op kind over one interval (measure/worker.py), its latencies a histogram."""
     phase: str
     backend: str
     scenario: str
@@ -203,7 +203,7 @@ class HostLost(Record):
 @register("clock")
 @_FROZEN
 class Clock(Record):
-    """The load hosts' clock offsets at a distributed phase's start (scenarios/distributed.py)."""
+    """The load hosts' clock offsets at a distributed phase's start (measure/distributed.py)."""
     phase: str
     t0_wall: float
     warn_ms: float

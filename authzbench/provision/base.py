@@ -21,11 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable, UserError
-
-console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def cache_dir() -> Path:
@@ -33,11 +30,6 @@ def cache_dir() -> Path:
     p = Path(os.environ.get("AUTHZBENCH_CACHE", "~/.cache/authzbench")).expanduser()
     p.mkdir(parents=True, exist_ok=True)
     return p
-
-
-def say(msg: str) -> None:
-    """Progress output for long installs and starts (stderr, so reports on stdout stay clean)."""
-    console.print(f"[dim]authzbench[/dim] {msg}")
 
 
 @dataclass

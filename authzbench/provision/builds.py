@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from authzbench.provision.base import console, say
+from authzbench.core.console import console, say
 from authzbench.systems import load, system
 from authzbench.systems.contract import Build
 

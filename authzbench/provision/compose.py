@@ -34,8 +34,9 @@ from typing import Any
 
 import yaml
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable, UserError
-from authzbench.provision.base import Deployment, cache_dir, say
+from authzbench.provision.base import Deployment, cache_dir
 from authzbench.systems import load, system, systems
 
 COMPOSE_DIR = Path(__file__).resolve().parents[2] / "compose"

@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
-from authzbench.provision.base import apt_install, cache_dir, say, stop_pid
+from authzbench.provision.base import apt_install, cache_dir, stop_pid
 
 USER_SOCKET = Path("/var/run/docker.sock")
 # The engine authzbench starts: its own socket, exec root and data root (kept between runs: the image cache).

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
-from authzbench.provision.base import build_lock, cache_dir, go_env, require_go, say, stamp_ok, write_stamp
+from authzbench.provision.base import build_lock, cache_dir, go_env, require_go, stamp_ok, write_stamp
 
 PROGRESS_EVERY_S = 30.0
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
-from authzbench.provision.base import apt_install, build_lock, cache_dir, say
+from authzbench.provision.base import apt_install, build_lock, cache_dir
 from authzbench.systems import load, systems
 
 LOCAL_DIR = Path(__file__).resolve().parents[2] / "compose" / "local"

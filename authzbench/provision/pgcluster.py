@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import (
     StartContext,
@@ -28,7 +29,6 @@ from authzbench.provision.base import (
     free_port,
     pid_alive,
     run_group,
-    say,
     stop_pid,
     wait_until,
 )

@@ -26,8 +26,8 @@ from authzbench.core.errors import UserError
 from authzbench.core.projection import KINDS, BackendBasis, SizePoint
 from authzbench.report.data import RunData, load_run
 from authzbench.report.tables import label
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.results import MANIFEST
+from authzbench.results.store import MANIFEST
+from authzbench.workloads.catalog import SCENARIOS
 
 FORMAT = "authzbench-cost-basis/1"
 

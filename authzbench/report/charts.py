@@ -21,8 +21,8 @@ from authzbench.core.metrics import merge, percentile  # noqa: E402
 from authzbench.report.data import RunData  # noqa: E402
 from authzbench.report.figures import cell, standing  # noqa: E402
 from authzbench.report.tables import label  # noqa: E402
-from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 from authzbench.systems import systems  # noqa: E402
+from authzbench.workloads.catalog import SCENARIOS  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
 MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are

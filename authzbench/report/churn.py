@@ -1,5 +1,5 @@
 """The churn sweep in the report: per backend and churn step, what the reads, the writes and the changes'
-visibility became (scenarios/churn.py runs it), each step's verdict by the one rule (churn.judged: held,
+visibility became (workloads/churn.py runs it), each step's verdict by the one rule (churn.judged: held,
 undecided or failed, the check p95 judged by its interval), each backend's sustainable churn (the highest rate
 that held, any undecided ones above it, the first that did not hold) and the ranked figures of the steps that
 held (one Dimension a rate: the decision summary's workload rows, the JSON and the appendix list them)."""
@@ -19,7 +19,7 @@ from authzbench.report.frames import slo
 from authzbench.report.noise import min_ops, percentile_bounds
 from authzbench.report.ranking import Dimension, Figure
 from authzbench.report.tables import anchor, label, link_target, num, significant
-from authzbench.scenarios.churn import (
+from authzbench.workloads.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
     CHURN_READ_RATE,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.scenarios.results import RunStore
+from authzbench.results.store import RunStore
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from authzbench.report.frames import (
 )
 from authzbench.report.ranking import Dimension, compute, ranked
 from authzbench.report.tables import counted, fmt_pct, label, link_target, num, significant, table
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 
 def reads(rd: RunData, out_dir: Path) -> str:

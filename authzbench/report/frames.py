@@ -15,7 +15,7 @@ from authzbench.report.data import RunData, derived
 from authzbench.report.figures import cell
 from authzbench.report.noise import rate_spread
 from authzbench.report.tables import merge_repeats
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
 

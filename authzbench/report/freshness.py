@@ -15,7 +15,7 @@ from authzbench.report.figures import cell
 from authzbench.report.frames import revocations_of, session_mode, write_table
 from authzbench.report.noise import Z95, min_ops
 from authzbench.report.tables import label, num
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8
 # The one stale-allow quantity's unit and label, wherever it is shown; a cell's [k of n] is its base.

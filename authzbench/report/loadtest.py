@@ -1,6 +1,6 @@
 """The Permify load-test reproduction in the document's own results layout (k6's summary), one row per engine
 and variant, beside the published row. Every figure is computed from the recorded histograms and counters
-(`scenarios/loadtest.py`); the published row is quoted from SCALE-REFERENCE.md part B.
+(`workloads/loadtest.py`); the published row is quoted from SCALE-REFERENCE.md part B.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from authzbench.core.errors import UserError
 from authzbench.core.metrics import decode
-from authzbench.scenarios.results import RunStore
+from authzbench.results.store import RunStore
 
 # The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
 PUBLISHED = {"engine": "Permify 1.3.0 (published)", "avg": 10.14, "min": 1.61, "med": 7.44, "max": 295.29,

@@ -9,7 +9,7 @@ import pandas as pd
 
 from authzbench.report.data import RunData, cv
 from authzbench.report.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 
 def comparison(rd: RunData, out_dir: Path) -> str:

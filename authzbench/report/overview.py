@@ -12,9 +12,9 @@ from authzbench.report.figures import cell
 from authzbench.report.noise import min_ops
 from authzbench.report.speed import by_backend, speed_line
 from authzbench.report.tables import counted, fmt, label, table
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.churn import CHURN_MIX
-from authzbench.scenarios.spec import BUDGET_STRETCH
+from authzbench.workloads.catalog import SCENARIOS
+from authzbench.workloads.churn import CHURN_MIX
+from authzbench.workloads.spec import BUDGET_STRETCH
 
 
 def intro(rd: RunData, out_dir: Path) -> str:

@@ -33,7 +33,7 @@ from authzbench.report.frames import (
 )
 from authzbench.report.noise import min_ops, spread_unstable
 from authzbench.report.tables import anchor, num
-from authzbench.scenarios.writes import POLL_S
+from authzbench.workloads.writes import POLL_S
 
 MARK = "⚠"  # a percentile from too few ops
 DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs

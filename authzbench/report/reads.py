@@ -20,7 +20,7 @@ from authzbench.report.tables import (
     monitor_summary,
     table,
 )
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 READ_COLS = {"backend": "Backend", "concurrency": "Workers", "ops": "Ops", "mean_ms": "Mean (ms)",
              "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)", "max_ms": "Max (ms)",

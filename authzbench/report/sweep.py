@@ -13,7 +13,7 @@ import pandas as pd
 from authzbench.core.metrics import merge, summarize
 from authzbench.report.data import RunData, load_run
 from authzbench.report.tables import label
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"
 # measure -> its title in the table, the charts and the slope sentences

@@ -153,7 +153,7 @@ def _stops(rd: RunData, label, table) -> list[str]:
 
 
 def _skip_cause(reason: str, scenario: str = "", last_step: float | None = None) -> str:
-    """Why the planner left a phase out (phase_plan.Pace, scenarios/churn.ChurnSweep), from its recorded reason:
+    """Why the planner left a phase out (phase_plan.Pace, workloads/churn.ChurnSweep), from its recorded reason:
     20261129-201802 gave every churn and 8-writer skip the timeout prediction, beside a churn table that said
     "the 1/s step did not hold"."""
     if reason.startswith("bounded by op count"):

@@ -1,5 +1,5 @@
 """The report's "Structural writes" section: what keeping permissions fresh costs on each backend, and how
-stale its answers get, from the write scenarios' records (scenarios/writes.py)."""
+stale its answers get, from the write scenarios' records (workloads/writes.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from authzbench.report.frames import write_table
 from authzbench.report.freshness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
 from authzbench.report.tables import anchor, label, mark_write_percentiles, table
 from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
-from authzbench.scenarios.catalog import SCENARIOS
+from authzbench.workloads.catalog import SCENARIOS
 
 
 def _strict_stale_allows(rd: RunData, df: pd.DataFrame) -> list[str]:

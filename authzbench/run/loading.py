@@ -12,11 +12,11 @@ from dataclasses import asdict
 from typing import Any
 
 from authzbench.backends.registry import entry
+from authzbench.core.console import console, say
 from authzbench.core.errors import UserError
 from authzbench.core.records import BackendError, Ingest, IngestBounded, IngestSkipped, Monitor, as_dict
-from authzbench.provision.base import console, say
+from authzbench.results.store import RunStore
 from authzbench.run.servers import Session, monitor_for, state_file
-from authzbench.scenarios.results import RunStore
 from authzbench.schema.dataset import Dataset
 
 

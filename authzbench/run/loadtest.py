@@ -1,6 +1,6 @@
 """`authzbench loadtest`'s driver: the dataset, the servers, one engine after another, each variant of
-`scenarios/loadtest.py` (the plans and the executor) run against it, every record stored. The table is
-written by `report/loadtest.py`, called from commands.py."""
+`workloads/loadtest.py` (the plans) run against it by `measure/k6.py` (the executor), every record stored.
+The table is written by `report/loadtest.py`, called from commands.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.core.records import Loadtest, as_dict
-from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, plan_inputs, run_plan
+from authzbench.measure.k6 import run_plan
+from authzbench.workloads.loadtest import PLANS, LoadTestPlan, plan_inputs
 
 
 def run_command(backends: list[str], profile: str, variants: list[str], scale: float, threads: int,
@@ -19,10 +20,10 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
     records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
     scale multiplies every arrival rate (1 = the document's)."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
+    from authzbench.results.store import RunStore
+    from authzbench.run.dataset import dataset_of
     from authzbench.run.loading import load_backend
-    from authzbench.run.orchestrate import dataset_of
     from authzbench.run.servers import Session
-    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig(data=DatasetChoice(model="social", profile=profile, data_dir=data_dir),
                       servers=ServerChoice(backends=backends))
@@ -54,7 +55,7 @@ def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str
     """Each variant against one loaded engine (how: variants, scale, threads); every record stored as it comes."""
     from dataclasses import asdict
 
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
 
     variants, scale, threads = how
     n_users, n_content = ds.entities["user"], ds.entities["content"]

@@ -2,8 +2,9 @@
 processes disturbed it), its records written to the results as they are produced.
 
 `bench` alone prepares what is missing (servers.py, loading.py) and stops what it started itself; the
-phases come from phase_plan.py, the check after a phase that wrote from restore.py. A backend that fails
-(cannot start, dies mid-run) is recorded and the run moves on to the next.
+dataset comes from dataset.py, the phases from phase_plan.py, and each phase is run once by phase.py (its
+workers, its disturbance, its restore check). A backend that fails (cannot start, dies mid-run) is recorded
+and the run moves on to the next.
 """
 
 from __future__ import annotations
@@ -11,34 +12,32 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from authzbench.backends.registry import backend_class
-from authzbench.config import BenchConfig, DatasetChoice, Schedule
+from authzbench.config import BenchConfig
 from authzbench.core import records as rec
 from authzbench.core import speed
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
-from authzbench.core.stopping import Interrupted, clear_internal_stop, polled, request_stop, signal_name
-from authzbench.core.stopping import check as check_stop
-from authzbench.generator import obtain
-from authzbench.provision.base import say
+from authzbench.core.stopping import Interrupted, clear_internal_stop, signal_name
+from authzbench.measure.pools import KeptWorkers, preload_worker_modules
 from authzbench.provision.builds import build_all, pending_builds
 from authzbench.provision.manager import external_url_var
+from authzbench.results.store import ResultsUnwritable, RunStore
+from authzbench.run import phase
+from authzbench.run.dataset import dataset_and_oracle, dataset_of
 from authzbench.run.loading import load_backend
 from authzbench.run.phase_plan import BackendTraits, Pace, RestoreChecks, phase_specs, visit_of, visit_order
-from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress
-from authzbench.run.restore import HEAVY_LOOKUP, RestoreOptions, heavy_restore, touched_ops, verify_restored
-from authzbench.run.servers import Session, monitor_for, pin_cores, running_pids
-from authzbench.scenarios.catalog import input_count, scenario
-from authzbench.scenarios.churn import SLO_CHECK_P95_MS, ChurnSweep
-from authzbench.scenarios.pools import KeptWorkers, preload_worker_modules
-from authzbench.scenarios.results import ResultsUnwritable, RunStore
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_progress, timed_step
+from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore
+from authzbench.run.servers import Session, pin_cores, running_pids
 from authzbench.schema.dataset import Dataset
-from authzbench.truth.social_oracle import oracle_for
+from authzbench.workloads.catalog import input_count, scenario
+from authzbench.workloads.churn import SLO_CHECK_P95_MS, ChurnSweep
+from authzbench.workloads.spec import PhaseSpec
 
 
 def prepare(cfg: BenchConfig, store: RunStore | None = None) -> list[str]:
@@ -80,7 +79,7 @@ def bench(cfg: BenchConfig, store: RunStore) -> list[str]:
     names = [n for n in cfg.servers.backends if n not in unsupported]
     unbuilt = _build_first(names, cfg.servers.provision, store, failures, "bench")
     with timed_step(store, None, "dataset and oracle"):
-        ds, oracle = _dataset_and_oracle(cfg.data, store)
+        ds, oracle = dataset_and_oracle(cfg.data, store)
     run = _BenchRun(cfg, store, ds, oracle, failures, _load_hosts(cfg.servers.workers_on, store))
     _preload_workers(names)
     names = [n for n in names if n not in unbuilt]
@@ -124,7 +123,7 @@ class _BenchRun:
                 with timed_step(store, name, "start"):
                     sess = self.sessions[name] = Session(name, cfg.servers, cfg.data.model)
                 if self.client is not None:
-                    from authzbench.scenarios.distributed import check_endpoint
+                    from authzbench.measure.distributed import check_endpoint
 
                     check_endpoint(self.client, name, cfg.servers.options.get("url") or
                                    os.environ.get(external_url_var(name), ""))
@@ -210,38 +209,16 @@ def _plan(cfg: BenchConfig, name: str, ds: Dataset) -> list[tuple[PhaseSpec, str
     return phase_specs(cfg.schedule, cfg.mixed, BackendTraits.of(name, cfg.servers.options), ds, cfg.churn)
 
 
-def dataset_of(choice: DatasetChoice) -> Dataset:
-    """The chosen dataset, reused from its directory or generated there (generator.obtain)."""
-    return obtain(choice.model, choice.profile, choice.overrides, choice.data_dir, announce=say)
-
-
-def _dataset_and_oracle(choice: DatasetChoice, store: RunStore):
-    """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
-    ds = dataset_of(choice)
-    say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
-    store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
-                                   "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
-                                   "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
-    t0 = time.perf_counter()
-    oracle = oracle_for(ds)
-    store.append(rec.Oracle(seconds=time.perf_counter() - t0))
-    from authzbench.scenarios.stats import anchors, distribution
-
-    store.append(rec.Distribution(rows=distribution(ds, oracle),
-                                  anchors=anchors(oracle) if ds.model == "rebac" else {"dau": choice.dau}))
-    return ds, oracle
-
-
 @dataclass
 class _Visit:
     """One visit of one loaded backend: its phases in order, sharing the run's state (_BenchRun) and the
-    visit's kept worker processes; each phase's records go to the store as they come."""
+    visit's kept worker processes; each phase is run once or more by phase.attempt, its records going to the
+    store as they come."""
 
     run: _BenchRun
     sess: Session
     visit: int
     others: list[int]
-    kept: KeptWorkers | None = None
 
     def run_phases(self) -> None:
         """The visit's phases (phase_plan.phase_specs, this visit's share), in order."""
@@ -257,7 +234,9 @@ class _Visit:
         # to them between phases are the visit's, like the servers themselves.
         churn = ChurnSweep(cfg.targets.slo.get("check_p95_ms", SLO_CHECK_P95_MS), cfg.churn.freshness_s)
         pace, progress = self.run.pace, self.run.progress
-        with KeptWorkers() as self.kept:
+        with KeptWorkers() as kept:
+            seat = phase.PhaseSeat(self.sess, self.run.store, self.run.ds, self.run.oracle, sched, self.run.client,
+                                   kept, self.others)
             for spec, sname in specs:
                 sc, inputs = scenario(sname), self._inputs(sname)
                 why = pace.too_slow(spec, sc.op) if pace and self.sess.dep.mode != "external" else ""
@@ -266,8 +245,8 @@ class _Visit:
                     continue
                 for attempt in range(sched.max_reruns + 1):
                     spec.attempt, tap = attempt, churn.tap(spec)
-                    rerun, res = self.attempt(spec, inputs, _heavy(checks.heavy_user(spec), pace, name),
-                                              restore_check=checks.sampled(spec), tap=tap)
+                    rerun, res = phase.attempt(seat, spec, inputs, _heavy(checks.heavy_user(spec), pace, name),
+                                               restore_check=checks.sampled(spec), tap=tap)
                     if not rerun:
                         break
                 churn.judge(tap)
@@ -295,40 +274,6 @@ class _Visit:
                 cache[sname] = sc.sampler(self.run.ds, self.run.oracle, n, **extra)
         return cache[sname]
 
-    def attempt(self, spec: PhaseSpec, inputs: list, heavy_restore: str = "lookup", restore_check: bool = True,
-                tap: list[dict] | None = None) -> tuple[bool, Any]:
-        """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
-        restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on
-        the users its ops touched (phase_plan.RestoreChecks)."""
-        sess, store, ds, sched = self.sess, self.run.store, self.run.ds, self.run.cfg.schedule
-        name, sc = sess.name, scenario(spec.scenario)
-        cls = backend_class(name)
-        say(f"{name}: {spec.phase_id}")
-        if tap is None and sc.op == "write":
-            tap = []  # which ops the workers started: the restore check repairs those (restore.touched_ops)
-        sink = _phase_sink(store, tap)
-        mon = monitor_for(sess, lambda s, pid=spec.phase_id, sink=sink: sink(
-            rec.Monitor(backend=name, phase=pid, **s)), self.others).gated()
-        with mon, polled():  # samples only while ops are measured; a signal ends the phase, recorded
-            mode = {"consistency": spec.consistency} if spec.consistency else {}
-            # the scenario's per-op bound reaches the driver (statement/request/gRPC timeouts)
-            factory = sess.factory(dataset_path=str(ds.path), timeout_s=spec.timeout_s, **mode)
-            res = _run_phase(spec, factory, inputs, sink, cls.concurrency, mon.window, self.run.client, self.kept)
-        rerun = _judge_disturbance(sched, store, spec, mon.disturbance(), res.status)
-        clean = res.status == "complete" and not res.stopped_workers
-        if sc.op in ("write", "churn") or (sc.op == "mixed" and (restore_check or not clean)):
-            check_stop()  # a stopped run ends now: the restore check can take minutes on a slow backend
-            with timed_step(store, name, f"restore check after {spec.phase_id}"):
-                verify_restored(sess, ds, self.run.oracle, store, spec.phase_id, RestoreOptions(
-                    write_ops=touched_ops(spec, inputs, tap or [], clean) if sc.op != "mixed" else None,
-                    clean_all=res.stopped_workers > 0, heavy=heavy_restore, sample=restore_check or not clean))
-        check_stop()
-        if res.status == "failed":
-            say(f"[red]{name}: {spec.phase_id} failed: {res.reason}[/red]")
-        elif res.status == "incomplete":
-            say(f"[yellow]{name}: {spec.phase_id} incomplete: {res.reason}[/yellow]")
-        return rerun, res
-
 
 def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | None) -> None:
     store.append(rec.PhaseSkipped(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario,
@@ -344,20 +289,6 @@ def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:
     if not last_write:
         return ""
     return heavy_restore(pace.op_s(name, HEAVY_LOOKUP) if pace else None)
-
-
-def _judge_disturbance(sched: Schedule, store: RunStore, spec: PhaseSpec, d, status: str) -> bool:
-    """Record what else ran during the phase; True when it should run again (disturbed, re-runs left)."""
-    if d is None:
-        return False
-    disturbed = d.foreign_cpu > sched.disturbed_cpu
-    rerun = disturbed and spec.attempt < sched.max_reruns and status != "failed"
-    store.append(rec.Disturbance(phase=spec.phase_id, backend=spec.backend, attempt=spec.attempt,
-                                 threshold=sched.disturbed_cpu, disturbed=disturbed, rerun=rerun, **d.as_record()))
-    if disturbed:
-        say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
-            f"core (threshold {sched.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
-    return rerun
 
 
 def _build_first(names: list[str], provision: str, store: RunStore | None, failures: list[str],
@@ -408,7 +339,7 @@ def _load_hosts(workers_on: str | None, store: RunStore):
     """With --workers-on: a client of the Dask scheduler, the load hosts' versions recorded; else None."""
     if not workers_on:
         return None
-    from authzbench.scenarios.distributed import connect, host_versions
+    from authzbench.measure.distributed import connect, host_versions
 
     client = connect(workers_on)
     hv = host_versions(client)
@@ -417,43 +348,6 @@ def _load_hosts(workers_on: str | None, store: RunStore):
     for m in hv["driver_mismatches"]:
         say(f"[yellow]load host driver differs: {m}[/yellow]")
     return client
-
-
-def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, conc_model: str,
-               on_window, client, kept: KeptWorkers | None = None):
-    if client is None:
-        return run_phase(spec, factory, inputs, sink, conc_model, on_window=on_window, kept=kept)
-    from authzbench.scenarios.distributed import run_phase_distributed
-
-    return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)
-
-
-def _phase_sink(store: RunStore, tap: list[dict] | None = None):
-    """store.append for a phase's records (also called from the monitor's thread): when the results dir
-    stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
-    then ends with that one error. With `tap`, the phase's intervals are also collected there (a churn step's
-    verdict)."""
-
-    def append(record: rec.Record) -> None:
-        if tap is not None and isinstance(record, rec.Interval):
-            tap.append(rec.as_dict(record))
-        try:
-            store.append(record)
-        except ResultsUnwritable as e:
-            request_stop("an unwritable results directory", e)
-
-    return append
-
-
-@contextlib.contextmanager
-def timed_step(store: RunStore | None, backend: str | None, step: str):
-    """One step of the run's timeline (report/timeline.py), recorded when it ends, however it ends."""
-    t0_wall, t0 = time.time(), time.perf_counter()
-    try:
-        yield
-    finally:
-        if store is not None:
-            store.append(rec.Step(backend=backend, step=step, t0=t0_wall, seconds=time.perf_counter() - t0))
 
 
 def _preload_workers(names: list[str]) -> None:

@@ -17,16 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from authzbench.core.console import stdout
 from authzbench.core.metrics import new_histogram
 from authzbench.generator import generate
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.truth.oracle import Oracle
-
-console = Console()
+from authzbench.workloads.catalog import SCENARIOS
 
 _XL_CHILD = """
 import json, resource, sys, time
@@ -43,7 +41,7 @@ print(json.dumps({"seconds": s, "relationships": ds.total_relationships,
 _ORACLE_CHILD = """
 import json, resource, sys, time
 from authzbench.schema.dataset import Dataset
-from authzbench.scenarios.stats import anchors, distribution
+from authzbench.workloads.stats import anchors, distribution
 from authzbench.truth.oracle import Oracle
 ds = Dataset.open(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()
@@ -152,8 +150,8 @@ def run_perf(quick: bool = False) -> int:
         t.add_column(c)
     for name, measured, target, ok in rows:
         t.add_row(name, measured, target, "[green]yes[/]" if ok else "[red]NO[/]")
-    console.print(t)
-    console.print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    stdout.print(t)
+    stdout.print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 0 if all(ok for *_, ok in rows) else 1
 
 

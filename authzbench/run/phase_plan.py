@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass, field
 
 from authzbench.config import Churn, MixedLoad, Schedule
-from authzbench.scenarios.catalog import SCRATCH_WRITES, Scenario, input_count, scenario
-from authzbench.scenarios.spec import BUDGET_STRETCH, PhaseSpec
-from authzbench.scenarios.writes import VISIBILITY_BOUND_S, mixed_targets
 from authzbench.schema.dataset import Dataset
+from authzbench.workloads.catalog import SCRATCH_WRITES, Scenario, input_count, scenario
+from authzbench.workloads.spec import BUDGET_STRETCH, PhaseSpec
+from authzbench.workloads.writes import VISIBILITY_BOUND_S, mixed_targets
 
 # A churn step's readers: 100 checks/s over 8 workers is one check every 80 ms each, so a check under 80 ms
 # never waits on its own worker's previous one (the SLO is 25 ms): what queues is the server. 8 is also the
@@ -88,7 +88,7 @@ def _mode_specs(sched: Schedule, sc: Scenario, backend: BackendTraits, iters: in
 
 def _churn_specs(churn: Churn, common: dict) -> list[PhaseSpec]:
     """One open-loop step per churn rate, ascending: the checks' schedule is the stage, the changes' rate
-    churn_rate over the churn_writers last workers (scenarios/inflight.py churn_writer)."""
+    churn_rate over the churn_writers last workers (measure/inflight.py churn_writer)."""
     common = {**common, "budget_s": None, "min_ops": 0,
               "visibility_bound_s": max(VISIBILITY_BOUND_S, churn.freshness_s)}
     return [PhaseSpec(mode="open", concurrency=CHURN_READERS + churn.writers, start_rate=churn.read_rate,

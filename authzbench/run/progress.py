@@ -1,7 +1,9 @@
 """The whole run's progress and estimate of the time left, shown while bench runs: phases done / total, elapsed,
 time left. The estimate is the phases' planned seconds (their budgets) plus, for each phase left, the wall time
 a phase has cost beyond its window so far in this run (warm-ups, starts, loads, restore checks): a fixed cost a
-phase, not a share of its window, since a tiny run's 1.3-s windows cost as much around them as longer ones."""
+phase, not a share of its window, since a tiny run's 1.3-s windows cost as much around them as longer ones.
+
+And the run's timeline: `timed_step` records each step (a start, a load, a restore check) as it ends."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from dataclasses import dataclass, field
 
 from rich.progress import BarColumn, Progress, TextColumn
 
-from authzbench.provision.base import console
-from authzbench.scenarios.spec import PhaseSpec
+from authzbench.core import records as rec
+from authzbench.core.console import console
+from authzbench.results.store import RunStore
+from authzbench.workloads.spec import PhaseSpec
 
 # Wall seconds a phase costs beyond its planned window (warm-up, workers, hand-off, restore checks, re-runs,
 # and the starts and loads spread over the phases), before this run has its own figure. In make bench at
@@ -114,3 +118,14 @@ def run_progress(plan: dict[str, list[float]]) -> Iterator[RunProgress]:
     with Progress(TextColumn("[bold]run[/] {task.description}"), BarColumn(), console=console,
                   transient=True) as prog:
         yield RunProgress(RunEta(plan), prog)
+
+
+@contextmanager
+def timed_step(store: RunStore | None, backend: str | None, step: str) -> Iterator[None]:
+    """One step of the run's timeline (report/timeline.py), recorded when it ends, however it ends."""
+    t0_wall, t0 = time.time(), time.perf_counter()
+    try:
+        yield
+    finally:
+        if store is not None:
+            store.append(rec.Step(backend=backend, step=step, t0=t0_wall, seconds=time.perf_counter() - t0))

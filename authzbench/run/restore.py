@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from authzbench.backends.base import Backend
+from authzbench.core.console import say
 from authzbench.core.records import Restored, as_dict
-from authzbench.provision.base import say
+from authzbench.results.store import RunStore
 from authzbench.run.servers import Session
-from authzbench.scenarios.catalog import READ_SCENARIOS, scenario
-from authzbench.scenarios.results import RunStore
 from authzbench.schema.dataset import Dataset
+from authzbench.workloads.catalog import READ_SCENARIOS, scenario
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=""
 # After the backend's last writing phase the heaviest user's lookup runs fully consistent: it took Permify
@@ -49,7 +49,7 @@ def repair_scratch(b: Backend, ops: list, rec: dict, clean_all: bool = False) ->
     """Clean up the ops left midway (or all of them: deleting an edge an op never wrote writes nothing, it
     costs one recompute of the edge's reach). A stopped worker's group lock is waited out (EXPIRE_S)."""
     from authzbench.backends.locks import EXPIRE_S, WAIT_S, LockBusy
-    from authzbench.scenarios.writes import clean_up, left_behind
+    from authzbench.measure.visibility import clean_up, left_behind
 
     left = left_behind(b, ops)
     todo = ops if clean_all else left

@@ -21,11 +21,12 @@ import psutil
 from authzbench.backends.base import Backend
 from authzbench.backends.registry import backend_class, entry, implementation, load_symbol
 from authzbench.config import ServerChoice, own_options
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.core.metrics import Monitor
 from authzbench.provision import manager
-from authzbench.provision.base import Deployment, pid_alive, say, stop_pid
-from authzbench.scenarios.spec import BackendFactory
+from authzbench.provision.base import Deployment, pid_alive, stop_pid
+from authzbench.workloads.spec import BackendFactory
 
 
 def provision(name: str, mode: str, run_dir: Path, options: dict[str, Any] | None = None) -> Deployment:

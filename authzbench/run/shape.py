@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from authzbench.config import BenchConfig
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
-from authzbench.provision.base import say
 
 # parameter -> (the generator's key, its default values: each spans the reference dataset's own value,
 # depth 1 (its 14 nestings are at most 2 deep), 4.1 groups a user, 11 viewers a resource, by ~8-10x)

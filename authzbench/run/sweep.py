@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from authzbench.config import BenchConfig
+from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.generator.profiles import SocialParams, resolve
 from authzbench.generator.rebac import approx_relationships
-from authzbench.provision.base import say
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate, servers
 from authzbench.run.loading import LoadBound
-from authzbench.scenarios.results import RunStore
 
 # --scale: multiples of the reference report's dataset, i.e. of the calibrated `baseline`.
 SCALES = {"1": "baseline", "10": "large", "100": "xl"}

@@ -11,7 +11,7 @@ server and the same inputs, interleaved in rounds (theirs, ours, theirs, ours ..
 Which backends take part, and with which tool, is each system's `crosscheck` module
 (systems/<name>/crosscheck.py, named by its declaration).
 
-Our side is the runner's phase (scenarios/runner.run_phase) on the spec the suite's plan makes
+Our side is the runner's phase (measure/runner.run_phase) on the spec the suite's plan makes
 (phase_plan.phase_specs), so a figure is what `bench` would measure. Every run of either side is one record
 (type "crosscheck", its latencies as an encoded HdrHistogram) in results/crosscheck/<run-id>/, rendered by
 tools/crosscheck_report.py to reports/crosscheck-<run-id>.md.
@@ -34,6 +34,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.core.metrics import encode, merge, new_histogram
 from authzbench.core.records import (
@@ -43,7 +44,6 @@ from authzbench.core.records import (
     Record,
     as_dict,
 )
-from authzbench.provision.base import say
 from authzbench.systems import systems
 from authzbench.tools.crosscheck_client import OURS_GRPC, cpu_spent, parts
 
@@ -281,7 +281,7 @@ def record(m: Measured, **fields: Any) -> Crosscheck:
 
 def seconds_scale(seconds: float, rounds: int) -> float:
     """--iterations-scale that makes the suite's read budget (4 s over its rounds) `seconds` a round."""
-    from authzbench.scenarios.catalog import READ_BUDGET_S
+    from authzbench.workloads.catalog import READ_BUDGET_S
 
     return seconds * rounds / READ_BUDGET_S
 
@@ -302,7 +302,7 @@ class Plan:
 def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: bool = False,
                on_window: Callable[[bool], None] | None = None) -> Measured:
     from authzbench.backends.registry import backend_class
-    from authzbench.scenarios.runner import run_phase
+    from authzbench.measure.runner import run_phase
     from authzbench.tools.crosscheck_client import grpc_factory
 
     seen: list[dict[str, Any]] = []
@@ -325,9 +325,9 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
     then ours, round by round; then, at 1 worker, where our time goes."""
     from dataclasses import asdict
 
+    from authzbench.measure.pools import KeptWorkers
     from authzbench.run.loading import load_backend
     from authzbench.run.phase_plan import BackendTraits, phase_specs
-    from authzbench.scenarios.pools import KeptWorkers
     from authzbench.tools import crosscheck_client
 
     name = sess.name
@@ -371,7 +371,7 @@ class _OnBackend:
 
 def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
     """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
-    from authzbench.scenarios.catalog import input_count, scenario
+    from authzbench.workloads.catalog import input_count, scenario
 
     sess, ds, oracle, store, theirs, kept, inputs = on.sess, on.ds, on.oracle, on.store, on.theirs, on.kept, on.inputs
     iterations_scale = on.iterations_scale
@@ -405,9 +405,9 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
                 data_dir: Path | None) -> Path:
     from authzbench.config import BenchConfig, DatasetChoice, Schedule, ServerChoice
     from authzbench.provision.manager import default_mode
-    from authzbench.run.orchestrate import dataset_of
+    from authzbench.results.store import RunStore, default_results_dir
+    from authzbench.run.dataset import dataset_of
     from authzbench.run.servers import Session
-    from authzbench.scenarios.results import RunStore, default_results_dir
     from authzbench.tools.crosscheck_report import render_run
     from authzbench.truth.social_oracle import oracle_for
 

@@ -24,10 +24,10 @@ import psutil
 
 from authzbench.core.metrics import new_histogram, record_all
 from authzbench.core.records import CrosscheckBreakdown
-from authzbench.scenarios.spec import BackendFactory
-from authzbench.scenarios.timing import timed
+from authzbench.measure.timing import timed
 from authzbench.systems import system
 from authzbench.tools.runner_cost import runner_cost
+from authzbench.workloads.spec import BackendFactory
 
 # no-op ops of the runner's loop timed per scenario (x3, the least kept): ~0.3 s on a quiet core
 RUNNER_OPS = 50_000
@@ -132,7 +132,7 @@ def breakdown(backend: Any, name: str, inputs: list, n: int,
         calls = [("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
         calls += [("grpc", grpc(args))] if grpc else []
         for into, call in calls[i % len(calls):] + calls[:i % len(calls)]:
-            t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
+            t = timed(call)  # the bench's one clock around an op (measure/timing.py)
             if t.error is not None:
                 raise t.error
             times[into].append((t.end_ns - t.sent_ns) / 1000)
@@ -161,7 +161,7 @@ def floor(calls: list[Callable[[], Any]]) -> dict[str, float]:
     lat: list[float] = []
     c0 = time.process_time()
     for call in calls:
-        t = timed(call)  # the bench's one clock around an op (scenarios/timing.py)
+        t = timed(call)  # the bench's one clock around an op (measure/timing.py)
         if t.error is not None:
             raise t.error
         lat.append((t.end_ns - t.sent_ns) / 1000)

@@ -438,7 +438,7 @@ def render(manifest: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
 def read_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A run's manifest and records: results/crosscheck/<run-id>, or a committed copy whose records are
     gzipped (records.jsonl.gz)."""
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
 
     store = RunStore.open(run)  # reads records.jsonl.gz where records.jsonl is absent
     return store.manifest(), list(store.records())

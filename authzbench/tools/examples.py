@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from authzbench.scenarios.results import MANIFEST, RECORDS
+from authzbench.results.store import MANIFEST, RECORDS
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 _LINK = re.compile(r"\]\(([^)]+)\)")

@@ -1,4 +1,4 @@
-"""The runner's own cost per op (issue 56): the bench's measured loop (scenarios/worker._measure_share: the
+"""The runner's own cost per op (issue 56): the bench's measured loop (measure/worker._measure_share: the
 schedule, `timed`, OpCounters.add with the answer compared with the oracle's, the interval's bookkeeping) around
 a check that does nothing, against the same no-op call alone in a bare loop. The difference is what the runner
 adds to every op whatever the backend: with the breakdown's bare driver call and adapter call (tools/
@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from authzbench.scenarios.spec import PhaseSpec
-from authzbench.scenarios.worker import _measure_share
+from authzbench.measure.worker import _measure_share
+from authzbench.workloads.spec import PhaseSpec
 
 
 class NoopBackend:

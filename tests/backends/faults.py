@@ -15,15 +15,15 @@ import psutil
 
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.run import orchestrate
-from authzbench.scenarios import catalog
-from authzbench.scenarios.results import RunStore
+from authzbench.results.store import RunStore
+from authzbench.run import orchestrate, phase
+from authzbench.workloads import catalog
 
 
 def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap: int = 8000) -> tuple[str, str, float]:
     """Returns (report text, its 'incomplete phases' section, the bench's wall seconds)."""
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
+    real_run_phase, real_session = phase.run_phase, orchestrate.Session
     sessions: list = []
     calls = {"n": 0}
 
@@ -52,7 +52,7 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap:
         return real_run_phase(spec, factory, inputs, sink_and_kill, *a, **k)
 
     monkeypatch.setattr(orchestrate, "Session", tracking_session)
-    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_kill)
+    monkeypatch.setattr(phase, "run_phase", run_phase_then_kill)
     _cap_at(monkeypatch, cap)  # the op counts below were set against the 8,000-op cap (catalog.CHECK_OPS was)
     cfg = BenchConfig.of(backends=[backend, "reference"], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
@@ -87,7 +87,7 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
     """Run two check phases of BACKEND; SIGSTOP its server (and its children) the moment the first phase
     starts measuring, SIGCONT it `freeze_s` later. Returns (the run's records, the report's text)."""
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    real_run_phase, real_session = orchestrate.run_phase, orchestrate.Session
+    real_run_phase, real_session = phase.run_phase, orchestrate.Session
     sessions: list = []
     frozen: list[psutil.Process] = []
     resumed = threading.Event()
@@ -116,7 +116,7 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
         return real_run_phase(spec, factory, inputs, sink, *a, on_window=window, **k)
 
     monkeypatch.setattr(orchestrate, "Session", tracking_session)
-    monkeypatch.setattr(orchestrate, "run_phase", run_phase_then_freeze)
+    monkeypatch.setattr(phase, "run_phase", run_phase_then_freeze)
     # No time budget: it would end the frozen phase while the server is still stopped (0.4 s at this
     # scale), and the next phase's workers could not connect. Both phases run their 200 ops.
     for name in ("check_manage_direct_user", "check_manage_org_admin"):

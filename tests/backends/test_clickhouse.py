@@ -19,9 +19,9 @@ import pytest
 
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
-from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.schema.model import Relationship
 from authzbench.systems.clickhouse.adapter import ClickHouseBackend
+from authzbench.workloads.catalog import SCENARIOS
 from tests.backends.edits import (
     assert_checks_equal_oracle,
     assert_every_lookup_equals_oracle,

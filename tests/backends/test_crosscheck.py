@@ -13,7 +13,7 @@ import pytest
 
 from authzbench.config import BenchConfig
 from authzbench.provision.pgcluster import bin_dir
-from authzbench.scenarios.results import RunStore
+from authzbench.results.store import RunStore
 from authzbench.tools.crosscheck import Plan, grpc_requests, run_backend, seconds_scale
 from authzbench.tools.crosscheck_report import render_run, rows
 

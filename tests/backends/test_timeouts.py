@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.scenarios.catalog import scenario
+from authzbench.workloads.catalog import scenario
 from tests.backends.faults import bench_with_server_frozen_mid_phase
 
 FREEZE_S = 5.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from authzbench.config import BenchConfig
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 
 
 def _cfg(tmp_path) -> BenchConfig:

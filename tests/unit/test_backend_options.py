@@ -12,8 +12,8 @@ from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.registry import backend_class
 from authzbench.config import BenchConfig, own_options
 from authzbench.core.errors import UserError
+from authzbench.measure.runner import BackendFactory
 from authzbench.run import orchestrate
-from authzbench.scenarios.runner import BackendFactory
 from authzbench.systems import systems
 from authzbench.systems.reference.adapter import ReferenceBackend, ReferenceOptions
 

@@ -164,13 +164,13 @@ def sandbox(tmp_path, monkeypatch):
         return fail
 
     import authzbench.generator
-    import authzbench.scenarios.results
+    import authzbench.results.store
 
     monkeypatch.setattr(authzbench.generator, "_write_atomically", started("a dataset was generated"))
     monkeypatch.setattr(orchestrate, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "provision", started("a server was started"))
-    monkeypatch.setattr(authzbench.scenarios.results.RunStore, "create", started("a results directory was created"))
+    monkeypatch.setattr(authzbench.results.store.RunStore, "create", started("a results directory was created"))
     (tmp_path / "afile").write_text("not a directory")
     return tmp_path
 

@@ -11,8 +11,8 @@ import pytest
 from authzbench.config import BenchConfig
 from authzbench.provision import builds
 from authzbench.provision.builds import BuildStep, steps_of
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 from authzbench.systems import systems
 
 

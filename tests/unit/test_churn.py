@@ -9,12 +9,12 @@ import pytest
 from authzbench.config import BenchConfig, Churn
 from authzbench.core.errors import UserError
 from authzbench.core.records import as_dict
+from authzbench.measure.inflight import CHURN_EXTRAS
+from authzbench.measure.runner import BackendFactory, run_phase
 from authzbench.run.phase_plan import CHURN_READERS, _churn_specs
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.churn import ChurnSweep, Step, step_of
-from authzbench.scenarios.inflight import CHURN_EXTRAS
-from authzbench.scenarios.runner import BackendFactory, run_phase
 from authzbench.truth.social_oracle import oracle_for
+from authzbench.workloads.catalog import SCENARIOS
+from authzbench.workloads.churn import ChurnSweep, Step, step_of
 
 COMMON = dict(backend="fake", scenario="churn", warmup=10, timeout_s=60.0, max_seconds=120.0, repeat=0)
 
@@ -186,12 +186,12 @@ def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
 
 def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(tmp_path, monkeypatch):
     """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first step."""
-    from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     restored: list[tuple[str, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, opts:
                         restored.append((pid, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["churn"],
                          concurrency=[1], rounds=1, visits=1, data_dir=tmp_path / "data",
@@ -212,7 +212,7 @@ def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as
 
 def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_their_warm_up_ops():
     from authzbench.run.restore import touched_ops
-    from authzbench.scenarios.spec import PhaseSpec
+    from authzbench.workloads.spec import PhaseSpec
 
     inputs = [("structural", f"op{k}", f"warm{k}") for k in range(20)]
     spec = PhaseSpec("b", "write_acl", concurrency=2, iterations=20, warmup=2)
@@ -226,7 +226,7 @@ def test_a_churn_steps_changes_are_probed_a_gap_apart_so_the_probes_do_not_crowd
     """A 1 s lag: each change is probed right after its write, then every CHURN_PROBE_GAP_S until it shows, so
     ~1 / gap stale probes a change (back to back, a worker probed hundreds of times a second)."""
     from authzbench.core.metrics import merge, summarize
-    from authzbench.scenarios.inflight import CHURN_PROBE_GAP_S
+    from authzbench.measure.inflight import CHURN_PROBE_GAP_S
 
     spec = _specs([10.0])[0]
     _, recs = _step(tiny, inputs, spec, "tests.unit.fakes:LaggyBackend", lag_s=1.0)

@@ -1,4 +1,4 @@
-from authzbench.scenarios.churn import Step, why_not_held
+from authzbench.workloads.churn import Step, why_not_held
 
 
 def _step(**kw) -> Step:

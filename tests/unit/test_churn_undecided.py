@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from authzbench.report import churn, digest, ranking, workloads
-from authzbench.scenarios.churn import FAILED, HELD, UNDECIDED, Step, judged
+from authzbench.workloads.churn import FAILED, HELD, UNDECIDED, Step, judged
 from tests.unit.test_report_churn import _phase, skipped
 from tests.unit.test_report_findings import NET, Run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.scenarios import worker
-from authzbench.scenarios.timing import OpCounters, Timed
+from authzbench.measure import worker
+from authzbench.measure.timing import OpCounters, Timed
 
 
 class _Fake:

@@ -375,7 +375,7 @@ def test_render_states_the_warm_up_both_sides_got_and_the_recorded_commit():
 def test_the_manifest_records_the_checkouts_commit_and_whether_it_was_dirty(tmp_path):
     import subprocess
 
-    from authzbench.scenarios.results import source_commit
+    from authzbench.results.store import source_commit
 
     assert source_commit(tmp_path) == {"commit": "unknown", "dirty": None}  # not a git checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -390,7 +390,7 @@ def test_the_manifest_records_the_checkouts_commit_and_whether_it_was_dirty(tmp_
 
 
 def test_the_manifests_environment_carries_the_commit():
-    from authzbench.scenarios.results import environment
+    from authzbench.results.store import environment
 
     assert set(environment()["source"]) == {"commit", "dirty"}
 

@@ -23,13 +23,13 @@ import psutil  # noqa: E402
 from authzbench.core.metrics import merge  # noqa: E402
 from authzbench.core.records import as_dict  # noqa: E402
 from authzbench.generator import generate  # noqa: E402
+from authzbench.measure.distributed import run_phase_distributed  # noqa: E402
+from authzbench.measure.runner import BackendFactory, PhaseSpec  # noqa: E402
 from authzbench.report import render  # noqa: E402
 from authzbench.report.data import phase_table  # noqa: E402
-from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
-from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
-from authzbench.scenarios.results import RunStore  # noqa: E402
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec  # noqa: E402
+from authzbench.results.store import RunStore  # noqa: E402
 from authzbench.truth.oracle import Oracle  # noqa: E402
+from authzbench.workloads.catalog import SCENARIOS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,8 +135,8 @@ def test_bench_drives_the_agents_through_its_own_client(client, tiny):
     ds, _ = tiny
     # A fresh process, as `bench --workers-on` is: no other client that the actor handles could fall back on.
     code = f"""
-from authzbench.scenarios.distributed import connect, host_versions, run_phase_distributed
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec
+from authzbench.measure.distributed import connect, host_versions, run_phase_distributed
+from authzbench.measure.runner import BackendFactory, PhaseSpec
 c = connect({client.scheduler.address!r})
 hosts = sorted(host_versions(c)["hosts"])
 inputs = [("check", (0, "view", r), False) for r in range(20)]
@@ -231,7 +231,7 @@ def test_workers_on_refuses_what_cannot_be_spread_in_one_line(tmp_path, args, me
 
 def test_a_loopback_server_is_refused_when_a_load_host_is_another_machine():
     from authzbench.core.errors import UserError
-    from authzbench.scenarios.distributed import check_endpoint, endpoint_hosts
+    from authzbench.measure.distributed import check_endpoint, endpoint_hosts
 
     class _Client:
         def __init__(self, *workers):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.scenarios.catalog import WRITE_SCENARIOS
 from authzbench.tools.examples import REPORTS, examples
+from authzbench.workloads.catalog import WRITE_SCENARIOS
 
 BENCH = [ex for ex in examples() if (REPORTS / ex.report.replace(".md", ".json")).is_file()]
 Z = 1.959963984540054  # the normal quantile of a two-sided 95% interval

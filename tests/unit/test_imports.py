@@ -25,7 +25,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("systems", ("systems", "systems.*.system")),  # the loader, the contract and every declaration
     ("backends", ("backends", "systems.*.*")),  # a system folder's adapter and its parts
     ("provision", ("provision", "systems.*.native")),  # a system folder's native recipe
-    ("measure", ("scenarios",)),
+    ("results", ("results",)),  # the results store: records in, records out
+    ("workloads", ("workloads",)),  # what to run, as data
+    ("measure", ("measure",)),  # running it: the runner, its workers, the one timing of an op
     ("run", ("config", "run")),
     ("report", ("report",)),
     ("command", ("commands", "tools", "systems.*.tools")),  # a system folder's own tools too
@@ -42,6 +44,13 @@ ALLOWED_UP: dict[tuple[str, str], str] = {}
 # hands an adapter to provisioning.
 APART = ("adapter", "recipe")
 
+
+# run/ is one chain, lowest first (docs/ARCHITECTURE.md): a run module imports only the run modules before it, so
+# the drivers (orchestrate, then the sweeps and the load test on top) call down to one phase (phase.py), which
+# calls down to the runner, and nothing below climbs back to a driver. A module not yet written (or gone) is
+# skipped; a run module missing from the chain fails.
+RUN_CHAIN = ("servers", "loading", "restore", "dataset", "phase_plan", "progress", "phase", "orchestrate",
+             "sweep", "shape", "loadtest", "perf")
 
 def modules() -> dict[str, Path]:
     out = {}
@@ -161,7 +170,9 @@ def test_the_layer_check_finds_an_import_of_a_higher_layer():
     assert layer_of("authzbench.systems.scylla.system") == (4, "systems")
     assert layer_of("authzbench.systems") == (4, "systems")
     assert layer_of("authzbench.systems.contract") == (4, "systems")
-    assert layer_of("authzbench.systems.permify.tools.clients") == (10, "command")
+    assert layer_of("authzbench.systems.permify.tools.clients") == (12, "command")
+    assert [layer_of(f"authzbench.{m}")[1] for m in ("results.store", "workloads.spec", "measure.runner")] == [
+        "results", "workloads", "measure"]
     assert layer_of("authzbench") == (0, "base")
 
 
@@ -264,15 +275,49 @@ def test_the_reachability_check_finds_an_import_two_modules_away():
 def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
     # A fake tree with the real folder names: the layer comes from the folder alone, whatever the module's name.
     for rel, text in {"core/clock.py": "from authzbench.run import driver\n", "run/driver.py": "",
-                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n"}.items():
+                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n",
+                      "results/keep.py": "from authzbench.workloads import plan\n",
+                      "workloads/plan.py": "from authzbench.measure.loop import go\n", "measure/loop.py": "go = 1\n",
+                      "measure/reads.py": "from authzbench.workloads import plan\nfrom authzbench.results import keep\n"}.items():
         (tmp_path / "authzbench" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "authzbench" / rel).write_text(text)
     paths = {"authzbench." + p.relative_to(tmp_path / "authzbench").with_suffix("").as_posix().replace("/", "."): p
              for p in (tmp_path / "authzbench").rglob("*.py")}
     g = {name: imported(name, path, set(paths)) for name, path in paths.items()}
     assert [m.split("\n")[1].strip() for m in upward(g)] == [
-        "authzbench.core.clock (layer 0 base)", "authzbench.schema.shape (layer 1 model)"]
+        "authzbench.core.clock (layer 0 base)", "authzbench.results.keep (layer 6 results)",
+        "authzbench.schema.shape (layer 1 model)", "authzbench.workloads.plan (layer 7 workloads)"]
 
 
 def test_the_package_root_holds_only_a_handful_of_modules():
     assert sorted(p.stem for p in ROOT.glob("*.py")) == ["__init__", "cli", "commands", "config"]
+
+
+def chain_breaks(g: dict[str, set[str]]) -> list[str]:
+    """One message per run module missing from RUN_CHAIN and per import of a run module at or after its own place."""
+    place = {f"authzbench.run.{m}": i for i, m in enumerate(RUN_CHAIN)}
+    out = []
+    for name in sorted(n for n in g if n.startswith("authzbench.run.")):
+        if name not in place:
+            out.append(f"{name} is not in RUN_CHAIN")
+            continue
+        out += [f"{name} imports {dep}, later in the run chain" for dep in sorted(g[name])
+                if dep in place and place[dep] >= place[name]]
+    return out
+
+
+def test_each_run_module_imports_only_run_modules_before_it_in_the_chain():
+    assert chain_breaks(graph()) == []
+
+
+def test_the_chain_check_finds_an_import_back_up_the_chain_and_an_unplaced_module():
+    g = {"authzbench.run.phase": {"authzbench.run.orchestrate", "authzbench.run.servers"},
+         "authzbench.run.orchestrate": {"authzbench.run.phase"}, "authzbench.run.extra": set()}
+    assert chain_breaks(g) == ["authzbench.run.extra is not in RUN_CHAIN",
+                               "authzbench.run.phase imports authzbench.run.orchestrate, later in the run chain"]
+
+
+def test_architecture_md_states_the_same_run_chain():
+    doc = (ROOT.parent / "docs/ARCHITECTURE.md").read_text()
+    line = next(ln for ln in doc.splitlines() if ln.startswith("The run chain, lowest first:"))
+    assert tuple(re.findall(r"`run/(\w+)\.py`", line)) == RUN_CHAIN

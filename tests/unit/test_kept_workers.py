@@ -8,10 +8,10 @@ import pytest
 
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
+from authzbench.measure.runner import BackendFactory, KeptWorkers, PhaseSpec, run_phase
 from authzbench.report.data import phase_table
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, KeptWorkers, PhaseSpec, run_phase
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS
 
 FAKES = "tests.unit.fakes"
 

@@ -8,8 +8,8 @@ import pytest
 
 from authzbench.config import BenchConfig
 from authzbench.report import render
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 from authzbench.systems.reference.adapter import ReferenceBackend
 from tests.unit.test_cli import authzbench
 

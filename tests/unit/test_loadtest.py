@@ -9,9 +9,10 @@ import time
 import numpy as np
 
 from authzbench.core.metrics import decode
+from authzbench.measure import k6, timing
+from authzbench.measure.k6 import run_plan
 from authzbench.report.loadtest import render
-from authzbench.scenarios import loadtest, timing
-from authzbench.scenarios.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs, run_plan
+from authzbench.workloads.loadtest import PLANS, LoadTestPlan, k6_ids, plan_inputs
 
 
 class Fake:
@@ -82,7 +83,7 @@ def test_every_request_is_timed_by_the_shared_measurement_and_its_latency_record
         seen.append(t)
         return t
 
-    monkeypatch.setattr(loadtest, "timed", spy)
+    monkeypatch.setattr(k6, "timed", spy)
     rec = run_plan(_plan(max_vus=50, think_s=0.0), lambda: Fake(delay_s=0.02), [(1, 2, True)]).record()
     sent, intended = decode(rec["duration_hist"]), decode(rec["from_intended_hist"])
     assert len(seen) == rec["iterations"] == sent.get_total_count() == intended.get_total_count() == 80

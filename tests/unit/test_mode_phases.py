@@ -49,7 +49,7 @@ def test_the_via_group_check_runs_at_1_worker_in_each_other_mode_bounded_like_a_
 
 def test_revoke_then_check_at_8_writers_is_skipped_where_its_1_writer_phase_ran_far_past_its_budget():
     from authzbench.run.phase_plan import Pace
-    from authzbench.scenarios.spec import PhaseSpec
+    from authzbench.workloads.spec import PhaseSpec
 
     pace = Pace(cores=2)
     one = PhaseSpec("mongo", "revoke_then_check", concurrency=1, budget_s=6.0)
@@ -64,7 +64,7 @@ def test_revoke_then_check_at_8_writers_is_skipped_where_its_1_writer_phase_ran_
 
 def test_a_drain_or_a_21s_revocation_past_a_3s_budget_is_not_slow_enough_to_skip_8_writers():
     from authzbench.run.phase_plan import Pace
-    from authzbench.scenarios.spec import PhaseSpec
+    from authzbench.workloads.spec import PhaseSpec
 
     one = PhaseSpec("mongo", "revoke_then_check", concurrency=1, budget_s=3.0)
     eight = PhaseSpec("mongo", "revoke_then_check", concurrency=REVOKE_WRITERS, budget_s=3.0)

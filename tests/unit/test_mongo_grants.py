@@ -33,7 +33,7 @@ def test_grant_updates_add_and_remove_per_user_and_permission():
 def test_an_op_pymongo_cancels_after_a_heartbeat_timeout_counts_as_a_timeout():
     from pymongo.errors import AutoReconnect, _OperationCancelled
 
-    from authzbench.scenarios.timing import is_timeout
+    from authzbench.measure.timing import is_timeout
     from authzbench.systems.mongo.adapter import _heartbeat_timeout_is_a_timeout
 
     def raising(exc: Exception):

@@ -10,9 +10,9 @@ import time
 import numpy as np
 
 from authzbench.core.metrics import encode, new_histogram, record_all
-from authzbench.scenarios import worker
-from authzbench.scenarios.spec import PhaseSpec
-from authzbench.scenarios.timing import OpCounters, Timed
+from authzbench.measure import worker
+from authzbench.measure.timing import OpCounters, Timed
+from authzbench.workloads.spec import PhaseSpec
 
 
 class _Out:

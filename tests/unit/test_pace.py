@@ -4,12 +4,12 @@ heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in 
 from __future__ import annotations
 
 from authzbench.config import BenchConfig
+from authzbench.measure.runner import PhaseResult, PhaseSpec
 from authzbench.report.data import load_run
 from authzbench.report.validity import _skip_cause, _stops
-from authzbench.run import orchestrate
+from authzbench.results.store import RunStore
+from authzbench.run import orchestrate, phase
 from authzbench.run.phase_plan import Pace
-from authzbench.scenarios.results import RunStore
-from authzbench.scenarios.runner import PhaseResult, PhaseSpec
 
 
 def _spec(c: int, **kw) -> PhaseSpec:
@@ -62,7 +62,7 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     def slow(spec, *a, **k):  # every check takes 3 s at 1 worker: 12 s predicted at 8 (timeout 2 s)
         return PhaseResult(spec.phase_id, "complete", wall_s=3.0 * max(1, spec.concurrency), ops=1)
 
-    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    monkeypatch.setattr(phase, "_run_phase", slow)
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
     # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
@@ -116,7 +116,7 @@ def test_a_higher_count_runs_when_its_workers_reach_the_op_floor_or_its_op_fits_
 
 
 def test_the_budget_end_stops_a_worker_from_starting_an_op_past_the_stretch():
-    from authzbench.scenarios.spec import BUDGET_STRETCH, budget_end
+    from authzbench.workloads.spec import BUDGET_STRETCH, budget_end
     assert budget_end(_round(1), t0=100.0) == 100.0 + 4 / 3 * BUDGET_STRETCH
     assert budget_end(_round(1, mode="open"), t0=100.0) == float("inf")  # an open loop runs its schedule
     assert budget_end(_spec(1), t0=100.0) == float("inf")  # no budget: the op count ends it
@@ -126,7 +126,7 @@ def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(
     def slow(spec, *a, **k):  # one 24 s op a round at 1 worker, as Permify's heaviest lookup
         return PhaseResult(spec.phase_id, "complete", wall_s=24.0, ops=1)
 
-    monkeypatch.setattr(orchestrate, "_run_phase", slow)
+    monkeypatch.setattr(phase, "_run_phase", slow)
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
@@ -152,8 +152,8 @@ def test_the_final_restore_asks_the_heaviest_user_by_checks_when_the_run_measure
 def test_the_heaviest_users_checks_cover_resources_they_hold_and_do_not_as_the_oracle_says(tmp_path):
     from authzbench.generator import generate
     from authzbench.run.restore import HEAVY_LOOKUP, as_checks
-    from authzbench.scenarios.catalog import scenario
     from authzbench.truth.oracle import shared
+    from authzbench.workloads.catalog import scenario
 
     ds = generate("tiny", tmp_path / "tiny")
     oracle = shared(ds)

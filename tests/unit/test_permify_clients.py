@@ -3,7 +3,7 @@ answers are compared, how overhead against the round trip is computed (no server
 
 from __future__ import annotations
 
-from authzbench.scenarios.timing import OpCounters
+from authzbench.measure.timing import OpCounters
 from authzbench.systems.permify.tools.clients import (
     Client,
     Samples,

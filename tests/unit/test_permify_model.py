@@ -120,7 +120,7 @@ class _RpcError(grpc.RpcError):
 
 
 def test_grpc_statuses_map_to_the_adapters_errors():
-    from authzbench.scenarios.timing import is_timeout
+    from authzbench.measure.timing import is_timeout
     from authzbench.systems.permify.grpc import Api
 
     api = object.__new__(Api)  # the mapping only: no channel

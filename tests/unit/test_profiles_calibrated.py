@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from authzbench.generator import generate
-from authzbench.scenarios.stats import REFERENCE_TOTALS, totals
+from authzbench.workloads.stats import REFERENCE_TOTALS, totals
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from authzbench.core import records
 from authzbench.core.records import KINDS, SCHEMA_VERSION, RecordError, decode, encode
-from authzbench.scenarios.results import RunStore
+from authzbench.results.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted((ROOT / "reports/data").glob("*/records.jsonl.gz"))

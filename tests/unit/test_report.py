@@ -13,8 +13,8 @@ from authzbench.core.metrics import merge
 from authzbench.report import render
 from authzbench.report.compare import render_compare
 from authzbench.report.figures import cell
+from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
-from authzbench.scenarios.results import RunStore
 
 
 def both(path) -> str:

@@ -218,8 +218,8 @@ def test_each_named_mode_starts_on_inputs_the_session_modes_phases_of_its_round_
 
 
 def test_a_read_warms_up_on_the_inputs_its_round_starts_at():
-    from authzbench.scenarios import worker
-    from authzbench.scenarios.spec import PhaseSpec
+    from authzbench.measure import worker
+    from authzbench.workloads.spec import PhaseSpec
 
     asked = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from authzbench.config import BenchConfig
 from authzbench.run.phase_plan import RestoreChecks
-from authzbench.scenarios.spec import PhaseSpec
+from authzbench.workloads.spec import PhaseSpec
 
 
 def _plan(*phases: tuple[str, int]) -> list[tuple[PhaseSpec, str]]:

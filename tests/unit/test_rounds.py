@@ -21,7 +21,7 @@ from authzbench.core.metrics import Monitor, outside
 from authzbench.report import findings, ranking
 from authzbench.report.compare import summary
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
-from authzbench.scenarios.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
+from authzbench.workloads.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
 
 SCEN = ["check_view_via_group_member", "check_manage_direct_user"]
@@ -250,8 +250,8 @@ def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
 def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
     from authzbench.report import render
     from authzbench.report.data import load_run
+    from authzbench.results.store import RunStore
     from authzbench.run.orchestrate import bench
-    from authzbench.scenarios.results import RunStore
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
@@ -400,7 +400,7 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
 
 
 def test_lookups_are_not_run_above_their_worker_cap(dataset):
-    from authzbench.scenarios.catalog import HEAVY_LOOKUP_WORKERS
+    from authzbench.workloads.catalog import HEAVY_LOOKUP_WORKERS
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8, 32],
                          scenarios=["lookup_resources_manage_super", "lookup_resources_view_regular"])
@@ -412,12 +412,12 @@ def test_lookups_are_not_run_above_their_worker_cap(dataset):
 
 
 def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
-    from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, str]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored",
+    monkeypatch.setattr(phase, "verify_restored",
                         lambda sess, ds, o, store, pid, opts: checked.append((pid, opts.heavy)))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
@@ -429,12 +429,12 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
 
 def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(
         tmp_path, monkeypatch):
-    from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[tuple[str, bool, int]] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, opts:
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, opts:
                         checked.append((pid.split("/", 1)[1], opts.sample, len(opts.write_ops or []))))
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          scenarios=["write_membership", "write_hierarchy"], iterations_scale=0.05, rounds=1,
@@ -449,18 +449,18 @@ def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_
 def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
+    from authzbench.run import orchestrate, phase
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     checked: list[str] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, *a: checked.append(pid))
-    real = orchestrate._run_phase
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, *a: checked.append(pid))
+    real = phase._run_phase
 
     def stopped_at_one_worker(spec, *a, **k):  # a worker stopped mid-op in every 1-worker phase
         return replace(real(spec, *a, **k), stopped_workers=int(spec.concurrency == 1))
 
-    monkeypatch.setattr(orchestrate, "_run_phase", stopped_at_one_worker)
+    monkeypatch.setattr(phase, "_run_phase", stopped_at_one_worker)
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
                          concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from authzbench.measure.runner import PhaseSpec
 from authzbench.run.progress import PRIOR_OVERHEAD_S, PRIOR_PHASES, RunEta, planned_seconds
-from authzbench.scenarios.runner import PhaseSpec
 
 
 class Clock:
@@ -58,8 +58,8 @@ def test_a_phase_plans_its_budget_its_schedule_or_its_cap():
 
 def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_with_every_phase_done(tmp_path):
     from authzbench.config import BenchConfig
+    from authzbench.results.store import RunStore
     from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,
                          visits=2, iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"],

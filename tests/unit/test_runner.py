@@ -7,11 +7,11 @@ import pytest
 
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.report.data import phase_table
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
-from authzbench.scenarios.spec import cumulative_ops, schedule_times
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS
+from authzbench.workloads.spec import cumulative_ops, schedule_times
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_a_workers_schedule_slice_equals_its_stride_of_the_whole_schedule():
 def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(monkeypatch):
     import multiprocessing as mp
 
-    from authzbench.scenarios import pools
+    from authzbench.measure import pools
     from authzbench.systems.clickhouse.adapter import ClickHouseBackend
     from authzbench.systems.scylla.adapter import ScyllaBackend
 
@@ -189,8 +189,8 @@ def test_workers_fork_from_a_server_that_imported_the_process_backends_drivers(m
 def _slow_write_phase(monkeypatch, ds, n_ops: int, overrun: float) -> list:
     """Heartbeats every 50 ms, hung after 0.5 s without progress, the wait bounded at overrun x the 0.2 s op
     timeout; the inputs: n_ops ACL write ops."""
-    from authzbench.scenarios import runner, worker
-    from authzbench.scenarios.writes import sample_write_ops
+    from authzbench.measure import runner, worker
+    from authzbench.workloads.writes import sample_write_ops
 
     monkeypatch.setattr(worker, "HEARTBEAT_S", 0.05)  # the worker's; the rest are the driver's
     for name, value in (("HANG_S", 0.5), ("GRACE_S", 0.1), ("OVERRUN", overrun)):
@@ -229,3 +229,22 @@ def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny
     assert res.status == "complete" and (res.stopped_workers, res.hung_workers) == (0, 0), res.reason
     assert t.set_index("kind").loc["write", "ops"] == 6  # each worker's one op: grant and revoke
 
+
+
+def test_a_worker_whose_pool_aborted_before_it_started_measures_no_op(tiny):
+    """PhaseEvents.abort sets every signal, stop first: the worker runs to its end at once, measuring nothing."""
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    from authzbench.measure.worker import PhaseEvents, worker_main
+
+    ds, o = tiny
+    inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 20)
+    events, out = PhaseEvents.made_by(threading.Event), queue.Queue()
+    events.abort()
+    worker_main(0, PhaseSpec("reference", "s", iterations=20), _factory(ds), inputs, out, events,
+                SimpleNamespace(value=0.0))
+    msgs = [out.get_nowait() for _ in range(out.qsize())]
+    assert [m for m, _, _ in msgs if m != "interval"] == ["ready", "warm", "measured", "done"]
+    assert sum(k["ops"] for m, _, kinds in msgs if m == "interval" for k in kinds.values()) == 0

@@ -12,9 +12,9 @@ import pytest
 from authzbench.core import stopping
 from authzbench.core.records import Record, as_dict
 from authzbench.generator import generate
-from authzbench.scenarios.catalog import SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +62,12 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
 
 def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path, monkeypatch):
     from authzbench.config import BenchConfig
-    from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
+    from authzbench.results.store import RunStore
+    from authzbench.run import orchestrate, phase
 
     checks: list[str] = []
-    monkeypatch.setattr(orchestrate, "verify_restored", lambda sess, ds, o, store, pid, *a: checks.append(pid))
-    real = orchestrate._run_phase
+    monkeypatch.setattr(phase, "verify_restored", lambda sess, ds, o, store, pid, *a: checks.append(pid))
+    real = phase._run_phase
 
     def stopped_midway(spec, *a, **k):
         res = real(spec, *a, **k)
@@ -75,7 +75,7 @@ def test_a_stopped_write_phase_skips_its_restore_check_and_the_run_ends(tmp_path
         stopping.STOP.set()
         return res
 
-    monkeypatch.setattr(orchestrate, "_run_phase", stopped_midway)
+    monkeypatch.setattr(phase, "_run_phase", stopped_midway)
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["write_acl"])
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})

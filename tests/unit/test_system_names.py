@@ -27,7 +27,7 @@ AMBIGUOUS = {"reference", "postgres"}  # ordinary words here: searched as whole 
 # (module, literal) -> why the literal is the word, not the backend
 WORD_USES = {
     ("provision/pgcluster.py", "postgres"): "PostgreSQL's superuser role, which every private cluster runs as",
-    ("scenarios/stats.py", "reference"): "the column of the published reference report's dataset totals",
+    ("workloads/stats.py", "reference"): "the column of the published reference report's dataset totals",
 }
 REPORT_ALLOWED = {
     "report/capacity.py", "report/data.py", "report/freshness.py", "report/loadtest.py", "report/published.py",

@@ -16,8 +16,8 @@ from authzbench.backends.base import Backend
 from authzbench.backends.registry import backend_class, extras, implementation, missing_driver
 from authzbench.core.errors import BackendUnavailable
 from authzbench.provision import compose, manager
+from authzbench.results.store import DRIVERS
 from authzbench.run import servers
-from authzbench.scenarios.results import DRIVERS
 from authzbench.systems import folders, load, systems
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ import pytest
 from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
+from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.report.data import phase_table
-from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
-from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
-from authzbench.scenarios.writes import KINDS, sample_write_ops
 from authzbench.truth.evaluator import SimpleEvaluator
+from authzbench.workloads.catalog import SCENARIOS, WRITE_SCENARIOS
+from authzbench.workloads.writes import KINDS, sample_write_ops
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,8 @@ def test_hierarchy_ops_that_would_see_each_other_are_refused(tiny):
     """The pair the compose CI run caught: op A hangs real group 15 under its scratch group and attaches that
     under group 2 (which grants resource 17); op B attaches its scratch group under 15, so while A's change
     is applied B's user views 17."""
-    from authzbench.scenarios.writes import WriteOp, _independent, _verified
     from authzbench.schema.model import Relationship
+    from authzbench.workloads.writes import WriteOp, _independent, _verified
 
     n_u, n_g = tiny.entities["user"], tiny.entities["group"]
     ua, ub, sa, sb = n_u + 10**6, n_u + 10**6 + 1, n_g + 10**6, n_g + 10**6 + 1
@@ -149,8 +149,8 @@ def test_an_op_stopped_midway_is_found_cleaned_up_and_counted_after_the_phase(ti
 
 def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
     from authzbench.config import BenchConfig
+    from authzbench.results.store import RunStore
     from authzbench.run import orchestrate
-    from authzbench.scenarios.results import RunStore
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
                          iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["revoke_then_check"])
@@ -233,8 +233,8 @@ class _Session:
 
 @pytest.mark.parametrize("wrong_checks", [False, True])
 def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, tmp_path, wrong_checks):
+    from authzbench.results.store import RunStore
     from authzbench.run.restore import RESTORE_CLIENTS, RestoreOptions, verify_restored
-    from authzbench.scenarios.results import RunStore
     from authzbench.systems.reference.adapter import ReferenceBackend
     from authzbench.truth.oracle import Oracle
 
@@ -256,7 +256,7 @@ def test_a_warm_up_write_checks_its_probe_once_instead_of_waiting_for_it_to_show
     warm-up op warms the write and check paths, and waiting for its write to show warms nothing more."""
     import threading
 
-    from authzbench.scenarios.worker import _warm_up
+    from authzbench.measure.worker import _warm_up
     from tests.unit.fakes import LaggyBackend
 
     class Counting(LaggyBackend):
@@ -279,7 +279,7 @@ def test_a_worker_stops_warming_up_after_a_second_once_it_ran_an_op(tiny):
     """Permify's heaviest lookup (20 s an op) warmed up for 2 ops: one op of that length is warm."""
     import threading
 
-    from authzbench.scenarios.worker import WARMUP_MAX_S, _warm_up
+    from authzbench.measure.worker import WARMUP_MAX_S, _warm_up
     from authzbench.systems.reference.adapter import ReferenceBackend
 
     class Slow(ReferenceBackend):
@@ -322,7 +322,7 @@ class _Rec:
 
 
 def test_a_revoke_op_deletes_its_grant_once_not_again_at_teardown(tiny):
-    from authzbench.scenarios.writes import run_write_op
+    from authzbench.measure.visibility import run_write_op
 
     op = sample_write_ops(tiny, "revoke", 1)[0]
     b = _CountingBackend(SimpleEvaluator.from_dataset(tiny))
@@ -332,7 +332,7 @@ def test_a_revoke_op_deletes_its_grant_once_not_again_at_teardown(tiny):
 
 
 def test_a_failed_revocation_is_deleted_at_teardown(tiny):
-    from authzbench.scenarios.writes import run_write_op
+    from authzbench.measure.visibility import run_write_op
 
     op = sample_write_ops(tiny, "revoke", 1)[0]
     b = _CountingBackend(SimpleEvaluator.from_dataset(tiny), fail_delete=True)
@@ -378,7 +378,7 @@ def _window_run(ds, scenario: str, lag_s: float, budget_s: float | None = None):
 def test_a_5s_visibility_window_still_gives_at_least_20_write_ops_in_the_default_write_budget(tiny, scenario, changes):
     """One op at a time waited ~10 s an op (its grant, then its revocation, 5 s each to show): 1 op a phase. In
     flight together, up to MAX_IN_FLIGHT ops start at once and each change of theirs is timed."""
-    from authzbench.scenarios.inflight import MAX_IN_FLIGHT
+    from authzbench.measure.inflight import MAX_IN_FLIGHT
 
     res, k = _window_run(tiny, scenario, lag_s=5.0)
     w, lag = k["write"], summarize(merge(k["visibility"]["hists"]))
@@ -398,8 +398,8 @@ def test_a_write_phase_without_lag_is_ended_by_its_op_cap_not_its_probes(tiny):
 
 def test_a_control_check_that_raises_fails_its_op_not_the_worker(tiny):
     """Every op's control check raises: each op is counted as failed by the error's type, the phase runs on."""
-    from authzbench.scenarios.inflight import Pipeline, run_pipelined
-    from authzbench.scenarios.worker import _WriteRecorder
+    from authzbench.measure.inflight import Pipeline, run_pipelined
+    from authzbench.measure.worker import _WriteRecorder
 
     class ControlFails:
         rows_touched, counts_rows = 0, False

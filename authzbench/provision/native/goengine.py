@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
+from authzbench.core.console import say
 from authzbench.provision.base import (
     Deployment,
     StartContext,
@@ -26,7 +27,6 @@ from authzbench.provision.base import (
     grpc_serving,
     port_open,
     run,
-    say,
     spawn,
     stop_pid,
     wait_until,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
-from authzbench.provision.base import Deployment, StartContext, say
+from authzbench.provision.base import Deployment, StartContext
 
 
 def start(ctx: StartContext) -> Deployment:

@@ -17,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.provision.base import (
     Deployment,
     StartContext,
@@ -26,7 +27,6 @@ from authzbench.provision.base import (
     require_java,
     run,
     run_group,
-    say,
     spawn,
     stamp_ok,
     stop_pid,

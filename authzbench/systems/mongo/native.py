@@ -17,11 +17,11 @@ from pathlib import Path
 
 import psycopg
 
+from authzbench.core.console import say
 from authzbench.provision.base import (
     Deployment,
     StartContext,
     free_port,
-    say,
     spawn,
     stop_pid,
     wait_until,

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from authzbench.core.console import say
 from authzbench.core.errors import BackendUnavailable
-from authzbench.provision.base import Deployment, StartContext, say
+from authzbench.provision.base import Deployment, StartContext
 from authzbench.provision.gobuild import GoModule, go_binary_ready
 from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from authzbench.core.console import say
 from authzbench.provision.base import (
     Deployment,
     StartContext,
@@ -29,7 +30,6 @@ from authzbench.provision.base import (
     port_open,
     require_java,
     run,
-    say,
     spawn,
     stamp_ok,
     stop_pid,

@@ -23,7 +23,7 @@ The list is cut into `rounds` chunks; round i runs chunk i through every client,
 a slow period of the shared machine lands on every client. Before the rounds the adapter asks the whole list
 once (Permify's check cache then answers every measured call alike) and each client warms its connection.
 Every call is timed, counted and its answer compared with the oracle's by the bench's own measurement
-(scenarios/timing.py, as a worker's op in every `bench` phase). Figures: latency p50/p95 over all calls (its
+(measure/timing.py, as a worker's op in every `bench` phase). Figures: latency p50/p95 over all calls (its
 HdrHistogram, µs at 3 significant digits); client CPU per call = this process's CPU over a block
 (time.process_time: every thread, grpc's own included) / the block's calls, the median of the rounds with
 their range; server CPU per call = the Permify process's CPU over the block (psutil; Linux counts it in
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.core.metrics import percentile
-from authzbench.scenarios.timing import OpCounters, Timed, timed
+from authzbench.measure.timing import OpCounters, Timed, timed
 
 MAX_EXAMPLES = 5  # failed calls kept with their error, per client
 CheckInput = tuple[int, str, int, bool]  # user, permission, resource, the oracle's answer
@@ -271,7 +271,7 @@ def _cpu_ns(proc: Any) -> float | None:
 
 
 def run_block(c: Client, inputs: Sequence[CheckInput], idx: range, s: Samples, server: Any) -> None:
-    """The block's calls, each timed by the bench's measurement (scenarios/timing.py); they are counted, and
+    """The block's calls, each timed by the bench's measurement (measure/timing.py); they are counted, and
     a check's answer compared with the oracle's, after the block's CPU is read, so the client CPU per call
     holds the client's work, not the bookkeeping's."""
     gc.collect()  # one client's garbage is not collected on another's time
@@ -317,7 +317,7 @@ def _versions() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
     from authzbench.run.servers import Session
 
     cfg, ds, inputs = _dataset_and_inputs(args)
@@ -347,9 +347,9 @@ def _dataset_and_inputs(args: argparse.Namespace) -> tuple[Any, Any, list[CheckI
     """(config, dataset, the checks with the oracle's answers): --checks mixed reads of rebac `--profile`."""
     from authzbench.config import BenchConfig, DatasetChoice, ServerChoice
     from authzbench.provision.manager import default_mode
-    from authzbench.run.orchestrate import dataset_of
-    from authzbench.scenarios.catalog import sample_mixed_reads
+    from authzbench.run.dataset import dataset_of
     from authzbench.truth.oracle import Oracle
+    from authzbench.workloads.catalog import sample_mixed_reads
 
     cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=args.profile, data_dir=args.data_dir),
                       servers=ServerChoice(backends=["permify"], provision=args.provision or default_mode()))
@@ -367,7 +367,7 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
     info, the clients, the reference client's name, samples per client, seconds measured, mismatches)."""
     import psutil
 
-    from authzbench.provision.base import say
+    from authzbench.core.console import say
     from authzbench.run.loading import load_backend
     from authzbench.systems.permify.adapter import DEPTH
 

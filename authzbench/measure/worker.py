@@ -1,8 +1,8 @@
 """The worker side of a phase: connect, warm up, run this worker's share of the ops, time every call with
-scenarios/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
+measure/timing.py (perf_counter_ns into an HdrHistogram in µs per op kind, each answer compared with the
 oracle's: the measurement the load test and the client experiment share), and ship the interval counters
-to the parent every `interval_s` (scenarios/runner.py drives it). A worker runs in a forkserver process, a
-thread (in-process engines) or on a load host (scenarios/distributed.py).
+to the parent every `interval_s` (measure/runner.py drives it). A worker runs in a forkserver process, a
+thread (in-process engines) or on a load host (measure/distributed.py).
 
 Open loop: op k starts at its intended time t_k from the schedule and its latency runs from t_k, not from when
 the worker got to it, so queueing shows (no coordinated omission)."""
@@ -17,11 +17,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from authzbench.scenarios.inflight import (
+from authzbench.measure.inflight import (
     CHURN_GAP_PER_PENDING_S,
     CHURN_IN_FLIGHT,
     CHURN_PROBE_GAP_S,
@@ -29,15 +29,36 @@ from authzbench.scenarios.inflight import (
     churn_writer,
     run_pipelined,
 )
-from authzbench.scenarios.spec import PhaseSpec, budget_end, schedule_times
-from authzbench.scenarios.timing import OpCounters, timed
-from authzbench.scenarios.writes import mixed_write, run_write_op
+from authzbench.measure.timing import OpCounters, timed
+from authzbench.measure.visibility import run_write_op
+from authzbench.workloads.spec import PhaseSpec, budget_end, schedule_times
+from authzbench.workloads.writes import mixed_write
 
 HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.HANG_S judges the silence)
 
 
+class PhaseEvents(NamedTuple):
+    """The four signals a phase's pool gives its workers, set in this order: `go` (connected: warm up), `start`
+    (measure from the shared origin), `stop` (end the share now), `release` (the measured window is closed:
+    clean up and disconnect). multiprocessing Events for processes, threading Events for threads."""
+
+    go: Any
+    start: Any
+    stop: Any
+    release: Any
+
+    @classmethod
+    def made_by(cls, event: Callable[[], Any]) -> PhaseEvents:
+        return cls(go=event(), start=event(), stop=event(), release=event())
+
+    def abort(self) -> None:
+        """Never measure: every signal at once, stop first, so a worker let through go and start measures nothing."""
+        for e in (self.stop, self.go, self.start, self.release):
+            e.set()
+
+
 class _WriteRecorder:
-    """What a structural write op reports (scenarios/writes.py), into the worker's interval counters:
+    """What a structural write op reports (workloads/writes.py), into the worker's interval counters:
     kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
     (the lag from a write's return until a check reflected it)."""
 
@@ -86,10 +107,10 @@ class _WriteRecorder:
         self._kind("write").example(ex, self.max_examples)
 
 
-def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, events: tuple,
+def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out: Any, events: PhaseEvents,
                 t0_shared: Any) -> None:
-    """One worker of one phase: connect, run the phase, disconnect. events: the phase's (go, start, stop,
-    release), as kept_worker_main takes them."""
+    """One worker of one phase: connect, run the phase, disconnect. events: the phase's signals, as
+    kept_worker_main takes them."""
     _ignore_sigint()
     try:
         backend = factory()
@@ -113,7 +134,7 @@ def worker_main(wid: int, spec: PhaseSpec, factory: Callable, inputs: list, out:
 KEPT_CONNECTIONS = 2
 
 
-def kept_worker_main(wid: int, commands: Any, out: Any, events: tuple, t0_shared: Any) -> None:
+def kept_worker_main(wid: int, commands: Any, out: Any, events: PhaseEvents, t0_shared: Any) -> None:
     """One worker kept across the phases of a backend's visit (KeptWorkers): each command is a phase. Its
     connections are kept per factory (same timeout and consistency mode), its inputs per key: the parent sends
     a phase's inputs to a worker once a visit (KeptWorkers.payload)."""
@@ -162,9 +183,10 @@ def _close(backend) -> None:
             backend.close()
 
 
-def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, events: tuple, t0_shared: Any) -> None:
+def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, events: PhaseEvents,
+                t0_shared: Any) -> None:
     """One phase on a connected backend: ready, warm up, run this worker's share, clean up after itself."""
-    go, start, stop, release = events
+    stop = events.stop
     state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid,
              "progress": [0]}
     beating = threading.Event()
@@ -172,14 +194,14 @@ def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, even
     beat.start()
     try:
         out.put(("ready", wid, None))
-        go.wait()
+        events.go.wait()
         out.put(("warm", wid, _warm_up(backend, inputs, spec, state, wid, stop)))
-        start.wait()
+        events.start.wait()
         _measure_share(backend, inputs, spec, state, wid, stop, t0_shared.value, out)
         # Stay connected until the parent closed the measured window: the monitor's last sample must
         # still see the server processes serving us (PostgreSQL forks one per connection).
         out.put(("measured", wid, None))
-        release.wait(60)
+        events.release.wait(60)
         # Leave the dataset as we found it: delete the scratch relationships still written.
         for rel in state["pending"]:
             with contextlib.suppress(Exception):
@@ -282,7 +304,7 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
                                  (stop, out, progress))
         inputs = [i for i in inputs if i[0] != "structural"]
         prepared, m = _prepared(backend, inputs), len(inputs)
-    if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (scenarios/inflight.py)
+    if inputs and inputs[0][0] == "structural":  # a write phase: its ops pipelined (measure/inflight.py)
         last_start = budget_end(spec, t0)
         return _measure_writes(backend, inputs, spec, (wid, n), lambda: stop.is_set() or
                                time.perf_counter() >= last_start, (out, progress))
@@ -365,7 +387,7 @@ def _flusher(out: Any, wid: int, kinds: dict[str, OpCounters], interval_s: float
 
 
 def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]]:
-    """What one op runs, as (kind, call) for scenarios/timing.timed: a drawn write, else the input's read."""
+    """What one op runs, as (kind, call) for measure/timing.timed: a drawn write, else the input's read."""
     return _drawn_write(backend, spec, state) or _read(backend, inp)
 
 

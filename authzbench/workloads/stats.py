@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from authzbench.scenarios.catalog import SCENARIOS, heavy_manage_user, regular_view_user
 from authzbench.schema.dataset import Dataset
 from authzbench.truth.oracle import Oracle
+from authzbench.workloads.catalog import SCENARIOS, heavy_manage_user, regular_view_user
 
 
 def _row(name: str, counts: np.ndarray, notes: str) -> dict:

@@ -212,7 +212,7 @@ def _write_sampler(kind: str) -> Sampler:
     milliseconds everywhere, where a warm-up op of the scenario's own kind took minutes on the slow stores
     (4 FerretDB hierarchy ops of ~100 s each, serialized by the group lock, before a phase could start)."""
     def sample(ds: Dataset, o: Oracle, n: int) -> list[Input]:
-        from authzbench.scenarios.writes import WARMUP_OFFSET, sample_write_ops
+        from authzbench.workloads.writes import WARMUP_OFFSET, sample_write_ops
 
         warm = sample_write_ops(ds, "acl", n, offset=WARMUP_OFFSET)
         return [("structural", op, w) for op, w in zip(sample_write_ops(ds, kind, n), warm, strict=True)]
@@ -236,7 +236,7 @@ def _write_sampler(kind: str) -> Sampler:
 _WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=3.0, min_ops=0)
 
 
-# The churn sweep's structural ops (scenarios/churn.py CHURN_MIX), split over the writers: a writer reuses an op
+# The churn sweep's structural ops (workloads/churn.py CHURN_MIX), split over the writers: a writer reuses an op
 # once it is done, and under a 5 s window 100 changes/s hold ~280 ops in flight a writer (inflight.CHURN_IN_FLIGHT).
 CHURN_OPS = 800
 
@@ -245,8 +245,8 @@ def sample_churn(ds: Dataset, o: Oracle, n: int) -> list[Input]:
     """A churn step's inputs: n via-group checks (the readers'), then the writers' structural ops as
     ("structural", op, None). The checks are all positive and the ops only add scratch grants and remove
     their own, so every check keeps its answer under any churn."""
-    from authzbench.scenarios.churn import CHURN_MIX
-    from authzbench.scenarios.writes import sample_churn_ops
+    from authzbench.workloads.churn import CHURN_MIX
+    from authzbench.workloads.writes import sample_churn_ops
 
     ops = sample_churn_ops(ds, CHURN_MIX, CHURN_OPS)
     return [*sample_view_group_member(ds, o, n), *(("structural", op, None) for op in ops)]

@@ -1,8 +1,8 @@
-"""The runner: the only place that loops, times and counts (with the workers of scenarios/worker.py).
+"""The runner: the only place that loops, times and counts (with the workers of measure/worker.py).
 
 A phase = one scenario on one backend at one concurrency (closed loop) or one arrival-rate
 schedule (open loop). Workers run in separate processes (forkserver: no inherited driver threads)
-or, for in-process engines, threads. Each worker times every call (scenarios/timing.py: perf_counter_ns
+or, for in-process engines, threads. Each worker times every call (measure/timing.py: perf_counter_ns
 around it, an HdrHistogram in µs), compares the answer with the oracle's, and ships its interval
 histogram to the parent every `interval_s`, which appends it to the results store at once.
 
@@ -11,7 +11,7 @@ t_k, not from when the worker got to it, so queueing shows (no coordinated omiss
 were due before the phase ended but never started are counted as dropped.
 
 This module drives a phase (PhaseState, drive_phase, the verdict); the phase as data and the schedule are in
-scenarios/spec.py, the worker side in scenarios/worker.py, the pools of workers in scenarios/pools.py.
+workloads/spec.py, the worker side in measure/worker.py, the pools of workers in measure/pools.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 from authzbench.core.records import Interval, PhaseEnd, PhaseStart, Record
 from authzbench.core.stopping import STOP, grace_deadline, signal_name
-from authzbench.scenarios.pools import KeptWorkers, WorkerPool, _KeptPool, _LocalPool
-from authzbench.scenarios.spec import BUDGET_STRETCH, BackendFactory, PhaseResult, PhaseSpec
+from authzbench.measure.pools import KeptWorkers, WorkerPool, _KeptPool, _LocalPool
+from authzbench.workloads.spec import BUDGET_STRETCH, BackendFactory, PhaseResult, PhaseSpec
 
 # The phase's vocabulary, kept importable from here: most callers build a PhaseSpec and a BackendFactory
 # and hand them to run_phase.
@@ -43,8 +43,8 @@ GRACE_S = 10.0  # past the op timeout, ops in flight get this long after a stop 
 # parent ----------------------------------------------------------------------------------------
 #
 # One state machine (PhaseState) drives every phase through its stages: spawn -> ready -> warm ->
-# measured -> done -> verdict. Where the workers run is a pool (scenarios/pools.py): _LocalPool (this
-# host's processes or threads), _KeptPool (KeptWorkers), or the Dask pool of scenarios/distributed.py for
+# measured -> done -> verdict. Where the workers run is a pool (measure/pools.py): _LocalPool (this
+# host's processes or threads), _KeptPool (KeptWorkers), or the Dask pool of measure/distributed.py for
 # many hosts. All feed the same messages.
 
 

@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 
 from authzbench.core.errors import UserError
 from authzbench.core.records import Clock, HostLost, Record
-from authzbench.scenarios.runner import PhaseResult, PhaseSpec, drive_phase
-from authzbench.scenarios.worker import worker_main
+from authzbench.measure.runner import PhaseResult, PhaseSpec, drive_phase
+from authzbench.measure.worker import PhaseEvents, worker_main
 
 EXTRA = "pip install 'authzbench[distributed]'"
 PROBES = 5  # clock probes per host; the lowest round trip wins (its midpoint error is at most rtt/2)
@@ -86,10 +86,10 @@ class Agent:
     def prepare(self, spec: PhaseSpec, factory: Callable, inputs: list, wids: list[int]) -> dict:
         ctx = mp.get_context("forkserver")
         self.out = ctx.Queue()
-        self.ev = [ctx.Event() for _ in range(4)]  # go, start, stop, release
+        self.ev = PhaseEvents.made_by(ctx.Event)
         self.t0 = ctx.Value("d", 0.0)
         self.procs = [ctx.Process(target=hosted_worker, daemon=True,
-                                  args=(os.getpid(), w, spec, factory, inputs, self.out, tuple(self.ev), self.t0))
+                                  args=(os.getpid(), w, spec, factory, inputs, self.out, self.ev, self.t0))
                       for w in wids]
         self.buf: list = []
         self.lock = threading.Lock()
@@ -134,21 +134,20 @@ class Agent:
         (s) left when the order arrived (negative: it came late, the first ops start late)."""
         margin = t0_wall - self._wall()
         self.t0.value = time.perf_counter() + margin
-        self.ev[1].set()
+        self.ev.start.set()
         return margin
 
     def set_go(self) -> None:
-        self.ev[0].set()
+        self.ev.go.set()
 
     def set_stop(self) -> None:
-        self.ev[2].set()
+        self.ev.stop.set()
 
     def set_release(self) -> None:
-        self.ev[3].set()
+        self.ev.release.set()
 
     def abort(self) -> None:
-        for e in (self.ev[2], self.ev[0], self.ev[1], self.ev[3]):
-            e.set()
+        self.ev.abort()
 
     def join(self) -> None:
         deadline = time.monotonic() + 5  # released workers exit at once; one still here after 5 s is hung
@@ -160,7 +159,7 @@ class Agent:
                 p.join(timeout=2)
 
     def versions(self) -> dict:
-        from authzbench.scenarios.results import environment
+        from authzbench.results.store import environment
 
         env = environment()
         return {k: env[k] for k in ("hostname", "cpu_model", "cpu_logical", "python", "drivers")}
@@ -352,7 +351,7 @@ def connect(address: str) -> Any:
 
 def host_versions(client: Any) -> dict:
     """Each load host's Python, CPU and driver versions, and the drivers whose versions differ from ours."""
-    from authzbench.scenarios.results import environment
+    from authzbench.results.store import environment
 
     ours = environment()["drivers"]
     hosts = client.run(_versions)

@@ -1,6 +1,6 @@
 """A phase as data: what to run (PhaseSpec, BackendFactory), what came of it (PhaseResult), and the open loop's
 schedule (cumulative_ops, schedule_times) and the closed loop's last start (budget_end). Read by the workers
-(scenarios/worker.py), the driver (scenarios/runner.py), the phase plan and the report."""
+(measure/worker.py), the driver (measure/runner.py), the phase plan and the report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from authzbench.backends.registry import load_symbol
-from authzbench.scenarios.writes import VISIBILITY_BOUND_S
+from authzbench.workloads.writes import VISIBILITY_BOUND_S
 
 # A budget stretches (at most 4x) until the phase has min_ops ops: a 540 ms lookup (SpiceDB's heaviest at
 # baseline) has 7 ops after a 4 s budget, too few for a p95 (20), and 20 after 11 s.
@@ -39,12 +39,12 @@ class PhaseSpec:
     repeat: int = 0
     interval_s: float = 1.0
     max_examples: int = 5
-    write_kind: str = "acl"  # mixed: which edge the writes change (see scenarios/writes.py MIXED_WRITES)
+    write_kind: str = "acl"  # mixed: which edge the writes change (see workloads/writes.py MIXED_WRITES)
     write_targets: dict[str, list[int]] = field(default_factory=dict)  # mixed: object ids per write kind
     visibility_bound_s: float = VISIBILITY_BOUND_S  # write scenarios: never visible within this = an error
     consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
     input_offset: int = 0  # closed loop: the first input this phase measures (each round takes its own slice)
-    attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (orchestrate._judge_disturbance)
+    attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (phase._judge_disturbance)
     churn_rate: float = 0.0  # churn: structural changes/s over the writer workers (the stages are the checks')
     churn_writers: int = 0  # churn: the last this many workers write; the others read
 

@@ -2,8 +2,8 @@
 perf_counter_ns readings, `OpCounters.add` counts the outcome into its kind's counters (the latency in an
 HdrHistogram in µs, an error by type or a timeout, the answer compared with the oracle's).
 
-Its users: the bench's workers (scenarios/worker.py, every phase of `bench`), a structural write's change
-(scenarios/writes.py), the k6 load test's executor (scenarios/loadtest.py) and the Permify client experiment
+Its users: the bench's workers (measure/worker.py, every phase of `bench`), a structural write's change
+(measure/visibility.py), the k6 load test's executor (measure/k6.py) and the Permify client experiment
 (systems/permify/tools/clients.py). What differs between them is what an op is and when it was due, never how it is
 timed, counted or checked: a latency runs from `begin_ns` (the open loop's intended start) or else from the
 send, and only an answered op is in the histogram (an error or a timeout is counted, not timed)."""

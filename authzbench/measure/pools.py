@@ -1,7 +1,7 @@
 """Where a phase's workers run (the WorkerPool protocol): _LocalPool starts this host's forkserver processes
 (or threads, for in-process engines) for one phase; KeptWorkers keeps processes across the phases of a
-backend's visit, and _KeptPool runs one phase on them. The Dask pool of scenarios/distributed.py is the
-many-host one. Every pool feeds the driver (scenarios/runner.py) the same messages."""
+backend's visit, and _KeptPool runs one phase on them. The Dask pool of measure/distributed.py is the
+many-host one. Every pool feeds the driver (measure/runner.py) the same messages."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from authzbench.core.stopping import STOP
-from authzbench.scenarios.spec import PhaseSpec
-from authzbench.scenarios.worker import kept_worker_main, worker_main
+from authzbench.measure.worker import PhaseEvents, kept_worker_main, worker_main
+from authzbench.workloads.spec import PhaseSpec
 
 
 class WorkerPool(Protocol):
@@ -39,7 +39,7 @@ def preload_worker_modules(classes: list[type]) -> None:
     were ready after 33 s (two cores, under load), and make bench spent 565 s of its 41 min starting
     32-worker phases; preloaded, 32 workers were up in 1.5 s. A no-op once
     the forkserver runs; a module that fails to import is skipped by the forkserver (ImportError)."""
-    mods = ["authzbench.scenarios.worker"]  # what a worker runs (it imports spec.py and writes.py)
+    mods = ["authzbench.measure.worker"]  # what a worker runs (it imports spec.py and writes.py)
     for cls in classes:
         if cls.concurrency == "process":
             mods += [cls.__module__, *cls.worker_modules]
@@ -53,7 +53,7 @@ class _LocalPool:
     def __init__(self, spec: PhaseSpec, factory: Callable, inputs: list, concurrency_model: str):
         if concurrency_model == "thread":
             self.out: Any = queue.Queue()
-            self.ev = [threading.Event() for _ in range(4)]  # go, start, stop, release
+            self.ev = PhaseEvents.made_by(threading.Event)
 
             class _V:
                 value = 0.0
@@ -63,11 +63,10 @@ class _LocalPool:
         else:
             ctx = mp.get_context("forkserver")
             self.out = ctx.Queue()
-            self.ev = [ctx.Event() for _ in range(4)]
+            self.ev = PhaseEvents.made_by(ctx.Event)
             self.t0 = ctx.Value("d", 0.0)
             make = lambda **kw: ctx.Process(daemon=True, **kw)  # noqa: E731
-        events = tuple(self.ev)  # go, start, stop, release
-        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, events, self.t0))
+        self.workers = [make(target=worker_main, args=(w, spec, factory, inputs, self.out, self.ev, self.t0))
                         for w in range(spec.concurrency)]
 
     def start(self) -> dict[int, str]:
@@ -85,25 +84,24 @@ class _LocalPool:
         return any(_alive(w) for w in self.workers)
 
     def go(self) -> None:
-        self.ev[0].set()
+        self.ev.go.set()
 
     def begin(self) -> float:
         self.t0.value = time.perf_counter() + 0.05  # every worker shares one schedule origin
-        self.ev[1].set()
+        self.ev.start.set()
         return self.t0.value
 
     def window(self, observed_s: float) -> float:
         return observed_s
 
     def stop(self) -> None:
-        self.ev[2].set()
+        self.ev.stop.set()
 
     def release(self) -> None:
-        self.ev[3].set()
+        self.ev.release.set()
 
     def abort(self) -> None:
-        for e in (self.ev[2], self.ev[0], self.ev[1], self.ev[3]):  # stop first: nobody measures
-            e.set()
+        self.ev.abort()
 
     def join(self) -> None:
         for w in self.workers:
@@ -134,7 +132,7 @@ class KeptWorkers:
 
     def _fresh(self) -> None:
         self.out: Any = self.ctx.Queue()
-        self.events = tuple(self.ctx.Event() for _ in range(4))  # go, start, stop, release
+        self.events = PhaseEvents.made_by(self.ctx.Event)
         self.t0: Any = self.ctx.Value("d", 0.0)
         self.commands: list[Any] = []
         self.held: list[set[int]] = []  # per worker: the keys of the inputs it already holds

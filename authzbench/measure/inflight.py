@@ -1,4 +1,4 @@
-"""A worker's pipeline of structural write ops in flight (scenarios/writes.py WriteOp): the next op's timed
+"""A worker's pipeline of structural write ops in flight (workloads/writes.py WriteOp): the next op's timed
 change is issued without waiting for the previous op's visibility, so a cache window no longer sets how many
 ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a phase).
 
@@ -9,7 +9,7 @@ check per pending change, at most MAX_IN_FLIGHT, plus any write issued in betwee
 below CHURN_IN_FLIGHT), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
 revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
 and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
-A change not seen within the bound is NeverVisible and its op is cleaned up (writes.clean_up)."""
+A change not seen within the bound is NeverVisible and its op is cleaned up (visibility.clean_up)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from authzbench.scenarios.timing import timed
-from authzbench.scenarios.writes import POLL_S, WriteOp, clean_up
+from authzbench.measure.timing import timed
+from authzbench.measure.visibility import clean_up
+from authzbench.workloads.writes import POLL_S, WriteOp
 
 # At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
 # cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
@@ -147,7 +148,7 @@ class Pipeline:
             self.ready.append(p.op)
         else:
             # The revoked change is not deleted again: on the closure stores a delete of an absent edge still
-            # recomputes its reach (see writes.run_write_op).
+            # recomputes its reach (see visibility.run_write_op).
             self._teardown(p.op)
 
     def _control(self, op: WriteOp, stage: str) -> None:
@@ -221,7 +222,7 @@ def run_pipelined(pipe: Pipeline, ops: list[WriteOp], stop_at) -> None:
                     pipe.wait()
             if stop_at():
                 break
-            pipe.rec.count("started")  # the restore check repairs only the ops started (orchestrate._touched_ops)
+            pipe.rec.count("started")  # the restore check repairs only the ops started (restore.touched_ops)
             pipe.start(op)
             pipe.probe_round()  # between writes: an earlier op's change may show by now
             pipe.tick()
@@ -271,8 +272,8 @@ def churn_writer(pipe: Pipeline, ops: list[WriteOp], spec, widx: int, t0: float,
     issue (late: over CHURN_LATE_S after it). At the step's end no change starts; the pending ones are probed
     up to the bound and everything in flight is cleaned up. Counted in the "write" kind: late, and the extras
     scheduled (changes due) and unissued (due, never started)."""
-    from authzbench.scenarios.churn import CHURN_LATE_S
-    from authzbench.scenarios.spec import schedule_times
+    from authzbench.workloads.churn import CHURN_LATE_S
+    from authzbench.workloads.spec import schedule_times
 
     due = schedule_times(spec.churn_rate, [(spec.churn_rate, spec.duration_s)], widx, spec.churn_writers)
     seq, issued = _Sequence(ops), 0

@@ -131,7 +131,7 @@ WRITE_PHASES = ("write_membership", "write_hierarchy", "revoke_then_check")
 
 @dataclass
 class ChurnSweep:
-    """One backend's churn sweep (orchestrate._Visit.run_phases): its steps (scenarios/spec.PhaseSpec) run in
+    """One backend's churn sweep (orchestrate._Visit.run_phases): its steps (workloads/spec.PhaseSpec) run in
     ascending rate until one does not hold (why_not_held on the step's own intervals); the higher steps are
     skipped with that reason: no higher rate can hold better. A step the backend's write phases show cannot
     hold is not run either (foreseen): FerretDB's 1 change/s step took 103 s for two ~20 s writes and their

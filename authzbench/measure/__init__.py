@@ -1,0 +1,1 @@
+"""The measurement (docs/ARCHITECTURE.md): the runner, its workers and pools, the one timing of an op."""

@@ -1,0 +1,1 @@
+"""The results store (docs/ARCHITECTURE.md): results/<run-id>/{manifest.json, records.jsonl}."""

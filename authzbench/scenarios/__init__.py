@@ -1,1 +1,0 @@
-"""Workload definitions (catalog) and the runner that executes them."""
