@@ -285,8 +285,8 @@ def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
              for p in (tmp_path / "authzbench").rglob("*.py")}
     g = {name: imported(name, path, set(paths)) for name, path in paths.items()}
     assert [m.split("\n")[1].strip() for m in upward(g)] == [
-        "authzbench.core.clock (layer 0 base)", "authzbench.results.keep (layer 6 results)",
-        "authzbench.schema.shape (layer 1 model)", "authzbench.workloads.plan (layer 7 workloads)"]
+        "authzbench.core.clock (layer 0 base)", "authzbench.results.keep (layer 7 results)",
+        "authzbench.schema.shape (layer 1 model)", "authzbench.workloads.plan (layer 8 workloads)"]
 
 
 def test_the_package_root_holds_only_a_handful_of_modules():
