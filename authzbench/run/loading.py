@@ -197,11 +197,13 @@ def _memory() -> tuple[int, int]:
 # sending and timing what a backend's load and build yield -------------------------------------------------
 
 def run_load(b: Backend, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
-    """`b.load(ds)` sent and timed: its LoadStats with every batch's seconds and each step's in its notes."""
+    """`b.load(ds)` sent and timed: its LoadStats with every batch's seconds and each step's in its notes, and
+    where the time went on the client: this process's CPU seconds (the server's are in the ingest monitor)."""
     tally = Tally(progress)
+    cpu0 = time.process_time()
     stats = drive(b.load(ds, progress), tally)
     stats.batch_seconds = tally.batch_seconds or stats.batch_seconds
-    stats.notes = {**stats.notes, **tally.notes}
+    stats.notes = {**stats.notes, **tally.notes, "client_cpu_seconds": round(time.process_time() - cpu0, 3)}
     return stats
 
 
@@ -248,7 +250,7 @@ class Tally:
                 raise
 
 
-def seconds(t: Timed) -> float:
+def _seconds(t: Timed) -> float:
     return (t.end_ns - t.sent_ns) / 1e9
 
 
@@ -273,8 +275,8 @@ def run_step(step: Step, tally: Tally) -> Any:
     t = timed(step.run)
     if t.error is not None:
         raise t.error
-    tally.add(step.name, seconds(t))
-    tally.steps_s += seconds(t)
+    tally.add(step.name, _seconds(t))
+    tally.steps_s += _seconds(t)
     return t.answer
 
 
@@ -286,7 +288,7 @@ def send_batches(b: Batches, tally: Tally) -> int:
     if t.error is not None:
         raise t.error
     if b.name:
-        tally.add(b.name, seconds(t) - (tally.steps_s - before if b.steps_apart else 0.0))
+        tally.add(b.name, _seconds(t) - (tally.steps_s - before if b.steps_apart else 0.0))
     return t.answer
 
 
@@ -342,7 +344,7 @@ def _collect(b: Batches, item: Batch | Stream, t: Timed, tally: Tally) -> int:
             raise tally.stopped_by
         raise BackendUnavailable(f"{b.who} of {item.rows} tuples failed: {b.why(t.error)}") from None
     if isinstance(item, Batch):
-        tally.batch(seconds(t), item.rows if item.advance is None else item.advance)
+        tally.batch(_seconds(t), item.rows if item.advance is None else item.advance)
     return item.rows
 
 

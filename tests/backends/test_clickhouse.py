@@ -121,10 +121,11 @@ from authzbench.backends.clickhouse import ClickHouseBackend as B
 from authzbench.schema.dataset import Dataset
 ds = Dataset.open(sys.argv[2])
 with B(json.loads(sys.argv[1]), {}) as b:
-    b.drop(); b.create_schema(); b.load(ds); b.build(); b.mark_loaded(ds.hash)
+    b.drop(); b.create_schema(); run_load(b, ds); run_build(b); b.mark_loaded(ds.hash)
 """
 READ = """import json, sys
 from authzbench.backends.clickhouse import ClickHouseBackend as B
+from authzbench.run.loading import run_build, run_load
 with B(json.loads(sys.argv[1]), {}) as b:
     print(json.dumps([b.loaded_hash(), sorted(b.lookup_resources(int(sys.argv[2]), "view"))]))
 """

@@ -16,6 +16,7 @@ import pytest
 
 from authzbench.backends.openfga import OpenFGABackend
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.run.loading import run_load
 from authzbench.schema.model import SOCIAL_PERMISSIONS
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -47,7 +48,7 @@ def _private(session, store: str, ds) -> OpenFGABackend:
     b.connect()
     b.drop()
     b.create_schema()
-    b.load(ds)
+    run_load(b, ds)
     b.mark_loaded(ds.hash)
     return b
 

@@ -17,6 +17,7 @@ import pytest
 
 from authzbench.backends.permify import PermifyBackend
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.run.loading import run_load
 from authzbench.schema.model import SOCIAL_PERMISSIONS, Relationship
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -50,7 +51,7 @@ def _private(session, tenant: str, ds, **options) -> PermifyBackend:
     b.connect()
     b.drop()
     b.create_schema()
-    b.load(ds)
+    run_load(b, ds)
     b.mark_loaded(ds.hash)
     return b
 
