@@ -1,7 +1,7 @@
 """The Elasticsearch adapter's bulk load (elasticsearch.py): the documents built as JSON text from the
 expansion chunk by chunk, cut into bulk requests the run layer sends (bulk_threads in flight) into indices
-with refresh disabled and no replicas, and build() restoring both. A mixin of ElasticsearchBackend: it uses the adapter's client, index names and
-bulk options."""
+with refresh disabled and no replicas, and build() restoring both. A mixin of ElasticsearchBackend: it uses
+the adapter's client, index names and bulk options."""
 
 from __future__ import annotations
 

@@ -222,7 +222,8 @@ class PostgresBackend(Backend):
         FREEZE can write its rows already frozen and all-visible: no VACUUM pass is needed before
         index-only scans work."""
         rows = yield Batches("postgres: COPY", self._copies(ds))
-        return LoadStats(rows=rows, batch_rows=self.batch_rows, notes={"method": "binary COPY FREEZE, one transaction per table"})
+        return LoadStats(rows=rows, batch_rows=self.batch_rows,
+                         notes={"method": "binary COPY FREEZE, one transaction per table"})
 
     def _copies(self, ds: Dataset) -> Iterator[Batch]:
         # group_org is metadata no permission reads; loading it would only cost time.

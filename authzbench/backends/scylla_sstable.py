@@ -96,7 +96,8 @@ class SSTableIngest:
         res_tok, user_tok, by_res, by_user = yield Step(PERMISSION_STEP, lambda: _spills(expansion, work))
         by_resource, by_users = iter(expansion.iter_resource_keys()), iter(expansion.iter_user_keys())
         while True:
-            res_chunk = yield Step("closure_seconds", lambda: next(by_resource, None))  # keys (resource - lo) * U + user
+            # keys (resource - lo) * U + user, then user * R + resource
+            res_chunk = yield Step("closure_seconds", lambda: next(by_resource, None))
             user_chunk = yield Step("closure_seconds", lambda: next(by_users, None))
             if res_chunk is None and user_chunk is None:
                 break

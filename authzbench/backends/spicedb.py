@@ -307,8 +307,8 @@ class SpiceDBBackend(Backend):
             return (yield from self._load_with_writes(ds))
         streams, sizes, made = self.import_streams, [], []
         # chunks read ahead only as streams free up: bounded memory
-        rows = yield Batches(f"{self.name}: ImportBulkRelationships", self._import_requests(ds, sizes, made), streams,
-                             ahead=0)
+        rows = yield Batches(f"{self.name}: ImportBulkRelationships", self._import_requests(ds, sizes, made),
+                             streams, ahead=0)
         return LoadStats(rows=rows, batch_rows=self.import_batch,
                          notes={"method": f"ImportBulkRelationships: {streams} client streams at once, each over "
                                           f"its own chunk of ~{self.import_stream_rows:,} relationships, one "

@@ -13,8 +13,8 @@ pytest.importorskip("cassandra")
 
 from cassandra import OperationTimedOut  # noqa: E402
 
-from authzbench.backends.scylla import ScyllaBackend  # noqa: E402
 from authzbench.backends.base import Batches  # noqa: E402
+from authzbench.backends.scylla import ScyllaBackend  # noqa: E402
 from authzbench.backends.scylla_cql import BATCH_TRIES, _why  # noqa: E402
 from authzbench.backends.scylla_tables import _Ticker  # noqa: E402
 from authzbench.core.errors import BackendUnavailable  # noqa: E402
