@@ -9,8 +9,9 @@ where it happens:
   if_seq_no; `elasticsearch.CONFLICT_RETRIES` attempts, then an error). The runner times the whole
   write, retries included: that is the cost of the write under contention.
 - readiness polling in `build`: a backend may wait until what `load` wrote is visible to reads
-  (ClickHouse probes the expanded table up to `PROBE_ROUNDS` times, SpiceDB waits until minimize_latency reads
-  see the import), so measured phases never read a half-built state. The wait is a Step: timed by the caller.
+  (ClickHouse probes the expanded table up to `PROBE_ROUNDS` times, SpiceDB waits until minimize_latency
+  reads see the import), so measured phases never read a half-built state. The wait is a Step: timed by
+  the caller.
 
 `load` and `build` yield what they do, and the run layer (`run/loading.py`) sends and times it: Batches of
 Batch (rows and the request that sends them) or Stream, and named Steps; each yield is handed back its
