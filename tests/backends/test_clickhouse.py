@@ -118,6 +118,7 @@ def _in_subprocess(code: str, *args: str) -> subprocess.CompletedProcess:
 
 LOAD = """import json, sys
 from authzbench.backends.clickhouse import ClickHouseBackend as B
+from authzbench.run.loading import run_build, run_load
 from authzbench.schema.dataset import Dataset
 ds = Dataset.open(sys.argv[2])
 with B(json.loads(sys.argv[1]), {}) as b:
@@ -125,7 +126,6 @@ with B(json.loads(sys.argv[1]), {}) as b:
 """
 READ = """import json, sys
 from authzbench.backends.clickhouse import ClickHouseBackend as B
-from authzbench.run.loading import run_build, run_load
 with B(json.loads(sys.argv[1]), {}) as b:
     print(json.dumps([b.loaded_hash(), sorted(b.lookup_resources(int(sys.argv[2]), "view"))]))
 """
