@@ -9,26 +9,28 @@ where it happens:
   if_seq_no; `elasticsearch.CONFLICT_RETRIES` attempts, then an error). The runner times the whole
   write, retries included: that is the cost of the write under contention.
 - readiness polling in `build`: a backend may wait until what `load` wrote is visible to reads
-  (ClickHouse probes the expanded table for `PROBE_WAIT_S`, SpiceDB waits until minimize_latency reads
-  see the import), so measured phases never read a half-built state. `build` is timed by the caller.
+  (ClickHouse probes the expanded table up to `PROBE_ROUNDS` times, SpiceDB waits until minimize_latency
+  reads see the import), so measured phases never read a half-built state. The wait is a Step: timed by
+  the caller.
 
-`load` and `build` report raw counts and durations (`LoadStats.notes`, `BuildStats.notes`: seconds and
-rows of each step, never rates); the report derives every rate (`report.data.ingest_rates`).
+`load` and `build` yield what they do, and the run layer (`run/loading.py`) sends and times it: Batches of
+Batch (rows and the request that sends them) or Stream, and named Steps; each yield is handed back its
+result. They return raw counts (`LoadStats`, `BuildStats`: rows, documents, notes), never a duration or a
+rate: the run layer adds every batch's and step's seconds, the report derives every rate from rows and
+seconds.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 import typing
 from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
-from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.core.errors import UserError
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import Relationship
 
@@ -108,57 +110,93 @@ def parse_options(options_cls: type[BackendOptions], given: Mapping[str, Any] | 
 
 @dataclass
 class LoadStats:
-    """What `load` did. The runner adds wall time; backends report batch-level detail."""
+    """What `load` did. The backend counts rows; the run layer adds each batch's time and each step's seconds
+    (to `notes`, under the step's name)."""
 
     rows: int  # relationships (or rows) written
     batch_rows: int  # nominal batch size
-    batch_seconds: list[float] = field(default_factory=list)  # client-observed time of each batch
+    batch_seconds: list[float] = field(default_factory=list)  # client-observed time of each batch (run layer)
     documents: int | None = None  # for document stores: documents written
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One request of a load: the rows it writes and the call that sends them. The run layer sends it and
+    times it (its batch time, client-observed), then moves the progress on by `advance` relationships (`rows`
+    when None: a document store's bar counts relationships, not documents)."""
+
+    rows: int
+    send: Callable[[], Any]
+    advance: float | None = None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One client-streaming request (SpiceDB's import): the run layer passes `send` its messages, taken from
+    `parts` ((rows, message) each), and times each message from the one before it (the stream's start): what
+    the client waits per message, encoding and flow control. `send` returns when the server answers; that
+    wait (its commit) is added to notes[`answer`] and ends the last message's time."""
+
+    rows: int
+    parts: Iterable[tuple[int, Any]]
+    send: Callable[[Iterator[Any]], Any]
+    answer: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A named piece of a load or a build that is not a batch (a closure, an index build, a wait until reads
+    see the load): the run layer runs it, times it and adds its seconds to notes[name] (to each of them when
+    a tuple; to nothing but the total when ""), and hands its result back to the generator that yielded it."""
+
+    name: str | tuple[str, ...]
+    run: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Batches (or Streams) sent `workers` at a time, a few more built ahead (`ahead`, None: as many as in
+    flight) so a lazily encoded dataset never sits in memory whole. `who` names backend and request
+    ("openfga: Write") in the one error line a failed batch is; `why` words its exception. Steps among the
+    items (a closure chunk computed as its rows go out) run between batches, in order. With `name`, the
+    stream's wall seconds go to notes[name], its steps' seconds left out when `steps_apart`. The generator
+    that yields it is handed back the rows sent."""
+
+    who: str
+    items: Iterable[Batch | Stream | Step]
+    workers: int = 1
+    name: str = ""
+    steps_apart: bool = False
+    ahead: int | None = None
+    why: Callable[[Exception], str] = str
+
+
+# What `load` and `build` return: a generator of Steps and Batches (each handed back its result) whose return
+# value is the LoadStats / BuildStats the run layer completes with what it measured; or that value at once.
+Load = Generator[Step | Batches, Any, "LoadStats"]
+Build = Generator[Step, Any, "BuildStats | None"]
+
+
 def load_concurrently(who: str, batches: Iterable[tuple[int, Any]], send: Callable[[Any], Any], batch: int,
-                      workers: int, progress: Progress, why: Callable[[Exception], str] = str) -> LoadStats:
-    """Send every (rows, request) of `batches` with `send`, `workers` requests in flight and a few more built
-    ahead (bounded: a lazily encoded dataset never sits in memory whole); progress in order. `who` names
-    backend and request ("openfga: Write"); the first failure raises BackendUnavailable naming it. Each
-    request's client-observed seconds are its batch time (they overlap)."""
-    def timed(body: Any) -> float:
-        t0 = time.perf_counter()
-        send(body)
-        return time.perf_counter() - t0
-
-    rows, seconds = 0, []
-    with ThreadPoolExecutor(workers) as pool:
-        pending: deque[tuple[Any, int]] = deque()
-
-        def collect() -> int:
-            fut, n = pending.popleft()
-            try:
-                seconds.append(fut.result())
-            except Exception as e:
-                raise BackendUnavailable(f"{who} of {n} tuples failed: {why(e)}") from None
-            progress(n)
-            return n
-
-        for n, body in batches:
-            pending.append((pool.submit(timed, body), n))
-            while len(pending) > 2 * workers:
-                rows += collect()
-        while pending:
-            rows += collect()
+                      workers: int, why: Callable[[Exception], str] = str) -> Load:
+    """Every (rows, request) of `batches` sent with `send`, `workers` requests in flight (the run layer sends
+    and times them, progress in order). Each request's client-observed seconds are its batch time (they
+    overlap)."""
+    rows = yield Batches(who, (Batch(n, partial(send, body)) for n, body in batches), workers, why=why)
     request = who.split(": ", 1)[-1]
-    return LoadStats(rows=rows, batch_rows=batch, batch_seconds=seconds,
+    return LoadStats(rows=rows, batch_rows=batch,
                      notes={"method": f"{request}, {batch} tuples a request, {workers} requests in flight "
                                       "(batch times overlap)", "batch": batch, "workers": workers})
 
 
 @dataclass
 class BuildStats:
-    """A post-ingest build step: MV refresh, closure build, index build."""
+    """A post-ingest build: MV refresh, closure build, index build. `seconds` is the total of its Steps, set
+    by the run layer."""
 
     what: str  # e.g. "REFRESH MATERIALIZED VIEW group_closure"
-    seconds: float
+    seconds: float = 0.0
     rows: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -236,9 +274,11 @@ class Backend(ABC):
     def create_schema(self) -> None: ...
 
     @abstractmethod
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats: ...
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load | LoadStats:
+        """The bulk ingest as Steps and Batches for the run layer to send and time (`Load`); `progress` is for
+        what a step reports as it goes (a heartbeat, rows streamed to a helper): batches advance it themselves."""
 
-    def build(self) -> BuildStats | None:
+    def build(self) -> Build | BuildStats | None:
         return None
 
     def loaded_hash(self) -> str | None:

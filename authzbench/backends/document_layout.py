@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.base import Step
+from authzbench.backends.expansion import Expansion, stepped
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model_rules import ACL_ROLES
 
@@ -57,13 +58,24 @@ def sorted_csr(keys: np.ndarray, values: np.ndarray, n_keys: int) -> tuple[list[
     return bounds.tolist(), values[order]
 
 
-def resource_closure(expansion: Expansion, spent: list[float]
-                     ) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+def resource_closure(expansion: Expansion) -> Iterator[Step | tuple[int, int, dict[str, np.ndarray]]]:
     """The expanded permissions chunk by chunk of resources (bounded memory: at xl the whole closure is
-    ~600M keys), the time spent computing them added to spent[0]: (lo, hi, keys) with keys "manage" and
+    ~600M keys), each computed in a Step before it (expansion.stepped): (lo, hi, keys) with keys "manage" and
     "view" as (resource - lo) * n_users + user, sorted unique."""
-    for lo, hi, manage, view in timed(expansion.iter_resource_keys(), spent):
+    for chunk in stepped(expansion.iter_resource_keys()):
+        if isinstance(chunk, Step):
+            yield chunk
+            continue
+        lo, hi, manage, view = chunk
         yield lo, hi, {"manage": manage, "view": view}
+
+
+def expanded_users(ds: Dataset) -> Expansion:
+    """The dataset's expansion with the users' closures computed (the first Step of a document store's load:
+    expansion time, not insert time); the resources' closures follow chunk by chunk as documents go out."""
+    expansion = Expansion(ds)
+    expansion.user_groups()
+    return expansion
 
 
 def user_groups(expansion: Expansion) -> tuple[np.ndarray, np.ndarray]:
@@ -75,11 +87,12 @@ def user_groups(expansion: Expansion) -> tuple[np.ndarray, np.ndarray]:
 Render = Callable[[int, dict[str, Callable[[int], Any]]], Any]
 
 
-def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
-              expanded: list[int], *, view_only: bool) -> list[tuple[str, Iterator[Any]]]:
+def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, expanded: list[int], *,
+              view_only: bool) -> list[tuple[str, Iterator[Any]]]:
     """Every document of orgs, groups, users (with the user's closure, `groups`) and resources (with the
-    expanded `managers` and `viewers`, chunk by chunk of resources; viewers view-only where the store's
-    view query also matches `managers`), in the store's format: (collection, documents)."""
+    expanded `managers` and `viewers`, chunk by chunk of resources, each chunk's Step before its documents;
+    viewers view-only where the store's view query also matches `managers`), in the store's format:
+    (collection, documents)."""
     u, g = user_groups(expansion)
     users = {"groups": grouper(u, g, ds.entities["user"])}
 
@@ -88,14 +101,18 @@ def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Rende
         return (render(i, fields) for i in range(ds.entities[ENTITY[collection]]))
 
     return [("orgs", plain("orgs")), ("groups", plain("groups")), ("users", plain("users", users)),
-            ("resources", _resource_documents(ds, expansion, grouper, render, spent, expanded, view_only))]
+            ("resources", _resource_documents(ds, expansion, grouper, render, expanded, view_only))]
 
 
-def _resource_documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, spent: list[float],
-                        expanded: list[int], view_only: bool) -> Iterator[Any]:
+def _resource_documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, expanded: list[int],
+                        view_only: bool) -> Iterator[Any]:
     source = field_getters(ds, "resources", grouper)
     U = expansion.n_users
-    for lo, hi, keys in resource_closure(expansion, spent):
+    for chunk in resource_closure(expansion):
+        if isinstance(chunk, Step):
+            yield chunk
+            continue
+        lo, hi, keys = chunk
         expanded[0] += len(keys["view"]) + len(keys["manage"])
         viewers = keys["view"]
         if view_only:  # a manager already matches the view query through `managers`

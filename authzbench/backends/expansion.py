@@ -16,14 +16,14 @@ under `chunk_pairs` (at xl the whole view closure is ~600M keys); what is held i
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
+from authzbench.backends.base import Step
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import REBAC_RELATIONS
 
@@ -32,19 +32,30 @@ T = TypeVar("T")
 CHUNK_PAIRS = 8_000_000
 
 
-def timed(items: Iterator[T], spent: list[float]) -> Iterator[T]:
-    """`items`, adding the time spent producing each to spent[0]: a loader streaming the closure chunk by
-    chunk reports the expansion apart from its writes."""
-    it = iter(items)
+def stepped(items: Iterable[T], name: str = "closure_seconds") -> Iterator[Step | T]:
+    """`items`, each computed in a Step named `name` yielded just before it: the run layer runs and times the
+    Step (a loader streaming the closure chunk by chunk reports the expansion apart from its writes), so a
+    consumer passes every Step on, untouched, and uses the items between them."""
+    it, box = iter(items), []
     while True:
-        t0 = time.perf_counter()
-        try:
-            item = next(it)
-        except StopIteration:
-            spent[0] += time.perf_counter() - t0
+        yield Step(name, lambda: box.append(next(it, _END)))
+        item = box.pop()
+        if item is _END:
             return
-        spent[0] += time.perf_counter() - t0
         yield item
+
+
+def chunks_of(items: Iterable[Step | T]) -> Iterator[T]:
+    """The items of a `stepped` stream with each Step run in place, untimed: for callers outside a load (tests,
+    tools)."""
+    for item in items:
+        if isinstance(item, Step):
+            item.run()
+        else:
+            yield item
+
+
+_END = object()
 
 
 def id_space(ds: Dataset) -> dict[str, int]:

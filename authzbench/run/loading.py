@@ -1,20 +1,39 @@
 """Loading a backend: schema, bulk load with progress, build, mark loaded; skipped when the same dataset is
 already loaded; each ingest variant measured by a full reload first; a load stopped at --max-load-minutes
-(or projected past it) with its rate and projection recorded."""
+(or projected past it) with its rate and projection recorded.
+
+The backend's `load` and `build` only say what to do (backends/base.py: Batches of Batch or Stream, Steps);
+this module sends and times all of it (`run_load`, `run_build`): every batch and step through
+scenarios/timing.py's `timed`, the one measurement the ops use, so no backend reads a clock."""
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
+from authzbench.backends.base import (
+    Backend,
+    Batch,
+    Batches,
+    BuildStats,
+    LoadStats,
+    Progress,
+    Step,
+    Stream,
+    no_progress,
+)
 from authzbench.backends.registry import entry
 from authzbench.core.console import console, say
-from authzbench.core.errors import UserError
+from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.core.records import BackendError, Ingest, IngestBounded, IngestSkipped, Monitor, as_dict
+from authzbench.measure.timing import Timed, timed
 from authzbench.results.store import RunStore
 from authzbench.run.servers import Session, monitor_for, state_file
 from authzbench.schema.dataset import Dataset
@@ -74,7 +93,7 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
             bound = LoadBound(what, total, sess.servers.max_load_minutes * 60)
             with monitor_for(sess, lambda s: store and store.append(Monitor(backend=name, phase=phase, **s))):
                 try:
-                    stats = b.load(ds, lambda n: (prog.advance(task, n), bound(n)))
+                    stats = run_load(b, ds, lambda n: (prog.advance(task, n), bound(n)))
                 except LoadTooSlow as e:
                     if store:
                         store.append(IngestBounded(backend=name, variant=variant, dataset_hash=ds.hash,
@@ -82,7 +101,7 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
                     raise
                 load_s = time.perf_counter() - t0
                 t1 = time.perf_counter()
-                build = b.build()
+                build = run_build(b)
                 build_s = time.perf_counter() - t1
         b.mark_loaded(ds.hash)
         footprint = b.footprint()
@@ -173,3 +192,177 @@ def _memory() -> tuple[int, int]:
 
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
+
+
+# sending and timing what a backend's load and build yield -------------------------------------------------
+
+def run_load(b: Backend, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    """`b.load(ds)` sent and timed: its LoadStats with every batch's seconds and each step's in its notes, and
+    where the time went on the client: this process's CPU seconds (the server's are in the ingest monitor)."""
+    tally = Tally(progress)
+    cpu0 = time.process_time()
+    stats = drive(b.load(ds, progress), tally)
+    stats.batch_seconds = tally.batch_seconds or stats.batch_seconds
+    stats.notes = {**stats.notes, **tally.notes, "client_cpu_seconds": round(time.process_time() - cpu0, 3)}
+    return stats
+
+
+def run_build(b: Backend) -> BuildStats | None:
+    """`b.build()` run and timed: its BuildStats, `seconds` the total of its steps, each step's in its notes."""
+    tally = Tally()
+    stats = drive(b.build(), tally)
+    if stats is not None:
+        stats.seconds = tally.steps_s
+        stats.notes = {**stats.notes, **tally.notes}
+    return stats
+
+
+class Tally:
+    """What one load or build measured: each batch's seconds, each named step's (summed by name), every
+    step's total, and the progress in whole relationships (batches may advance it by fractions). Streams
+    report from their own threads: one at a time; the first progress call that raises (the load's bound)
+    stops the other streams at their next message and is the load's error."""
+
+    def __init__(self, progress: Progress = no_progress) -> None:
+        self.progress, self.batch_seconds, self.notes = progress, [], {}
+        self.steps_s, self._owed = 0.0, 0.0
+        self.stop, self.stopped_by = threading.Event(), None
+        self._lock = threading.Lock()
+
+    def add(self, name: str | tuple[str, ...], seconds: float) -> None:
+        with self._lock:
+            for key in (name,) if isinstance(name, str) else name:
+                if key:
+                    self.notes[key] = self.notes.get(key, 0.0) + seconds
+
+    def batch(self, seconds: float, advance: float) -> None:
+        with self._lock:
+            self.batch_seconds.append(seconds)
+            self._owed += advance
+            whole = int(self._owed)
+            self._owed -= whole
+            try:
+                if whole:
+                    self.progress(whole)
+            except BaseException as e:
+                self.stopped_by = self.stopped_by or e
+                self.stop.set()
+                raise
+
+
+def _seconds(t: Timed) -> float:
+    return (t.end_ns - t.sent_ns) / 1e9
+
+
+def drive(work: Any, tally: Tally) -> Any:
+    """Run what a backend's load or build yields, handing each Step its result and each Batches its rows;
+    returns the generator's value (or `work` itself, a backend that has nothing to time)."""
+    if not isinstance(work, Generator):
+        return work
+    answer = None
+    try:
+        while True:
+            try:
+                item = work.send(answer)
+            except StopIteration as done:
+                return done.value
+            answer = run_step(item, tally) if isinstance(item, Step) else send_batches(item, tally)
+    finally:
+        work.close()
+
+
+def run_step(step: Step, tally: Tally) -> Any:
+    t = timed(step.run)
+    if t.error is not None:
+        raise t.error
+    tally.add(step.name, _seconds(t))
+    tally.steps_s += _seconds(t)
+    return t.answer
+
+
+def send_batches(b: Batches, tally: Tally) -> int:
+    """Every batch of `b` sent, at most `b.workers` in flight; the rows sent. Its wall seconds go to
+    notes[b.name], the steps among its items left out when b.steps_apart."""
+    before = tally.steps_s
+    t = timed(lambda: _send_all(b, tally))
+    if t.error is not None:
+        raise t.error
+    if b.name:
+        tally.add(b.name, _seconds(t) - (tally.steps_s - before if b.steps_apart else 0.0))
+    return t.answer
+
+
+def _items(items: Iterable[Batch | Stream | Step], tally: Tally) -> Iterator[Batch | Stream]:
+    """The batches of a Batches, its steps run (timed) in between and handed their results."""
+    it, answer = iter(items), None
+    while True:
+        try:
+            item = it.send(answer) if isinstance(it, Generator) else next(it)
+        except StopIteration:
+            return
+        answer = None
+        if isinstance(item, Step):
+            answer = run_step(item, tally)
+        else:
+            yield item
+
+
+def _send_all(b: Batches, tally: Tally) -> int:
+    if b.workers <= 1:
+        return sum(_collect(b, item, _send_one(item, tally), tally) for item in _items(b.items, tally))
+    rows, ahead = 0, b.workers if b.ahead is None else b.ahead
+    pool = ThreadPoolExecutor(b.workers, thread_name_prefix="load")
+    pending: deque[tuple[Batch | Stream, Future]] = deque()
+    try:
+        for item in _items(b.items, tally):
+            pending.append((item, pool.submit(_send_one, item, tally)))
+            while len(pending) > b.workers + ahead:
+                rows += _collect(b, *_oldest(pending), tally)
+        while pending:
+            rows += _collect(b, *_oldest(pending), tally)
+    except BaseException:
+        tally.stop.set()  # streams in flight end at their next message
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return rows
+
+
+def _oldest(pending: deque) -> tuple[Batch | Stream, Timed]:
+    item, fut = pending.popleft()
+    return item, fut.result()
+
+
+def _send_one(item: Batch | Stream, tally: Tally) -> Timed:
+    return timed(item.send) if isinstance(item, Batch) else _stream(item, tally)
+
+
+def _collect(b: Batches, item: Batch | Stream, t: Timed, tally: Tally) -> int:
+    """A sent batch counted (its time, its progress, in order), or the load's one error line."""
+    if t.error is not None:
+        if tally.stopped_by is not None:  # our own stop cancelled the request: the reason, not the cancel
+            raise tally.stopped_by
+        raise BackendUnavailable(f"{b.who} of {item.rows} tuples failed: {b.why(t.error)}") from None
+    if isinstance(item, Batch):
+        tally.batch(_seconds(t), item.rows if item.advance is None else item.advance)
+    return item.rows
+
+
+def _stream(item: Stream, tally: Tally) -> Timed:
+    """One client-streaming request: each message timed from the one before (the stream's start), its rows
+    counted as it goes; the wait from the last message to the server's answer to notes[item.answer]."""
+    last = [time.perf_counter_ns()]
+
+    def messages() -> Iterator[Any]:
+        for n, message in item.parts:
+            if tally.stop.is_set():
+                raise RuntimeError("load stopped")  # cancels this stream
+            yield message
+            now = time.perf_counter_ns()
+            tally.batch((now - last[0]) / 1e9, n)
+            last[0] = now
+
+    t = timed(lambda: item.send(messages()))
+    if t.error is None and item.answer:
+        tally.add(item.answer, (t.end_ns - last[0]) / 1e9)
+    return t

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.backends.registry import backend_class
+from authzbench.run.loading import run_build, run_load
 
 
 def _backend_of(request) -> str:
@@ -54,8 +55,8 @@ def scratch(request, session, dataset):
     with backend_class(_backend_of(request))({**session.dep.endpoint, **extra}, options) as b:
         b.drop()
         b.create_schema()
-        b.load(dataset)
-        b.first_build = b.build()
+        run_load(b, dataset)
+        b.first_build = run_build(b)
         b.mark_loaded(dataset.hash)
         yield b
         b.drop()

@@ -118,10 +118,11 @@ def _in_subprocess(code: str, *args: str) -> subprocess.CompletedProcess:
 
 LOAD = """import json, sys
 from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B
+from authzbench.run.loading import run_build, run_load
 from authzbench.schema.dataset import Dataset
 ds = Dataset.open(sys.argv[2])
 with B(json.loads(sys.argv[1]), {}) as b:
-    b.drop(); b.create_schema(); b.load(ds); b.build(); b.mark_loaded(ds.hash)
+    b.drop(); b.create_schema(); run_load(b, ds); run_build(b); b.mark_loaded(ds.hash)
 """
 READ = """import json, sys
 from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B

@@ -22,6 +22,7 @@ import pytest
 
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
+from authzbench.run.loading import run_build, run_load
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
@@ -48,8 +49,8 @@ def _private(session, prefix: str, ds: Dataset, **options) -> ElasticsearchBacke
     b.connect()
     b.drop()
     b.create_schema()
-    b.load(ds)
-    b.build()
+    run_load(b, ds)
+    run_build(b)
     b.mark_loaded(ds.hash)
     return b
 

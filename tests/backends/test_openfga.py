@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.run.loading import run_load
 from authzbench.schema.model import SOCIAL_PERMISSIONS
 from authzbench.systems.openfga.adapter import OpenFGABackend
 from tests.backends.edits import (
@@ -47,7 +48,7 @@ def _private(session, store: str, ds) -> OpenFGABackend:
     b.connect()
     b.drop()
     b.create_schema()
-    b.load(ds)
+    run_load(b, ds)
     b.mark_loaded(ds.hash)
     return b
 

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from authzbench.core.errors import BackendUnavailable, UserError
+from authzbench.run.loading import run_load
 from authzbench.schema.model import SOCIAL_PERMISSIONS, Relationship
 from authzbench.systems.permify.adapter import PermifyBackend
 from tests.backends.edits import (
@@ -50,7 +51,7 @@ def _private(session, tenant: str, ds, **options) -> PermifyBackend:
     b.connect()
     b.drop()
     b.create_schema()
-    b.load(ds)
+    run_load(b, ds)
     b.mark_loaded(ds.hash)
     return b
 

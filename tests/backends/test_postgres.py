@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from authzbench.core.errors import UserError
 from authzbench.provision.base import StartContext, free_port
+from authzbench.run.loading import run_build, run_load
 from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
@@ -43,8 +44,8 @@ def _db_endpoint(endpoint: dict, dbname: str) -> dict:
 def _load(b: PostgresBackend, ds: Dataset) -> None:
     b.drop()
     b.create_schema()
-    b.load(ds)
-    b.build()
+    run_load(b, ds)
+    run_build(b)
 
 
 def _mutated(ds: Dataset, tables: dict[str, pd.DataFrame]) -> Dataset:

@@ -18,6 +18,7 @@ import pytest
 from authzbench.backends import expansion
 from authzbench.core.errors import UserError
 from authzbench.provision.base import free_port
+from authzbench.run.loading import run_load
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
 from authzbench.systems.scylla.adapter import ScyllaBackend
@@ -125,7 +126,7 @@ def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(
         b.drop()
         b.create_schema()
         try:
-            stats = b.load(dataset)
+            stats = run_load(b, dataset)
             assert stats.notes["ingest"] == path and stats.notes["bytes_written"] > 0
             assert stats.rows == stats.notes["source_rows"] + stats.notes["permission_rows"]
             if path == "sstable":  # one SSTable a table at least, each moved into the node's table
@@ -158,7 +159,7 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
         b.drop()
         b.create_schema()
         try:
-            stats = b.load(dataset)
+            stats = run_load(b, dataset)
             files = list((Path(session.dep.endpoint["data_dir"]) / "data" / b.ks).glob("*/*-Data.db"))
             assert stats.notes["sstables"] > 40 and len(files) == stats.notes["sstables"]
             assert _table_state(b) == _oracle_state(dataset)

@@ -10,6 +10,7 @@ import signal
 import pytest
 
 from authzbench.core.errors import UserError
+from authzbench.run.loading import run_load
 from authzbench.schema.model import Relationship
 
 pytestmark = pytest.mark.backend("spicedb-pg")
@@ -122,7 +123,7 @@ def test_import_in_concurrent_streams_loads_every_relationship(live, dataset, or
                       import_streams=3) as b:
         b.drop()
         b.create_schema()
-        stats = b.load(dataset)
+        stats = run_load(b, dataset)
         b.mark_loaded(dataset.hash)
         assert stats.rows == sum(len(dataset.table(r)) for r in dataset.authz_relations())
         wrong = [(u, perm) for u in range(dataset.entities["user"]) for perm in ("manage", "view")

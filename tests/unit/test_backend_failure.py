@@ -54,11 +54,15 @@ def test_elasticsearch_bulk_retries_a_429_with_backoff_then_gives_up(monkeypatch
                 raise ApiError("es_rejected_execution_exception", meta=meta, body={})
             return {"items": []}
 
-    seconds: list[float] = []
-    client = es_mod._TimedBulk(Node(2), seconds)
-    assert client.bulk(operations=[]) == {"items": []}
-    assert client.retries == 2 and sleeps == [0.5, 1.0] and len(seconds) == 3
-    never = es_mod._TimedBulk(Node(99), [])
+    def loader(node):
+        b = object.__new__(es_mod.BulkLoad)
+        b.es, b._retried = node, []
+        return b
+
+    client = loader(Node(2))
+    client._bulk([])
+    assert len(client._retried) == 2 and sleeps == [0.5, 1.0]
+    never = loader(Node(99))
     with pytest.raises(ApiError):
-        never.bulk(operations=[])
-    assert never.retries == es_mod.BULK_429_TRIES - 1
+        never._bulk([])
+    assert len(never._retried) == es_mod.BULK_429_TRIES - 1

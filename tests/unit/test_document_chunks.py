@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from authzbench.backends.expansion import Expansion
+from authzbench.backends.expansion import Expansion, chunks_of
 from authzbench.generator import generate
 from authzbench.schema.closure import group_membership, permission_keys
 from authzbench.systems.elasticsearch import load as elasticsearch_load
@@ -38,8 +38,8 @@ def test_elasticsearch_documents_from_small_chunks_hold_the_full_closure(tmp_pat
     ds = generate("tiny", tmp_path / "ds")
     manage, view, groups = _expected(ds)
     expanded = [0]
-    docs = {c: {i: json.loads(t) for i, t in d} for c, d in
-            elasticsearch_load._all_docs(ds, _small_chunks(ds), [0.0], expanded)}
+    docs = {c: {i: json.loads(t) for i, t in chunks_of(d)} for c, d in
+            elasticsearch_load._all_docs(ds, _small_chunks(ds), expanded)}
     assert len(docs["resources"]) == ds.entities["resource"]
     for r, d in docs["resources"].items():
         assert d["managers"] == manage[r]
@@ -51,7 +51,7 @@ def test_elasticsearch_documents_from_small_chunks_hold_the_full_closure(tmp_pat
 def test_mongo_documents_from_small_chunks_hold_the_full_closure(tmp_path):
     ds = generate("tiny", tmp_path / "ds")
     manage, view, groups = _expected(ds)
-    docs = {c: list(d) for c, d in mongo_load._all_docs(ds, _small_chunks(ds), [0.0], [0])}
+    docs = {c: list(chunks_of(d)) for c, d in mongo_load._all_docs(ds, _small_chunks(ds), [0])}
     res = {d["_id"]: d for d in docs["resources"]}
     assert sorted(res) == list(range(ds.entities["resource"]))
     for r, d in res.items():

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.base import Step
+from authzbench.backends.expansion import Expansion, chunks_of, stepped
 from authzbench.generator import generate, write_tables
 from authzbench.schema.model import PERMISSIONS
 from authzbench.truth.oracle import Oracle
@@ -88,6 +89,11 @@ def test_an_empty_dataset_expands_to_nothing(tmp_path):
     assert all(len(m) == len(v) == 0 for m, v in e.iter_user_keys())
 
 
-def test_timed_adds_the_time_spent_producing_each_item():
-    spent = [1.0]
-    assert list(timed(iter([1, 2, 3]), spent)) == [1, 2, 3] and spent[0] >= 1.0
+def test_stepped_computes_each_item_in_the_step_before_it():
+    produced: list[int] = []
+    out = stepped(produced.append(i) or i for i in range(3))
+    first = next(out)
+    assert isinstance(first, Step) and first.name == "closure_seconds" and produced == []
+    first.run()
+    assert produced == [0] and next(out) == 0
+    assert list(chunks_of(out)) == [1, 2]

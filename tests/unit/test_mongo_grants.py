@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.backends.expansion import Expansion
+from authzbench.backends.expansion import Expansion, chunks_of
 from authzbench.generator import generate
 from authzbench.schema.model import PERMISSIONS
 from authzbench.systems.mongo.grants import _grant_docs, grant_id, grant_updates
@@ -15,7 +15,7 @@ def test_grants_documents_hold_exactly_each_users_lookup_even_from_many_small_ch
     ds = generate("tiny", tmp_path / "ds")
     chunked = Expansion(ds, chunk_pairs=50)
     assert len(chunked.user_chunks()) > 5
-    docs = {d["_id"]: d["resources"] for d in _grant_docs(chunked, [0.0])}
+    docs = {d["_id"]: d["resources"] for d in chunks_of(_grant_docs(chunked))}
     o = Oracle(ds)
     for u in range(ds.entities["user"]):
         for perm in PERMISSIONS:
@@ -58,5 +58,5 @@ def test_a_chunk_of_users_without_a_permission_makes_no_grant_document():
         def iter_user_keys(self):
             yield np.array([], dtype=np.int64), np.array([3 * 10 + 4, 3 * 10 + 7], dtype=np.int64)
 
-    docs = list(_grant_docs(OneChunk(), [0.0]))
+    docs = list(chunks_of(_grant_docs(OneChunk())))
     assert docs == [{"_id": grant_id(3, "view"), "resources": [4, 7]}]

@@ -1,5 +1,6 @@
-"""Cassandra/Scylla bulk load's batch pipeline against a fake session (the driver's futures, no server):
-a failed batch fails the load with its error instead of hanging it, and a timed-out batch is sent again."""
+"""Cassandra/Scylla bulk load's batches, sent by the run layer, against a fake session (the driver's futures,
+no server): a failed batch fails the load with its error instead of hanging it, and a timed-out batch is sent
+again."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ pytest.importorskip("cassandra")
 
 from cassandra import OperationTimedOut  # noqa: E402
 
+from authzbench.backends.base import Batches  # noqa: E402
 from authzbench.core.errors import BackendUnavailable  # noqa: E402
+from authzbench.run.loading import Tally, send_batches  # noqa: E402
 from authzbench.systems.scylla.adapter import ScyllaBackend  # noqa: E402
-from authzbench.systems.scylla.cql import BATCH_TRIES  # noqa: E402
+from authzbench.systems.scylla.cql import BATCH_TRIES, _why  # noqa: E402
 from authzbench.systems.scylla.tables import _Ticker  # noqa: E402
 
 
@@ -22,10 +25,9 @@ class _Future:
     def __init__(self, exc: BaseException | None):
         self.exc = exc
 
-    def add_callbacks(self, callback, errback, callback_kwargs, errback_kwargs):
-        # answered from another thread, as the driver's event loop does
-        args = (errback, self.exc, errback_kwargs) if self.exc else (callback, None, callback_kwargs)
-        threading.Thread(target=lambda: args[0](args[1], **args[2])).start()
+    def result(self):
+        if self.exc:
+            raise self.exc
 
 
 class _Session:
@@ -55,7 +57,8 @@ def _load(b: ScyllaBackend) -> int | BaseException:
 
     def run() -> None:
         try:
-            out.append(b._batches(key, lambda *_: None, lambda s: b"", _Ticker(lambda n: None, 1.0), []))
+            batches = b._batches(key, lambda *_: None, lambda s: b"", _Ticker(lambda n: None, 1.0))
+            out.append(send_batches(Batches("scylla: batch", batches, b.in_flight, why=_why), Tally()))
         except BaseException as e:  # noqa: BLE001 - handed to the test thread
             out.append(e)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,10 +24,15 @@ from authzbench.backends import closure_maintenance as maintenance
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
+    Batch,
+    Batches,
+    Build,
     BuildStats,
+    Load,
     LoadStats,
     Progress,
     ServerInfo,
+    Step,
     no_progress,
 )
 from authzbench.backends.common import first_line, public_dsn
@@ -46,7 +52,8 @@ PERMS = ("manage", "view")
 # Group edges rebuild group_reach (TRUNCATE + fixpoint) and users' rows: two at once would interleave. The
 # workers are threads of one process (concurrency "thread"), so a process-wide lock serializes them.
 GROUP_LOCK = threading.Lock()
-PROBE_WAIT_S = 60.0  # build(): give up on the expanded table after this long
+# build(): give up on the expanded table after this many probe rounds, PROBE_PAUSE_S apart (>= 60 s)
+PROBE_ROUNDS, PROBE_PAUSE_S = 1200, 0.05
 # A check reads one granule: a single reading thread halves its latency (measured 4.7 -> 2.2 ms in
 # chdb on 2 cores), where the default spins up a reader per core for nothing.
 POINT = {"max_threads": 1}
@@ -71,7 +78,6 @@ class ClickHouseBackend(Backend):
         self.db = str(self.endpoint.get("database") or "authzbench")
         self.embedded = str(self.endpoint.get("dsn", "")).startswith("chdb:")
         self._probes: list[tuple[int, str, int]] = []
-        self._inserted_at = 0.0
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -148,44 +154,35 @@ class ClickHouseBackend(Backend):
         self._run("tables")
         self._run("views")
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
-        batch_seconds: list[float] = []
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         last: dict[str, tuple[int, int]] = {}
-
-        def insert(rel: str) -> int:
-            n = 0
-            for batch in pq.ParquetFile(ds.file(rel)).iter_batches(batch_size=self.batch_rows,
-                                                                     columns=["object", "subject"]):
-                t0 = time.perf_counter()
-                self.client.insert_arrow(rel, pa.Table.from_batches([batch]), database=self.db)
-                batch_seconds.append(time.perf_counter() - t0)
-                n += batch.num_rows
-                progress(batch.num_rows)
-                if batch.num_rows:
-                    last[rel] = (int(batch.column(0)[-1].as_py()), int(batch.column(1)[-1].as_py()))
-            return n
-
-        t0 = time.perf_counter()
-        source_rows = sum(insert(rel) for rel in CLOSURE_INPUTS)
-        t1 = time.perf_counter()
-        self._close_groups()
-        self._run("membership")
-        t2 = time.perf_counter()
-        expanded_rows = sum(insert(rel) for rel in EXPANDED)  # each block is expanded by its MV in the insert
-        t3 = self._inserted_at = time.perf_counter()
+        source_rows = yield Batches("clickhouse: insert_arrow", self._blocks(ds, CLOSURE_INPUTS, last),
+                                    name="group_inputs_seconds")
+        yield Step("group_closure_seconds", lambda: (self._close_groups(), self._run("membership")))
+        # each block is expanded by its MV in the insert
+        expanded_rows = yield Batches("clickhouse: insert_arrow", self._blocks(ds, EXPANDED, last),
+                                      name="expanded_insert_seconds")
         self._probes = self._probes_for(last)
         perm_rows, reach, members = (self._count(t) for t in ("perm", "group_reach", "group_membership"))
         return LoadStats(
             rows=source_rows + expanded_rows + reach + members + perm_rows, batch_rows=self.batch_rows,
-            batch_seconds=batch_seconds,
             notes={"method": "insert_arrow blocks; resource_org and ACL blocks expanded into perm by materialized "
                              "views inside the INSERT",
-                   "source_rows": source_rows + expanded_rows, "group_inputs_seconds": t1 - t0,
-                   "group_closure_seconds": t2 - t1, "group_reach_pairs": reach,
-                   "group_membership_pairs": members, "expanded_insert_seconds": t3 - t2,
-                   "perm_rows": perm_rows,
-                   "rates": {"acl_relationships_per_s": ["acl_relationships", "expanded_insert_seconds"],
-                             "perm_rows_per_s": ["perm_rows", "expanded_insert_seconds"]}})
+                   "source_rows": source_rows + expanded_rows, "group_reach_pairs": reach,
+                   "group_membership_pairs": members, "perm_rows": perm_rows})
+
+    def _blocks(self, ds: Dataset, relations: Iterable[str], last: dict[str, tuple[int, int]]) -> Iterator[Batch]:
+        """One insert_arrow of batch_rows rows at a time, relation by relation; `last` keeps each relation's last
+        row (the build's probes)."""
+        for rel in relations:
+            for batch in pq.ParquetFile(ds.file(rel)).iter_batches(batch_size=self.batch_rows,
+                                                                     columns=["object", "subject"]):
+                yield Batch(batch.num_rows, partial(self._insert, rel, batch))
+                if batch.num_rows:
+                    last[rel] = (int(batch.column(0)[-1].as_py()), int(batch.column(1)[-1].as_py()))
+
+    def _insert(self, rel: str, batch: pa.RecordBatch) -> None:
+        self.client.insert_arrow(rel, pa.Table.from_batches([batch]), database=self.db)
 
     def _close_groups(self) -> None:
         """group_reach as a fixpoint over the hierarchy: stops when a step adds no pair (cycles too)."""
@@ -218,37 +215,36 @@ class ClickHouseBackend(Backend):
             probes += [(u, perm, obj) for u in users]
         return probes
 
-    def build(self) -> BuildStats | None:
+    def build(self) -> Build:
         """Measures the ingest-to-closure lag, then merges perm into one part.
 
-        Lag: from the return of the last INSERT until the expanded table answers a probe per expanded
-        relation (its last inserted row, checked against the source tables). Materialized views run
+        Lag (a Step, timed by the run layer, so part of the build's seconds): from the end of the load (its last
+        INSERT, then its row counts) until the expanded table answers a probe per expanded relation (its last
+        inserted row, checked against the source tables). Materialized views run
         inside the INSERT (in chdb and on a server alike), so one round of probes is expected.
         Merge: each MV insert leaves its own part; a check then searches every part's index. One part
         made checks ~25% faster on baseline (2.8 vs 3.7 ms p50 in chdb); background merges would get
         there eventually, this makes the timed phases not depend on when they do."""
         if not self._probes:
             return None
-        rounds = 0
-        while True:
-            rounds += 1
-            if all(self.check(*p) for p in self._probes):
-                break
-            if time.perf_counter() - self._inserted_at > PROBE_WAIT_S:
-                raise BackendUnavailable(f"clickhouse: expanded table still incomplete {PROBE_WAIT_S:.0f} s after "
-                                         f"the last insert")
-            time.sleep(0.05)
-        lag = time.perf_counter() - self._inserted_at
-        t0 = time.perf_counter()
+        rounds = yield Step("ingest_to_closure_lag_s", self._wait_for_closure)
         if self.options.optimize:
-            self.client.command(f"OPTIMIZE TABLE {self.db}.perm FINAL")
-        merge_s = time.perf_counter() - t0
-        return BuildStats("OPTIMIZE TABLE perm FINAL (one part per table for point reads)", merge_s,
+            yield Step("", lambda: self.client.command(f"OPTIMIZE TABLE {self.db}.perm FINAL"))
+        return BuildStats("OPTIMIZE TABLE perm FINAL (one part per table for point reads)",
                           rows=self._count("perm"),
-                          notes={"ingest_to_closure_lag_s": round(lag, 4), "lag_probes": len(self._probes),
-                                 "lag_probe_rounds": rounds,
-                                 "lag_what": "from the return of the last INSERT until a check per expanded relation "
-                                             "(its last row) is answered; MVs are synchronous"})
+                          notes={"lag_probes": len(self._probes), "lag_probe_rounds": rounds,
+                                 "lag_what": "from the end of the load (its last INSERT, then its row counts) until a "
+                                             "check per expanded relation (its last row) is answered; MVs are "
+                                             "synchronous"})
+
+    def _wait_for_closure(self) -> int:
+        """Probe rounds until every probe holds (one is expected: MVs run inside the INSERT); the rounds."""
+        for rounds in range(1, PROBE_ROUNDS + 1):
+            if all(self.check(*p) for p in self._probes):
+                return rounds
+            time.sleep(PROBE_PAUSE_S)
+        raise BackendUnavailable(f"clickhouse: expanded table still incomplete after {PROBE_ROUNDS} probe rounds "
+                                 f"(~{PROBE_ROUNDS * PROBE_PAUSE_S:.0f} s) after the last insert")
 
     def _count(self, table: str) -> int:
         return int(self.client.query(f"SELECT count() FROM {self.db}.{table}").result_rows[0][0])

@@ -7,8 +7,8 @@ Elasticsearch 9.2.1 with TLS and basic auth.
   terminate_after 1, no request cache;
 - lookup = a point-in-time stream: open a PIT, pages of `lookup_page` ids sorted by `id` continued with
   search_after until a short page, close the PIT; every id, never capped at index.max_result_window;
-- load   = parallel_bulk into indices with refresh disabled and no replicas; build() restores both and
-  refreshes (its time is reported apart).
+- load   = bulk requests (bulk_threads in flight) into indices with refresh disabled and no replicas; build()
+  restores both and refreshes (its time is reported apart).
 - write / delete = the relationship arrays, then exactly the (resource, user) pairs the edge can affect,
   recomputed from the documents (as the mongo backend does), each document rewritten only when it
   changed, with optimistic concurrency (if_seq_no; no scripts: the OSS jars have no painless). Then the
@@ -19,7 +19,7 @@ Client: elasticsearch 9.5.1 (pyproject) talks to both servers. It sends `compati
 7.17 accepts them for every call used here (checked against the native node: info, bulk, mget, index,
 search with PIT, count, settings, stats), and the test suite runs this module against 7.17.
 
-This module is the adapter (connection, schema, reads, writes); its bulk load (documents, parallel_bulk,
+This module is the adapter (connection, schema, reads, writes); its bulk load (documents, bulk requests,
 build()) is a mixin beside it, elasticsearch_load.py, named for the backend as scylla's parts are.
 """
 
@@ -61,7 +61,7 @@ def _perm_query(perm: str, user: int) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ElasticsearchOptions(BackendOptions):
     bulk_docs: int | None = None  # documents per bulk request (None: ElasticsearchBackend.bulk_docs)
-    bulk_threads: int | None = None  # parallel_bulk threads (None: ElasticsearchBackend.bulk_threads)
+    bulk_threads: int | None = None  # bulk requests in flight (None: ElasticsearchBackend.bulk_threads)
     lookup_page: int | None = None  # ids per page of a lookup stream (None: ElasticsearchBackend.lookup_page)
     elasticsearch_heap: str | None = None  # native provisioner: the node's JVM heap, default 1g
 
@@ -71,7 +71,7 @@ class ElasticsearchBackend(BulkLoad, Backend):
     name: ClassVar[str] = "elasticsearch"
     worker_modules = ("elasticsearch",)
     counts_rows = True
-    # parallel_bulk: 3 threads x 250 documents (~170 KB per request on baseline). Baseline on a freshly
+    # bulk requests: 3 in flight x 250 documents (~170 KB per request on baseline). Baseline on a freshly
     # started node (cold JIT), load + build, on the shared 2-core machine: 3x250 31-44k rels/s, 2x250
     # 25-40k, 3x500 24-35k, 2x500 17-38k, 4x1000 31k; the node's CPU is the limit. options: bulk_docs,
     # bulk_threads.

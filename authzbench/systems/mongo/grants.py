@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.base import Step
+from authzbench.backends.expansion import Expansion, stepped
 
 
 def grant_id(user: int, perm: str) -> int:
@@ -30,12 +31,15 @@ def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[d
     return ops + [({"_id": g}, {"$pullAll": {"resources": rs}}) for g, rs in rms.items()]
 
 
-def _grant_docs(expansion: Expansion, closure_s: list[float]) -> Iterator[dict[str, Any]]:
+def _grant_docs(expansion: Expansion) -> Iterator[Step | dict[str, Any]]:
     """One document per (user, permission) holding it on anything: {_id: grant_id, resources: [...]}, from
     the closure chunk by chunk of users. The heaviest xl-v1 user has 16,000 (~180 KB of BSON), far under
-    the 16 MB document limit."""
+    the 16 MB document limit. Each chunk's Step (expansion.stepped) comes before its documents."""
     R = expansion.n_resources
-    for chunk in timed(expansion.iter_user_keys(), closure_s):
+    for chunk in stepped(expansion.iter_user_keys()):
+        if isinstance(chunk, Step):
+            yield chunk
+            continue
         for perm, k in zip(("manage", "view"), chunk, strict=True):
             if not len(k):
                 continue  # a range of users without this permission anywhere

@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
-    LoadStats,
+    Load,
     Progress,
     ServerInfo,
     load_concurrently,
@@ -317,10 +317,10 @@ class OpenFGABackend(Backend):
         self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
                                         path_params={"store_id": self.store_id}, body=body)
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         """Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
         return load_concurrently("openfga: Write", self._batches(ds, self.write_batch), self._post_write,
-                                 self.write_batch, self.write_workers, progress, why=_why)
+                                 self.write_batch, self.write_workers, why=_why)
 
     def _hash_assertion(self, dataset_hash: str) -> Any:
         """An assertion naming the dataset: on the first relation that takes plain users."""

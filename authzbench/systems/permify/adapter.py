@@ -40,10 +40,12 @@ from urllib.parse import parse_qs, unquote, urlparse
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
+    Build,
     BuildStats,
-    LoadStats,
+    Load,
     Progress,
     ServerInfo,
+    Step,
     load_concurrently,
     no_progress,
 )
@@ -247,22 +249,22 @@ class PermifyBackend(Backend):
     def _write_body(self, body: dict[str, Any]) -> None:
         self.token = self._call("Data.Write", **body).snap_token or self.token
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         """Data.Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
         return load_concurrently("permify: Data.Write", self._bodies(ds, self.write_batch), self._write_body,
-                                 self.write_batch, self.write_workers, progress)
+                                 self.write_batch, self.write_workers)
 
-    def build(self) -> BuildStats:
+    def build(self) -> Build:
         """One write after the load: Permify's head snapshot is the snapshot its latest write transaction
         started with, so right after concurrent Data.Writes it can miss a load transaction still in flight
         when that one began (lookups came back 2-3 results short on tiny). A delete matching nothing, run
         alone, starts a transaction that sees every committed load batch."""
-        import time
+        yield Step("", self._barrier)
+        return BuildStats("a snapshot barrier: one write after the concurrent load")
 
-        t0 = time.perf_counter()
+    def _barrier(self) -> None:
         self.token = self._call("Data.Delete", tuple_filter={"entity": {"type": BARRIER[0], "ids": [BARRIER[1]]}},
                                 attribute_filter={}).snap_token or self.token
-        return BuildStats("a snapshot barrier: one write after the concurrent load", time.perf_counter() - t0)
 
     def loaded_hash(self) -> str | None:
         from authzbench.systems.permify.grpc import PermifyError

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +18,19 @@ import numpy as np
 import psycopg
 from psycopg import pq, sql
 
-from authzbench.backends.base import Backend, BuildStats, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    Batch,
+    Batches,
+    Build,
+    BuildStats,
+    Load,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    Step,
+    no_progress,
+)
 from authzbench.backends.common import first_line, public_dsn
 from authzbench.backends.deadline import Watchdog, within_deadline
 from authzbench.backends.sqlfile import schema_sections
@@ -205,50 +217,50 @@ class PostgresBackend(Backend):
         for stmt in self.sql["tables"]:
             self.conn.execute(stmt)
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         """One binary COPY per batch. Each table is truncated and filled in one transaction, so COPY
         FREEZE can write its rows already frozen and all-visible: no VACUUM pass is needed before
         index-only scans work."""
-        batch_seconds: list[float] = []
-        rows = 0
+        rows = yield Batches("postgres: COPY", self._copies(ds))
+        return LoadStats(rows=rows, batch_rows=self.batch_rows,
+                         notes={"method": "binary COPY FREEZE, one transaction per table"})
+
+    def _copies(self, ds: Dataset) -> Iterator[Batch]:
         # group_org is metadata no permission reads; loading it would only cost time.
         for rel in ds.authz_relations():
             table = sql.Identifier(SCHEMA, rel)
-            with self.conn.transaction():
+            with self.conn.transaction():  # open while its batches are sent: they are sent one by one
                 self.conn.execute(sql.SQL("TRUNCATE {}").format(table))
                 copy_sql = sql.SQL("COPY {} FROM STDIN (FORMAT BINARY, FREEZE)").format(table)
                 for df in ds.iter_batches(rel, self.batch_rows):
-                    t0 = time.perf_counter()
-                    block = copy_block(df["object"].to_numpy(), df["subject"].to_numpy())
-                    with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
-                        copy.write(block)
-                    batch_seconds.append(time.perf_counter() - t0)
-                    rows += len(df)
-                    progress(len(df))
-        return LoadStats(rows=rows, batch_rows=self.batch_rows, batch_seconds=batch_seconds,
-                         notes={"method": "binary COPY FREEZE, one transaction per table"})
+                    yield Batch(len(df), partial(self._copy, copy_sql, df))
 
-    def build(self) -> BuildStats:
-        t0 = time.perf_counter()
-        for stmt in self.sql["indexes"]:
-            self.conn.execute(stmt)
-        t_idx = time.perf_counter() - t0
+    def _copy(self, copy_sql: sql.Composed, df: Any) -> None:
+        block = copy_block(df["object"].to_numpy(), df["subject"].to_numpy())  # encoded inside the batch's time
+        with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
+            copy.write(block)
+
+    def build(self) -> Build:
+        yield Step("index_seconds", lambda: [self.conn.execute(stmt) for stmt in self.sql["indexes"]])
         if self.model == "social":  # no closure: every social permission has a fixed depth
-            self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in SOCIAL_RELATIONS))
-            return BuildStats("primary keys + VACUUM ANALYZE", time.perf_counter() - t0,
-                              notes={"index_seconds": t_idx})
-        with self.conn.transaction():
-            for stmt in self.sql["build_membership"]:
-                self.conn.execute(stmt)
-        t_closure = time.perf_counter() - t0 - t_idx
+            yield Step("", lambda: self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}"
+                                                                                     for t in SOCIAL_RELATIONS)))
+            return BuildStats("primary keys + VACUUM ANALYZE")
+        yield Step("closure_seconds", self._build_membership)
         # Fresh statistics, or the planner guesses row counts of freshly loaded tables; VACUUM sets the
         # visibility map of group_membership (filled by INSERT, not COPY FREEZE) so lookups through it
         # are index-only too. It skips the already all-visible pages of the frozen tables.
+        members = yield Step("", self._vacuum_and_count)
+        return BuildStats("indexes + group_membership closure (recursive CTE) + VACUUM ANALYZE", rows=members)
+
+    def _build_membership(self) -> None:
+        with self.conn.transaction():
+            for stmt in self.sql["build_membership"]:
+                self.conn.execute(stmt)
+
+    def _vacuum_and_count(self) -> int:
         self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in (*REBAC_RELATIONS, "group_membership")))
-        members = int(self._one("SELECT count(*) FROM authzbench.group_membership"))
-        return BuildStats("indexes + group_membership closure (recursive CTE) + VACUUM ANALYZE",
-                          time.perf_counter() - t0, rows=members,
-                          notes={"index_seconds": t_idx, "closure_seconds": t_closure})
+        return int(self._one("SELECT count(*) FROM authzbench.group_membership"))
 
     def loaded_hash(self) -> str | None:
         try:

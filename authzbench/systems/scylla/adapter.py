@@ -28,13 +28,21 @@ they share).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from authzbench.backends.base import Backend, BackendOptions, LoadStats, Progress, ServerInfo, no_progress
+from authzbench.backends.base import (
+    Backend,
+    BackendOptions,
+    Load,
+    LoadStats,
+    Progress,
+    ServerInfo,
+    Step,
+    no_progress,
+)
 from authzbench.backends.expansion import Expansion
 from authzbench.backends.sqlfile import schema_sections
 from authzbench.core.errors import BackendUnavailable, UserError
@@ -63,6 +71,12 @@ class ScyllaOptions(BackendOptions):
         super().__post_init__()
         if self.ingest is not None and self.ingest not in INGEST_PATHS:
             raise UserError(f"scylla: option ingest={self.ingest!r}; valid: {', '.join(INGEST_PATHS)}")
+
+
+def _sized(ds: Dataset) -> tuple[Expansion, int, int]:
+    """The dataset's expansion and its closure's sizes (view pairs, manage pairs)."""
+    expansion = Expansion(ds)
+    return expansion, expansion.total("view"), expansion.total("manage")
 
 
 class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
@@ -178,16 +192,11 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
             for stmt in self.sql["cassandra"]:
                 self.session.execute(stmt, timeout=120)
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         path = self._ingest_path()
-        batch_seconds: list[float] = []
-        cpu0 = time.process_time()
         # The expansion's exact closure sizes for the progress bar, then the closure itself chunk by chunk
-        # (bounded memory: at xl it is ~600M keys).
-        t0 = time.perf_counter()
-        expansion = Expansion(ds)
-        view_n, manage_n = expansion.total("view"), expansion.total("manage")
-        spent = [time.perf_counter() - t0]  # closure seconds, the chunks' expansion added as it streams
+        # (bounded memory: at xl it is ~600M keys), each chunk a closure Step too.
+        expansion, view_n, manage_n = yield Step("closure_seconds", lambda: _sized(ds))
         source = {rel: ds.table(rel) for rel in ds.relations()}
         source_n = sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
         # The CQL path serializes a source row in Python per row (see SOURCE_ROW_COST); the SSTable path
@@ -198,19 +207,12 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         # planned, so --max-load-minutes projects from a rate that holds for the whole load.
         tick = _Ticker(progress, ds.total_relationships / max(planned, 1))
         if path == "sstable":
-            stats = self._load_sstables(source, expansion, tick, spent)
+            stats = yield from self._load_sstables(source, expansion, tick)
         else:
-            stats = self._load_cql(source, expansion, tick, spent, batch_seconds)
+            stats = yield from self._load_cql(source, expansion, tick)
         tick.flush()
-        closure_s = spent[0]
-        notes = {"closure_seconds": closure_s, "group_membership_pairs": expansion.membership_pairs,
-                 # where the time goes: this process's CPU (the node's is in the ingest monitor)
-                 "client_cpu_seconds": round(time.process_time() - cpu0, 3), "ingest": path, **stats,
-                 "rates": {"source_rows_per_s": ["source_rows", "source_seconds"],
-                           "permission_rows_per_s": ["permission_rows", "permission_seconds"],
-                           # over the whole load (the ingest record's load_seconds, closure included)
-                           "bytes_written_per_s": ["bytes_written", "load_seconds"]}}
-        return LoadStats(rows=stats["source_rows"] + stats["permission_rows"], batch_seconds=batch_seconds,
+        notes = {"group_membership_pairs": expansion.membership_pairs, "ingest": path, **stats}
+        return LoadStats(rows=stats["source_rows"] + stats["permission_rows"],
                          batch_rows=self.batch_rows if path == "cql" else SSTABLE_BLOCK_ROWS, notes=notes)
 
     def _ingest_path(self) -> str:

@@ -4,18 +4,17 @@ frame. A mixin of ScyllaBackend: it uses the adapter's session, prepared stateme
 
 from __future__ import annotations
 
-import contextlib
 import io
 import struct
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from authzbench.backends.expansion import Expansion, timed
-from authzbench.core.errors import BackendUnavailable
+from authzbench.backends.base import Batch, Batches, Step
+from authzbench.backends.expansion import Expansion, stepped
 from authzbench.schema.model import REBAC_RELATIONS
 from authzbench.systems.scylla.tables import REVERSE, SOURCE_ROW_COST, SOURCE_TABLE, _short, _Ticker
 
@@ -33,28 +32,24 @@ def _ser_int(a: np.ndarray) -> list[bytes]:
 class CqlIngest:
     """load()'s `cql` path."""
 
-    def _load_cql(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker, spent: list[float],
-                  batch_seconds: list[float]) -> dict[str, Any]:
+    def _load_cql(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker
+                  ) -> Generator[Batches, Any, dict[str, Any]]:
         """Prepared INSERTs in unlogged batches; the permission rows serialized by numpy."""
-        t1 = time.perf_counter()
-        source_rows = self._load_source(source, tick, batch_seconds)
-        raw_s = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        before = spent[0]
-        perm_rows = self._load_permissions(expansion, tick, batch_seconds, spent)
-        perm_s = time.perf_counter() - t2 - (spent[0] - before)  # the chunks' expansion is not ingest
+        source_rows = yield Batches("scylla: batch", self._load_source(source, tick), self.in_flight,
+                                    name="source_seconds", why=_why)
+        # permission_seconds: the chunks' expansion (their Steps) is not ingest
+        perm_rows = yield Batches("scylla: batch", self._load_permissions(expansion, tick), self.in_flight,
+                                  name="permission_seconds", steps_apart=True, why=_why)
         # bytes_written: the BATCH entries sent (statement ids, values and their lengths)
-        return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
-                "permission_seconds": perm_s, "bytes_written": self._cql_value_bytes,
+        return {"source_rows": source_rows, "permission_rows": perm_rows, "bytes_written": self._cql_value_bytes,
                 "batch_retries": self._batch_retries,
-                "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), prepared INSERTs "
+                "method": f"closure in numpy chunk by chunk, prepared INSERTs "
                           f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
                           f"{self.in_flight} batches in flight; permission rows serialized "
                           f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} per batch"}
 
-    def _load_source(self, source: dict[str, Any], tick: _Ticker, batch_seconds: list[float]) -> int:
+    def _load_source(self, source: dict[str, Any], tick: _Ticker) -> Iterator[Batch]:
         """The relationships as stored: by object (one table per object type) and by subject."""
-        source_rows = 0
         # All relations of one object type together, sorted by object: a resource's whole ACL (~14 rows
         # at baseline) is one batch, where one batch per (relation, resource) averaged ~3 rows and made
         # the source ingest request-bound (3.7k rows/s measured).
@@ -63,42 +58,46 @@ class CqlIngest:
             obj, sub, rel_b = _stacked(source, rels, _short)
             order = np.argsort(obj, kind="stable")
             ob = _ser_int(obj[order])
-            source_rows += self._ingest(
+            yield from self._ingest(
                 f"INSERT INTO {{ks}}.{table} (object, relation, subject) VALUES (?, ?, ?)",
-                obj[order], [ob, rel_b[order].tolist(), _ser_int(sub[order])], lambda i, ob=ob: ob[i],
-                tick, batch_seconds)
+                obj[order], [ob, rel_b[order].tolist(), _ser_int(sub[order])], lambda i, ob=ob: ob[i], tick)
         rels = [r for r in REVERSE if r in source]
         obj, sub, rel_b = _stacked(source, rels, str)
         code = np.repeat(np.arange(len(rels)), [len(source[r]) for r in rels])
         key = code * (1 << 32) + sub  # partition (relation, subject)
         order = np.argsort(key, kind="stable")
         rb, sb = rel_b[order].tolist(), _ser_int(sub[order])
-        return source_rows + self._ingest(
+        yield from self._ingest(
             "INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)",
-            key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick, batch_seconds)
+            key[order], [rb, sb, _ser_int(obj[order])], lambda i: _routing(rb[i], sb[i]), tick)
 
-    def _load_permissions(self, expansion: Expansion, tick: _Ticker, batch_seconds: list[float],
-                          closure_s: list[float]) -> int:
-        """The precomputed permissions, by resource and by user, from the closure chunk by chunk."""
-        perm_rows, U, R = 0, expansion.n_users, expansion.n_resources
-        for lo, _hi, manage, view in timed(expansion.iter_resource_keys(), closure_s):  # keys (resource, user)
+    def _load_permissions(self, expansion: Expansion, tick: _Ticker) -> Iterator[Step | Batch]:
+        """The precomputed permissions, by resource and by user, from the closure chunk by chunk (each chunk
+        computed in a Step before its batches: expansion.stepped)."""
+        U, R = expansion.n_users, expansion.n_resources
+        for chunk in stepped(expansion.iter_resource_keys()):  # keys (resource, user)
+            if isinstance(chunk, Step):
+                yield chunk
+                continue
+            lo, _hi, manage, view = chunk
             v_res, v_user = lo + view // U, view % U
             rb = _ser_int(v_res)
-            perm_rows += self._ingest_fixed(
+            yield from self._ingest_fixed(
                 "INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
-                v_res, [v_res, v_user, np.isin(view, manage, assume_unique=True)], lambda i, rb=rb: rb[i],
-                tick, batch_seconds)
-        for chunk in timed(expansion.iter_user_keys(), closure_s):  # keys user * R + resource
+                v_res, [v_res, v_user, np.isin(view, manage, assume_unique=True)], lambda i, rb=rb: rb[i], tick)
+        for chunk in stepped(expansion.iter_user_keys()):  # keys user * R + resource
+            if isinstance(chunk, Step):
+                yield chunk
+                continue
             for perm, k in zip(("manage", "view"), chunk, strict=True):
                 ub = _ser_int(k // R)
                 rk = _composite_after(perm.encode())
-                perm_rows += self._ingest_fixed(
+                yield from self._ingest_fixed(
                     f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)",
-                    k // R, [k // R, k % R], lambda i, ub=ub, rk=rk: rk(ub[i]), tick, batch_seconds)
-        return perm_rows
+                    k // R, [k // R, k % R], lambda i, ub=ub, rk=rk: rk(ub[i]), tick)
 
     def _ingest(self, cql: str, key: np.ndarray, cols: list[list[bytes]], routing: Callable[[int], bytes],
-                tick: _Ticker, batch_seconds: list[float]) -> int:
+                tick: _Ticker) -> Iterator[Batch]:
         """Write rows sorted by partition `key` in unlogged batches of <= batch_rows rows of one partition.
         Values come pre-serialized (numpy), so the per-row Python work is one list append; the batch still
         carries the prepared statement's id and a routing key, exactly what BatchStatement.add(prepared,
@@ -117,10 +116,10 @@ class CqlIngest:
                 for i in range(s, e):
                     add(True, qid, [c[i] for c in cols])
 
-        return self._batches(key, fill, routing, tick, batch_seconds, cost=SOURCE_ROW_COST)
+        return self._batches(key, fill, routing, tick, cost=SOURCE_ROW_COST)
 
     def _ingest_fixed(self, cql: str, key: np.ndarray, cols: list[np.ndarray], routing: Callable[[int], bytes],
-                      tick: _Ticker, batch_seconds: list[float]) -> int:
+                      tick: _Ticker) -> Iterator[Batch]:
         """As _ingest, for statements whose values are all int or boolean: every row's BATCH entry is
         built by numpy in one pass and each batch body is one slice of it, no Python per row (the 13M
         permission rows of baseline-v1 were ~10 client CPU-µs each through BatchStatement.add)."""
@@ -131,68 +130,51 @@ class CqlIngest:
         def fill(batch: Any, s: int, e: int) -> None:
             batch._statements_and_parameters = _Encoded(rec[s:e].tobytes(), e - s)  # noqa: SLF001
 
-        return self._batches(key, fill, routing, tick, batch_seconds, self.fixed_batch_rows)
+        return self._batches(key, fill, routing, tick, self.fixed_batch_rows)
 
     def _batches(self, key: np.ndarray, fill: Callable[[Any, int, int], None], routing: Callable[[int], bytes],
-                 tick: _Ticker, batch_seconds: list[float], batch_rows: int | None = None, cost: int = 1) -> int:
-        """Rows sorted by partition `key`, cut into unlogged batches of <= batch_rows rows of one partition,
-        at most in_flight at a time; fill(batch, start, end) puts rows start..end-1 in a batch. Each row
-        advances the progress by `cost`."""
+                 tick: _Ticker, batch_rows: int | None = None, cost: int = 1) -> Iterator[Batch]:
+        """Rows sorted by partition `key`, cut into unlogged batches of <= batch_rows rows of one partition
+        (the run layer sends them, in_flight at a time); fill(batch, start, end) puts rows start..end-1 in a
+        batch. Each row advances the progress by `cost`."""
         from cassandra.query import BatchStatement, BatchType
 
         n = len(key)
         if n == 0:
-            return 0
+            return
         idx = np.arange(n)
         first = np.ones(n, dtype=bool)
         first[1:] = key[1:] != key[:-1]
         pos = idx - np.maximum.accumulate(np.where(first, idx, 0))  # row's position within its partition
         starts = np.flatnonzero(pos % (batch_rows or self.batch_rows) == 0).tolist()
         ends = [*starts[1:], n]
-        sem = threading.Semaphore(self.in_flight)
-        errors: list[BaseException] = []
-        lock = threading.Lock()
         retryable = _retryable_errors()
-
-        def send(batch: Any, k: int, tries: int) -> None:
-            t0 = time.perf_counter()
-            fut = self.session.execute_async(batch, timeout=max(self.timeout, 60.0))
-            fut.add_callbacks(done, failed, callback_kwargs={"t0": t0, "k": k},
-                              errback_kwargs={"batch": batch, "k": k, "tries": tries})
-
-        def done(_result: Any, t0: float, k: int) -> None:
-            with lock:
-                batch_seconds.append(time.perf_counter() - t0)
-                tick.done += k * cost
-            sem.release()
-
-        def failed(exc: BaseException, batch: Any, k: int, tries: int) -> None:
-            # The rows are plain inserts (idempotent): a batch the node timed out or shed is sent again
-            if isinstance(exc, retryable) and tries < BATCH_TRIES:
-                with lock:
-                    self._batch_retries += 1
-                with contextlib.suppress(Exception):
-                    send(batch, k, tries + 1)
-                    return
-            errors.append(exc)
-            sem.release()
-
         ks = self.ks
         for s, e in zip(starts, ends, strict=True):
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
             fill(batch, s, e)
             batch.keyspace, batch.routing_key = ks, routing(s)  # token-aware: straight to a replica
-            sem.acquire()
-            if errors:
-                sem.release()  # this slot sends nothing: the drain below waits for every slot
-                break
-            send(batch, e - s, 1)
-            tick.flush()
-        for _ in range(self.in_flight):
-            sem.acquire()
-        if errors:
-            raise BackendUnavailable(f"scylla: batch write failed: {type(errors[0]).__name__}: {errors[0]!s:.200}")
-        return n
+            yield Batch(e - s, partial(self._send_batch, batch, retryable), advance=(e - s) * cost * tick.scale)
+
+    def _send_batch(self, batch: Any, retryable: tuple[type[BaseException], ...]) -> None:
+        """One batch, sent again when the node timed it out or shed it: the rows are plain inserts
+        (idempotent). Its batch time spans its tries."""
+        for tries in range(1, BATCH_TRIES + 1):
+            try:
+                self.session.execute_async(batch, timeout=max(self.timeout, 60.0)).result()
+                return
+            except retryable:
+                if tries == BATCH_TRIES:
+                    raise
+                with _RETRIES_LOCK:
+                    self._batch_retries += 1
+
+
+def _why(e: Exception) -> str:
+    return f"{type(e).__name__}: {e!s:.200}"
+
+
+_RETRIES_LOCK = threading.Lock()
 
 
 def _retryable_errors() -> tuple[type[BaseException], ...]:

@@ -11,14 +11,15 @@ import shutil
 import struct
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from authzbench.backends.expansion import Expansion, timed
+from authzbench.backends.base import Step
+from authzbench.backends.expansion import Expansion
 from authzbench.core.errors import BackendUnavailable
 from authzbench.schema.model import REBAC_RELATIONS
 from authzbench.systems.scylla.tables import REVERSE, SOURCE_TABLE, _short, _Ticker
@@ -32,39 +33,34 @@ SSTABLE_BLOCK_ROWS = 1 << 20
 # The permission rows as spilled to disk before they are written in token order (cql_tokens.TokenSpill).
 _RESOURCE_ROW = np.dtype([("resource", "<i4"), ("user", "<i4"), ("manage", "u1")])
 _USER_ROW = np.dtype([("user", "<i4"), ("perm", "u1"), ("resource", "<i4")])
+# The notes each step's seconds go to: the SSTables' writing is the source's and the permissions' together.
+SOURCE_STEP = ("source_seconds", "sstable_write_seconds")
+PERMISSION_STEP = ("permission_seconds", "sstable_write_seconds")
 
 
 class SSTableIngest:
     """load()'s `sstable` path."""
 
-    def _load_sstables(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker,
-                       spent: list[float]) -> dict[str, Any]:
+    def _load_sstables(self, source: dict[str, Any], expansion: Expansion, tick: _Ticker
+                       ) -> Generator[Step, Any, dict[str, Any]]:
         """Every table written as SSTables by the helper, then imported by the node."""
-        t1 = time.perf_counter()
         work = Path(self.endpoint.get("data_dir") or tempfile.gettempdir()) / "bulk"  # same disk: a move
         work.mkdir(parents=True, exist_ok=True)
         out = Path(tempfile.mkdtemp(prefix="sstables-", dir=work))
         try:
             with _SSTableWriter(self._bulk_cmd(), out, self.ks, self.sql["tables"]) as w:
-                source_rows = self._sstable_source(w, source, tick)
-                raw_s = time.perf_counter() - t1
-                t2, before = time.perf_counter(), spent[0]
-                perm_rows = self._sstable_permissions(w, expansion, tick, spent, out)
-                written = w.finish()
-            write_s = time.perf_counter() - t1 - (spent[0] - before)
-            perm_s = time.perf_counter() - t2 - (spent[0] - before)
-            t3 = time.perf_counter()
+                source_rows = yield Step(SOURCE_STEP, lambda: self._sstable_source(w, source, tick))
+                perm_rows = yield from self._sstable_permissions(w, expansion, tick, out)
+                written = yield Step(PERMISSION_STEP, w.finish)
             self._compaction_s = None
-            self._import_sstables({t: out / self.ks / t for t in written})
-            import_s = time.perf_counter() - t3
+            yield Step("import_seconds", lambda: self._import_sstables({t: out / self.ks / t for t in written}))
         finally:
             shutil.rmtree(out, ignore_errors=True)
-        return {"source_rows": source_rows, "source_seconds": raw_s, "permission_rows": perm_rows,
-                "permission_seconds": perm_s, "sstable_write_seconds": write_s, "import_seconds": import_s,
+        return {"source_rows": source_rows, "permission_rows": perm_rows,
                 "compaction_seconds": self._compaction_s,
                 "bytes_written": sum(t["bytes"] for t in written.values()),
                 "sstables": sum(t["sstables"] for t in written.values()),
-                "method": f"closure in numpy chunk by chunk ({spent[0]:.2f} s), rows streamed to a Java helper "
+                "method": f"closure in numpy chunk by chunk, rows streamed to a Java helper "
                           f"writing SSTables in token order (CQLSSTableWriter's sorted writer, one SSTable "
                           f"per <= {SSTABLE_BLOCK_ROWS:,} rows, each a slice of the ring), then imported by the node ({self._import_how()}"
                           f"{', its compactions run and waited for' if self._compaction_s is not None else ''})"}
@@ -91,32 +87,24 @@ class SSTableIngest:
         w.close("rel_by_subject")
         return rows
 
-    def _sstable_permissions(self, w: _SSTableWriter, expansion: Expansion, tick: _Ticker,
-                             closure_s: list[float], work: Path) -> int:
-        """Both permission tables from the closure, chunk by chunk, spilled to per-token-range files
-        (TokenSpill), then written range by range in token order, as the CQL path writes them."""
+    def _sstable_permissions(self, w: _SSTableWriter, expansion: Expansion, tick: _Ticker, work: Path
+                             ) -> Generator[Step, Any, int]:
+        """Both permission tables from the closure, chunk by chunk (each chunk computed in a closure Step),
+        spilled to per-token-range files (TokenSpill), then written range by range in token order, as the CQL
+        path writes them."""
         U, R = expansion.n_users, expansion.n_resources
-        view_n, manage_n = expansion.total("view"), expansion.total("manage")
-        res_tok = id_tokens(R)
-        user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])  # the dictionary's order
-        by_res = TokenSpill(work, "perm_by_resource", _RESOURCE_ROW, view_n)
-        by_user = TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n)
-        by_resource = timed(expansion.iter_resource_keys(), closure_s)  # keys (resource - lo) * U + user
-        for res_chunk, user_chunk in itertools.zip_longest(by_resource, timed(expansion.iter_user_keys(), closure_s)):
-            if res_chunk is not None:
-                lo, _hi, manage, view = res_chunk
-                rows = np.empty(len(view), _RESOURCE_ROW)
-                rows["resource"], rows["user"] = lo + view // U, view % U
-                rows["manage"] = np.isin(view, manage, assume_unique=True)
-                by_res.add(res_tok[rows["resource"]], rows)
-                tick.done += len(rows) / 2
-            for code, k in enumerate(user_chunk or ()):  # keys user * R + resource: manage, then view
-                rows = np.empty(len(k), _USER_ROW)
-                rows["user"], rows["perm"], rows["resource"] = k // R, code, k % R
-                by_user.add(user_tok[code, rows["user"]], rows)
-                tick.done += len(rows) / 2
-            tick.flush()
-        return self._sstable_ranges(w, by_res, by_user, res_tok, user_tok, tick)
+        res_tok, user_tok, by_res, by_user = yield Step(PERMISSION_STEP, lambda: _spills(expansion, work))
+        by_resource, by_users = iter(expansion.iter_resource_keys()), iter(expansion.iter_user_keys())
+        while True:
+            # keys (resource - lo) * U + user, then user * R + resource
+            res_chunk = yield Step("closure_seconds", lambda: next(by_resource, None))
+            user_chunk = yield Step("closure_seconds", lambda: next(by_users, None))
+            if res_chunk is None and user_chunk is None:
+                break
+            yield Step(PERMISSION_STEP, partial(_spill, res_chunk, user_chunk, by_res, by_user, res_tok, user_tok,
+                                                U, R, tick))
+        return (yield Step(PERMISSION_STEP, lambda: self._sstable_ranges(w, by_res, by_user, res_tok, user_tok,
+                                                                         tick)))
 
     @staticmethod
     def _sstable_ranges(w: _SSTableWriter, by_res: TokenSpill, by_user: TokenSpill, res_tok: np.ndarray,
@@ -182,6 +170,34 @@ class SSTableIngest:
                 if proc.returncode != 0:
                     raise BackendUnavailable(f"scylla: docker compose {cmd[len(compose)]} failed: "
                                              f"{_last_line(proc.stdout + proc.stderr)}")
+
+
+def _spills(expansion: Expansion, work: Path) -> tuple[np.ndarray, np.ndarray, TokenSpill, TokenSpill]:
+    """Each permission table's partition tokens and its (empty) spill."""
+    U, R = expansion.n_users, expansion.n_resources
+    view_n, manage_n = expansion.total("view"), expansion.total("manage")
+    res_tok = id_tokens(R)
+    user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])  # the dictionary's order
+    return (res_tok, user_tok, TokenSpill(work, "perm_by_resource", _RESOURCE_ROW, view_n),
+            TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n))
+
+
+def _spill(res_chunk: tuple | None, user_chunk: tuple | None, by_res: TokenSpill, by_user: TokenSpill,
+           res_tok: np.ndarray, user_tok: np.ndarray, U: int, R: int, tick: _Ticker) -> None:
+    """One chunk of each permission table into its spill, each row keyed by its partition's token."""
+    if res_chunk is not None:
+        lo, _hi, manage, view = res_chunk
+        rows = np.empty(len(view), _RESOURCE_ROW)
+        rows["resource"], rows["user"] = lo + view // U, view % U
+        rows["manage"] = np.isin(view, manage, assume_unique=True)
+        by_res.add(res_tok[rows["resource"]], rows)
+        tick.done += len(rows) / 2
+    for code, k in enumerate(user_chunk or ()):  # keys user * R + resource: manage, then view
+        rows = np.empty(len(k), _USER_ROW)
+        rows["user"], rows["perm"], rows["resource"] = k // R, code, k % R
+        by_user.add(user_tok[code, rows["user"]], rows)
+        tick.done += len(rows) / 2
+    tick.flush()
 
 
 class _SSTableWriter:

@@ -15,11 +15,10 @@ External servers (`--provision external`, AUTHZBENCH_SPICEDB_PG_URL / AUTHZBENCH
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 from urllib.parse import parse_qs, urlparse
@@ -45,10 +44,16 @@ from authzed.api.v1.permission_service_pb2 import ImportBulkRelationshipsRespons
 from authzbench.backends.base import (
     Backend,
     BackendOptions,
+    Batch,
+    Batches,
+    Build,
     BuildStats,
+    Load,
     LoadStats,
     Progress,
     ServerInfo,
+    Step,
+    Stream,
     no_progress,
 )
 from authzbench.backends.common import permission_target
@@ -65,6 +70,8 @@ DATASTORES = {"postgres": ("spicedb-pg", "PostgreSQL"), "cockroachdb": ("spicedb
 IMPORT_METHOD = "/authzed.api.v1.PermissionsService/ImportBulkRelationships"
 # SpiceDB's serverversion middleware answers this request header with a response trailer.
 VERSION_REQUEST = ("io.spicedb.requestversion", "1")
+# build(): minimize_latency reads must see the import within this many probes, VISIBLE_PAUSE_S apart (>= 60 s)
+VISIBLE_ROUNDS, VISIBLE_PAUSE_S = 300, 0.2
 VERSION_TRAILER = "io.spicedb.debug.version"
 
 
@@ -163,7 +170,6 @@ class SpiceDBBackend(Backend):
         self.server_version: str | None = None
         self._channel: grpc.Channel | None = None
         self._probe: tuple[int, str, int, str] | None = None
-        self._stopped_by: BaseException | None = None  # what stopped an import (raised as it is)
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -291,86 +297,52 @@ class SpiceDBBackend(Backend):
         return Relationship(resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
                             subject=subject)
 
-    def load(self, ds: Dataset, progress: Progress = no_progress) -> LoadStats:
+    def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         # A relationship that must be visible once the import is: build() waits for it.
         rel = "user_self" if ds.model == "social" else "resource_manager_user"
         first = ds.table(rel).iloc[0]
         perm = "view_user" if ds.model == "social" else "manage"
         self._probe = (int(first["subject"]), perm, int(first["object"]), rel)
         if self.options.ingest == "write":
-            return self._load_with_writes(ds, progress)
-        batch_seconds: list[float] = []
-        commits: list[float] = []
-        sent = [0, 0]  # relationships, request bytes
-        lock, stop = threading.Lock(), threading.Event()
-
-        def step(n: int, nbytes: int, seconds: float) -> None:
-            with lock:  # from the stream threads: one progress call at a time
-                batch_seconds.append(seconds)
-                sent[0] += n
-                sent[1] += nbytes
-                try:
-                    progress(n)
-                except BaseException as e:  # e.g. the load's time bound: kept to be raised as it is
-                    self._stopped_by = self._stopped_by or e
-                    stop.set()
-                    raise
-
-        streams = self.import_streams
-        self._stopped_by = None
-        with ThreadPoolExecutor(streams, thread_name_prefix="import") as pool:
-            pending: set[Future] = set()
-            try:
-                for chunk in self._stream_chunks(ds):
-                    if len(pending) >= streams:  # chunks read ahead only as streams free up: bounded memory
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in done:
-                            commits.append(f.result())
-                    pending.add(pool.submit(self._import_stream, chunk, step, stop))
-                for f in pending:
-                    commits.append(f.result())
-            except BaseException:
-                stop.set()  # the other streams end at their next message
-                raise
-        return LoadStats(rows=sent[0], batch_rows=self.import_batch, batch_seconds=batch_seconds,
+            return (yield from self._load_with_writes(ds))
+        streams, sizes, made = self.import_streams, [], []
+        # chunks read ahead only as streams free up: bounded memory
+        rows = yield Batches(f"{self.name}: ImportBulkRelationships", self._import_requests(ds, sizes, made),
+                             streams, ahead=0)
+        return LoadStats(rows=rows, batch_rows=self.import_batch,
                          notes={"method": f"ImportBulkRelationships: {streams} client streams at once, each over "
                                           f"its own chunk of ~{self.import_stream_rows:,} relationships, one "
                                           "transaction each (batch times overlap)",
-                                "batch": self.import_batch, "streams": len(commits), "streams_in_flight": streams,
-                                "commit_seconds": sum(commits), "bytes_written": sent[1],
-                                "rates": {"bytes_written_per_s": ["bytes_written", "load_seconds"]}})
+                                "batch": self.import_batch, "streams": len(made),
+                                "streams_in_flight": streams, "bytes_written": sum(sizes)})
 
-    def _import_stream(self, chunk: list[tuple[RelationDef, list[int], list[int]]],
-                       step: Callable[[int, int, float], None], stop: threading.Event) -> float:
-        """One ImportBulkRelationships stream over `chunk`; returns the seconds from its last message to
-        the server's answer (its commit), which also ends that message's batch time."""
-        last = [time.perf_counter()]
+    def _import_requests(self, ds: Dataset, sizes: list[int], made: list[int]) -> Iterator[Stream]:
+        """One import stream per chunk of ~import_stream_rows (`made` counts them)."""
+        for chunk in self._stream_chunks(ds):
+            n = sum(len(objs) for _, objs, _ in chunk)
+            made.append(n)
+            yield Stream(n, self._messages(chunk, sizes), partial(self._import_stream, n), answer="commit_seconds")
 
-        def requests() -> Iterator[bytes]:
-            # Client-streaming: the time between two yields is encoding one message plus gRPC flow
-            # control (the server applying the previous ones), i.e. what the client waits per batch.
-            for d, objs, subs in chunk:
-                if stop.is_set():
-                    raise RuntimeError("import stopped")  # cancels this stream
-                msg = encode_relationships(d, objs, subs)
-                yield msg
-                now = time.perf_counter()
-                step(len(objs), len(msg), now - last[0])
-                last[0] = now
+    @staticmethod
+    def _messages(chunk: list[tuple[RelationDef, list[int], list[int]]], sizes: list[int]
+                  ) -> Iterator[tuple[int, bytes]]:
+        """(relationships, message) of one stream, each message encoded as the stream takes it (inside its
+        time: the client-observed time per message is encoding plus flow control); its bytes kept in sizes."""
+        for d, objs, subs in chunk:
+            msg = encode_relationships(d, objs, subs)
+            sizes.append(len(msg))  # list.append is atomic across the streams' threads
+            yield len(objs), msg
 
-        n = sum(len(objs) for _, objs, _ in chunk)
+    def _import_stream(self, n: int, messages: Iterator[bytes]) -> None:
+        """One ImportBulkRelationships stream of `n` relationships over `messages`, answered at its end."""
         try:
-            resp = self._import(requests(), timeout=3600, metadata=self._md)
+            resp = self._import(messages, timeout=3600, metadata=self._md)
         except grpc.RpcError as e:
-            if self._stopped_by is not None:  # our own stop cancelled the stream: the reason, not the cancel
-                raise self._stopped_by from None
             hint = (" (the server's --streaming-api-response-delay-timeout: lower options['import_stream_rows'])"
                     if "longer than allowed" in (e.details() or "") else "")
-            raise BackendUnavailable(f"{self.name}: ImportBulkRelationships failed: {e.code().name}: "
-                                     f"{(e.details() or '')[:200]}{hint}") from None
+            raise BackendUnavailable(f"{e.code().name}: {(e.details() or '')[:200]}{hint}") from None
         if resp.num_loaded != n:
-            raise BackendUnavailable(f"{self.name}: ImportBulkRelationships loaded {resp.num_loaded} of {n}")
-        return time.perf_counter() - last[0]
+            raise BackendUnavailable(f"loaded {resp.num_loaded} of {n}")
 
     def _stream_chunks(self, ds: Dataset) -> Iterator[list[tuple[RelationDef, list[int], list[int]]]]:
         """Batches grouped into streams of ~import_stream_rows. SpiceDB cancels a stream that sends
@@ -387,40 +359,40 @@ class SpiceDBBackend(Backend):
         if chunk:
             yield chunk
 
-    def _load_with_writes(self, ds: Dataset, progress: Progress) -> LoadStats:
+    def _load_with_writes(self, ds: Dataset) -> Load:
         """The reference's path: WriteRelationships, <= 1,000 TOUCH updates per call."""
-        batch_seconds: list[float] = []
-        rows = 0
-        for d, objs, subs in relationship_batches(ds, self.write_batch):
-            t0 = time.perf_counter()
-            # Built inside the timed span, as the import's per-batch time includes its encoding.
-            req = WriteRelationshipsRequest(updates=[
-                RelationshipUpdate(operation=RelationshipUpdate.OPERATION_TOUCH, relationship=self._rel(d, str(o), str(s)))
-                for o, s in zip(objs, subs, strict=True)])
-            resp = self.client.WriteRelationships(req, timeout=self.timeout, metadata=self._md)
-            batch_seconds.append(time.perf_counter() - t0)
-            self.token = resp.written_at
-            rows += len(objs)
-            progress(len(objs))
-        return LoadStats(rows=rows, batch_rows=self.write_batch, batch_seconds=batch_seconds,
+        rows = yield Batches(f"{self.name}: WriteRelationships",
+                             (Batch(len(objs), partial(self._touch, d, objs, subs))
+                              for d, objs, subs in relationship_batches(ds, self.write_batch)))
+        return LoadStats(rows=rows, batch_rows=self.write_batch,
                          notes={"method": "WriteRelationships TOUCH", "batch": self.write_batch})
 
-    def build(self) -> BuildStats:
+    def _touch(self, d: RelationDef, objs: list[int], subs: list[int]) -> None:
+        # Built inside the batch's time, as the import's per-message time includes its encoding.
+        req = WriteRelationshipsRequest(updates=[
+            RelationshipUpdate(operation=RelationshipUpdate.OPERATION_TOUCH, relationship=self._rel(d, str(o), str(s)))
+            for o, s in zip(objs, subs, strict=True)])
+        self.token = self.client.WriteRelationships(req, timeout=self.timeout, metadata=self._md).written_at
+
+    def build(self) -> Build:
         """The import returns no ZedToken. TOUCH one imported relationship (no data change) for a
         token at or after the import, so at_least_as_fresh reads see it; then wait until
         minimize_latency reads (quantized to 5 s by default) see it too, so measured phases never
         read a pre-import revision."""
-        t0 = time.perf_counter()
         if self._probe is None:
-            return BuildStats("no probe (no load in this session)", 0.0)
+            return BuildStats("no probe (no load in this session)")
+        yield Step("", self._wait_for_import)
+        return BuildStats("wait until minimize_latency reads see the import")
+
+    def _wait_for_import(self) -> None:
         user, perm, obj, rel = self._probe
         self.write(Rel(rel, obj, user))
-        deadline = t0 + 60
-        while time.perf_counter() < deadline:
+        for _ in range(VISIBLE_ROUNDS):
             if self.check(user, perm, obj, mode="minimize_latency"):
-                return BuildStats("wait until minimize_latency reads see the import", time.perf_counter() - t0)
-            time.sleep(0.2)
-        raise BackendUnavailable(f"{self.name}: imported data not visible to minimize_latency reads after 60 s")
+                return
+            time.sleep(VISIBLE_PAUSE_S)
+        raise BackendUnavailable(f"{self.name}: imported data not visible to minimize_latency reads after "
+                                 f"{VISIBLE_ROUNDS} probes {VISIBLE_PAUSE_S} s apart")
 
     def loaded_hash(self) -> str | None:
         try:
