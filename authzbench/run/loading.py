@@ -4,7 +4,7 @@ already loaded; each ingest variant measured by a full reload first; a load stop
 
 The backend's `load` and `build` only say what to do (backends/base.py: Batches of Batch or Stream, Steps);
 this module sends and times all of it (`run_load`, `run_build`): every batch and step through
-scenarios/timing.py's `timed`, the one measurement the ops use, so no backend reads a clock."""
+measure/timing.py's `timed`, the one measurement the ops use, so no backend reads a clock."""
 
 from __future__ import annotations
 

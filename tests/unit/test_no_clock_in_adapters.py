@@ -30,7 +30,8 @@ KEPT: dict[str, str] = {
 
 
 def adapter_modules() -> list[Path]:
-    systems = [p for p in ROOT.glob("systems/*/**/*.py") if p.name != "native.py"]
+    # a folder's tools/ are experiments of the command layer, which time what they compare
+    systems = [p for p in ROOT.glob("systems/*/**/*.py") if p.name != "native.py" and "tools" not in p.parts]
     return sorted([*ROOT.glob("backends/*.py"), *systems])
 
 
