@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts
-from authzbench.report.data import RunData, derived, merged_summary
-from authzbench.report.frames import slo
-from authzbench.report.noise import min_ops, percentile_bounds
-from authzbench.report.ranking import Dimension, Figure
-from authzbench.report.tables import anchor, label, link_target, num, significant
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData, derived, merged_summary
+from authzbench.report.core.frames import slo
+from authzbench.report.core.noise import min_ops, percentile_bounds
+from authzbench.report.core.ranking import Dimension, Figure
+from authzbench.report.core.tables import anchor, label, link_target, num, significant
 from authzbench.scenarios.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,

@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 
 from authzbench.report.churn import settings, steps
-from authzbench.report.data import RunData
-from authzbench.report.frames import slo
+from authzbench.report.core.data import RunData
+from authzbench.report.core.frames import slo
+from authzbench.report.core.noise import min_ops
+from authzbench.report.core.tables import label, link_target, num, table
 from authzbench.report.freshness import rate_cell
-from authzbench.report.noise import min_ops
-from authzbench.report.tables import label, link_target, num, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.report import ranking
-from authzbench.report.data import RunData, load_run
-from authzbench.report.figures import assumed, clearly_better, with_cells
-from authzbench.report.noise import overlap
-from authzbench.report.speed import speed_index
-from authzbench.report.tables import merge_repeats, table
-from authzbench.report.transfer import Scales, how, scale_for, scales
+from authzbench.report.core import ranking
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.figures import assumed, clearly_better, with_cells
+from authzbench.report.core.noise import overlap
+from authzbench.report.core.speed import speed_index
+from authzbench.report.core.tables import merge_repeats, table
+from authzbench.report.core.transfer import Scales, how, scale_for, scales
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 # Figures in these units scale with the machine's speed and are normalized by the index; memory, bytes and

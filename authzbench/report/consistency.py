@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from authzbench.report import charts
-from authzbench.report.data import RunData
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData
+from authzbench.report.core.tables import label, num, table
 from authzbench.report.freshness import (
     REVOKE,
     STALE_LABEL,
@@ -19,7 +20,6 @@ from authzbench.report.freshness import (
     revocations,
     stale_allows,
 )
-from authzbench.report.tables import label, num, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:

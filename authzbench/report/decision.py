@@ -9,22 +9,12 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from authzbench.report import (
-    charts,
-    churn,
-    clientbound,
-    engines,
-    freshness,
-    projected,
-    speed,
-    sweep,
-    tables,
-    workloads,
-)
-from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING, best_first, clearly_better
-from authzbench.report.frames import resource_table
-from authzbench.report.ranking import (
+from authzbench.report import churn, freshness, workloads
+from authzbench.report.core import charts, clientbound, engines, speed, tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import LETTER_MEANING, best_first, clearly_better
+from authzbench.report.core.frames import resource_table
+from authzbench.report.core.ranking import (
     NO_DIFFERENCE,
     Dimension,
     Figure,
@@ -34,7 +24,9 @@ from authzbench.report.ranking import (
     ratio_to_best,
     split,
 )
-from authzbench.report.tables import counted, num, ratio_from_zero, ratio_text
+from authzbench.report.core.tables import counted, num, ratio_from_zero, ratio_text
+from authzbench.report.sweep import projected
+from authzbench.report.sweep import runs as sweep
 
 ASSUMED_MARK = "(assumed interval)"
 # The marks a cell carries, as the Findings and the appendix's tables give them.

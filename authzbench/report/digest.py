@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts, churn, freshness
-from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING, Cell, best_rate, cell, standing
-from authzbench.report.frames import (
+from authzbench.report import churn, freshness
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import LETTER_MEANING, Cell, best_rate, cell, standing
+from authzbench.report.core.frames import (
     peak_memory,
     resource_table,
     scenarios_measured,
@@ -21,8 +22,8 @@ from authzbench.report.frames import (
     slo_verdicts,
     write_table,
 )
-from authzbench.report.ranking import Dimension, compute, ranked
-from authzbench.report.tables import counted, fmt_pct, label, link_target, num, significant, table
+from authzbench.report.core.ranking import Dimension, compute, ranked
+from authzbench.report.core.tables import counted, fmt_pct, label, link_target, num, significant, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 

@@ -22,15 +22,16 @@ from authzbench.report import (
     overview,
     reads,
     reference,
-    scaling,
-    shapes,
-    tiers,
     timeline,
     validity,
     writes,
 )
-from authzbench.report.data import RunData, load_run
-from authzbench.report.fold import fold
+from authzbench.report import (
+    load_tiers as tiers,
+)
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.fold import fold
+from authzbench.report.sweep import scaling, shapes
 
 Section = Callable[[RunData, Path], str]
 

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from authzbench.report.data import RunData, merged_summary
-from authzbench.report.figures import cell
-from authzbench.report.frames import revocations_of, session_mode, write_table
-from authzbench.report.noise import Z95, min_ops
-from authzbench.report.tables import label, num
+from authzbench.report.core.data import RunData, merged_summary
+from authzbench.report.core.figures import cell
+from authzbench.report.core.frames import revocations_of, session_mode, write_table
+from authzbench.report.core.noise import Z95, min_ops
+from authzbench.report.core.tables import label, num
 from authzbench.scenarios.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8

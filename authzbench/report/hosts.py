@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData
-from authzbench.report.tables import table
+from authzbench.report.core.data import RunData
+from authzbench.report.core.tables import table
 
 
 def host_table(recs: list[dict]) -> pd.DataFrame:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import RunData
-from authzbench.report.tables import label, link_target, monitor_summary, table
+from authzbench.report.core.data import RunData
+from authzbench.report.core.tables import label, link_target, monitor_summary, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:

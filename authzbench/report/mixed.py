@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from authzbench.report import charts
-from authzbench.report.data import RunData
-from authzbench.report.figures import with_cells
-from authzbench.report.frames import mixed_phases, slo, slo_verdicts
-from authzbench.report.tables import fmt, fmt_pct, label, link_target, marked, table
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import with_cells
+from authzbench.report.core.frames import mixed_phases, slo, slo_verdicts
+from authzbench.report.core.tables import fmt, fmt_pct, label, link_target, marked, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:

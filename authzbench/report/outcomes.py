@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import RunData, cv
-from authzbench.report.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
+from authzbench.report.core.data import RunData, cv
+from authzbench.report.core.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
 from authzbench.scenarios.catalog import SCENARIOS
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import engines
-from authzbench.report.data import RunData
-from authzbench.report.figures import cell
-from authzbench.report.noise import min_ops
-from authzbench.report.speed import by_backend, speed_line
-from authzbench.report.tables import counted, fmt, label, table
+from authzbench.report.core import engines
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import cell
+from authzbench.report.core.noise import min_ops
+from authzbench.report.core.speed import by_backend, speed_line
+from authzbench.report.core.tables import counted, fmt, label, table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.churn import CHURN_MIX
 from authzbench.scenarios.spec import BUDGET_STRETCH

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts, clientbound
-from authzbench.report.data import RunData
-from authzbench.report.figures import with_cells
-from authzbench.report.frames import resource_table
-from authzbench.report.tables import (
+from authzbench.report.core import charts, clientbound
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import with_cells
+from authzbench.report.core.frames import resource_table
+from authzbench.report.core.tables import (
     figure_mode,
     label,
     link_target,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
 
 SLOWEST = 5  # steps named under the table
 

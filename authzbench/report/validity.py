@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
-from authzbench.report.noise import min_ops
-from authzbench.report.published import load_reference
-from authzbench.report.tables import MARK
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.noise import min_ops
+from authzbench.report.core.published import load_reference
+from authzbench.report.core.tables import MARK
 
 
 def section(rd: RunData, out_dir: Path) -> str:

@@ -157,7 +157,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     within the bound, no revoked user is still allowed, no read is wrong, and afterwards checks and the
     anchor lookups equal the pristine oracle again."""
     from authzbench.backends.registry import backend_class
-    from authzbench.report.data import phase_table
+    from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.scenarios.runner import PhaseSpec, run_phase
 
@@ -189,7 +189,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     or probe is wrong, every issued change becomes visible within the bound, the step is judged by the one rule,
     and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
-    from authzbench.report.data import phase_table
+    from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.scenarios.churn import step_of
     from authzbench.scenarios.runner import PhaseSpec, run_phase

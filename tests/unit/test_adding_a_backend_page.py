@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from authzbench.backends.registry import BACKENDS
-from authzbench.report.charts import FIXED
+from authzbench.report.core.charts import FIXED
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs/ADDING-A-BACKEND.md"

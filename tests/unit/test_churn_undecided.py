@@ -9,7 +9,8 @@ import re
 
 import numpy as np
 
-from authzbench.report import churn, digest, ranking, workloads
+from authzbench.report import churn, digest, workloads
+from authzbench.report.core import ranking
 from authzbench.scenarios.churn import FAILED, HELD, UNDECIDED, Step, judged
 from tests.unit.test_report_churn import _phase, skipped
 from tests.unit.test_report_findings import NET, Run

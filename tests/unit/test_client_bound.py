@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import clientbound, decision, digest, findings, ranking
+from authzbench.report import decision, digest, findings
+from authzbench.report.core import clientbound, ranking
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 

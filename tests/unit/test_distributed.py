@@ -24,7 +24,7 @@ from authzbench.core.metrics import merge  # noqa: E402
 from authzbench.core.records import as_dict  # noqa: E402
 from authzbench.generator import generate  # noqa: E402
 from authzbench.report import render  # noqa: E402
-from authzbench.report.data import phase_table  # noqa: E402
+from authzbench.report.core.data import phase_table  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 from authzbench.scenarios.distributed import run_phase_distributed  # noqa: E402
 from authzbench.scenarios.results import RunStore  # noqa: E402

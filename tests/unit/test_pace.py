@@ -4,7 +4,7 @@ heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in 
 from __future__ import annotations
 
 from authzbench.config import BenchConfig
-from authzbench.report.data import load_run
+from authzbench.report.core.data import load_run
 from authzbench.report.validity import _skip_cause, _stops
 from authzbench.run import orchestrate
 from authzbench.run.phase_plan import Pace

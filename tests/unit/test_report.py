@@ -12,7 +12,7 @@ from authzbench.config import BenchConfig
 from authzbench.core.metrics import merge
 from authzbench.report import render
 from authzbench.report.compare import render_compare
-from authzbench.report.figures import cell
+from authzbench.report.core.figures import cell
 from authzbench.run import orchestrate
 from authzbench.scenarios.results import RunStore
 
@@ -148,7 +148,7 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
 def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_path):
     import statistics
 
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
                          scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
@@ -164,7 +164,7 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 
 
 def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has_rounds(tmp_path):
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
                          scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
@@ -183,7 +183,7 @@ def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has
 
 def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
     """Backends name a rate as (count, seconds); the report divides, in the rate's place among the notes."""
-    from authzbench.report.data import ingest_rates
+    from authzbench.report.core.data import ingest_rates
 
     rec = {"relationships": 1000, "documents": 50,
            "notes": {"closure_seconds": 0.12345, "insert_seconds": 2.0,

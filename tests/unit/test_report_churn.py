@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import churn, churn_steps, consistency, decision, digest, freshness, ranking, workloads
+from authzbench.report import churn, churn_steps, consistency, decision, digest, freshness, workloads
+from authzbench.report.core import ranking
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import findings, ranking
-from authzbench.report.data import from_records
+from authzbench.report import findings
+from authzbench.report.core import ranking
+from authzbench.report.core.data import from_records
 from authzbench.report.document import render
 
 NET = {"label": "PostgreSQL 15.18 (Debian, native)", "version": "15.18", "comparable": True, "notes": []}
@@ -326,7 +327,7 @@ def test_the_mixed_verdict_is_the_median_round_at_each_worker_count_and_the_same
     rd = run.data()
     fig = _dim(rd, "Mixed workload (closed loop)").figures[0]
     assert fig.detail == "up to 8 workers" and fig.value == pytest.approx(800, rel=0.01)  # 3,200 ops in 4 s
-    from authzbench.report.frames import slo_verdicts
+    from authzbench.report.core.frames import slo_verdicts
 
     v = slo_verdicts(rd).set_index("concurrency")
     assert v.loc[8, "verdict"] == "PASS" and v.loc[8, "check_ops_per_s"] == fig.value
@@ -342,7 +343,7 @@ def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_datas
 
 
 def test_a_percentile_from_one_op_has_an_interval_open_above_not_a_negative_spread():
-    from authzbench.report.noise import percentile_bounds, percentile_spread
+    from authzbench.report.core.noise import percentile_bounds, percentile_spread
 
     rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
     assert percentile_bounds(rd.phases, 95, 1.0) == (1.0, math.inf)
@@ -350,7 +351,7 @@ def test_a_percentile_from_one_op_has_an_interval_open_above_not_a_negative_spre
 
 
 def test_two_p95s_from_one_op_each_are_no_clear_difference_but_one_far_above_a_measured_p95_is():
-    from authzbench.report.figures import cell, letters
+    from authzbench.report.core.figures import cell, letters
 
     run = Run()
     for b, ms in (("spicedb-pg", [1.95]), ("openfga", [2.03]), ("postgres", [0.1] * 40), ("scylla", [9.0, 12.0])):
@@ -376,7 +377,7 @@ def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monk
     import numpy as np
     import pandas as pd
 
-    from authzbench.report import sweep
+    from authzbench.report.sweep import runs as sweep
 
     # a sweep's figures, without running one
     monkeypatch.setattr(sweep, "MEASURES", {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
@@ -428,7 +429,7 @@ def test_a_load_that_timed_no_batches_shows_no_batch_figures_and_warns_nothing()
 
     import pandas as pd
 
-    from authzbench.report.data import ingest_table
+    from authzbench.report.core.data import ingest_table
 
     rec = Run().ingest("scylla", 12.8).recs[0] | {"batch_seconds": []}
     with warnings.catch_warnings():
@@ -463,7 +464,7 @@ def test_check_throughput_is_titled_by_the_worker_counts_that_ran():
 
 
 def test_two_too_few_percentiles_are_never_clearly_apart_however_far_their_values():
-    from authzbench.report.figures import cell, clearly_better
+    from authzbench.report.core.figures import cell, clearly_better
 
     run = Run()
     for b, ms in (("permify", [2.0] * 5), ("scylla", [3000.0] * 5), ("postgres", [0.1] * 40)):
@@ -477,7 +478,7 @@ def test_two_too_few_percentiles_are_never_clearly_apart_however_far_their_value
 
 
 def test_a_short_round_marks_the_cell_as_the_sample_size_table_does():
-    from authzbench.report.figures import cell
+    from authzbench.report.core.figures import cell
     from authzbench.report.validity import _sample_sizes
 
     run = Run().server("postgres", NET)
@@ -491,7 +492,7 @@ def test_a_short_round_marks_the_cell_as_the_sample_size_table_does():
 
 
 def test_a_mixed_verdict_resting_on_a_short_rounds_write_p95_carries_the_mark_in_the_summary_and_the_table():
-    from authzbench.report.frames import slo_verdicts
+    from authzbench.report.core.frames import slo_verdicts
 
     run = Run().server("postgres", NET)
     for rnd, writes in enumerate(([2.0] * 30, [2.0] * 5)):  # 35 writes, but one round of 5: a p95 needs 20

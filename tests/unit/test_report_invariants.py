@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from authzbench.report import decision, ranking
-from authzbench.report.data import RunData
+from authzbench.report import decision
+from authzbench.report.core import ranking
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import cell, letters, standing
+from authzbench.report.core.tables import significant
 from authzbench.report.document import render
-from authzbench.report.figures import cell, letters, standing
-from authzbench.report.tables import significant
 from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
 
 BACKENDS = {"postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
@@ -177,14 +178,14 @@ def test_the_decision_needs_cover_the_issue_list():
 
 
 def test_a_count_of_one_takes_the_singular_noun():
-    from authzbench.report.tables import counted
+    from authzbench.report.core.tables import counted
     assert counted("1", "row") == "1 row" and counted("1", "worker") == "1 worker"
     assert counted("1,041", "row") == "1,041 rows" and counted("1, 8", "worker") == "1, 8 workers"
 
 
 def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its_stale_allows():
+    from authzbench.report.core.ranking import Dimension, Figure
     from authzbench.report.decision import NEEDS, _freshness
-    from authzbench.report.ranking import Dimension, Figure
 
     need = {n.keys: n for n in NEEDS}
     lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
@@ -212,7 +213,7 @@ def _servers_run() -> RunData:
 
 
 def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_real_servers():
-    from authzbench.report.tables import label
+    from authzbench.report.core.tables import label
     rd = _servers_run()
     assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
     # a stand-in is a networked server: lettered with the servers; an embedded engine is lettered apart
@@ -228,7 +229,7 @@ def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
 
 
 def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
-    from authzbench.report.charts import UNRANKED, cell_colour
+    from authzbench.report.core.charts import UNRANKED, cell_colour
 
     # row A first letters a..b, row B a..f: first letter b is one colour in both
     rows = {"A": [1, 2], "B": [1, 2, 3, 4, 5, 6]}
@@ -240,7 +241,7 @@ def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_hol
 
 
 def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered, monkeypatch):
-    from authzbench.report import charts
+    from authzbench.report.core import charts
 
     run, _ = rendered
     rd = run.data()

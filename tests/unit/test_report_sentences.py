@@ -166,7 +166,7 @@ def test_group_depth_zero_is_shown_with_the_hierarchy_edges_the_share_drew():
 
 
 def test_the_speed_index_base_is_not_named_like_the_reference_report():
-    from authzbench.report import speed
+    from authzbench.report.core import speed
 
     line = speed._reference_line()
     assert "Index 1.0 = the index's base machine" in line and "reference machine" not in line

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import decision, digest, findings, ingest, outcomes, ranking
-from authzbench.report.data import load_run
+from authzbench.report import decision, digest, findings, ingest, outcomes
+from authzbench.report.core import ranking
+from authzbench.report.core.data import load_run
+from authzbench.report.core.fold import MAX_LINE, fit_table, fold
 from authzbench.report.document import render
-from authzbench.report.fold import MAX_LINE, fit_table, fold
 from tests.unit.test_report_findings import CASS, NET, Run, steady
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "reports" / "data" / "20261128-083444"

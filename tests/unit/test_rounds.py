@@ -18,8 +18,9 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.core.metrics import Monitor, outside
-from authzbench.report import findings, ranking
+from authzbench.report import findings
 from authzbench.report.compare import summary
+from authzbench.report.core import ranking
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from authzbench.scenarios.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
@@ -249,7 +250,7 @@ def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
 
 def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
     from authzbench.report import render
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
     from authzbench.run.orchestrate import bench
     from authzbench.scenarios.results import RunStore
 
@@ -527,7 +528,7 @@ def test_compare_normalizes_each_ratio_by_the_two_runs_speed_indexes(tmp_path):
 
 def test_compare_of_runs_without_the_index_gives_raw_ratios_only(tmp_path):
     from authzbench.report.compare import render_compare
-    from authzbench.report.speed import speed_index
+    from authzbench.report.core.speed import speed_index
 
     a = _two(1.0, 3.0)
     assert speed_index(a.data()) is None and "speed_ratio" not in summary(a.data(), a.data())

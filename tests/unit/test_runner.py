@@ -7,7 +7,7 @@ import pytest
 
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
-from authzbench.report.data import phase_table
+from authzbench.report.core.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.spec import cumulative_ops, schedule_times

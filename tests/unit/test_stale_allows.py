@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.report import churn_steps, consistency, decision, findings, freshness, ranking
-from authzbench.report.figures import clearly_better, letters
+from authzbench.report import churn_steps, consistency, decision, findings, freshness
+from authzbench.report.core import ranking
+from authzbench.report.core.figures import clearly_better, letters
 from tests.unit.test_report_churn import SPICE, _phase, churn_step
 from tests.unit.test_report_findings import NET, Run
 

@@ -12,8 +12,8 @@ import pytest
 
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.report.data import load_run
-from authzbench.report.sweep import size_table, slope, sweep_runs
+from authzbench.report.core.data import load_run
+from authzbench.report.sweep.runs import size_table, slope, sweep_runs
 from authzbench.run.loading import LoadBound, LoadTooSlow
 from authzbench.run.sweep import SizeTime, approx_size, run_sweep, size_time, sweep_eta
 from tests.unit.test_cli import authzbench
@@ -65,7 +65,7 @@ def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_p
 def test_a_size_row_without_a_note_leaves_the_note_cell_empty():
     import pandas as pd
 
-    from authzbench.report.scaling import _note
+    from authzbench.report.sweep.scaling import _note
 
     df = pd.DataFrame([{"backend": "a", "note": "load stopped at the bound (30 min)"}, {"backend": "b"}])
     assert [_note(r) for _, r in df.iterrows()] == ["load stopped at the bound (30 min)", ""]
@@ -111,7 +111,7 @@ def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits
 def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report():
     import pandas as pd
 
-    from authzbench.report.sweep import answers_line, mismatch_lines
+    from authzbench.report.sweep.runs import answers_line, mismatch_lines
 
     def run(profile, rows):
         return SimpleNamespace(manifest={"dataset": {"profile": profile}}, servers={"b": {}},
@@ -147,7 +147,7 @@ def test_a_set_up_heartbeat_does_not_start_the_rate_and_the_time_bound_still_sto
 
 
 def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
-    from authzbench.report.sweep import _bounded_note
+    from authzbench.report.sweep.runs import _bounded_note
 
     x = {"rels_per_s": 0.0, "seconds": 240.0, "memory_left_bytes": 3 * 2**30, "bound_seconds": 600.0,
          "projected_seconds": math.inf}

@@ -10,8 +10,9 @@ import pytest
 from authzbench.config import BenchConfig, ServerChoice
 from authzbench.core.errors import UserError
 from authzbench.provision import tiers
-from authzbench.report import engines, overview
-from authzbench.report.data import from_records
+from authzbench.report import overview
+from authzbench.report.core import engines
+from authzbench.report.core.data import from_records
 from authzbench.run.servers import _same_tier
 
 

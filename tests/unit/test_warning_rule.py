@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from authzbench.report import ranking
-from authzbench.report.figures import letters
-from authzbench.report.noise import spread_unstable
-from authzbench.report.ranking import Figure
-from authzbench.report.tables import mark_write_percentiles
+from authzbench.report.core import ranking
+from authzbench.report.core.figures import letters
+from authzbench.report.core.noise import spread_unstable
+from authzbench.report.core.ranking import Figure
+from authzbench.report.core.tables import mark_write_percentiles
 
 
 def _p95(backend: str, value: float, fewest: int) -> Figure:

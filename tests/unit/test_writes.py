@@ -10,7 +10,7 @@ import pytest
 from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
-from authzbench.report.data import phase_table
+from authzbench.report.core.data import phase_table
 from authzbench.scenarios.catalog import SCENARIOS, WRITE_SCENARIOS
 from authzbench.scenarios.runner import BackendFactory, PhaseSpec, run_phase
 from authzbench.scenarios.writes import KINDS, sample_write_ops
@@ -345,7 +345,7 @@ def test_a_failed_revocation_is_deleted_at_teardown(tiny):
 def test_the_report_says_whose_heaviest_user_was_checked_by_checks_and_keeps_the_old_wording_for_old_runs():
     from pathlib import Path
 
-    from authzbench.report.data import from_records
+    from authzbench.report.core.data import from_records
     from authzbench.report.writes import _EVERY_PHASE_SAMPLED, restore_method
 
     def restored(backend, phase, checked, heavy=None):

@@ -18,9 +18,9 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from authzbench.core.metrics import merge, percentile  # noqa: E402
-from authzbench.report.data import RunData  # noqa: E402
-from authzbench.report.figures import cell, standing  # noqa: E402
-from authzbench.report.tables import label  # noqa: E402
+from authzbench.report.core.data import RunData  # noqa: E402
+from authzbench.report.core.figures import cell, standing  # noqa: E402
+from authzbench.report.core.tables import label  # noqa: E402
 from authzbench.scenarios.catalog import SCENARIOS  # noqa: E402
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from authzbench.report.data import RunData
+from authzbench.report.core.data import RunData
 
 NOT_RECORDED = "not recorded"
 

@@ -11,10 +11,10 @@ import math
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData, derived
-from authzbench.report.figures import cell
-from authzbench.report.noise import rate_spread
-from authzbench.report.tables import merge_repeats
+from authzbench.report.core.data import RunData, derived
+from authzbench.report.core.figures import cell
+from authzbench.report.core.noise import rate_spread
+from authzbench.report.core.tables import merge_repeats
 from authzbench.scenarios.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -72,7 +72,7 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
 
 def _closed_cell(rd: RunData, g: pd.DataFrame, kind: str, metric: str):
     """The one computed figure (median over rounds) of a closed-loop phase; None for an open-loop step."""
-    from authzbench.report.figures import cell
+    from authzbench.report.core.figures import cell
 
     r = g.iloc[0]
     return cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" \

@@ -21,18 +21,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from authzbench.report import clientbound, freshness, sweep
-from authzbench.report.data import RunData, derived
-from authzbench.report.figures import best_first, best_rate, cell, letters
-from authzbench.report.frames import (
+from authzbench.report import freshness
+from authzbench.report.core import clientbound
+from authzbench.report.core.data import RunData, derived
+from authzbench.report.core.figures import best_first, best_rate, cell, letters
+from authzbench.report.core.frames import (
     peak_memory,
     resource_table,
     scenarios_measured,
     slo_verdicts,
     write_table,
 )
-from authzbench.report.noise import min_ops, spread_unstable
-from authzbench.report.tables import anchor, num
+from authzbench.report.core.noise import min_ops, spread_unstable
+from authzbench.report.core.tables import anchor, num
+from authzbench.report.sweep import runs as sweep
 from authzbench.scenarios.writes import POLL_S
 
 MARK = "⚠"  # a percentile from too few ops
@@ -393,7 +395,7 @@ GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measur
 
 
 def size_growth(rd: RunData) -> list[Dimension]:
-    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep), when this run ends one."""
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep.runs), when this run ends one."""
     runs = sweep.sweep_runs(rd)
     df = sweep.size_table(runs) if len(runs) >= 2 else pd.DataFrame()
     out = []

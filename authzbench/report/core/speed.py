@@ -8,7 +8,7 @@ import statistics
 from typing import NamedTuple
 
 from authzbench.core.speed import REF_CPU_S, REF_MACHINE, REF_RTT_US
-from authzbench.report.data import RunData
+from authzbench.report.core.data import RunData
 
 
 class SpeedIndex(NamedTuple):

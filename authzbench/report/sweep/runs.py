@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData, load_run
-from authzbench.report.tables import label
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.tables import label
 from authzbench.scenarios.catalog import SCENARIOS
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"
