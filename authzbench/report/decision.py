@@ -1,6 +1,6 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
 each backend's figure and letters, one generated sentence per need, and the trade-offs that would change
-the answer. Every figure is a Findings figure (ranking.compute over figures.cell), lettered by the one rule
+the answer. Every figure is a Findings figure (dimensions.compute over figures.cell), lettered by the one rule
 (figures.letters: sharing a letter = not clearly apart); nothing here is written by hand."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from authzbench.report.core.ranking import (
     Dimension,
     Figure,
     all_assumed,
-    compute,
     ranked,
     ratio_to_best,
     split,
 )
 from authzbench.report.core.tables import counted, num, ratio_from_zero, ratio_text
+from authzbench.report.dimensions import compute
 from authzbench.report.sweep import projected
 from authzbench.report.sweep import runs as sweep
 

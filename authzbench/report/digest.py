@@ -22,8 +22,9 @@ from authzbench.report.core.frames import (
     slo_verdicts,
     write_table,
 )
-from authzbench.report.core.ranking import Dimension, compute, ranked
+from authzbench.report.core.ranking import Dimension, ranked
 from authzbench.report.core.tables import counted, fmt_pct, label, link_target, num, significant, table
+from authzbench.report.dimensions import compute
 from authzbench.scenarios.catalog import SCENARIOS
 
 

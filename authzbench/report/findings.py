@@ -19,12 +19,12 @@ from authzbench.report.core.ranking import (
     Dimension,
     Figure,
     all_assumed,
-    compute,
     lettered,
     ratio_to_best,
     split,
 )
 from authzbench.report.core.tables import num, ratio_from_zero, ratio_text
+from authzbench.report.dimensions import compute
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.numbers import fixed, num, significant
+from authzbench.report import dimensions
 from authzbench.report.core.tables import fmt, ratio_text
 from authzbench.report.document import render
 
@@ -110,14 +111,13 @@ def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
     from types import SimpleNamespace
 
     from authzbench.report import decision
-    from authzbench.report.core import ranking
     from tests.unit.test_report_findings import CASS, NET, Run, steady
 
     run = (Run().server("postgres", NET).server("scylla", CASS)
            .phase("postgres", "check_manage_direct_user", steady(1.0))
            .phase("scylla", "check_manage_direct_user", steady(3.0, n=3)))  # 12 ops: a p95 needs more
     rd = run.data()
-    d = next(x for x in ranking.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
+    d = next(x for x in dimensions.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
     _, _, _, texts, _ = decision._matrix(rd, [(SimpleNamespace(label="p95"), d)], ["postgres", "scylla"])
     row = decision._row(rd, SimpleNamespace(label="p95"), d, ["postgres", "scylla"])
     assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (texts, row)

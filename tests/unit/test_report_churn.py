@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import churn, churn_steps, consistency, decision, digest, freshness, workloads
-from authzbench.report.core import ranking
+from authzbench.report import (
+    churn,
+    churn_steps,
+    consistency,
+    decision,
+    digest,
+    dimensions,
+    freshness,
+    workloads,
+)
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -183,7 +191,7 @@ def test_an_older_record_without_a_revocation_count_counts_every_op():
 
 def _rows(run: Run) -> dict[str, str]:
     rd = run.data()
-    return {w: b for w, _, b in workloads.rows(rd, ranking.compute(rd))}
+    return {w: b for w, _, b in workloads.rows(rd, dimensions.compute(rd))}
 
 
 def test_workload_rows_list_the_backends_that_meet_them_best_first():
@@ -232,7 +240,7 @@ def test_a_run_without_churn_or_revocations_renders_none_of_it(tmp_path):
     run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
     rd = run.data()
     assert churn_steps.section(rd, tmp_path) == "" and consistency.section(rd, tmp_path) == ""
-    assert decision.envelope(rd, ranking.compute(rd), tmp_path) == []
+    assert decision.envelope(rd, dimensions.compute(rd), tmp_path) == []
     main = render(run.write(tmp_path / "run"), tmp_path / "out")
     text = main.read_text() + (tmp_path / "out" / "fixture-appendix.md").read_text()
     # the run's path holds the test's name: the sections' own titles and lines are what must be absent

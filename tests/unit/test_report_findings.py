@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import findings
+from authzbench.report import dimensions, findings
+from authzbench.report import writes as writes_topic
 from authzbench.report.core import ranking
 from authzbench.report.core.data import from_records
 from authzbench.report.document import render
@@ -95,7 +96,7 @@ def steady(ms: float, n: int = 200, slots: int = 4) -> list[list[float]]:
 
 
 def _dim(rd, title_start: str) -> ranking.Dimension:
-    return next(d for d in ranking.compute(rd) if d.title.startswith(title_start))
+    return next(d for d in dimensions.compute(rd) if d.title.startswith(title_start))
 
 
 def _groups(figs: list[ranking.Figure], higher_is_better: bool) -> list[list[ranking.Figure]]:
@@ -205,7 +206,7 @@ def test_one_more_dimension_is_one_more_function():
                                    ranking.anchor("revoke_then_check"))]
 
     rd = two_backends(1.0, 2.0).data()
-    dims = ranking.compute(rd, [*ranking.DIMENSIONS, stale_allows])
+    dims = dimensions.compute(rd, [*dimensions.DIMENSIONS, stale_allows])
     text = findings.render_section(rd, str, dims=dims)
     assert "- [Stale allows after a revoke (allows)](#t-revoke-then-check), lower is better: " in text
     assert "**postgres** 0 (a); **scylla** 3 >×2 (b)\n" in text  # 2-4 against 0-1: at least twice
@@ -219,7 +220,7 @@ def test_figures_without_a_measured_interval_claim_no_difference_however_far_apa
         return [ranking.Dimension("Writes", "Rows touched", "rows", False, figs, ranking.anchor("ingest"))]
 
     rd = two_backends(1.0, 2.0).data()
-    text = findings.render_section(rd, str, dims=ranking.compute(rd, [counted]))
+    text = findings.render_section(rd, str, dims=dimensions.compute(rd, [counted]))
     assert "**postgres** 1 (a); **scylla** 1,000 ×1,000 (a); one measurement per backend, so no difference is " \
            "claimed" in text
     ingest = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 1.0).ingest("scylla", 100.0)
@@ -246,9 +247,8 @@ def test_stale_allows_are_a_rate_per_1000_revocations_per_writer_count_in_the_na
     one = _dim(rd, "Stale allows, own read mode, 1 writer")
     assert {f.backend: f.base for f in one.figures} == {"spicedb-pg": "0 of 67", "postgres": "0 of 67"}
     assert _dim(rd, "Visibility lag p95 after a structural write").title.endswith(", 1 worker")
-    from authzbench.report import writes
 
-    modes = writes.write_table(rd).set_index(["backend", "concurrency"])["consistency"]
+    modes = writes_topic.write_table(rd).set_index(["backend", "concurrency"])["consistency"]
     assert modes[("spicedb-pg", 8)] == "fully_consistent (session)" and modes[("postgres", 8)] == "—"
 
 
@@ -448,17 +448,17 @@ def test_visibility_lags_rest_on_an_assumed_interval_and_are_never_clearly_apart
         run.phase(b, "write_membership", steady(ms, n=60, slots=1), concurrency=1, kind="visibility",
                   writes=[1.0] * 120, extra={"stale_allows": 0, "stale_reads": 0})
     d = _dim(run.data(), "Visibility lag p95")
-    assert all(f.assumed == ranking.LAG_BASIS for f in d.figures)
+    assert all(f.assumed == writes_topic.LAG_BASIS for f in d.figures)
     assert _order(run.data(), "Visibility lag p95") == [["postgres", "scylla", "spicedb-pg"]]
 
 
 def test_check_throughput_is_titled_by_the_worker_counts_that_ran():
     """"Best throughput over the concurrency sweep" named a sweep for scenarios run at one worker only."""
     one = two_backends(1.0, 3.0).data()
-    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in ranking.compute(one))
+    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in dimensions.compute(one))
     run = two_backends(1.0, 3.0)
     run.phase("postgres", "check_manage_direct_user", steady(1.0), concurrency=8)
-    titles = [d.title for d in ranking.compute(run.data())]
+    titles = [d.title for d in dimensions.compute(run.data())]
     assert "Best throughput over 1, 8 workers, check_manage_direct_user" in titles
     assert not any("sweep" in t for t in titles)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from authzbench.report import decision
+from authzbench.report import decision, dimensions, mixed
 from authzbench.report.core import ranking
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import cell, letters, standing
@@ -77,7 +77,7 @@ def _assert_letter_meaning(figs: list, higher: bool, where: object = "") -> None
 def test_every_rendered_letter_means_not_clearly_apart_and_follows_the_figures_order(rendered):
     run, _ = rendered
     rd = run.data()
-    for d in ranking.compute(rd):
+    for d in dimensions.compute(rd):
         for figs in ranking.split(d, rd):
             _assert_letter_meaning([f for f in figs if not f.text], d.higher_is_better, d.title)
 
@@ -87,7 +87,7 @@ def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
     rd = run.data()
     table = json.loads(path.with_suffix(".json").read_text())["figures"]
     by_key = {(f["dimension"], f["backend"]): f for f in table}
-    for d in ranking.compute(rd):
+    for d in dimensions.compute(rd):
         for f in d.figures:
             assert by_key[(d.key, f.backend)]["value"] == significant(f.value)  # the JSON keeps 6 digits
     # a check p50 of the Findings is the per-phase table's cell and the comparison table's
@@ -114,8 +114,8 @@ def test_no_backend_scenario_workers_metric_shows_two_values(rendered):
                 assert not nums or nums & shown, (b, s, ln)
     summary = text.split("## Decision summary")[1].split("## Findings")[0]
     cells = [ln for ln in summary.splitlines() if ln.startswith("| Mixed load within the SLO")]
-    mixed = ranking.mixed_closed(rd)[0]
-    for f in mixed.figures:
+    dim = mixed.mixed_closed(rd)[0]
+    for f in dim.figures:
         assert f"{f.value:,.0f}" in cells[0]
 
 
@@ -246,7 +246,7 @@ def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered,
     run, _ = rendered
     rd = run.data()
     monkeypatch.setattr(charts, "_save", lambda fig, d, name: name)
-    picked = decision.rows(rd, ranking.compute(rd))
+    picked = decision.rows(rd, dimensions.compute(rd))
     needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
     assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
     for i, row in enumerate(ranks_):

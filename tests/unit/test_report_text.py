@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import decision, digest, findings, ingest, outcomes
+from authzbench.report import decision, digest, dimensions, findings, ingest, outcomes
 from authzbench.report.core import ranking
 from authzbench.report.core.data import load_run
 from authzbench.report.core.fold import MAX_LINE, fit_table, fold
@@ -27,12 +27,12 @@ def example():
 
 @pytest.fixture(scope="module")
 def example_dims(example):
-    return ranking.compute(example)
+    return dimensions.compute(example)
 
 
 def test_the_single_load_factor_is_stated_as_an_assumption_not_a_measured_movement():
     run = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 2.0).ingest("scylla", 5.0)
-    note = ranking.ingest(run.data())[0].note
+    note = ingest.ingest(run.data())[0].note
     f = ranking.SINGLE_FACTOR["ingest"]
     # issue 67: the factor is an assumption, so no "clear difference beyond f**2" is offered either
     assert f"within {f:g}x" in note and "assumed" in note and "no difference is claimed" in note

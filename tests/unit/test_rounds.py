@@ -18,9 +18,8 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.core.metrics import Monitor, outside
-from authzbench.report import findings
+from authzbench.report import dimensions, findings
 from authzbench.report.compare import summary
-from authzbench.report.core import ranking
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from authzbench.scenarios.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
 from tests.unit.test_report_findings import CASS, NET, Run, _order, steady
@@ -122,7 +121,7 @@ def test_a_spread_out_figure_whose_worst_round_beats_every_other_best_is_first_n
         run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
     assert _order(run.data(), "Check p50, check_negative") == [["postgres"], ["scylla"]]
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
     assert next(f for f in d.figures if f.backend == "postgres").unstable
 
 
@@ -131,7 +130,7 @@ def test_rounds_that_agree_give_a_figure_with_their_range_as_its_interval():
     for rnd, (a, b) in enumerate([(1.0, 2.0), (1.2, 2.2), (1.1, 2.1)]):
         run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
     pg = next(f for f in d.figures if f.backend == "postgres")
     assert pg.value == pytest.approx(1.1, rel=0.02) and not pg.unstable
     assert pg.bounds[0] <= 1.0 * 1.005 and pg.bounds[1] >= 1.2 * 0.995  # the lowest to the highest round
@@ -393,7 +392,7 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
     for rnd, (a, b) in enumerate([(50.0, 52.0), (60.0, 49.0), (45.0, 58.0)]):  # server CPU % per round
         run.phase("postgres", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=a)
         run.phase("scylla", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=b)
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Server CPU per 1,000 checks"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Server CPU per 1,000 checks"))
     pg = next(f for f in d.figures if f.backend == "postgres")
     lo, hi = pg.interval()
     assert lo < pg.value < hi and hi / lo == pytest.approx(60 / 45, rel=0.01)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
 from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.ranking import Dimension, Figure
 from authzbench.report.core.tables import label
 from authzbench.scenarios.catalog import SCENARIOS
 
@@ -140,3 +141,23 @@ def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = 
         return []
     return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
             "report's Correctness section and its appendix's first mismatches).", ""]
+
+
+GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measures ranked by growth exponent
+
+
+def size_growth(rd: RunData) -> list[Dimension]:
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep.runs), when this run ends one."""
+    runs = sweep_runs(rd)
+    df = size_table(runs) if len(runs) >= 2 else pd.DataFrame()
+    out = []
+    for m in GROWTH if not df.empty else ():
+        figs = []
+        for b, g in df.groupby("backend", sort=False):
+            k = slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
+            if k is not None:
+                figs.append(Figure(b, k, detail=f"{g['relationships'].nunique()} sizes"))
+        out.append(Dimension("Growth with size", f"Growth of {MEASURES[m]} with the dataset (exponent: "
+                             "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size",
+                             key=f"growth/{m}"))
+    return out
