@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData
 from authzbench.report.core.frames import write_table
 from authzbench.report.core.ranking import Dimension, Figure, closed_phases, pct_figures
+from authzbench.report.core.staleness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
 from authzbench.report.core.tables import anchor, label, mark_write_percentiles, table
-from authzbench.report.freshness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
-from authzbench.run.restore import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.scenarios.catalog import SCENARIOS
 from authzbench.scenarios.writes import POLL_S
 

@@ -14,6 +14,7 @@ from authzbench.report import dimensions, findings
 from authzbench.report import writes as writes_topic
 from authzbench.report.core import ranking
 from authzbench.report.core.data import from_records
+from authzbench.report.core.tables import anchor
 from authzbench.report.document import render
 
 NET = {"label": "PostgreSQL 15.18 (Debian, native)", "version": "15.18", "comparable": True, "notes": []}
@@ -203,7 +204,7 @@ def test_one_more_dimension_is_one_more_function():
     def stale_allows(rd):
         figs = [ranking.Figure("postgres", 0.0, bounds=(0.0, 1.0)), ranking.Figure("scylla", 3.0, bounds=(2.0, 4.0))]
         return [ranking.Dimension("Writes", "Stale allows after a revoke", "allows", False, figs,
-                                   ranking.anchor("revoke_then_check"))]
+                                   anchor("revoke_then_check"))]
 
     rd = two_backends(1.0, 2.0).data()
     dims = dimensions.compute(rd, [*dimensions.DIMENSIONS, stale_allows])
@@ -217,7 +218,7 @@ def test_figures_without_a_measured_interval_claim_no_difference_however_far_apa
     hand (2x, 1.25x) or none at all; such figures share a letter and the line says why."""
     def counted(rd):
         figs = [ranking.Figure("postgres", 1.0), ranking.Figure("scylla", 1000.0)]
-        return [ranking.Dimension("Writes", "Rows touched", "rows", False, figs, ranking.anchor("ingest"))]
+        return [ranking.Dimension("Writes", "Rows touched", "rows", False, figs, anchor("ingest"))]
 
     rd = two_backends(1.0, 2.0).data()
     text = findings.render_section(rd, str, dims=dimensions.compute(rd, [counted]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.report import churn_steps, consistency, decision, dimensions, findings, freshness
+from authzbench.report import churn, decision, dimensions, findings, freshness
 from authzbench.report.core import ranking
 from authzbench.report.core.figures import clearly_better, letters
 from tests.unit.test_report_churn import SPICE, _phase, churn_step
@@ -105,7 +105,7 @@ def test_a_nonzero_count_of_a_strict_mode_is_shown_as_itself_not_as_the_own_mode
     assert "permify at_least_as_fresh (session) 0 of 194 (0 per 1,000" in summary
     eight = next(d for d in dimensions.compute(rd) if d.key == "stale_allows/8")
     assert [f.detail.split(":")[0] for f in eight.figures] == ["at_least_as_fresh (session), 8 writers"]
-    table = consistency.section(rd, tmp_path)
+    table = freshness.section(rd, tmp_path)
     assert "| permify | fully_consistent | 8 | revoke_then_check | 15 of 181 revocations | 82.9 | 50.9-132 |" in table
 
 
@@ -114,7 +114,7 @@ def test_churn_steps_stale_allows_are_apart_from_the_quantity_under_their_own_la
     churn_step(run, "spicedb-pg", 10.0, 3.0, stale=12)  # 60 changes, 12 revocations, all stale
     rows = _rows(run)
     assert rows[("spicedb-pg", "minimize_latency (session)", 1)]["revocations"] == 64  # churn not pooled in
-    text = churn_steps.section(run.data(), tmp_path)
+    text = churn.section(run.data(), tmp_path)
     assert "Stale allows under churn, per 1,000 of the step's revocations" in text and "1,000 [12 of 12]" in text
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from authzbench.config import BenchConfig
 from authzbench.report import render
-from authzbench.report.core.data import load_run
-from authzbench.report.sweep.runs import size_table, slope, sweep_runs
+from authzbench.report.core.data import load_run, sweep_runs
+from authzbench.report.sweep.runs import size_table, slope
 from authzbench.run.loading import LoadBound, LoadTooSlow
 from authzbench.run.sweep import SizeTime, approx_size, run_sweep, size_time, sweep_eta
 from tests.unit.test_cli import authzbench

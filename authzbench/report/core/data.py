@@ -260,3 +260,15 @@ def cv(values: list[float]) -> float:
     if len(v) < 2 or v.mean() == 0:
         return float("nan")
     return float(v.std(ddof=1) / v.mean())
+
+
+def sweep_runs(rd: RunData) -> list[RunData]:
+    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
+    runs = named_runs(rd, (rd.manifest.get("sweep") or {}).get("runs") or [])
+    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
+
+
+def named_runs(rd: RunData, names: list[str]) -> list[RunData]:
+    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that order."""
+    return [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
+            if n == rd.path.name or (rd.path.parent / n).is_dir()]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
-from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.data import RunData, sweep_runs
 from authzbench.report.core.ranking import Dimension, Figure
 from authzbench.report.core.tables import label
 from authzbench.scenarios.catalog import SCENARIOS
@@ -36,18 +36,6 @@ def labelled(runs: list[RunData], df: pd.DataFrame) -> pd.DataFrame:
         return next((label(r, b) for r in runs if b in r.servers), b)
 
     return df.assign(backend=df["backend"].map(one)) if not df.empty else df
-
-
-def sweep_runs(rd: RunData) -> list[RunData]:
-    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
-    runs = named_runs(rd, (rd.manifest.get("sweep") or {}).get("runs") or [])
-    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
-
-
-def named_runs(rd: RunData, names: list[str]) -> list[RunData]:
-    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that order."""
-    return [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
-            if n == rd.path.name or (rd.path.parent / n).is_dir()]
 
 
 def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from authzbench.core.numbers import fixed
 from authzbench.report.core import charts
-from authzbench.report.core.data import RunData
+from authzbench.report.core.data import RunData, sweep_runs
 from authzbench.report.sweep import growth, projected
 from authzbench.report.sweep.runs import (
     MEASURES,
@@ -22,7 +22,6 @@ from authzbench.report.sweep.runs import (
     labelled,
     mismatch_lines,
     size_table,
-    sweep_runs,
 )
 
 # The measures the growth table fits: one per need (rows written and relationships/s follow from the others)
