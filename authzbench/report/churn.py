@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.core.records import Interval, PhaseSkipped, as_dict
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, derived, merged_summary
 from authzbench.report.core.frames import slo
@@ -68,7 +69,7 @@ def _steps(rd: RunData) -> pd.DataFrame:
     for r in rows:
         if not r["went_on"] and r["rate"] < stops.get(r["backend"], {}).get("rate", math.inf):
             stops[r["backend"]] = r
-    rows += [_skipped_row(r, stops.get(r["backend"])) for r in rd.skipped if r.get("scenario") == SCENARIO]
+    rows += [_skipped_row(r, stops.get(r.backend)) for r in rd.skipped if r.scenario == SCENARIO]
     rows = [r for r in rows if r is not None]
     return pd.DataFrame(rows).sort_values(["backend", "rate"]).reset_index(drop=True) if rows else pd.DataFrame()
 
@@ -94,7 +95,7 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     reads = _hists(g, "check")
     phases = set(g["phase"])
-    step = step_of(r for r in rd.records if r["type"] == "interval" and r["phase"] in phases)
+    step = step_of(as_dict(r) for r in rd.records if isinstance(r, Interval) and r.phase in phases)
     objective, fresh = slo(rd)["check_p95_ms"], settings(rd)["freshness_s"]
     read_ops, read_p95 = int(chk["ops"].sum()), _p(reads, "p95_ms")
     read_iv = percentile_bounds(chk[chk["ops"] > 0], 95.0, read_p95) if reads else None
@@ -115,22 +116,22 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
             "went_on": not why_not_held(step, objective, fresh), "after_stop": False}
 
 
-def _skipped_row(r: dict, stop: dict | None) -> dict | None:
+def _skipped_row(r: PhaseSkipped, stop: dict | None) -> dict | None:
     """A step not run: no figure. Skipped because a lower step did not hold (stop), it names that step, whose
     row gives the figure (the run's stored reason repeats it in the run's own formatting: 1.89e+03 against the
     table's 1,885 in 20261129-015755); otherwise (foreseen) the run's reason."""
-    rate = r.get("churn_rate")
-    if rate is None and (m := _RATE_IN_ID.search(r.get("phase", ""))):
+    rate = None  # a skipped step names its rate in its phase id only
+    if m := _RATE_IN_ID.search(r.phase):
         rate = float(m.group(1))
     if rate is None:
         return None
     nan = math.nan
     after = stop is not None and stop["rate"] < float(rate)
-    return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
+    return {"backend": r.backend, "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
             "write_too_few": False, "lag_too_few": False,
             "stale_allows": 0, "revocations": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
-            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.get('reason', '')}",
+            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.reason}",
             "went_on": False, "after_stop": after}
 
 

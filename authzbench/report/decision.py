@@ -286,7 +286,7 @@ def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
 
 
 def _consistency(rd: RunData, b: str) -> str:
-    return rd.servers.get(b, {}).get("info", {}).get("consistency") or "the backend's own"
+    return rd.info(b).get("consistency") or "the backend's own"
 
 
 def _size(rd: RunData, dims: list[Dimension]) -> str:
@@ -305,7 +305,7 @@ def _stand_ins(rd: RunData) -> list[str]:
     """What each stand-in's and embedded engine's figures may not be used for."""
     out = []
     for b, s in rd.servers.items():
-        what, kind = s["info"].get("label", b), rd.kind(b)
+        what, kind = s.info.get("label", b), rd.kind(b)
         if kind == "stand-in":
             out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
                        f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "

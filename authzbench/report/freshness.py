@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from authzbench.core.records import PhaseEnd, PhaseStart
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, merged_summary
 from authzbench.report.core.figures import cell
@@ -54,7 +55,7 @@ WRITE_KINDS = tuple(n for n, s in SCENARIOS.items() if s.op == "write")
 
 def own_mode(rd: RunData, b: str) -> str:
     """The backend's session read consistency as its server record names it ("" for a backend without modes)."""
-    return rd.servers.get(b, {}).get("info", {}).get("consistency", "")
+    return rd.info(b).get("consistency", "")
 
 
 def stale_allows(rd: RunData) -> pd.DataFrame:
@@ -117,8 +118,8 @@ def not_run(rd: RunData) -> list[str]:
     from the stale-allow figures reads as not measured, not as clean or failed."""
     out = []
     for r in rd.skipped:
-        if r.get("scenario") == REVOKE and r.get("concurrency") == WRITERS:
-            mode = str(r["phase"]).split("/")[1].partition("@")[2]
+        if r.scenario == REVOKE and r.concurrency == WRITERS:
+            mode = str(r.phase).split("/")[1].partition("@")[2]
             name = f"{label(rd, r['backend'])}{' ' + mode if mode else ''}"
             out.append(f"Not run at {WRITERS} writers, {name}: {r['reason']}.")
     return out
@@ -186,15 +187,15 @@ def _input_spans(rd: RunData, backend: str) -> list[dict]:
     [offset, offset + ops) (a closed loop's workers take every n-th input from the offset, so together a
     contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset
     until it started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
-    ends = {r["phase"]: r for r in rd.records if r.get("type") == "phase_end"}
+    ends = {r.phase: r for r in rd.records if isinstance(r, PhaseEnd)}
     spans = []
     for r in rd.records:
-        if r.get("type") != "phase_start" or r.get("backend") != backend or r.get("scenario") != VIA_GROUP:
+        if not isinstance(r, PhaseStart) or r.backend != backend or r.scenario != VIA_GROUP:
             continue
-        end = ends.get(r["phase"], {})
-        warm, ops = int(end.get("warmup_ops", 0)), int(end.get("ops", 0))  # ops: the measured ones
-        off = int(r.get("input_offset") or 0)
-        spans.append({"phase": r["phase"], "mode": r.get("consistency") or "", "t0": r["ts"],
+        end = ends.get(r.phase)
+        warm, ops = (int(end.warmup_ops), int(end.ops)) if end else (0, 0)  # ops: the measured ones
+        off = int(r.input_offset or 0)
+        spans.append({"phase": r.phase, "mode": r.consistency or "", "t0": r.ts,
                       "ranges": [(off, off + max(ops, 0)), (0, warm)]})
     return sorted(spans, key=lambda s: s["t0"])
 
@@ -228,8 +229,8 @@ def rechecks(rd: RunData) -> list[str]:
     session mode's had checked inputs 0-996 and 0-399: their first second ran at p50 0.74 and 1.01 ms, the
     rest at about 4 and 10 ms."""
     parts = []
-    for b in dict.fromkeys(r["backend"] for r in rd.records if r.get("type") == "phase_start"
-                           and r.get("scenario") == VIA_GROUP and r.get("consistency")):
+    for b in dict.fromkeys(r.backend for r in rd.records if isinstance(r, PhaseStart)
+                           and r.scenario == VIA_GROUP and r.consistency):
         spans = _input_spans(rd, b)
         for i, s in enumerate(spans):
             if not s["mode"] or "/c1/" not in s["phase"]:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from authzbench.core.records import PhaseEnd, Restored, as_dict
 from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.report.core import charts
-from authzbench.report.core.data import RunData
+from authzbench.report.core.data import RunData, recorded_or
 from authzbench.report.core.frames import write_table
 from authzbench.report.core.ranking import Dimension, Figure, closed_phases, pct_figures
 from authzbench.report.core.staleness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
@@ -29,7 +30,7 @@ def _strict_stale_allows(rd: RunData, df: pd.DataFrame) -> list[str]:
 
 
 def restored_table(rd: RunData) -> pd.DataFrame:
-    rows = [r for r in rd.records if r.get("type") == "restored"]
+    rows = [as_dict(r) for r in rd.records if isinstance(r, Restored)]
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
@@ -58,10 +59,10 @@ def restore_method(rd: RunData) -> str:
     """What the restore checks compared, as the records show it: a run whose every restore check compared a
     sample is described as such; otherwise the targeted checks, with the backends whose heaviest user was
     compared by checks."""
-    restored = [r for r in rd.records if r.get("type") == "restored"]
-    if all(r["checked"] > 0 for r in restored):
+    restored = [r for r in rd.records if isinstance(r, Restored)]
+    if all(r.checked > 0 for r in restored):
         return _EVERY_PHASE_SAMPLED
-    by_checks = sorted({r["backend"] for r in restored if r.get("heavy") == "checks"})
+    by_checks = sorted({r.backend for r in restored if r.heavy == "checks"})
     heavy = ("the heaviest user's lookup too" if not by_checks else
              f"the heaviest user's lookup too, except for {', '.join(label(rd, b) for b in by_checks)}: "
              f"that lookup took over {HEAVY_LOOKUP_MAX_S:g} s an op in this run, so the user was compared by "
@@ -81,10 +82,9 @@ def stopped_table(rd: RunData) -> pd.DataFrame:
     the wait's bound, or queued behind one) and how many hung (no progress for runner.HANG_S)."""
     names = {n for n, s in SCENARIOS.items() if s.op == "write"}
     nan = float("nan")  # a run recorded before the heartbeat cannot tell them apart
-    rows = [{"phase": r["phase"], "backend": r["backend"], "stopped": r["stopped_workers"],
-             "hung": r.get("hung_workers", nan), "running": r["stopped_workers"] - r.get("hung_workers", nan)}
-            for r in rd.records if r.get("type") == "phase_end" and r.get("scenario") in names
-            and r.get("stopped_workers")]
+    rows = [{"phase": r.phase, "backend": r.backend, "stopped": r.stopped_workers,
+             "hung": recorded_or(r.hung_workers, nan), "running": r.stopped_workers - recorded_or(r.hung_workers, nan)}
+            for r in rd.records if isinstance(r, PhaseEnd) and r.scenario in names and r.stopped_workers]
     return pd.DataFrame(rows)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from authzbench.core.records import Server
 from authzbench.report import decision, dimensions, mixed
 from authzbench.report.core import ranking
 from authzbench.report.core.data import RunData
@@ -208,7 +209,8 @@ def _servers_run() -> RunData:
             "clickhouse": {"engine": "ClickHouse", "label": "ClickHouse 26.9 embedded (chdb)", "comparable": False},
             "postgres": {"engine": "PostgreSQL", "label": "PostgreSQL 15.18"}}
     rd = RunData(Path("."), {}, [])
-    rd.servers = {b: {"backend": b, "info": i} for b, i in info.items()}
+    rd.servers = {b: Server(backend=b, mode="native", info=i, notes=[], concurrency_model="process")
+                  for b, i in info.items()}
     return rd
 
 

@@ -43,7 +43,7 @@ def test_skipped_phases_are_counted_not_hidden_behind_every_phase_completed(exam
     text = outcomes.problems(example, Path("."))
     per = {}
     for r in example.skipped:
-        per[r["phase"].split("/")[0]] = per.get(r["phase"].split("/")[0], 0) + 1
+        per[r.phase.split("/")[0]] = per.get(r.phase.split("/")[0], 0) + 1
     assert example.skipped and "every phase completed" not in text
     assert f"{len(example.skipped)} phases not run" in text
     assert all(f"{b} {n}" in text for b, n in per.items())

@@ -18,6 +18,7 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.core.metrics import Monitor, outside
+from authzbench.core.records import Disturbance
 from authzbench.report import dimensions, findings
 from authzbench.report.compare import summary
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
@@ -263,8 +264,8 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     finally:
         os.kill(busy, 9)
     rd = load_run(store.path)
-    dist = [r for r in rd.records if r["type"] == "disturbance"]
-    assert [r["attempt"] for r in dist] == [0, 1] and all(r["disturbed"] for r in dist)
+    dist = [r for r in rd.records if isinstance(r, Disturbance)]
+    assert [r.attempt for r in dist] == [0, 1] and all(r.disturbed for r in dist)
     assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]  # the figure: the re-run
     main = render(store.path, tmp_path / "out")
     text = main.read_text() + main.with_name(f"{main.stem}-appendix.md").read_text()

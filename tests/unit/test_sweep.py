@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from authzbench.config import BenchConfig
+from authzbench.core.records import Step
 from authzbench.report import render
 from authzbench.report.core.data import load_run, sweep_runs
 from authzbench.report.sweep.runs import size_table, slope
@@ -57,8 +58,8 @@ def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_p
     assert "two-point slope, no interval" in last  # two sizes: a slope without an interval
     assert "scaling-ingest_s.png" in last and list((tmp_path / "r").glob("*-charts/scaling-ingest_s.png"))
     for run in runs:  # each size starts its servers and stops them: the next size never drops a bigger load
-        steps = [r["step"] for r in run.records if r["type"] == "step" and r["backend"] == "reference"
-                 and r["step"] != "speed index"]  # measured before the visit's servers start
+        steps = [r.step for r in run.records if isinstance(r, Step) and r.backend == "reference"
+                 and r.step != "speed index"]  # measured before the visit's servers start
         assert steps[0] == "start" and steps[-1] == "stop", steps
 
 

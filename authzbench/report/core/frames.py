@@ -200,5 +200,5 @@ def _fewest_of(c) -> int:
 def session_mode(rd: RunData, backend: str) -> str:
     """The consistency of a phase that named none: the backend's session mode, as its server record says
     (runs recorded before servers named it, and backends without modes: "—")."""
-    mode = rd.servers.get(backend, {}).get("info", {}).get("consistency", "")
+    mode = rd.info(backend).get("consistency", "")
     return f"{mode} (session)" if mode else "—"

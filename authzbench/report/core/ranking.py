@@ -148,7 +148,7 @@ def single_note(what: str) -> str:
 
 def in_process(rd: RunData, b: str) -> str:
     s = rd.servers.get(b)
-    return "in-process engine: includes the client" if s and s.get("concurrency_model") == "thread" else ""
+    return "in-process engine: includes the client" if s and s.concurrency_model == "thread" else ""
 
 
 def worker_count(c: int) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
+from authzbench.core.records import IngestBounded
 from authzbench.report.core.data import RunData, sweep_runs
 from authzbench.report.core.ranking import Dimension, Figure
 from authzbench.report.core.tables import label
@@ -62,7 +63,7 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
     for rd in runs:
         ds = rd.manifest.get("dataset") or {}
         rels = ds.get("relationships") or 0
-        bounded = {r["backend"]: r for r in rd.records if r["type"] == "ingest_bounded" and not r.get("variant")}
+        bounded = {r.backend: r for r in rd.records if isinstance(r, IngestBounded) and not r.variant}
         ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
         backends = list(dict.fromkeys([*ing.get("backend", []), *bounded,
                                        *(rd.phases["backend"] if not rd.phases.empty else [])]))
@@ -90,14 +91,14 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
     return df
 
 
-def _bounded_note(x: dict) -> str:
+def _bounded_note(x: IngestBounded) -> str:
     """Why a load stopped: its time bound, or the machine's memory floor (with what was left)."""
-    rate = f"{x['rels_per_s']:,.0f}/s" if x["rels_per_s"] else "before its first relationship"
-    if x.get("memory_left_bytes") is not None:
-        return (f"load stopped after {x['seconds'] / 60:,.1f} min with {x['memory_left_bytes'] / 2**30:.1f} GiB of "
+    rate = f"{x.rels_per_s:,.0f}/s" if x.rels_per_s else "before its first relationship"
+    if x.memory_left_bytes is not None:
+        return (f"load stopped after {x.seconds / 60:,.1f} min with {x.memory_left_bytes / 2**30:.1f} GiB of "
                 f"the machine's memory left: {rate}")
-    projected = f", projected {x['projected_seconds'] / 60:,.1f} min" if math.isfinite(x["projected_seconds"]) else ""
-    return f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): {rate}{projected}"
+    projected = f", projected {x.projected_seconds / 60:,.1f} min" if math.isfinite(x.projected_seconds) else ""
+    return f"load stopped at the bound ({x.bound_seconds / 60:g} min): {rate}{projected}"
 
 
 def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:
