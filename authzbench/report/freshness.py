@@ -120,8 +120,8 @@ def not_run(rd: RunData) -> list[str]:
     for r in rd.skipped:
         if r.scenario == REVOKE and r.concurrency == WRITERS:
             mode = str(r.phase).split("/")[1].partition("@")[2]
-            name = f"{label(rd, r['backend'])}{' ' + mode if mode else ''}"
-            out.append(f"Not run at {WRITERS} writers, {name}: {r['reason']}.")
+            name = f"{label(rd, r.backend)}{' ' + mode if mode else ''}"
+            out.append(f"Not run at {WRITERS} writers, {name}: {r.reason}.")
     return out
 
 

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import Clock, HostLost, Interval, LoadHosts, PhaseEnd, Record
-from authzbench.report.core.data import RunData
+from authzbench.report.core.data import RunData, merged_summary
 from authzbench.report.core.tables import table
 
 
@@ -21,7 +20,7 @@ def host_table(recs: list[Record]) -> pd.DataFrame:
             groups.setdefault((r.phase, r.host, r.kind), []).append(r)
     rows = []
     for (phase, host, kind), ivs in groups.items():
-        s = summarize(merge(r.hist for r in ivs))
+        s = merged_summary([r.hist for r in ivs])
         ops = sum(r.ops for r in ivs)
         wall = walls.get(phase)
         rows.append({"phase": phase, "host": host, "kind": kind, "workers": len({r.worker for r in ivs}),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from authzbench.core.errors import UserError
-from authzbench.core.metrics import decode
+from authzbench.core.metrics import decode, percentile
 from authzbench.core.records import Loadtest, as_dict
 from authzbench.scenarios.results import RunStore
 
@@ -23,7 +23,7 @@ HEADER = ("| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90
 
 
 def _ms(h, q: float | None = None) -> float:
-    return (h.get_mean_value() if q is None else h.get_value_at_percentile(q)) / 1000.0
+    return (h.get_mean_value() if q is None else percentile(h, q)) / 1000.0
 
 
 def row(rec: dict) -> str:

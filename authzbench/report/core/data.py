@@ -283,6 +283,9 @@ def monitor_table(recs: list[Record]) -> pd.DataFrame:
 
 
 def merged_summary(hists: list[str]):
+    """Count, mean and percentiles of the ops of these histograms pooled: the report's one function for a
+    percentile over ops (figures.cell takes the median of its rounds' figures from it; the load-host, write and
+    size-sweep tables pool with it), through core/metrics.py's percentile."""
     return _merged_summary(tuple(hists))
 
 

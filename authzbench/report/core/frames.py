@@ -10,8 +10,7 @@ import math
 
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
-from authzbench.report.core.data import RunData, derived
+from authzbench.report.core.data import RunData, derived, merged_summary
 from authzbench.report.core.figures import cell
 from authzbench.report.core.noise import rate_spread
 from authzbench.report.core.tables import merge_repeats
@@ -153,7 +152,7 @@ def _write_table(rd: RunData) -> pd.DataFrame:
     sub = ph[ph["scenario"].isin(names)]
     for (b, scen, mode, c), g in sub.groupby(["backend", "scenario", "consistency", "concurrency"], sort=False):
         w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
-        ws, vs = summarize(merge(h for hs in w["hists"] for h in hs)), summarize(merge(h for hs in v["hists"] for h in hs))
+        ws, vs = merged_summary([h for hs in w["hists"] for h in hs]), merged_summary([h for hs in v["hists"] for h in hs])
         extra: dict[str, int] = {}
         for e in w["extra"]:
             for k, x in e.items():

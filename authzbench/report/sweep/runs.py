@@ -10,9 +10,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import IngestBounded
-from authzbench.report.core.data import RunData, sweep_runs
+from authzbench.report.core.data import RunData, merged_summary, sweep_runs
 from authzbench.report.core.ranking import Dimension, Figure
 from authzbench.report.core.tables import label
 from authzbench.scenarios.catalog import SCENARIOS
@@ -47,8 +46,8 @@ def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, pr
     if sub.empty:
         return {}
     sub = sub[sub["concurrency"] == sub["concurrency"].min()]
-    s = summarize(merge(h for hs in sub["hists"] for h in hs))
-    rounds = [summarize(merge(h for hs in g["hists"] for h in hs)) for _, g in sub.groupby("repeat")]
+    s = merged_summary([h for hs in sub["hists"] for h in hs])
+    rounds = [merged_summary([h for hs in g["hists"] for h in hs]) for _, g in sub.groupby("repeat")]
     out = {f"{prefix}_p50_ms": s.p50_ms, f"{prefix}_p95_ms": s.p95_ms}
     for q in ("p50", "p95"):
         v = [getattr(r, f"{q}_ms") for r in rounds]
