@@ -15,8 +15,8 @@ import pytest
 from authzbench.core.records import Loadtest, Oracle
 from authzbench.report import digest
 from authzbench.report.core.data import load_run
-from authzbench.report.core.ranking import compute
 from authzbench.report.core.tables import JSON_DIGITS, significant
+from authzbench.report.dimensions import compute
 from authzbench.report.loadtest import render_run as render_loadtest
 from authzbench.scenarios.loadtest import LoadTestPlan, run_plan
 from authzbench.scenarios.results import RunStore

@@ -81,7 +81,7 @@ def test_a_folded_document_keeps_its_code_whole_and_every_other_line_within_400_
 
 
 def _lags() -> list:
-    from authzbench.report.core.ranking import _lag
+    from authzbench.report.writes import _lag
 
     def kinds(ms: float) -> pd.DataFrame:  # three write kinds, the worst at ms, each on 64 ops a round
         return pd.DataFrame({"vis_p95_ms": [ms / 2, ms, ms / 3], "vis_ops": [64] * 3, "vis_fewest": [64] * 3})

@@ -199,15 +199,16 @@ def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
 
 
 def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
+    from authzbench.core.records import PhaseEnd, PhaseStart
     from authzbench.report.timeline import per_backend, steps
 
     store, path = run
-    recs = list(store.records())
+    recs = list(store.typed())
     df = steps(recs)
     kinds = set(df[df["backend"] == "reference"]["step"])
     assert {"start", "load", "stop"} <= kinds  # each recorded around the step as it ran
-    starts = {r["phase"]: r["ts"] for r in recs if r["type"] == "phase_start"}
-    phases = [r["ts"] - starts[r["phase"]] for r in recs if r["type"] == "phase_end"]
+    starts = {r.phase: r.ts for r in recs if isinstance(r, PhaseStart)}
+    phases = [r.ts - starts[r.phase] for r in recs if isinstance(r, PhaseEnd)]
     row = per_backend(df).set_index("backend").loc["reference"]
     assert row["n_phases"] == len(phases)
     assert row["phases"] == pytest.approx(sum(phases))  # workers' start and warm-up included
@@ -218,12 +219,13 @@ def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
 
 
 def test_timeline_gives_the_measured_windows_share_of_the_wall_clock(run):
+    from authzbench.core.records import PhaseEnd
     from authzbench.report.timeline import measured_windows, steps
 
     store, path = run
-    recs = list(store.records())
+    recs = list(store.typed())
     windows = measured_windows(recs)
-    assert windows["reference"] == pytest.approx(sum(r["wall_s"] for r in recs if r["type"] == "phase_end"))
+    assert windows["reference"] == pytest.approx(sum(r.wall_s for r in recs if isinstance(r, PhaseEnd)))
     df = steps(recs)
     wall = (df["t0"] + df["seconds"]).max() - df["t0"].min()
     text = both(path).split("## Run timeline")[1]

@@ -148,13 +148,17 @@ def test_a_set_up_heartbeat_does_not_start_the_rate_and_the_time_bound_still_sto
 
 
 def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
+    from dataclasses import replace
+
+    from authzbench.core.records import IngestBounded
     from authzbench.report.sweep.runs import _bounded_note
 
-    x = {"rels_per_s": 0.0, "seconds": 240.0, "memory_left_bytes": 3 * 2**30, "bound_seconds": 600.0,
-         "projected_seconds": math.inf}
+    x = IngestBounded(backend="mongo", variant=None, dataset_hash="h", loaded=0, relationships=10**6,
+                      seconds=240.0, rels_per_s=0.0, projected_seconds=math.inf, bound_seconds=600.0,
+                      memory_left_bytes=3 * 2**30)
     assert _bounded_note(x) == ("load stopped after 4.0 min with 3.0 GiB of the machine's memory left: "
                                 "before its first relationship")
-    assert _bounded_note({**x, "memory_left_bytes": None, "rels_per_s": 46_000.0, "projected_seconds": 858.0}) == \
+    assert _bounded_note(replace(x, memory_left_bytes=None, rels_per_s=46_000.0, projected_seconds=858.0)) == \
         "load stopped at the bound (10 min): 46,000/s, projected 14.3 min"
 
 

@@ -93,7 +93,8 @@ def _run(tier: str | None, backends=("spicedb-pg", "openfga", "permify", "postgr
         ep = {"engine_settings": {**tiers.ENGINES[b](tier).settings}} if tier and b in tiers.ENGINES else {}
         info = {"label": b, "version": "1", "notes": [],
                 "consistency": "minimize_latency" if b in tiers.ENGINES else ""}
-        recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "endpoint": ep, "notes": []})
+        recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "endpoint": ep, "notes": [],
+                     "concurrency_model": "process"})
     return from_records(Path("fixture"), {"config": {"tier": tier}}, recs)
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from authzbench.report import reads, writes
-from authzbench.report.core import ranking
 from authzbench.report.core.figures import letters
 from authzbench.report.core.noise import spread_unstable
 from authzbench.report.core.ranking import Figure
@@ -66,7 +65,7 @@ def test_a_figure_is_unstable_when_its_rounds_spread_wider_than_its_value():
 def test_cpu_per_1000_checks_is_unstable_by_the_latency_rule(monkeypatch):
     t = pd.DataFrame({"backend": ["mongo", "pg"], "cpu_s_per_1k": [3.23, 0.059],
                       "cpu_rounds": [[1.95, 9.45], [0.05, 0.07]]})
-    monkeypatch.setattr(ranking, "resource_table", lambda rd: t)
-    monkeypatch.setattr(ranking, "_in_process", lambda rd, b: "")
+    monkeypatch.setattr(reads, "resource_table", lambda rd: t)
+    monkeypatch.setattr(reads, "in_process", lambda rd, b: "")
     (dim,) = reads.cpu_per_1k(None)
     assert {f.backend: f.unstable for f in dim.figures} == {"mongo": True, "pg": False}

@@ -204,16 +204,18 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
 def test_the_report_tells_workers_still_running_from_hung_ones():
     from types import SimpleNamespace
 
+    from authzbench.report.core.data import typed
     from authzbench.report.writes import stopped_table
 
-    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0}
-    rd = SimpleNamespace(records=[
+    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0, "status": "complete",
+           "reason": "", "wall_s": 1.0, "scheduled": None, "dropped": 0, "warmup_ops": 0, "ops": 1}
+    rd = SimpleNamespace(records=typed([
         {**end, "phase": "mongo/write_hierarchy/c8/r0", "scenario": "write_hierarchy", "stopped_workers": 3,
          "hung_workers": 1},
         {**end, "phase": "mongo/write_acl/c8/r0", "scenario": "write_acl"},
         {**end, "phase": "mongo/check_negative/c8/r0", "scenario": "check_negative", "stopped_workers": 2},
-        {"type": "phase_end", "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
-         "stopped_workers": 1}])  # a run recorded before hung_workers existed
+        {**end, "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
+         "stopped_workers": 1, "hung_workers": None}]))  # a run recorded before hung_workers existed
     t = stopped_table(rd).set_index("phase")
     assert list(t.index) == ["mongo/write_hierarchy/c8/r0", "old/write_acl/c1/r0"]
     assert t.loc["mongo/write_hierarchy/c8/r0", ["stopped", "running", "hung"]].tolist() == [3, 2, 1]
