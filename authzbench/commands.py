@@ -308,7 +308,7 @@ def _basis(args: argparse.Namespace) -> int:
 
     for run in args.run:  # every run checked before the first is read
         RunStore.open(run)
-    from authzbench.report import basis
+    from authzbench.report.core import basis
 
     for run in args.run:
         stdout.print(f"cost basis: {basis.write(run, args.out)}", markup=False, highlight=False)
@@ -325,7 +325,8 @@ def _plan(args: argparse.Namespace) -> int:
     target = Target(args.qps or 1.0, args.relationships or 1.0, args.write_share, args.lookup_share,
                     args.utilization)
     target.validate()
-    from authzbench.report import basis, capacity
+    from authzbench.report import capacity
+    from authzbench.report.core import basis
 
     checked = [basis.check(src) for src in args.results_dir]  # every source refused or accepted before one is read
     bases = basis.combine([basis.read(c) for c in checked])
@@ -364,7 +365,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _print_compare(a: Path, b: Path) -> None:
     from authzbench.report.compare import summary
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     s = summary(load_run(a), load_run(b))
     share = f"{s['headline_agree'] / s['headline']:.0%}" if s["headline"] else "n/a"

@@ -10,10 +10,9 @@ from pathlib import Path
 from authzbench.core.errors import UserError
 from authzbench.core.numbers import num
 from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
-from authzbench.report.basis import combine, extract
-from authzbench.report.data import RunData
-from authzbench.report.published import INFRA
-from authzbench.report.sweep import sweep_runs
+from authzbench.report.core.basis import combine, extract
+from authzbench.report.core.data import RunData, sweep_runs
+from authzbench.report.core.published import INFRA
 
 ASSUMPTIONS = [
     "server CPU is the monitor's per-process CPU of the measured server (for SpiceDB: SpiceDB and its "

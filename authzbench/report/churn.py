@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts
-from authzbench.report.data import RunData, derived, merged_summary
-from authzbench.report.frames import slo
-from authzbench.report.noise import min_ops, percentile_bounds
-from authzbench.report.ranking import Dimension, Figure
-from authzbench.report.tables import anchor, label, link_target, num, significant
+from authzbench.core.records import Interval, PhaseSkipped, as_dict
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData, derived, merged_summary
+from authzbench.report.core.frames import slo
+from authzbench.report.core.noise import min_ops, percentile_bounds
+from authzbench.report.core.ranking import Dimension, Figure
+from authzbench.report.core.staleness import rate_cell
+from authzbench.report.core.tables import anchor, label, link_target, num, significant, table
 from authzbench.workloads.churn import (
     CHURN_FRESHNESS_S,
     CHURN_RATES,
@@ -67,7 +69,7 @@ def _steps(rd: RunData) -> pd.DataFrame:
     for r in rows:
         if not r["went_on"] and r["rate"] < stops.get(r["backend"], {}).get("rate", math.inf):
             stops[r["backend"]] = r
-    rows += [_skipped_row(r, stops.get(r["backend"])) for r in rd.skipped if r.get("scenario") == SCENARIO]
+    rows += [_skipped_row(r, stops.get(r.backend)) for r in rd.skipped if r.scenario == SCENARIO]
     rows = [r for r in rows if r is not None]
     return pd.DataFrame(rows).sort_values(["backend", "rate"]).reset_index(drop=True) if rows else pd.DataFrame()
 
@@ -93,7 +95,7 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     reads = _hists(g, "check")
     phases = set(g["phase"])
-    step = step_of(r for r in rd.records if r["type"] == "interval" and r["phase"] in phases)
+    step = step_of(as_dict(r) for r in rd.records if isinstance(r, Interval) and r.phase in phases)
     objective, fresh = slo(rd)["check_p95_ms"], settings(rd)["freshness_s"]
     read_ops, read_p95 = int(chk["ops"].sum()), _p(reads, "p95_ms")
     read_iv = percentile_bounds(chk[chk["ops"] > 0], 95.0, read_p95) if reads else None
@@ -114,22 +116,22 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
             "went_on": not why_not_held(step, objective, fresh), "after_stop": False}
 
 
-def _skipped_row(r: dict, stop: dict | None) -> dict | None:
+def _skipped_row(r: PhaseSkipped, stop: dict | None) -> dict | None:
     """A step not run: no figure. Skipped because a lower step did not hold (stop), it names that step, whose
     row gives the figure (the run's stored reason repeats it in the run's own formatting: 1.89e+03 against the
     table's 1,885 in 20261129-015755); otherwise (foreseen) the run's reason."""
-    rate = r.get("churn_rate")
-    if rate is None and (m := _RATE_IN_ID.search(r.get("phase", ""))):
+    rate = None  # a skipped step names its rate in its phase id only
+    if m := _RATE_IN_ID.search(r.phase):
         rate = float(m.group(1))
     if rate is None:
         return None
     nan = math.nan
     after = stop is not None and stop["rate"] < float(rate)
-    return {"backend": r["backend"], "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
+    return {"backend": r.backend, "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
             "write_too_few": False, "lag_too_few": False,
             "stale_allows": 0, "revocations": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
-            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.get('reason', '')}",
+            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.reason}",
             "went_on": False, "after_stop": after}
 
 
@@ -255,3 +257,49 @@ def undecided_text(rd: RunData, rate: float, df: pd.DataFrame | None = None) -> 
     und = df[(df["rate"] == rate) & (df["state"] == UNDECIDED)] if not df.empty else df
     return ", ".join(f"{label(rd, r.backend)} {num(r.read_p95_ms)} ms{interval_text(r.read_iv)}"
                      for r in und.itertuples())
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    """The appendix's table of every churn step."""
+    df = steps(rd)
+    if df.empty:
+        return ""
+    cfg = settings(rd)
+    df = df.assign(backend_l=[label(rd, b) for b in df["backend"]],
+                   read_p95=[_marked(v, few) for v, few in zip(df["read_p95_ms"], df["read_too_few"], strict=True)],
+                   read_iv=[_interval(iv) for iv in df["read_iv"]],
+                   read_p50=[_marked(v, n < min_ops(50.0)) for v, n in zip(df["read_p50_ms"], df["read_ops"], strict=True)],
+                   write_p95=[_marked(v, few) for v, few in zip(df["write_p95_ms"], df["write_too_few"], strict=True)],
+                   lag_p95=[_marked(v, few) for v, few in zip(df["lag_p95_ms"], df["lag_too_few"], strict=True)],
+                   changes=[f"{r:g}" for r in df["rate"]],
+                   stale=[rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)],
+                   late_unissued=[f"{a} / {b} of {c}" if c else "—" for a, b, c in
+                                  zip(df["late"], df["unissued"], df["scheduled"], strict=True)])
+    return "\n".join([
+        "## Structural churn", "",
+        f"Checks at {cfg['read_rate']:g}/s (open loop, latency from each check's intended start) while structural "
+        f"changes arrive at each rate for {cfg['step_s']:g} s; a step above the first that did not hold is not run. "
+        f"A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms SLO, no check failed, the "
+        "writers kept to their schedule and every change became visible, its lag p95 within "
+        f"{cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the step. {CHURN_STALE}: "
+        "the step's own revocations, a quantity apart from the structural writes' stale allows (these ran at a "
+        "scheduled rate beside the step's checks).", "",
+        "The check p95 is judged by its interval (its ops' order-statistics 95% interval widened by the spread of "
+        "the step's one-second slices; the range of its rounds when the step was repeated): a step whose interval "
+        "lies across the SLO is undecided, neither held nor failed, unless another condition failed it. The "
+        "interval is within the one step: another run's step may land outside it.", "",
+        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50": "Check p50 (ms)",
+                   "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95": "Write p95 (ms)",
+                   "lag_p95": "Visibility p95 (ms)", "stale": CHURN_STALE,
+                   "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])
+
+
+CHURN_STALE = "Stale allows under churn, per 1,000 of the step's revocations [stale of revocations]"
+
+
+def _marked(v: float, too_few: bool) -> str:
+    return "—" if math.isnan(v) else f"{num(v)}{' ⚠' if too_few else ''}"
+
+
+def _interval(iv: tuple[float, float] | None) -> str:
+    return "—" if iv is None else f"{num(iv[0])}-{num(iv[1])}"

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from authzbench.report import ranking
-from authzbench.report.data import RunData, load_run
-from authzbench.report.figures import assumed, clearly_better, with_cells
-from authzbench.report.noise import overlap
-from authzbench.report.speed import speed_index
-from authzbench.report.tables import merge_repeats, table
-from authzbench.report.transfer import Scales, how, scale_for, scales
+from authzbench.report import dimensions
+from authzbench.report.core import ranking
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.figures import assumed, clearly_better, with_cells
+from authzbench.report.core.noise import overlap
+from authzbench.report.core.speed import speed_index
+from authzbench.report.core.tables import merge_repeats, table
+from authzbench.report.core.transfer import Scales, how, scale_for, scales
 
 AGREE = 1.25  # two runs' figures "agree" when neither is more than 25% above the other
 # Figures in these units scale with the machine's speed and are normalized by the index; memory, bytes and
@@ -191,9 +192,9 @@ def _per_phase(rd: RunData) -> pd.DataFrame:
 def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
     """Every Findings figure present in both runs: values, intervals, B / A, and whether they differ beyond
     both intervals."""
-    da = {d.title: d for d in ranking.compute(ra)}
+    da = {d.title: d for d in dimensions.compute(ra)}
     rows = []
-    for d in ranking.compute(rb):
+    for d in dimensions.compute(rb):
         if d.title not in da:
             continue
         fa = {f.backend: f for f in da[d.title].figures}
@@ -214,9 +215,9 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
 
 def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
     """Every verdict of A (x clearly better than y in a dimension) and what B says of it."""
-    db = {d.title: d for d in ranking.compute(rb)}
+    db = {d.title: d for d in dimensions.compute(rb)}
     rows = []
-    for d in ranking.compute(ra):
+    for d in dimensions.compute(ra):
         if d.title not in db:
             continue
         for figs_a, figs_b in zip(ranking.split(d, ra), ranking.split(db[d.title], rb), strict=True):

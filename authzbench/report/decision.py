@@ -1,6 +1,6 @@
 """The decision summary, the report's first screen: which backend suits which need, one row per need with
 each backend's figure and letters, one generated sentence per need, and the trade-offs that would change
-the answer. Every figure is a Findings figure (ranking.compute over figures.cell), lettered by the one rule
+the answer. Every figure is a Findings figure (dimensions.compute over figures.cell), lettered by the one rule
 (figures.letters: sharing a letter = not clearly apart); nothing here is written by hand."""
 
 from __future__ import annotations
@@ -9,32 +9,24 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from authzbench.report import (
-    charts,
-    churn,
-    clientbound,
-    engines,
-    freshness,
-    projected,
-    speed,
-    sweep,
-    tables,
-    workloads,
-)
-from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING, best_first, clearly_better
-from authzbench.report.frames import resource_table
-from authzbench.report.ranking import (
+from authzbench.report import churn, freshness, workloads
+from authzbench.report.core import charts, clientbound, engines, speed, tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import LETTER_MEANING, best_first, clearly_better
+from authzbench.report.core.frames import resource_table
+from authzbench.report.core.ranking import (
     NO_DIFFERENCE,
     Dimension,
     Figure,
     all_assumed,
-    compute,
     ranked,
     ratio_to_best,
     split,
 )
-from authzbench.report.tables import counted, num, ratio_from_zero, ratio_text
+from authzbench.report.core.tables import counted, num, ratio_from_zero, ratio_text
+from authzbench.report.dimensions import compute
+from authzbench.report.sweep import projected
+from authzbench.report.sweep import runs as sweep
 
 ASSUMED_MARK = "(assumed interval)"
 # The marks a cell carries, as the Findings and the appendix's tables give them.
@@ -294,7 +286,7 @@ def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
 
 
 def _consistency(rd: RunData, b: str) -> str:
-    return rd.servers.get(b, {}).get("info", {}).get("consistency") or "the backend's own"
+    return rd.info(b).get("consistency") or "the backend's own"
 
 
 def _size(rd: RunData, dims: list[Dimension]) -> str:
@@ -313,7 +305,7 @@ def _stand_ins(rd: RunData) -> list[str]:
     """What each stand-in's and embedded engine's figures may not be used for."""
     out = []
     for b, s in rd.servers.items():
-        what, kind = s["info"].get("label", b), rd.kind(b)
+        what, kind = s.info.get("label", b), rd.kind(b)
         if kind == "stand-in":
             out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
                        f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import charts, churn, freshness
-from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING, Cell, best_rate, cell, standing
-from authzbench.report.frames import (
+from authzbench.report import churn, freshness
+from authzbench.report.core import charts, staleness
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import LETTER_MEANING, Cell, best_rate, cell, standing
+from authzbench.report.core.frames import (
     peak_memory,
     resource_table,
     scenarios_measured,
@@ -21,8 +22,9 @@ from authzbench.report.frames import (
     slo_verdicts,
     write_table,
 )
-from authzbench.report.ranking import Dimension, compute, ranked
-from authzbench.report.tables import counted, fmt_pct, label, link_target, num, significant, table
+from authzbench.report.core.ranking import Dimension, ranked
+from authzbench.report.core.tables import counted, fmt_pct, label, link_target, num, significant, table
+from authzbench.report.dimensions import compute
 from authzbench.workloads.catalog import SCENARIOS
 
 
@@ -157,7 +159,7 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
     df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
     lines = ["## 7. Structural writes", "", "One worker, the backend's own read consistency: write p95 (ms), rows "
              "touched per write (mean), visibility lag p95 (ms) until a check reflects the write, and stale allows "
-             f"{freshness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check still "
+             f"{staleness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check still "
              "allowed). Every consistency mode and worker count: appendix.",
              "", link_target("structural-writes")]
     rows = []
@@ -167,7 +169,7 @@ def writes_digest(rd: RunData, out_dir: Path) -> str:
             short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
             row[short] = (f"{fmt_pct(r.write_p95_ms, r.write_fewest, 95.0, num)} ms; {counted(num(r.rows_mean), 'row')}; "
                           f"lag {fmt_pct(r.vis_p95_ms, r.vis_fewest, 95.0, num)} ms"
-                          + (f"; stale {freshness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
+                          + (f"; stale {staleness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
                              else "") + f" (n={counted(f'{r.ops:,}', 'write')})")
         rows.append(row)
     cols = list(dict.fromkeys(k for r in rows for k in r if k != "backend"))

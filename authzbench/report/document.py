@@ -10,27 +10,26 @@ from pathlib import Path
 
 from authzbench.report import (
     capacity,
-    churn_steps,
-    consistency,
+    churn,
     decision,
     digest,
     findings,
+    freshness,
     hosts,
     ingest,
+    load_tiers,
     mixed,
     outcomes,
     overview,
     reads,
     reference,
-    scaling,
-    shapes,
-    tiers,
     timeline,
     validity,
     writes,
 )
-from authzbench.report.data import RunData, load_run
-from authzbench.report.fold import fold
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.fold import fold
+from authzbench.report.sweep import scaling, shapes
 
 Section = Callable[[RunData, Path], str]
 
@@ -42,10 +41,10 @@ MAIN: list[Section] = [
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
     outcomes.problems, digest.appendix_link]
 APPENDIX: list[Section] = [
-    reads.section, ingest.monitor, mixed.section, writes.section, churn_steps.section,
-    consistency.section, hosts.section, overview.distribution,
+    reads.section, ingest.monitor, mixed.section, writes.section, churn.section,
+    freshness.section, hosts.section, overview.distribution,
     outcomes.correctness, outcomes.stability, validity.section]
-AFTER_REFERENCE: list[Section] = [tiers.section, timeline.section, digest.figure_table]
+AFTER_REFERENCE: list[Section] = [load_tiers.section, timeline.section, digest.figure_table]
 
 
 def render(run_path: Path, out_dir: Path, against_reference: bool | None = None) -> Path:

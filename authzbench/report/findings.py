@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from authzbench.report import clientbound, tables
-from authzbench.report.data import RunData
-from authzbench.report.figures import LETTER_MEANING
-from authzbench.report.ranking import (
+from authzbench.report.core import clientbound, tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import LETTER_MEANING
+from authzbench.report.core.ranking import (
     DISTURBED,
     MARK,
     NO_DIFFERENCE,
@@ -19,12 +19,12 @@ from authzbench.report.ranking import (
     Dimension,
     Figure,
     all_assumed,
-    compute,
     lettered,
     ratio_to_best,
     split,
 )
-from authzbench.report.tables import num, ratio_from_zero, ratio_text
+from authzbench.report.core.tables import num, ratio_from_zero, ratio_text
+from authzbench.report.dimensions import compute
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:

@@ -6,32 +6,23 @@ measured (visibility lag, stale allows) in the same run."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from authzbench.report.data import RunData, merged_summary
-from authzbench.report.figures import cell
-from authzbench.report.frames import revocations_of, session_mode, write_table
-from authzbench.report.noise import Z95, min_ops
-from authzbench.report.tables import label, num
+from authzbench.core.records import PhaseEnd, PhaseStart
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData, merged_summary
+from authzbench.report.core.figures import cell
+from authzbench.report.core.frames import revocations_of, session_mode, write_table
+from authzbench.report.core.noise import Z95, min_ops
+from authzbench.report.core.ranking import Dimension, Figure, worker_count
+from authzbench.report.core.staleness import STALE_LABEL, STALE_UNIT, STRICT_PREFIXES, strict_stale_note
+from authzbench.report.core.tables import anchor, label, num, table
 from authzbench.workloads.catalog import SCENARIOS
 
 REVOKE, VIA_GROUP, WRITERS = "revoke_then_check", "check_view_via_group_member", 8
-# The one stale-allow quantity's unit and label, wherever it is shown; a cell's [k of n] is its base.
-STALE_UNIT = "per 1,000 revocations"
-STALE_LABEL = f"Stale allows {STALE_UNIT}"
-STALE_COLUMN = f"{STALE_LABEL} [stale of revocations]"
-# The modes that promise a read sees every committed write: a stale allow under one is a bug, not a window.
-STRICT_PREFIXES = ("fully_consistent", "HIGHER")
-# Upstream reports of fresh-mode reads missing a committed write, found for each engine (none for Permify): the
-# three tools/newenemy_repro.py's docstring names for SpiceDB on PostgreSQL.
-UPSTREAM = {"spicedb": ["https://github.com/authzed/spicedb/issues/1215",
-                        "https://github.com/authzed/spicedb/issues/1130",
-                        "https://github.com/authzed/spicedb/issues/3260"],
-            "openfga": ["https://github.com/openfga/openfga/pull/2843"]}
-# The engines tools/newenemy_repro.py reproduces on: it speaks SpiceDB's API only.
-REPRODUCED = ("spicedb",)
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -64,7 +55,7 @@ WRITE_KINDS = tuple(n for n, s in SCENARIOS.items() if s.op == "write")
 
 def own_mode(rd: RunData, b: str) -> str:
     """The backend's session read consistency as its server record names it ("" for a backend without modes)."""
-    return rd.servers.get(b, {}).get("info", {}).get("consistency", "")
+    return rd.info(b).get("consistency", "")
 
 
 def stale_allows(rd: RunData) -> pd.DataFrame:
@@ -99,11 +90,6 @@ def revocations(rd: RunData) -> pd.DataFrame:
     return df[df["writers"] == WRITERS].sort_values(["backend", "mode"]).reset_index(drop=True)
 
 
-def rate_cell(k: int, n: int) -> str:
-    """A table cell of the quantity, its base beside it: "70 [14 of 200]"; "—" without a revocation."""
-    return f"{num(1000 * k / n)} [{k:,} of {n:,}]" if n else "—"
-
-
 def base_text(r) -> str:
     """"14 of 200 revocations": the count a rate per 1,000 rests on."""
     return f"{r['stale_allows']:,} of {r['revocations']:,} revocations"
@@ -127,36 +113,15 @@ def citation(rd: RunData, df: pd.DataFrame) -> str:
     return "" if bad.empty else strict_stale_note(rd, list(zip(bad["backend"], bad["mode"], strict=True)))
 
 
-def strict_stale_note(rd: RunData, bad: list[tuple[str, str]]) -> str:
-    """One sentence for the (backend, mode) pairs whose fully consistent mode allowed after a revocation: which
-    of them tools/newenemy_repro.py reproduces outside the suite (SpiceDB's only: 20261129-201802 claimed it
-    for Permify too) and the upstream reports found for each engine (the same list in the report and the
-    appendix, which cited two and three)."""
-    names = ", ".join(f"{label(rd, b)} {m}" for b, m in bad)
-    backends = list(dict.fromkeys(b for b, _ in bad))
-    done = [label(rd, b) for b in backends if b.startswith(REPRODUCED)]
-    not_done = [label(rd, b) for b in backends if not b.startswith(REPRODUCED)]
-    parts = [f"{', '.join(done)}: reproduced outside the suite with SpiceDB's public API alone by "
-             "`tools/newenemy_repro.py`"] if done else []
-    if not_done:
-        parts.append(f"{', '.join(not_done)}: not reproduced outside the suite (`tools/newenemy_repro.py` speaks "
-                     "SpiceDB's API only)")
-    urls = [u for b in backends for k, us in UPSTREAM.items() if b.startswith(k) for u in us]
-    parts.append(f"upstream reports: {', '.join(urls)}" if urls else "no upstream report found")
-    if none := [label(rd, b) for b in backends if not any(b.startswith(k) for k in UPSTREAM)]:
-        parts[-1] += f" (none for {', '.join(none)})"
-    return f"Stale allows under a fully consistent mode ({names}): " + "; ".join(parts) + "."
-
-
 def not_run(rd: RunData) -> list[str]:
     """The revocation phases at 8 writers the planner left out, a sentence each with why, so a backend missing
     from the stale-allow figures reads as not measured, not as clean or failed."""
     out = []
     for r in rd.skipped:
-        if r.get("scenario") == REVOKE and r.get("concurrency") == WRITERS:
-            mode = str(r["phase"]).split("/")[1].partition("@")[2]
-            name = f"{label(rd, r['backend'])}{' ' + mode if mode else ''}"
-            out.append(f"Not run at {WRITERS} writers, {name}: {r['reason']}.")
+        if r.scenario == REVOKE and r.concurrency == WRITERS:
+            mode = str(r.phase).split("/")[1].partition("@")[2]
+            name = f"{label(rd, r.backend)}{' ' + mode if mode else ''}"
+            out.append(f"Not run at {WRITERS} writers, {name}: {r.reason}.")
     return out
 
 
@@ -222,15 +187,15 @@ def _input_spans(rd: RunData, backend: str) -> list[dict]:
     [offset, offset + ops) (a closed loop's workers take every n-th input from the offset, so together a
     contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset
     until it started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
-    ends = {r["phase"]: r for r in rd.records if r.get("type") == "phase_end"}
+    ends = {r.phase: r for r in rd.records if isinstance(r, PhaseEnd)}
     spans = []
     for r in rd.records:
-        if r.get("type") != "phase_start" or r.get("backend") != backend or r.get("scenario") != VIA_GROUP:
+        if not isinstance(r, PhaseStart) or r.backend != backend or r.scenario != VIA_GROUP:
             continue
-        end = ends.get(r["phase"], {})
-        warm, ops = int(end.get("warmup_ops", 0)), int(end.get("ops", 0))  # ops: the measured ones
-        off = int(r.get("input_offset") or 0)
-        spans.append({"phase": r["phase"], "mode": r.get("consistency") or "", "t0": r["ts"],
+        end = ends.get(r.phase)
+        warm, ops = (int(end.warmup_ops), int(end.ops)) if end else (0, 0)  # ops: the measured ones
+        off = int(r.input_offset or 0)
+        spans.append({"phase": r.phase, "mode": r.consistency or "", "t0": r.ts,
                       "ranges": [(off, off + max(ops, 0)), (0, warm)]})
     return sorted(spans, key=lambda s: s["t0"])
 
@@ -264,8 +229,8 @@ def rechecks(rd: RunData) -> list[str]:
     session mode's had checked inputs 0-996 and 0-399: their first second ran at p50 0.74 and 1.01 ms, the
     rest at about 4 and 10 ms."""
     parts = []
-    for b in dict.fromkeys(r["backend"] for r in rd.records if r.get("type") == "phase_start"
-                           and r.get("scenario") == VIA_GROUP and r.get("consistency")):
+    for b in dict.fromkeys(r.backend for r in rd.records if isinstance(r, PhaseStart)
+                           and r.scenario == VIA_GROUP and r.consistency):
         spans = _input_spans(rd, b)
         for i, s in enumerate(spans):
             if not s["mode"] or "/c1/" not in s["phase"]:
@@ -285,3 +250,71 @@ def rechecks(rd: RunData) -> list[str]:
     return ["Which inputs each named mode's phase met, from the phases' input offsets and op counts (a check "
             "asked again can be answered from a cache the first asking filled):", "",
             *(f"- {p}." for p in parts)]
+
+
+def stale_dimensions(rd: RunData) -> list[Dimension]:
+    """Stale allows per 1,000 revocations (freshness.stale_allows) in each backend's own read mode, one dimension
+    per writer count, most writers first (the decision summary's row), each figure's base beside it. Ranked by
+    Wilson's 95% interval: measured, so it may ground a clear difference; 0 of 3 (0-562) is apart from none but
+    a rate near 1,000. None without a write phase (frames.write_table)."""
+    if write_table(rd).empty:
+        return []
+    t = stale_allows(rd)
+    t = t[t["own"] & (t["revocations"] > 0)] if not t.empty else t
+    out = []
+    for c in sorted(set(t["writers"]), reverse=True) if not t.empty else ():
+        figs = [_stale_figure(r) for _, r in t[t["writers"] == c].iterrows()]
+        out.append(Dimension("Writes", f"Stale allows, own read mode, {worker_count(c).replace('worker', 'writer')}",
+                             STALE_UNIT, False, figs, anchor("structural-writes"), key=f"stale_allows/{c}"))
+    return out
+
+
+def _stale_figure(r: pd.Series) -> Figure:
+    base, writers = f"{r['stale_allows']:,} of {r['revocations']:,}", worker_count(r["writers"]).replace("worker", "writer")
+    mode = "" if r["mode"] == "—" else f"{r['mode']}, "
+    return Figure(r["backend"], float(r["per_1k"]), n=int(r["revocations"]), bounds=(r["lo_1k"], r["hi_1k"]),
+                  base=base, detail=f"{mode}{writers}: {base} revocations, 95% {num(r['lo_1k'])}-{num(r['hi_1k'])}")
+
+
+def section(rd: RunData, out_dir: Path) -> str:
+    """The appendix's tables: stale allows per 1,000 revocations per mode and writer count, and each engine's
+    modes."""
+    st, fr = stale_allows(rd), freshness(rd)
+    lines: list[str] = []
+    if not st.empty:
+        # the rate as num() prints it everywhere else (82.9, not the table's default 82.873)
+        st = st.assign(backend_l=[label(rd, b) for b in st["backend"]], base=[base_text(r) for _, r in st.iterrows()],
+                       rate=[num(v) for v in st["per_1k"]],
+                       iv=[f"{num(a)}-{num(b)}" for a, b in zip(st["lo_1k"], st["hi_1k"], strict=True)])
+        lines += [f"## {STALE_LABEL}", "",
+                  "Every structural write phase's revocations per read consistency and writer count (`"
+                  f"{REVOKE}` at {WRITERS} concurrent writers in each mode): a stale allow is a revocation whose "
+                  "first check, right after the revocation returned, still allowed; the interval is Wilson's 95%. "
+                  "Churn steps' revocations are not counted here: they ran at a scheduled rate beside the step's "
+                  "open-loop checks, another condition (the churn table gives them per step).", "",
+                  table(st, {"backend_l": "Backend", "mode": "Read consistency", "writers": "Writers",
+                             "kinds": "Write kinds", "base": "Base (stale of revocations)",
+                             "rate": STALE_LABEL, "iv": "95% interval"})]
+        lines += [c, ""] if (c := citation(rd, revocations(rd))) else []
+    if not fr.empty:
+        fr = fr.assign(backend_l=[label(rd, b) for b in fr["backend"]],
+                       p50=[_marked(v, few) for v, few in zip(fr["p50_ms"], fr["p50_too_few"], strict=True)],
+                       p95=[_marked(v, few) for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)],
+                       lag=[_marked(v, few) for v, few in zip(fr["lag_p95_ms"], fr["lag_too_few"], strict=True)])
+        lines += ["## Freshness against latency", "",
+                  f"Each engine's `{VIA_GROUP}` check at 1 worker in each of its consistency modes, beside the "
+                  "staleness that mode allowed in this run's write phases: the visibility lag p95 after a write "
+                  "returned, of its worst write kind at its fewest writers (the figure the Findings rank), and its "
+                  "stale allows per 1,000 revocations at each writer count.", "",
+                  table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50": "Check p50 (ms)",
+                             "p95": "Check p95 (ms)", "lag": "Visibility p95, worst write kind (ms)",
+                             "lag_writers": "Writers (lag)", "stale": STALE_LABEL})]
+        lines += ["", *r] if (r := rechecks(rd)) else []
+        if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
+            lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
+    return "\n".join([*lines, ""]) if lines else ""
+
+
+def _marked(v: float, too_few: bool) -> str:
+    """A percentile cell, ⚠ after it when the ops behind it are under its floor (noise.min_ops)."""
+    return f"{num(v)}{' ⚠' if too_few else ''}" if v == v else "—"

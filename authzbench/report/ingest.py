@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import RunData
-from authzbench.report.tables import label, link_target, monitor_summary, table
+from authzbench.report.core.data import RunData
+from authzbench.report.core.ranking import Dimension, Figure, single_basis, single_bounds, single_note
+from authzbench.report.core.tables import anchor, label, link_target, monitor_summary, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -60,3 +61,28 @@ def _plain(v) -> str:
     if isinstance(v, float):
         return f"{v:,.0f}" if v == int(v) else f"{v:,.3g}"
     return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def ingest(rd: RunData) -> list[Dimension]:
+    df = rd.ingest
+    if df.empty:
+        return []
+    df = df[df["variant"] == ""]
+    figs = [Figure(r.backend, float(r.rels_per_s), detail=f"{r.total_s:.1f} s incl. {r.build_s:.1f} s build; "
+                   f"{r.rows / r.relationships:.1f} rows written per relationship",
+                   bounds=single_bounds(float(r.rels_per_s), "ingest"), basis=single_basis("ingest"))
+            for r in df.itertuples()]
+    return [Dimension("Writes", "Ingest incl. closure / view / index build", "relationships/s", True, figs,
+                      anchor("ingest"), single_note("ingest"),
+                      summary="ingest rels/s", key="ingest")]
+
+
+def footprint(rd: RunData) -> list[Dimension]:
+    df = rd.ingest
+    if df.empty:
+        return []
+    df = df[(df["variant"] == "") & df["footprint_bytes"].notna()]
+    figs = [Figure(r.backend, float(r.footprint_bytes) / r.relationships,
+                   detail=f"{float(r.footprint_bytes) / 2**20:,.1f} MiB") for r in df.itertuples()]
+    return [Dimension("Resources", "Footprint on disk", "bytes/relationship", False, figs, anchor("ingest"),
+                      summary="footprint", key="footprint")]

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from authzbench.core.errors import UserError
-from authzbench.core.metrics import decode
+from authzbench.core.metrics import decode, percentile
+from authzbench.core.records import Loadtest, as_dict
 from authzbench.results.store import RunStore
 
 # The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
@@ -22,7 +23,7 @@ HEADER = ("| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90
 
 
 def _ms(h, q: float | None = None) -> float:
-    return (h.get_mean_value() if q is None else h.get_value_at_percentile(q)) / 1000.0
+    return (h.get_mean_value() if q is None else percentile(h, q)) / 1000.0
 
 
 def row(rec: dict) -> str:
@@ -69,5 +70,5 @@ def render_run(run: Path, out_dir: Path) -> Path:
     if not context:
         raise UserError(f"{run}: no loadtest_context in its manifest (not a load test, or one recorded before "
                         "the context was kept)")
-    records = [r for r in store.records() if r.get("type") == "loadtest"]
+    records = [as_dict(r) for r in store.typed() if isinstance(r, Loadtest)]  # the rows read them by name
     return write(records, context, out_dir / f"loadtest-{run.name}.md")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from authzbench.report import charts
-from authzbench.report.data import RunData
-from authzbench.report.figures import with_cells
-from authzbench.report.frames import mixed_phases, slo, slo_verdicts
-from authzbench.report.tables import fmt, fmt_pct, label, link_target, marked, table
+from authzbench.report.core import charts, clientbound
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import cell, with_cells
+from authzbench.report.core.frames import mixed_phases, slo, slo_verdicts
+from authzbench.report.core.ranking import Dimension, Figure, ints_text, worker_count
+from authzbench.report.core.tables import anchor, fmt, fmt_pct, label, link_target, marked, table
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -53,3 +54,47 @@ def section(rd: RunData, out_dir: Path) -> str:
         lines += ["", f"![check p95 against offered load]({chart})"]
     lines.append("")
     return "\n".join(lines)
+
+
+def mixed_closed(rd: RunData) -> list[Dimension]:
+    """The check throughput at the most workers whose merged rounds met the SLO: the same figure (median over
+    rounds) the mixed table shows for that worker count."""
+    v = slo_verdicts(rd)
+    v = v[v["mode"] == "closed"] if not v.empty else v
+    if v.empty:
+        return []
+    figs = []
+    for b, g in v.groupby("backend", sort=False):
+        ok = g[g["verdict"] == "PASS"]
+        if ok.empty:
+            figs.append(Figure(b, 0.0, text="no worker count met the SLO",
+                               detail=f"tried {ints_text(g['concurrency'])} workers"))
+            continue
+        best = ok.loc[ok["concurrency"].idxmax()]
+        c = int(best["concurrency"])
+        x = cell(rd, b, str(best["scenario"]), c, "ops_per_s", "check")
+        if x is None:
+            continue
+        # the verdict rests on its check and write p95s: ⚠ when either rests on too few ops in some round
+        fewest = min(int(best["check_fewest"]), int(best["write_fewest"]) if best["write_ops"] else 10**9)
+        figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
+                           detail=f"up to {worker_count(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest, worse_below=True,
+                           client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
+    return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
+                      "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",
+                      key="mixed_slo")]
+
+
+def open_loop(rd: RunData) -> list[Dimension]:
+    v = slo_verdicts(rd)
+    v = v[v["mode"] == "open"] if not v.empty else v
+    if v.empty:
+        return []
+    figs = []
+    for b, g in v.groupby("backend", sort=False):
+        ok = g[g["verdict"] == "PASS"]["rate"].dropna()
+        figs.append(Figure(b, float(ok.max()) if len(ok) else 0.0, text="" if len(ok) else "no rate met the SLO",
+                           detail=f"tried {ints_text(g['rate'].dropna())} ops/s"))
+    return [Dimension("Under load", "Open loop: highest offered rate that met the SLO", "ops/s", True, figs,
+                      anchor("slo"), "rate steps are discrete: the true limit lies between two steps",
+                      summary="open-loop rate within SLO", key="open_loop")]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import RunData, cv
-from authzbench.report.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
+from authzbench.report.core.data import RunData, cv
+from authzbench.report.core.tables import fmt, fmt_pct, label, link_target, merge_repeats, table
 from authzbench.workloads.catalog import SCENARIOS
 
 
@@ -97,7 +97,7 @@ def problems(rd: RunData, out_dir: Path) -> str:
     if rd.skipped:
         lines.append(f"- {_not_run(rd)}")
     for e in rd.errors:
-        lines.append(f"- **{e['backend']}** ({e['stage']}): {_short(str(e['message']))}")
+        lines.append(f"- **{e.backend}** ({e.stage}): {_short(str(e.message))}")
     for _, r in bad.head(MAX_LISTED).iterrows():
         lines.append(f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}{_by_type(ph, r['phase'])}")
     if len(bad) > MAX_LISTED:
@@ -114,7 +114,7 @@ def _completed(rd: RunData) -> str:
 
 
 def _not_run(rd: RunData) -> str:
-    per = pd.Series([str(r["phase"]).split("/")[0] for r in rd.skipped]).value_counts()
+    per = pd.Series([str(r.phase).split("/")[0] for r in rd.skipped]).value_counts()
     return (f"{len(rd.skipped)} phase{'s' * (len(rd.skipped) != 1)} not run ("
             + ", ".join(f"{label(rd, b)} {n}" for b, n in per.items())
             + "); each one's cause: appendix, \"Phases stopped early\".")

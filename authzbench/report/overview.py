@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import engines
-from authzbench.report.data import RunData
-from authzbench.report.figures import cell
-from authzbench.report.noise import min_ops
-from authzbench.report.speed import by_backend, speed_line
-from authzbench.report.tables import counted, fmt, label, table
+from authzbench.core.records import Distribution, Eta, PhaseEnd, PhaseSkipped, PhaseStart
+from authzbench.report.core import engines
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import cell
+from authzbench.report.core.noise import min_ops
+from authzbench.report.core.speed import by_backend, speed_line
+from authzbench.report.core.tables import counted, fmt, label, table
 from authzbench.workloads.catalog import SCENARIOS
 from authzbench.workloads.churn import CHURN_MIX
 from authzbench.workloads.spec import BUDGET_STRETCH
@@ -21,8 +22,8 @@ def intro(rd: RunData, out_dir: Path) -> str:
     env = rd.manifest.get("environment", {})
     ds = rd.manifest.get("dataset", {})
     # measured: a phase of it ended; a backend stopped in its first phase is named in the ended-early line
-    ended = {r["backend"] for r in rd.records if r["type"] == "phase_end"}
-    started = any(r["type"] == "phase_start" for r in rd.records)
+    ended = {r.backend for r in rd.records if isinstance(r, PhaseEnd)}
+    started = any(isinstance(r, PhaseStart) for r in rd.records)
     backends = sorted(ended) if started else sorted(rd.servers)
     mism = int(rd.phases["mismatches"].sum()) if not rd.phases.empty else 0
     checked = int(rd.phases["checked"].sum()) if not rd.phases.empty else 0
@@ -57,11 +58,11 @@ def environment(rd: RunData, out_dir: Path) -> str:
              "", "### Servers measured", ""]
     rows, notes, speeds = [], [], by_backend(rd)
     for b, s in rd.servers.items():
-        info = s["info"]
+        info = s.info
         rows.append({"backend": label(rd, b), "server": info["label"], "version": info["version"],
-                     "mode": s["mode"], "workers": s.get("concurrency_model", "process"), **engines.columns(rd, b),
+                     "mode": s.mode, "workers": s.concurrency_model, **engines.columns(rd, b),
                      "speed": ", ".join(f"{v:.2f}" for v in speeds.get(b, []))})
-        notes.append(f"- **{label(rd, b)}**: " + "; ".join([*info.get("notes", []), *s.get("notes", [])]))
+        notes.append(f"- **{label(rd, b)}**: " + "; ".join([*info.get("notes", []), *s.notes]))
     speed_col = {"speed": "Machine-speed index at its visits"} if speeds else {}
     lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "server": "Server (as it reports itself)",
                                             "version": "Version", "mode": "Provisioned", "workers": "Client workers",
@@ -86,10 +87,10 @@ def config_notes(rd: RunData) -> dict[str, str]:
     `write_kind` is the mixed phase's writes only (the churn steps change memberships, revocations and
     hierarchy edges), `write_concurrency` the write scenarios' writer counts before the planner's 8-writer
     revocations (20261129-201802 printed `write_concurrency=[1]` beside 8-writer phases)."""
-    starts = [r for r in rd.records if r.get("type") == "phase_start"]
+    starts = [r for r in rd.records if isinstance(r, PhaseStart)]
     notes = {}
-    mixed = sorted({str(r.get("write_kind")) for r in starts if r.get("scenario") == "mixed" and r.get("write_share")})
-    churn = any(r.get("scenario") == "churn" for r in starts)
+    mixed = sorted({str(r.write_kind) for r in starts if r.scenario == "mixed" and r.write_share})
+    churn = any(r.scenario == "churn" for r in starts)
     if mixed or churn:
         parts = [f"the mixed phase wrote {', '.join(mixed)}"] if mixed else []
         if churn:
@@ -97,8 +98,8 @@ def config_notes(rd: RunData) -> dict[str, str]:
         notes["write_kind"] = "; ".join(parts)
     writers: dict[str, set[int]] = {}
     for r in starts:
-        if r.get("scenario") in SCENARIOS and SCENARIOS[r["scenario"]].op == "write":
-            writers.setdefault(r["scenario"], set()).add(int(r["concurrency"]))
+        if r.scenario in SCENARIOS and SCENARIOS[r.scenario].op == "write":
+            writers.setdefault(r.scenario, set()).add(int(r.concurrency))
     if writers:
         groups = dict.fromkeys(frozenset(c) for c in writers.values())
         notes["write_concurrency"] = "ran: " + "; ".join(
@@ -134,7 +135,7 @@ def session_modes(rd: RunData) -> str:
     three "latency-first")."""
     by: dict[str, list[str]] = {}
     for b, s in rd.servers.items():
-        if mode := (s.get("info") or {}).get("consistency"):
+        if mode := (s.info or {}).get("consistency"):
             by.setdefault(mode, []).append(label(rd, b))
     return " and ".join(f"{m} ({', '.join(bs)})" for m, bs in by.items())
 
@@ -174,11 +175,11 @@ def distribution(rd: RunData, out_dir: Path) -> str:
         depth = _depth_note(params, ds.get("counts") or {})
         lines += ["Generator parameters: " + ", ".join(f"{k}={v}" + (f" ({depth})" if k == "group_depth" and depth
                                                                       else "") for k, v in params.items()), ""]
-    dist = [r for r in rd.records if r["type"] == "distribution"]
+    dist = [r for r in rd.records if isinstance(r, Distribution)]
     if dist:
-        lines.append(table(pd.DataFrame(dist[-1]["rows"]), {"relationship": "Relationship", "mean": "Mean",
+        lines.append(table(pd.DataFrame(dist[-1].rows), {"relationship": "Relationship", "mean": "Mean",
                                                             "min": "Min", "max": "Max", "notes": "Notes"}, 2))
-        anchors = dist[-1].get("anchors", {})
+        anchors = dist[-1].anchors or {}
         if anchors:
             lines += ["", "Scenario anchors: " + ", ".join(f"{k} = **{v}**" for k, v in anchors.items()), ""]
     return "\n".join(lines) if len(lines) > 2 else ""
@@ -355,17 +356,17 @@ def ended_early(rd: RunData) -> str:
     "": a run killed in Elasticsearch's first phase rendered a full summary under "Backends measured:
     elasticsearch, postgres", and only section 9 said a phase was incomplete. Read from the records: phases
     started and never ended, and the last progress record's steps done of those planned."""
-    ended = {r["phase"] for r in rd.records if r["type"] == "phase_end"}
-    cut = [r for r in rd.records if r["type"] == "phase_start" and r["phase"] not in ended]
-    eta = [r for r in rd.records if r["type"] == "eta"]
-    left = eta[-1]["total"] - eta[-1]["done"] if eta else 0
+    ended = {r.phase for r in rd.records if isinstance(r, PhaseEnd)}
+    cut = [r for r in rd.records if isinstance(r, PhaseStart) and r.phase not in ended]
+    eta = [r for r in rd.records if isinstance(r, Eta)]
+    left = eta[-1].total - eta[-1].done if eta else 0
     if not cut and left <= 0:
         return ""
-    parts = [f"{eta[-1]['done']:,} of its {eta[-1]['total']:,} planned steps done at its last progress record"
+    parts = [f"{eta[-1].done:,} of its {eta[-1].total:,} planned steps done at its last progress record"
              ] if left > 0 else []
-    parts += [f"{label(rd, r['backend'])}'s `{r['scenario']}` phase at {counted(str(r.get('concurrency', '?')), 'worker')}"
+    parts += [f"{label(rd, r.backend)}'s `{r.scenario}` phase at {counted(str(r.concurrency), 'worker')}"
               " was cut: its figures rest on the ops recorded before the stop" for r in cut]
-    never = never_measured(rd, {r["backend"] for r in cut})
+    never = never_measured(rd, {r.backend for r in cut})
     parts += [f"never measured: {'; '.join(never)}"] if never else []
     return f"**This run ended early** ({'; '.join(parts)})."
 
@@ -374,10 +375,10 @@ def never_measured(rd: RunData, cut: set[str]) -> list[str]:
     """What the stop left unmeasured: each configured backend never reached, and the configured scenarios of
     the backend it stopped in (`cut`) that no phase of it ran to the end nor skipped with a reason."""
     cfg = rd.manifest.get("config") or {}
-    started = {r["backend"] for r in rd.records if r["type"] == "phase_start"}
+    started = {r.backend for r in rd.records if isinstance(r, PhaseStart)}
     out = [f"{label(rd, b)} (nothing)" for b in cfg.get("backends") or [] if b not in started]
     for b in sorted(cut):
-        done = {r["scenario"] for r in rd.records if r["type"] in ("phase_end", "phase_skipped") and r["backend"] == b}
+        done = {r.scenario for r in rd.records if isinstance(r, PhaseEnd | PhaseSkipped) and r.backend == b}
         if missing := [s for s in cfg.get("scenarios") or [] if s not in done]:
             out.append(f"{label(rd, b)}'s {', '.join(f'`{s}`' for s in missing)}")
     return out

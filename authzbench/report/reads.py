@@ -3,15 +3,30 @@ CPU and memory per 1,000 checks."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from authzbench.report import charts, clientbound
-from authzbench.report.data import RunData
-from authzbench.report.figures import with_cells
-from authzbench.report.frames import resource_table
-from authzbench.report.tables import (
+from authzbench.report.core import charts, clientbound
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import best_rate, with_cells
+from authzbench.report.core.frames import peak_memory, resource_table, scenarios_measured
+from authzbench.report.core.noise import spread_unstable
+from authzbench.report.core.ranking import (
+    Dimension,
+    Figure,
+    closed_phases,
+    in_process,
+    ints_text,
+    pct_figures,
+    single_basis,
+    single_bounds,
+    worker_count,
+)
+from authzbench.report.core.tables import (
+    anchor,
     figure_mode,
     label,
     link_target,
@@ -83,3 +98,75 @@ def _resources(rd: RunData) -> str:
                       table(t, {"backend": "Backend", "phases": "Phases", "ops": "Checks",
                                 "cpu_s_per_1k": "Server core-s per 1,000 checks", "cpu_mean": "Server CPU mean (%)",
                                 "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server memory (MiB)"})])
+
+
+def check_latency(rd: RunData) -> list[Dimension]:
+    out = []
+    for s in scenarios_measured(rd, "check"):
+        if closed_phases(rd, s).empty:
+            continue
+        c = int(closed_phases(rd, s)["concurrency"].min())
+        out.append(Dimension("Checks", f"Check p50, {s}, {worker_count(c)}", "ms", False,
+                             pct_figures(rd, s, 50), anchor(s), summary="check p50", key=f"check_p50/{s}"))
+        out.append(Dimension("Checks", f"Check p95, {s}, {worker_count(c)}", "ms", False,
+                             pct_figures(rd, s, 95), anchor(s), summary="check p95", key=f"check_p95/{s}"))
+    return out
+
+
+def check_throughput(rd: RunData) -> list[Dimension]:
+    out = []
+    for s in scenarios_measured(rd, "check"):
+        figs = []
+        for b in dict.fromkeys(closed_phases(rd, s)["backend"]):
+            best = best_rate(rd, b, s)
+            if best is None:
+                continue
+            c, x = best
+            figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
+                               detail=f"at {worker_count(c)}", client_bound=clientbound.client_bound(rd, b, s, c)))
+        levels = sorted(set(closed_phases(rd, s)["concurrency"].astype(int)))  # a scenario may run at 1 worker only
+        what = (f"Throughput at {worker_count(levels[0])}" if len(levels) == 1
+                else f"Best throughput over {ints_text(pd.Series(levels))} workers")
+        out.append(Dimension("Checks", f"{what}, {s}", "checks/s", True,
+                             figs, anchor(s), summary="best check throughput", key=f"check_rate/{s}"))
+    return out
+
+
+def lookup_latency(rd: RunData) -> list[Dimension]:
+    out = []
+    for s in scenarios_measured(rd, "lookup"):
+        def per_lookup(b: str, rows: pd.DataFrame) -> str:
+            n = rows["ops"].sum()
+            return f"{rows['results'].sum() / n:,.0f} resources per lookup" if n else ""
+
+        if closed_phases(rd, s).empty:
+            continue
+        c = int(closed_phases(rd, s)["concurrency"].min())
+        kind = "heavy" if "super" in s else "regular"
+        out.append(Dimension("Lookups", f"Lookup p95 ({kind} user), {s}, {worker_count(c)}", "ms", False,
+                             pct_figures(rd, s, 95, detail=per_lookup), anchor(s), summary=f"{kind} lookup p95",
+                             key=f"lookup_p95/{s}"))
+    return out
+
+
+def server_memory(rd: RunData) -> list[Dimension]:
+    peaks = peak_memory(rd)
+    figs = [Figure(b, mb, detail=in_process(rd, b), bounds=single_bounds(mb, "rss"), basis=single_basis("rss"))
+            for b, mb in peaks.items()]
+    return [Dimension("Resources", "Peak server memory over the read phases", "MiB", False, figs, anchor("resources"),
+                      summary="peak memory", key="memory")]
+
+
+def cpu_per_1k(rd: RunData) -> list[Dimension]:
+    """The reference's "CPU% per 1K operations", as server core-seconds per 1,000 checks."""
+    t = resource_table(rd)
+    if t.empty:
+        return []
+    # its interval: the lowest to the highest round's, as for latency (one value per round of every check phase)
+    # unstable by the latency figures' rule (noise.spread_unstable): mongo's 3.23 rested on rounds of 1.95-9.45
+    figs = [Figure(r.backend, float(r.cpu_s_per_1k), detail=in_process(rd, r.backend),
+                   bounds=(min(r.cpu_rounds), max(r.cpu_rounds)) if len(r.cpu_rounds) >= 2 else None,
+                   unstable=spread_unstable(np.array(r.cpu_rounds), float(r.cpu_s_per_1k)))
+            for r in t.itertuples() if not math.isnan(r.cpu_s_per_1k)]
+    return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False, figs,
+                      anchor("resources"), summary="CPU per 1k checks", key="cpu_per_1k")]

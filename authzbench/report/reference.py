@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
-from authzbench.report.figures import with_cells
-from authzbench.report.published import load_reference
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import with_cells
+from authzbench.report.core.published import load_reference
 
 NO_ROUND_TRIP_MS = 0.001  # 1 µs: no loopback request, let alone a search, answers faster
 

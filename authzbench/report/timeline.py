@@ -8,22 +8,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
+from authzbench.core.records import PhaseEnd, PhaseStart, Record, Step
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
 
 SLOWEST = 5  # steps named under the table
 
 
-def steps(recs: list[dict]) -> pd.DataFrame:
+def steps(recs: list[Record]) -> pd.DataFrame:
     """One row per step: the `step` records, and each phase from its phase_start record to its phase_end
     record (workers started, warm-up and the measured part: more than the phase's measured wall_s)."""
-    rows = [{"backend": r["backend"] or "", "step": r["step"], "t0": r["t0"], "seconds": r["seconds"]}
-            for r in recs if r["type"] == "step"]
-    ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
+    rows = [{"backend": r.backend or "", "step": r.step, "t0": r.t0, "seconds": r.seconds}
+            for r in recs if isinstance(r, Step)]
+    ends = {r.phase: r for r in recs if isinstance(r, PhaseEnd)}
     for r in recs:
-        if r["type"] == "phase_start" and r["phase"] in ends and "ts" in r and "ts" in ends[r["phase"]]:  # records made by hand may lack ts
-            rows.append({"backend": r["backend"], "step": f"phase {r['phase']}", "t0": r["ts"],
-                         "seconds": ends[r["phase"]]["ts"] - r["ts"]})
+        # records made by hand may lack ts
+        if isinstance(r, PhaseStart) and r.phase in ends and r.ts is not None and ends[r.phase].ts is not None:
+            rows.append({"backend": r.backend, "step": f"phase {r.phase}", "t0": r.ts,
+                         "seconds": ends[r.phase].ts - r.ts})
     df = pd.DataFrame(rows, columns=["backend", "step", "t0", "seconds"])
     return df.sort_values("t0", kind="stable").reset_index(drop=True)
 
@@ -49,12 +51,12 @@ def per_backend(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def measured_windows(recs: list[dict]) -> dict[str, float]:
+def measured_windows(recs: list[Record]) -> dict[str, float]:
     """Seconds each backend spent inside measured windows (phase_end wall_s, re-runs included)."""
     out: dict[str, float] = {}
     for r in recs:
-        if r["type"] == "phase_end":
-            out[r["backend"]] = out.get(r["backend"], 0.0) + float(r.get("wall_s") or 0.0)
+        if isinstance(r, PhaseEnd):
+            out[r.backend] = out.get(r.backend, 0.0) + float(r.wall_s or 0.0)
     return out
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
-from authzbench.report.noise import min_ops
-from authzbench.report.published import load_reference
-from authzbench.report.tables import MARK
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.noise import min_ops
+from authzbench.report.core.published import load_reference
+from authzbench.report.core.tables import MARK
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -53,12 +53,12 @@ def _stand_ins(rd: RunData, label, table) -> list[str]:
     ref = load_reference()["systems"]
     rows = []
     for b, s in rd.servers.items():
-        info, r = s["info"], ref.get(b)
+        info, r = s.info, ref.get(b)
         if r is None:
             continue
         text = f"{info.get('label', '')} {info.get('version', '')}".lower()
         same_product = r["product"].lower() in text and "standing in" not in text and "not " + \
-            r["product"].lower() not in text and s.get("concurrency_model") != "thread"
+            r["product"].lower() not in text and s.concurrency_model != "thread"
         same_version = str(r["version"]).lstrip("v") == str(info.get("version", "")).lstrip("v")
         verdict = "as the reference" if same_product and same_version else \
             "same product, other version" if same_product else "stand-in: another product or build"
@@ -144,9 +144,9 @@ def _stops(rd: RunData, label, table) -> list[str]:
     lines += [f"- `{p}` incomplete, its figures cover only what ran: {_short(str(r))}"
               for p, r in zip(bad["phase"], bad["reason"], strict=True)]
     for r in rd.skipped:
-        cause = _skip_cause(str(r["reason"]), r.get("scenario", ""), _last_step(rd, r["backend"]))
-        lines.append(f"- `{r['phase']}` not run: {cause}: {_short(str(r['reason']))}")
-    lines += [f"- backend error, {e['backend']} ({e['stage']}): {_short(str(e['message']))}" for e in rd.errors]
+        cause = _skip_cause(str(r.reason), r.scenario, _last_step(rd, r.backend))
+        lines.append(f"- `{r.phase}` not run: {cause}: {_short(str(r.reason))}")
+    lines += [f"- backend error, {e.backend} ({e.stage}): {_short(str(e.message))}" for e in rd.errors]
     if len(lines) == 2:
         lines.append("- None: every phase ran to its op count.")
     return [*lines, ""]

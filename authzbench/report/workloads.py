@@ -6,11 +6,11 @@ one display (figures.letters), † backends lettered among themselves after the 
 from __future__ import annotations
 
 from authzbench.report import churn, freshness
-from authzbench.report.data import RunData
-from authzbench.report.figures import letters
-from authzbench.report.frames import slo
-from authzbench.report.ranking import Dimension, Figure
-from authzbench.report.tables import label, num
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import letters
+from authzbench.report.core.frames import slo
+from authzbench.report.core.ranking import Dimension, Figure
+from authzbench.report.core.tables import label, num
 
 READ_KEY = "check_p95/check_view_via_group_member"  # the Findings dimension a read-heavy workload rests on
 

@@ -12,18 +12,13 @@ import numpy as np
 from authzbench.backends.base import Backend
 from authzbench.core.console import say
 from authzbench.core.records import Restored, as_dict
+from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.results.store import RunStore
 from authzbench.run.servers import Session
 from authzbench.schema.dataset import Dataset
 from authzbench.workloads.catalog import READ_SCENARIOS, scenario
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=""
-# After the backend's last writing phase the heaviest user's lookup runs fully consistent: it took Permify
-# 36.8 s of make bench's 20 min (20261128-053218), after that run had measured it at 18.6 s an op. When the
-# run measured that lookup slower than this an op, the user is checked instead on HEAVY_CHECKS of the
-# resources they hold and as many they do not, by check: the same user's rows, in a second.
-HEAVY_LOOKUP_MAX_S = 5.0
-HEAVY_CHECKS = 100
 
 
 def heavy_restore(op_s: float | None) -> str:

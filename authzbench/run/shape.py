@@ -23,14 +23,8 @@ from authzbench.config import BenchConfig
 from authzbench.core.console import say
 from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
+from authzbench.generator.shape_params import PARAMS
 
-# parameter -> (the generator's key, its default values: each spans the reference dataset's own value,
-# depth 1 (its 14 nestings are at most 2 deep), 4.1 groups a user, 11 viewers a resource, by ~8-10x)
-PARAMS: dict[str, tuple[str, list[float]]] = {
-    "depth": ("group_depth", [1, 2, 4, 8]),
-    "fanout": ("groups_per_user", [2, 4, 8]),
-    "acl": ("viewer_users_per_res", [3, 11, 33]),
-}
 MIN_VALUES = 3  # a fit with an interval needs three points
 
 

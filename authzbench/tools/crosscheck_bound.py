@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from authzbench.report.clientbound import MARK, SATURATED, SHARE, judge, server_only_bound
+from authzbench.report.core.clientbound import MARK, SATURATED, SHARE, judge, server_only_bound
 
 
 @dataclass(frozen=True)

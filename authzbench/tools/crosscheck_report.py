@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.core.metrics import merge
-from authzbench.report.clientbound import MARK, SATURATED, SHARE, server_only_bound
-from authzbench.report.fold import fold
+from authzbench.report.core.clientbound import MARK, SATURATED, SHARE, server_only_bound
+from authzbench.report.core.fold import fold
 from authzbench.tools.crosscheck_bound import (  # noqa: F401 (machine, client_bound: the report's API)
     OUR_SIDES,
     Row,

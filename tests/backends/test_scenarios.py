@@ -15,8 +15,10 @@ import pytest
 
 from authzbench.core.metrics import encode, new_histogram, summarize
 from authzbench.core.records import Interval, PhaseEnd, PhaseStart, as_dict
+from authzbench.measure.runner import run_phase
 from authzbench.schema.model import Relationship
 from authzbench.workloads.catalog import SCENARIOS
+from authzbench.workloads.spec import PhaseSpec
 
 CHECKS = [n for n, s in SCENARIOS.items() if s.op == "check"]
 LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]
@@ -157,8 +159,7 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     within the bound, no revoked user is still allowed, no read is wrong, and afterwards checks and the
     anchor lookups equal the pristine oracle again."""
     from authzbench.backends.registry import backend_class
-    from authzbench.measure.runner import PhaseSpec, run_phase
-    from authzbench.report.data import phase_table
+    from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
 
     if dataset.model != "rebac":
@@ -189,8 +190,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     or probe is wrong, every issued change becomes visible within the bound, the step is judged by the one rule,
     and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
-    from authzbench.measure.runner import PhaseSpec, run_phase
-    from authzbench.report.data import phase_table
+    from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.workloads.churn import step_of
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from authzbench.report.charts import FIXED
+from authzbench.report.core.charts import FIXED
 from authzbench.systems import systems
 
 REPO = Path(__file__).resolve().parents[2]

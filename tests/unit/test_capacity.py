@@ -13,8 +13,9 @@ import pytest
 from authzbench import cli
 from authzbench.core.errors import UserError
 from authzbench.core.projection import BackendBasis, Range, SizePoint, Target, exponent, project
-from authzbench.report import basis, capacity
-from authzbench.report.data import from_records
+from authzbench.report import capacity
+from authzbench.report.core import basis
+from authzbench.report.core.data import from_records
 from tests.unit.test_report_findings import NET, Run, steady
 
 

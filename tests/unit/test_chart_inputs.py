@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from authzbench.report import charts, digest, scaling, writes
-from authzbench.report.data import load_run
-from authzbench.report.figures import cell
+from authzbench.report import digest, writes
+from authzbench.report.core import charts
+from authzbench.report.core.data import load_run
+from authzbench.report.core.figures import cell
+from authzbench.report.sweep import scaling
 from tests.unit.test_report_findings import CASS, NET, Run, steady
 
 CHECK, HEAVY = "check_manage_direct_user", "lookup_resources_manage_super"

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from authzbench.report import churn, digest, ranking, workloads
+from authzbench.report import churn, digest, dimensions, workloads
 from authzbench.workloads.churn import FAILED, HELD, UNDECIDED, Step, judged
 from tests.unit.test_report_churn import _phase, skipped
 from tests.unit.test_report_findings import NET, Run
@@ -111,7 +111,7 @@ def test_a_step_skipped_after_an_undecided_stop_is_not_counted_as_failed():
 
 def test_the_workload_row_lists_an_undecided_backend_apart_from_those_that_met_it():
     rd = _sweep(24.0).data()
-    row = {w: b for w, _, b in workloads.rows(rd, ranking.compute(rd))}["Membership churn of 100 changes/s"]
+    row = {w: b for w, _, b in workloads.rows(rd, dimensions.compute(rd))}["Membership churn of 100 changes/s"]
     assert re.fullmatch(r"postgres 1 ms \(a\); undecided \(check p95 interval across the SLO\): "
                         r"openfga [0-9.]+ ms \[[0-9.]+-[0-9.]+\]", row)
 

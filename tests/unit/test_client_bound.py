@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import clientbound, decision, digest, findings, ranking
+from authzbench.report import decision, digest, dimensions, findings
+from authzbench.report.core import clientbound, ranking
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -31,7 +32,7 @@ def _without_client_cpu(run: Run) -> Run:
 
 
 def _throughput(rd) -> ranking.Dimension:
-    return next(d for d in ranking.compute(rd) if d.key == f"check_rate/{S}")
+    return next(d for d in dimensions.compute(rd) if d.key == f"check_rate/{S}")
 
 
 def test_a_throughput_whose_client_used_more_cpu_than_the_server_is_flagged_client_bound():

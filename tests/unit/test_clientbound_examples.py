@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report.clientbound import MARK
+from authzbench.report.core.clientbound import MARK
 from authzbench.tools import crosscheck_report as cr
 
 DATA = Path(__file__).resolve().parents[2] / "reports" / "data"

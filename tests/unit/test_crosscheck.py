@@ -7,7 +7,7 @@ import pytest
 
 from authzbench.cli import main
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report.clientbound import MARK
+from authzbench.report.core.clientbound import MARK
 from authzbench.systems.postgres.adapter import PostgresBackend, check_statement
 from authzbench.tools.crosscheck import (
     case_tree,

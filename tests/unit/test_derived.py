@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report.data import RunData, derived
+from authzbench.report.core.data import RunData, derived
 
 
 def test_a_derived_table_is_computed_once_per_run_and_again_for_a_view_with_other_phases():

@@ -26,7 +26,7 @@ from authzbench.generator import generate  # noqa: E402
 from authzbench.measure.distributed import run_phase_distributed  # noqa: E402
 from authzbench.measure.runner import BackendFactory, PhaseSpec  # noqa: E402
 from authzbench.report import render  # noqa: E402
-from authzbench.report.data import phase_table  # noqa: E402
+from authzbench.report.core.data import phase_table  # noqa: E402
 from authzbench.results.store import RunStore  # noqa: E402
 from authzbench.truth.oracle import Oracle  # noqa: E402
 from authzbench.workloads.catalog import SCENARIOS  # noqa: E402

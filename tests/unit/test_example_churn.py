@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import merge, percentile
-from authzbench.report.frames import SLO_DEFAULTS
-from authzbench.report.noise import order_stat_interval
-from authzbench.report.tables import significant
+from authzbench.report.core.frames import SLO_DEFAULTS
+from authzbench.report.core.noise import order_stat_interval
+from authzbench.report.core.tables import significant
 from authzbench.tools.examples import REPORTS, Example, examples
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from authzbench.core.numbers import num
-from authzbench.report.fold import MAX_LINE
+from authzbench.report.core.fold import MAX_LINE
 from authzbench.tools.examples import REPORTS, examples
 
 BENCH = [ex for ex in examples() if (REPORTS / ex.report.replace(".md", ".json")).is_file()]

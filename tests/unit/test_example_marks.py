@@ -24,7 +24,7 @@ import pytest
 from matplotlib.figure import Figure as MplFigure
 
 from authzbench.core.numbers import num
-from authzbench.report.noise import overlap
+from authzbench.report.core.noise import overlap
 from authzbench.tools.examples import REPORTS, Example, examples, render
 
 # The rule's numbers, as the README states them (noise.min_ops computes them): written out here so that a

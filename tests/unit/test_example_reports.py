@@ -15,10 +15,10 @@ import pytest
 from authzbench.core.records import Loadtest, Oracle
 from authzbench.measure.k6 import run_plan
 from authzbench.report import digest
-from authzbench.report.data import load_run
+from authzbench.report.core.data import load_run
+from authzbench.report.core.tables import JSON_DIGITS, significant
+from authzbench.report.dimensions import compute
 from authzbench.report.loadtest import render_run as render_loadtest
-from authzbench.report.ranking import compute
-from authzbench.report.tables import JSON_DIGITS, significant
 from authzbench.results.store import RunStore
 from authzbench.tools import examples as examples_module
 from authzbench.tools.examples import REPORTS, Example, add, examples, render

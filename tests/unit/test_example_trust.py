@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from authzbench.report.noise import overlap
-from authzbench.report.tables import num
+from authzbench.report.core.noise import overlap
+from authzbench.report.core.tables import num
 from authzbench.tools.examples import REPORTS, examples
 
 BENCH = [ex for ex in examples() if (REPORTS / ex.report.replace(".md", ".json")).is_file()]

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.numbers import fixed, num, significant
+from authzbench.report import dimensions
+from authzbench.report.core.tables import fmt, ratio_text
 from authzbench.report.document import render
-from authzbench.report.tables import fmt, ratio_text
 
 
 def test_a_half_way_figure_prints_the_same_digits_from_the_run_and_from_the_json():
@@ -71,7 +72,7 @@ def test_a_mixed_check_p95_prints_at_one_precision_in_the_mixed_table_and_the_sl
 
 
 def test_a_folded_document_keeps_its_code_whole_and_every_other_line_within_400_characters():
-    from authzbench.report.fold import fold
+    from authzbench.report.core.fold import fold
 
     prose, row, code = "word " * 100, "| " + " | ".join(["cell " * 10] * 12) + " |", "x" * 500
     out = fold("\n".join([prose, "", row, "", "```", code, "```"])).split("\n")
@@ -80,7 +81,7 @@ def test_a_folded_document_keeps_its_code_whole_and_every_other_line_within_400_
 
 
 def _lags() -> list:
-    from authzbench.report.ranking import _lag
+    from authzbench.report.writes import _lag
 
     def kinds(ms: float) -> pd.DataFrame:  # three write kinds, the worst at ms, each on 64 ops a round
         return pd.DataFrame({"vis_p95_ms": [ms / 2, ms, ms / 3], "vis_ops": [64] * 3, "vis_fewest": [64] * 3})
@@ -89,8 +90,8 @@ def _lags() -> list:
 
 
 def test_a_ratio_to_a_base_within_its_resolution_of_zero_is_a_floor_not_a_figure():
+    from authzbench.report.core.ranking import Dimension
     from authzbench.report.findings import ranking_text
-    from authzbench.report.ranking import Dimension
 
     d = Dimension("Writes", "Visibility lag p95", "ms", False, _lags(), "t-x")
     text = ranking_text(d.figures, d, str)
@@ -100,7 +101,7 @@ def test_a_ratio_to_a_base_within_its_resolution_of_zero_is_a_floor_not_a_figure
 
 
 def test_a_ratio_to_a_base_clear_of_zero_is_the_figures_ratio():
-    from authzbench.report.tables import ratio_from_zero
+    from authzbench.report.core.tables import ratio_from_zero
 
     assert ratio_from_zero((1.0, 1.2), (5.0, 5.5), False) is None
     assert ratio_from_zero((100.0, 120.0), (0.0, 2.0), True) == ">÷50"  # higher is better: the other is the base
@@ -109,14 +110,14 @@ def test_a_ratio_to_a_base_clear_of_zero_is_the_figures_ratio():
 def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
     from types import SimpleNamespace
 
-    from authzbench.report import decision, ranking
+    from authzbench.report import decision
     from tests.unit.test_report_findings import CASS, NET, Run, steady
 
     run = (Run().server("postgres", NET).server("scylla", CASS)
            .phase("postgres", "check_manage_direct_user", steady(1.0))
            .phase("scylla", "check_manage_direct_user", steady(3.0, n=3)))  # 12 ops: a p95 needs more
     rd = run.data()
-    d = next(x for x in ranking.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
+    d = next(x for x in dimensions.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
     _, _, _, texts, _ = decision._matrix(rd, [(SimpleNamespace(label="p95"), d)], ["postgres", "scylla"])
     row = decision._row(rd, SimpleNamespace(label="p95"), d, ["postgres", "scylla"])
     assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (texts, row)

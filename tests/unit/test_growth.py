@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from authzbench.core.projection import Range, carry
-from authzbench.report.growth import fit, lines
-from authzbench.report.projected import at_target, check_rows, check_table
+from authzbench.report.sweep.growth import fit, lines
+from authzbench.report.sweep.projected import at_target, check_rows, check_table
 
 SIZES = np.array([2.5e3, 4e4, 4e5, 4e6])
 
@@ -124,7 +124,7 @@ def test_the_readers_size_names_who_leaves_the_slo_and_outgrows_the_disk():
 
 def test_over_three_sizes_the_projection_exponent_spans_the_fits_95_percent_interval():
     from authzbench.core.projection import exponent as rounds_only
-    from authzbench.report.projected import exponent
+    from authzbench.report.sweep.projected import exponent
 
     pts = [(1_000, Range(1.0, 1.0, 1.0)), (10_000, Range(3.0, 3.0, 3.0)), (100_000, Range(4.0, 4.0, 4.0))]
     f = fit([s for s, _ in pts], [r.value for _, r in pts])

@@ -9,7 +9,7 @@ import pytest
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
 from authzbench.measure.runner import BackendFactory, KeptWorkers, PhaseSpec, run_phase
-from authzbench.report.data import phase_table
+from authzbench.report.core.data import phase_table
 from authzbench.truth.oracle import Oracle
 from authzbench.workloads.catalog import SCENARIOS
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from authzbench.report.figures import clearly_better, letters, standing
+from authzbench.report.core.figures import clearly_better, letters, standing
 
 
 @dataclass

@@ -9,10 +9,10 @@ import pytest
 
 from authzbench.report import reference
 from authzbench.report.compare import render_compare
-from authzbench.report.data import load_run, merged_summary
+from authzbench.report.core.data import load_run, merged_summary
+from authzbench.report.core.figures import cell, mean_ms
+from authzbench.report.core.tables import fmt
 from authzbench.report.document import render
-from authzbench.report.figures import cell, mean_ms
-from authzbench.report.tables import fmt
 from tests.unit.test_report_findings import NET, Run, steady
 
 SCEN = "check_manage_direct_user"

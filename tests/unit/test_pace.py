@@ -4,12 +4,12 @@ heaviest-user lookup took ~20 s an op at 1 worker and timed out at 8 workers in 
 from __future__ import annotations
 
 from authzbench.config import BenchConfig
-from authzbench.measure.runner import PhaseResult, PhaseSpec
-from authzbench.report.data import load_run
+from authzbench.report.core.data import load_run
 from authzbench.report.validity import _skip_cause, _stops
 from authzbench.results.store import RunStore
 from authzbench.run import orchestrate, phase
 from authzbench.run.phase_plan import Pace
+from authzbench.workloads.spec import PhaseResult, PhaseSpec
 
 
 def _spec(c: int, **kw) -> PhaseSpec:

@@ -12,7 +12,7 @@ from authzbench.config import BenchConfig
 from authzbench.core.metrics import merge
 from authzbench.report import render
 from authzbench.report.compare import render_compare
-from authzbench.report.figures import cell
+from authzbench.report.core.figures import cell
 from authzbench.results.store import RunStore
 from authzbench.run import orchestrate
 
@@ -148,7 +148,7 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
 def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_path):
     import statistics
 
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
                          scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
@@ -164,7 +164,7 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 
 
 def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has_rounds(tmp_path):
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
                          scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
@@ -183,7 +183,7 @@ def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has
 
 def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
     """Backends name a rate as (count, seconds); the report divides, in the rate's place among the notes."""
-    from authzbench.report.data import ingest_rates
+    from authzbench.report.core.data import ingest_rates
 
     rec = {"relationships": 1000, "documents": 50,
            "notes": {"closure_seconds": 0.12345, "insert_seconds": 2.0,
@@ -199,15 +199,16 @@ def test_ingest_rates_are_computed_by_the_report_from_raw_counts_and_seconds():
 
 
 def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
+    from authzbench.core.records import PhaseEnd, PhaseStart
     from authzbench.report.timeline import per_backend, steps
 
     store, path = run
-    recs = list(store.records())
+    recs = list(store.typed())
     df = steps(recs)
     kinds = set(df[df["backend"] == "reference"]["step"])
     assert {"start", "load", "stop"} <= kinds  # each recorded around the step as it ran
-    starts = {r["phase"]: r["ts"] for r in recs if r["type"] == "phase_start"}
-    phases = [r["ts"] - starts[r["phase"]] for r in recs if r["type"] == "phase_end"]
+    starts = {r.phase: r.ts for r in recs if isinstance(r, PhaseStart)}
+    phases = [r.ts - starts[r.phase] for r in recs if isinstance(r, PhaseEnd)]
     row = per_backend(df).set_index("backend").loc["reference"]
     assert row["n_phases"] == len(phases)
     assert row["phases"] == pytest.approx(sum(phases))  # workers' start and warm-up included
@@ -218,12 +219,13 @@ def test_timeline_accounts_for_each_backends_steps_and_names_the_slowest(run):
 
 
 def test_timeline_gives_the_measured_windows_share_of_the_wall_clock(run):
+    from authzbench.core.records import PhaseEnd
     from authzbench.report.timeline import measured_windows, steps
 
     store, path = run
-    recs = list(store.records())
+    recs = list(store.typed())
     windows = measured_windows(recs)
-    assert windows["reference"] == pytest.approx(sum(r["wall_s"] for r in recs if r["type"] == "phase_end"))
+    assert windows["reference"] == pytest.approx(sum(r.wall_s for r in recs if isinstance(r, PhaseEnd)))
     df = steps(recs)
     wall = (df["t0"] + df["seconds"]).max() - df["t0"].min()
     text = both(path).split("## Run timeline")[1]

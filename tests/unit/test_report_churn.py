@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import churn, churn_steps, consistency, decision, digest, freshness, ranking, workloads
+from authzbench.report import (
+    churn,
+    decision,
+    digest,
+    dimensions,
+    freshness,
+    workloads,
+)
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, NET, Run, steady
 
@@ -182,7 +189,7 @@ def test_an_older_record_without_a_revocation_count_counts_every_op():
 
 def _rows(run: Run) -> dict[str, str]:
     rd = run.data()
-    return {w: b for w, _, b in workloads.rows(rd, ranking.compute(rd))}
+    return {w: b for w, _, b in workloads.rows(rd, dimensions.compute(rd))}
 
 
 def test_workload_rows_list_the_backends_that_meet_them_best_first():
@@ -223,15 +230,15 @@ def test_each_engine_mode_shows_its_check_latency_beside_the_staleness_it_allowe
     assert df.loc["fully_consistent"]["p50_ms"] == pytest.approx(4.0, rel=0.01)
     assert df.loc["fully_consistent"]["stale"] == "8 writers: 9 of 800 revocations, 11.3 per 1,000 (95% 5.93-21.2)"  # 11.25: half up
     assert df.loc["minimize_latency (session)"]["stale"] == "—"  # no revocation in the session mode
-    assert "freshness.png" in consistency.section(run.data(), tmp_path)
-    assert "freshness.png" in consistency.section(run.data(), tmp_path)
+    assert "freshness.png" in freshness.section(run.data(), tmp_path)
+    assert "freshness.png" in freshness.section(run.data(), tmp_path)
 
 
 def test_a_run_without_churn_or_revocations_renders_none_of_it(tmp_path):
     run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
     rd = run.data()
-    assert churn_steps.section(rd, tmp_path) == "" and consistency.section(rd, tmp_path) == ""
-    assert decision.envelope(rd, ranking.compute(rd), tmp_path) == []
+    assert churn.section(rd, tmp_path) == "" and freshness.section(rd, tmp_path) == ""
+    assert decision.envelope(rd, dimensions.compute(rd), tmp_path) == []
     main = render(run.write(tmp_path / "run"), tmp_path / "out")
     text = main.read_text() + (tmp_path / "out" / "fixture-appendix.md").read_text()
     # the run's path holds the test's name: the sections' own titles and lines are what must be absent

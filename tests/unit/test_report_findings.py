@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from authzbench.core.metrics import encode, new_histogram
-from authzbench.report import findings, ranking
-from authzbench.report.data import from_records
+from authzbench.report import dimensions, findings
+from authzbench.report import writes as writes_topic
+from authzbench.report.core import ranking
+from authzbench.report.core.data import from_records
+from authzbench.report.core.tables import anchor
 from authzbench.report.document import render
 
 NET = {"label": "PostgreSQL 15.18 (Debian, native)", "version": "15.18", "comparable": True, "notes": []}
@@ -94,7 +97,7 @@ def steady(ms: float, n: int = 200, slots: int = 4) -> list[list[float]]:
 
 
 def _dim(rd, title_start: str) -> ranking.Dimension:
-    return next(d for d in ranking.compute(rd) if d.title.startswith(title_start))
+    return next(d for d in dimensions.compute(rd) if d.title.startswith(title_start))
 
 
 def _groups(figs: list[ranking.Figure], higher_is_better: bool) -> list[list[ranking.Figure]]:
@@ -201,10 +204,10 @@ def test_one_more_dimension_is_one_more_function():
     def stale_allows(rd):
         figs = [ranking.Figure("postgres", 0.0, bounds=(0.0, 1.0)), ranking.Figure("scylla", 3.0, bounds=(2.0, 4.0))]
         return [ranking.Dimension("Writes", "Stale allows after a revoke", "allows", False, figs,
-                                   ranking.anchor("revoke_then_check"))]
+                                   anchor("revoke_then_check"))]
 
     rd = two_backends(1.0, 2.0).data()
-    dims = ranking.compute(rd, [*ranking.DIMENSIONS, stale_allows])
+    dims = dimensions.compute(rd, [*dimensions.DIMENSIONS, stale_allows])
     text = findings.render_section(rd, str, dims=dims)
     assert "- [Stale allows after a revoke (allows)](#t-revoke-then-check), lower is better: " in text
     assert "**postgres** 0 (a); **scylla** 3 >×2 (b)\n" in text  # 2-4 against 0-1: at least twice
@@ -215,10 +218,10 @@ def test_figures_without_a_measured_interval_claim_no_difference_however_far_apa
     hand (2x, 1.25x) or none at all; such figures share a letter and the line says why."""
     def counted(rd):
         figs = [ranking.Figure("postgres", 1.0), ranking.Figure("scylla", 1000.0)]
-        return [ranking.Dimension("Writes", "Rows touched", "rows", False, figs, ranking.anchor("ingest"))]
+        return [ranking.Dimension("Writes", "Rows touched", "rows", False, figs, anchor("ingest"))]
 
     rd = two_backends(1.0, 2.0).data()
-    text = findings.render_section(rd, str, dims=ranking.compute(rd, [counted]))
+    text = findings.render_section(rd, str, dims=dimensions.compute(rd, [counted]))
     assert "**postgres** 1 (a); **scylla** 1,000 ×1,000 (a); one measurement per backend, so no difference is " \
            "claimed" in text
     ingest = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 1.0).ingest("scylla", 100.0)
@@ -245,9 +248,8 @@ def test_stale_allows_are_a_rate_per_1000_revocations_per_writer_count_in_the_na
     one = _dim(rd, "Stale allows, own read mode, 1 writer")
     assert {f.backend: f.base for f in one.figures} == {"spicedb-pg": "0 of 67", "postgres": "0 of 67"}
     assert _dim(rd, "Visibility lag p95 after a structural write").title.endswith(", 1 worker")
-    from authzbench.report import writes
 
-    modes = writes.write_table(rd).set_index(["backend", "concurrency"])["consistency"]
+    modes = writes_topic.write_table(rd).set_index(["backend", "concurrency"])["consistency"]
     assert modes[("spicedb-pg", 8)] == "fully_consistent (session)" and modes[("postgres", 8)] == "—"
 
 
@@ -326,7 +328,7 @@ def test_the_mixed_verdict_is_the_median_round_at_each_worker_count_and_the_same
     rd = run.data()
     fig = _dim(rd, "Mixed workload (closed loop)").figures[0]
     assert fig.detail == "up to 8 workers" and fig.value == pytest.approx(800, rel=0.01)  # 3,200 ops in 4 s
-    from authzbench.report.frames import slo_verdicts
+    from authzbench.report.core.frames import slo_verdicts
 
     v = slo_verdicts(rd).set_index("concurrency")
     assert v.loc[8, "verdict"] == "PASS" and v.loc[8, "check_ops_per_s"] == fig.value
@@ -342,7 +344,7 @@ def test_against_reference_is_a_flag_of_report_and_bench_defaulting_to_the_datas
 
 
 def test_a_percentile_from_one_op_has_an_interval_open_above_not_a_negative_spread():
-    from authzbench.report.noise import percentile_bounds, percentile_spread
+    from authzbench.report.core.noise import percentile_bounds, percentile_spread
 
     rd = Run().server("postgres", NET).phase("postgres", "check_negative", [[1.0]]).data()
     assert percentile_bounds(rd.phases, 95, 1.0) == (1.0, math.inf)
@@ -350,7 +352,7 @@ def test_a_percentile_from_one_op_has_an_interval_open_above_not_a_negative_spre
 
 
 def test_two_p95s_from_one_op_each_are_no_clear_difference_but_one_far_above_a_measured_p95_is():
-    from authzbench.report.figures import cell, letters
+    from authzbench.report.core.figures import cell, letters
 
     run = Run()
     for b, ms in (("spicedb-pg", [1.95]), ("openfga", [2.03]), ("postgres", [0.1] * 40), ("scylla", [9.0, 12.0])):
@@ -376,7 +378,7 @@ def test_a_size_sweep_adds_its_growth_exponents_when_its_section_is_present(monk
     import numpy as np
     import pandas as pd
 
-    from authzbench.report import sweep
+    from authzbench.report.sweep import runs as sweep
 
     # a sweep's figures, without running one
     monkeypatch.setattr(sweep, "MEASURES", {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
@@ -428,7 +430,7 @@ def test_a_load_that_timed_no_batches_shows_no_batch_figures_and_warns_nothing()
 
     import pandas as pd
 
-    from authzbench.report.data import ingest_table
+    from authzbench.report.core.data import ingest_table
 
     rec = Run().ingest("scylla", 12.8).recs[0] | {"batch_seconds": []}
     with warnings.catch_warnings():
@@ -447,23 +449,23 @@ def test_visibility_lags_rest_on_an_assumed_interval_and_are_never_clearly_apart
         run.phase(b, "write_membership", steady(ms, n=60, slots=1), concurrency=1, kind="visibility",
                   writes=[1.0] * 120, extra={"stale_allows": 0, "stale_reads": 0})
     d = _dim(run.data(), "Visibility lag p95")
-    assert all(f.assumed == ranking.LAG_BASIS for f in d.figures)
+    assert all(f.assumed == writes_topic.LAG_BASIS for f in d.figures)
     assert _order(run.data(), "Visibility lag p95") == [["postgres", "scylla", "spicedb-pg"]]
 
 
 def test_check_throughput_is_titled_by_the_worker_counts_that_ran():
     """"Best throughput over the concurrency sweep" named a sweep for scenarios run at one worker only."""
     one = two_backends(1.0, 3.0).data()
-    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in ranking.compute(one))
+    assert any(d.title == "Throughput at 1 worker, check_manage_direct_user" for d in dimensions.compute(one))
     run = two_backends(1.0, 3.0)
     run.phase("postgres", "check_manage_direct_user", steady(1.0), concurrency=8)
-    titles = [d.title for d in ranking.compute(run.data())]
+    titles = [d.title for d in dimensions.compute(run.data())]
     assert "Best throughput over 1, 8 workers, check_manage_direct_user" in titles
     assert not any("sweep" in t for t in titles)
 
 
 def test_two_too_few_percentiles_are_never_clearly_apart_however_far_their_values():
-    from authzbench.report.figures import cell, clearly_better
+    from authzbench.report.core.figures import cell, clearly_better
 
     run = Run()
     for b, ms in (("permify", [2.0] * 5), ("scylla", [3000.0] * 5), ("postgres", [0.1] * 40)):
@@ -477,7 +479,7 @@ def test_two_too_few_percentiles_are_never_clearly_apart_however_far_their_value
 
 
 def test_a_short_round_marks_the_cell_as_the_sample_size_table_does():
-    from authzbench.report.figures import cell
+    from authzbench.report.core.figures import cell
     from authzbench.report.validity import _sample_sizes
 
     run = Run().server("postgres", NET)
@@ -491,7 +493,7 @@ def test_a_short_round_marks_the_cell_as_the_sample_size_table_does():
 
 
 def test_a_mixed_verdict_resting_on_a_short_rounds_write_p95_carries_the_mark_in_the_summary_and_the_table():
-    from authzbench.report.frames import slo_verdicts
+    from authzbench.report.core.frames import slo_verdicts
 
     run = Run().server("postgres", NET)
     for rnd, writes in enumerate(([2.0] * 30, [2.0] * 5)):  # 35 writes, but one round of 5: a p95 needs 20

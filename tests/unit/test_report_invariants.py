@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from authzbench.report import decision, ranking
-from authzbench.report.data import RunData
+from authzbench.core.records import Server
+from authzbench.report import decision, dimensions, mixed
+from authzbench.report.core import ranking
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import cell, letters, standing
+from authzbench.report.core.tables import significant
 from authzbench.report.document import render
-from authzbench.report.figures import cell, letters, standing
-from authzbench.report.tables import significant
 from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
 
 BACKENDS = {"postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
@@ -76,7 +78,7 @@ def _assert_letter_meaning(figs: list, higher: bool, where: object = "") -> None
 def test_every_rendered_letter_means_not_clearly_apart_and_follows_the_figures_order(rendered):
     run, _ = rendered
     rd = run.data()
-    for d in ranking.compute(rd):
+    for d in dimensions.compute(rd):
         for figs in ranking.split(d, rd):
             _assert_letter_meaning([f for f in figs if not f.text], d.higher_is_better, d.title)
 
@@ -86,7 +88,7 @@ def test_every_figure_in_the_summary_and_findings_equals_its_tables(rendered):
     rd = run.data()
     table = json.loads(path.with_suffix(".json").read_text())["figures"]
     by_key = {(f["dimension"], f["backend"]): f for f in table}
-    for d in ranking.compute(rd):
+    for d in dimensions.compute(rd):
         for f in d.figures:
             assert by_key[(d.key, f.backend)]["value"] == significant(f.value)  # the JSON keeps 6 digits
     # a check p50 of the Findings is the per-phase table's cell and the comparison table's
@@ -113,8 +115,8 @@ def test_no_backend_scenario_workers_metric_shows_two_values(rendered):
                 assert not nums or nums & shown, (b, s, ln)
     summary = text.split("## Decision summary")[1].split("## Findings")[0]
     cells = [ln for ln in summary.splitlines() if ln.startswith("| Mixed load within the SLO")]
-    mixed = ranking.mixed_closed(rd)[0]
-    for f in mixed.figures:
+    dim = mixed.mixed_closed(rd)[0]
+    for f in dim.figures:
         assert f"{f.value:,.0f}" in cells[0]
 
 
@@ -177,14 +179,14 @@ def test_the_decision_needs_cover_the_issue_list():
 
 
 def test_a_count_of_one_takes_the_singular_noun():
-    from authzbench.report.tables import counted
+    from authzbench.report.core.tables import counted
     assert counted("1", "row") == "1 row" and counted("1", "worker") == "1 worker"
     assert counted("1,041", "row") == "1,041 rows" and counted("1, 8", "worker") == "1, 8 workers"
 
 
 def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its_stale_allows():
+    from authzbench.report.core.ranking import Dimension, Figure
     from authzbench.report.decision import NEEDS, _freshness
-    from authzbench.report.ranking import Dimension, Figure
 
     need = {n.keys: n for n in NEEDS}
     lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
@@ -207,12 +209,13 @@ def _servers_run() -> RunData:
             "clickhouse": {"engine": "ClickHouse", "label": "ClickHouse 26.9 embedded (chdb)", "comparable": False},
             "postgres": {"engine": "PostgreSQL", "label": "PostgreSQL 15.18"}}
     rd = RunData(Path("."), {}, [])
-    rd.servers = {b: {"backend": b, "info": i} for b, i in info.items()}
+    rd.servers = {b: Server(backend=b, mode="native", info=i, notes=[], concurrency_model="process")
+                  for b, i in info.items()}
     return rd
 
 
 def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_real_servers():
-    from authzbench.report.tables import label
+    from authzbench.report.core.tables import label
     rd = _servers_run()
     assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
     # a stand-in is a networked server: lettered with the servers; an embedded engine is lettered apart
@@ -228,7 +231,7 @@ def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
 
 
 def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
-    from authzbench.report.charts import UNRANKED, cell_colour
+    from authzbench.report.core.charts import UNRANKED, cell_colour
 
     # row A first letters a..b, row B a..f: first letter b is one colour in both
     rows = {"A": [1, 2], "B": [1, 2, 3, 4, 5, 6]}
@@ -240,12 +243,12 @@ def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_hol
 
 
 def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered, monkeypatch):
-    from authzbench.report import charts
+    from authzbench.report.core import charts
 
     run, _ = rendered
     rd = run.data()
     monkeypatch.setattr(charts, "_save", lambda fig, d, name: name)
-    picked = decision.rows(rd, ranking.compute(rd))
+    picked = decision.rows(rd, dimensions.compute(rd))
     needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
     assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
     for i, row in enumerate(ranks_):

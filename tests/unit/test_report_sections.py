@@ -1,7 +1,9 @@
-"""Sections import helpers, never other sections (docs/ARCHITECTURE.md, "The report"). A section renders a part
-of a report (document.py lists them in MAIN/APPENDIX); a helper computes or formats what sections share; an
-assembler puts sections together into a document. Every import statement of a report module, top-level or
-inside a function, read with ast, is an edge."""
+"""The report is topics over a small core (docs/ARCHITECTURE.md, "The report pipeline"). The core
+(report/core/) reads the records and holds what every topic shares; a topic (reads, writes, churn, ...)
+owns its frame, figures, lines and tables and imports only the core (a package topic, such as sweep/, its
+own modules too); an assembler puts topics together into a document (document.py, compare.py,
+loadtest.py) or a summary across topics (the decision summary, the Findings and their dimensions). Every
+import statement of a report module, top-level or inside a function, read with ast, is an edge."""
 
 from __future__ import annotations
 
@@ -12,60 +14,84 @@ import authzbench.report
 
 REPORT = Path(authzbench.report.__file__).parent
 
-SECTIONS = frozenset({
-    "capacity", "churn_steps", "consistency", "decision", "digest", "findings", "hosts", "ingest", "mixed",
-    "outcomes", "overview", "reads", "reference", "scaling", "shapes", "tiers", "timeline", "validity", "writes"})
-# churn and freshness: the churn sweep's and the revocations' figures, which the decision summary, the digest
-# and their appendix tables (churn_steps, consistency) all read; workloads: the decision summary's workload
-# rows, built from them.
-HELPERS = frozenset({
-    "basis", "charts", "churn", "clientbound", "data", "engines", "figures", "fold", "frames", "freshness",
-    "growth", "noise", "projected", "published", "ranking", "speed", "sweep", "tables", "transfer", "workloads"})
-# document: the report and its appendix; compare and loadtest: documents of their own (`report --compare`, the
-# load-test reproduction).
-ASSEMBLERS = frozenset({"__init__", "document", "compare", "loadtest"})
+TOPICS = frozenset({
+    "capacity", "churn", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
+    "reference", "timeline", "validity", "writes",
+    "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes"})
+# document, compare, loadtest: documents; decision, findings, dimensions, workloads, digest: what reads across
+# the topics (the decision summary and its workload rows, the Findings, the list of dimensions, the figure
+# table and JSON beside the main report's per-topic digests)
+ASSEMBLERS = frozenset({
+    "__init__", "document", "compare", "loadtest", "decision", "findings", "dimensions", "workloads", "digest"})
 
 
-def _report_imports(path: Path) -> set[str]:
-    """The report modules `path` imports: `from authzbench.report import x`, `from authzbench.report.x import
-    ...`, `import authzbench.report.x`, wherever the statement stands."""
+def module_name(path: Path, root: Path = REPORT) -> str:
+    """"reads", "core.noise", "sweep" (a package's __init__), "__init__" (the report's own)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1]) if parts[-1] == "__init__" and len(parts) > 1 else ".".join(parts)
+
+
+def report_imports(path: Path, root: Path = REPORT) -> set[str]:
+    """The report modules `path` imports, by module_name: `from authzbench.report import x`, `from
+    authzbench.report.core.x import ...`, `import authzbench.report.x`, wherever the statement stands."""
+    def known(dotted: str) -> str | None:
+        rel = dotted.removeprefix("authzbench.report").lstrip(".")
+        if not rel:
+            return None
+        p = root / rel.replace(".", "/")
+        return rel if p.with_suffix(".py").exists() or (p / "__init__.py").exists() else None
+
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "authzbench.report":
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("authzbench.report."):
-            out.add(node.module.split(".")[2])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("authzbench.report"):
+            subs = {known(f"{node.module}.{a.name}") for a in node.names} - {None}
+            out |= subs or {known(node.module)} - {None}
         elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[2] for a in node.names if a.name.startswith("authzbench.report.")}
+            out |= {m for a in node.names if (m := known(a.name))}
     return out
 
 
+def _modules() -> set[str]:
+    return {module_name(p) for p in REPORT.rglob("*.py")}
+
+
 def _edges() -> set[tuple[str, str]]:
-    return {(p.stem, m) for p in REPORT.glob("*.py") for m in _report_imports(p)}
+    return {(module_name(p), m) for p in REPORT.rglob("*.py") for m in report_imports(p)} - \
+        {(m, m) for m in _modules()}
 
 
-def test_every_report_module_is_a_section_a_helper_or_an_assembler():
-    modules = {p.stem for p in REPORT.glob("*.py")}
-    classes = [SECTIONS, HELPERS, ASSEMBLERS]
-    assert modules == set().union(*classes), "class the new module (or drop the gone one) in this test"
-    assert sum(len(c) for c in classes) == len(modules), "a module is in two classes"
+def _core(m: str) -> bool:
+    return m == "core" or m.startswith("core.")
 
 
-def test_no_section_imports_another_section_or_an_assembler():
-    found = {(a, b) for a, b in _edges() if a in SECTIONS and b in SECTIONS | ASSEMBLERS and a != b}
-    assert found == set(), "move the shared function into a helper module"
+def _package(m: str) -> str:
+    return m.split(".")[0]
 
 
-def test_no_helper_imports_a_section_or_an_assembler():
-    assert {(a, b) for a, b in _edges() if a in HELPERS and b not in HELPERS} == set()
+def test_every_report_module_is_core_a_topic_or_an_assembler():
+    unclassed = {m for m in _modules() if not _core(m) and m not in TOPICS | ASSEMBLERS}
+    assert unclassed == set(), "class the new module (or drop the gone one) in this test"
+    assert _modules() >= TOPICS | ASSEMBLERS, "a module this test classes is gone"
+    assert not TOPICS & ASSEMBLERS, "a module is in two classes"
 
 
-def test_every_section_document_lists_is_classed_as_a_section():
-    listed = {m for m in _report_imports(REPORT / "document.py") if m not in HELPERS}
-    assert listed <= SECTIONS
+def test_the_core_imports_only_the_core():
+    assert {(a, b) for a, b in _edges() if _core(a) and not _core(b)} == set()
 
 
-def test_the_import_walk_sees_a_lazy_import_inside_a_function(tmp_path: Path):
+def test_a_topic_imports_only_the_core_and_its_own_package():
+    found = {(a, b) for a, b in _edges() if a in TOPICS and not _core(b) and _package(b) != _package(a)}
+    assert found == set(), "move what two topics share into report/core/"
+
+
+def test_document_lists_topics_and_summaries_only():
+    listed = report_imports(REPORT / "document.py")
+    assert {m for m in listed if not _core(m)} <= TOPICS | ASSEMBLERS
+    assert {"reads", "writes", "churn", "freshness", "sweep.scaling"} <= listed
+
+
+def test_the_import_walk_sees_a_lazy_import_inside_a_function_and_a_core_module(tmp_path: Path):
     p = tmp_path / "x.py"
-    p.write_text("def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n")
-    assert _report_imports(p) == {"decision", "churn"}
+    p.write_text("def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
+                 "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
+    assert report_imports(p) == {"decision", "churn", "core.noise", "sweep.runs"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.report import decision
+from authzbench.report.core import staleness
 from tests.unit.test_report_findings import NET, Run
 
 
@@ -46,26 +47,24 @@ def test_the_tier_line_names_the_mode_each_engine_read_in_from_its_server_record
 
 
 def test_the_outside_reproduction_is_claimed_for_spicedb_only_and_cites_the_same_reports_everywhere():
-    from authzbench.report import freshness
 
     rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).server("permify", {**NET, "label": "Permify"}).data()
-    note = freshness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent"), ("permify", "fully_consistent")])
+    note = staleness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent"), ("permify", "fully_consistent")])
     assert "spicedb-pg: reproduced outside the suite with SpiceDB's public API alone" in note
     assert "permify: not reproduced outside the suite" in note and "permify: reproduced" not in note
-    assert all(u in note for u in freshness.UPSTREAM["spicedb"]) and "(none for permify)" in note
-    permify_only = freshness.strict_stale_note(rd, [("permify", "fully_consistent")])
+    assert all(u in note for u in staleness.UPSTREAM["spicedb"]) and "(none for permify)" in note
+    permify_only = staleness.strict_stale_note(rd, [("permify", "fully_consistent")])
     assert "newenemy_repro.py` speaks SpiceDB's API only" in permify_only and "no upstream report found" in permify_only
 
 
 def test_the_appendix_and_the_report_cite_the_reproduction_in_one_sentence():
     import pandas as pd
 
-    from authzbench.report import freshness
     from authzbench.report.writes import _strict_stale_allows
 
     rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).data()
     rows = pd.DataFrame([{"backend": "spicedb-pg", "consistency": "fully_consistent", "stale_allows": 3}])
-    assert _strict_stale_allows(rd, rows)[1] == freshness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent")])
+    assert _strict_stale_allows(rd, rows)[1] == staleness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent")])
 
 
 def _churn_run(rates: list[float]):
@@ -166,7 +165,7 @@ def test_group_depth_zero_is_shown_with_the_hierarchy_edges_the_share_drew():
 
 
 def test_the_speed_index_base_is_not_named_like_the_reference_report():
-    from authzbench.report import speed
+    from authzbench.report.core import speed
 
     line = speed._reference_line()
     assert "Index 1.0 = the index's base machine" in line and "reference machine" not in line

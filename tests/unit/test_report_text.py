@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from authzbench.report import decision, digest, findings, ingest, outcomes, ranking
-from authzbench.report.data import load_run
+from authzbench.report import decision, digest, dimensions, findings, ingest, outcomes
+from authzbench.report.core import ranking
+from authzbench.report.core.data import load_run
+from authzbench.report.core.fold import MAX_LINE, fit_table, fold
 from authzbench.report.document import render
-from authzbench.report.fold import MAX_LINE, fit_table, fold
 from tests.unit.test_report_findings import CASS, NET, Run, steady
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "reports" / "data" / "20261128-083444"
@@ -26,12 +27,12 @@ def example():
 
 @pytest.fixture(scope="module")
 def example_dims(example):
-    return ranking.compute(example)
+    return dimensions.compute(example)
 
 
 def test_the_single_load_factor_is_stated_as_an_assumption_not_a_measured_movement():
     run = Run().server("postgres", NET).server("scylla", CASS).ingest("postgres", 2.0).ingest("scylla", 5.0)
-    note = ranking.ingest(run.data())[0].note
+    note = ingest.ingest(run.data())[0].note
     f = ranking.SINGLE_FACTOR["ingest"]
     # issue 67: the factor is an assumption, so no "clear difference beyond f**2" is offered either
     assert f"within {f:g}x" in note and "assumed" in note and "no difference is claimed" in note
@@ -42,7 +43,7 @@ def test_skipped_phases_are_counted_not_hidden_behind_every_phase_completed(exam
     text = outcomes.problems(example, Path("."))
     per = {}
     for r in example.skipped:
-        per[r["phase"].split("/")[0]] = per.get(r["phase"].split("/")[0], 0) + 1
+        per[r.phase.split("/")[0]] = per.get(r.phase.split("/")[0], 0) + 1
     assert example.skipped and "every phase completed" not in text
     assert f"{len(example.skipped)} phases not run" in text
     assert all(f"{b} {n}" in text for b, n in per.items())

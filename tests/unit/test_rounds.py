@@ -18,7 +18,8 @@ import pytest
 
 from authzbench.config import DISTURBED_CPU, BenchConfig
 from authzbench.core.metrics import Monitor, outside
-from authzbench.report import findings, ranking
+from authzbench.core.records import Disturbance
+from authzbench.report import dimensions, findings
 from authzbench.report.compare import summary
 from authzbench.run.phase_plan import BackendTraits, phase_specs, visit_of, visit_order
 from authzbench.workloads.catalog import CHECK_OPS, SAMPLED_INPUTS, input_count, scenario
@@ -121,7 +122,7 @@ def test_a_spread_out_figure_whose_worst_round_beats_every_other_best_is_first_n
         run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
     assert _order(run.data(), "Check p50, check_negative") == [["postgres"], ["scylla"]]
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
     assert next(f for f in d.figures if f.backend == "postgres").unstable
 
 
@@ -130,7 +131,7 @@ def test_rounds_that_agree_give_a_figure_with_their_range_as_its_interval():
     for rnd, (a, b) in enumerate([(1.0, 2.0), (1.2, 2.2), (1.1, 2.1)]):
         run.phase("postgres", "check_negative", steady(a, slots=1), repeat=rnd)
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Check p50, check_negative"))
     pg = next(f for f in d.figures if f.backend == "postgres")
     assert pg.value == pytest.approx(1.1, rel=0.02) and not pg.unstable
     assert pg.bounds[0] <= 1.0 * 1.005 and pg.bounds[1] >= 1.2 * 0.995  # the lowest to the highest round
@@ -249,7 +250,7 @@ def test_another_server_of_the_run_counts_as_foreign_not_as_the_client():
 
 def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so(tmp_path, monkeypatch):
     from authzbench.report import render
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
     from authzbench.results.store import RunStore
     from authzbench.run.orchestrate import bench
 
@@ -263,8 +264,8 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     finally:
         os.kill(busy, 9)
     rd = load_run(store.path)
-    dist = [r for r in rd.records if r["type"] == "disturbance"]
-    assert [r["attempt"] for r in dist] == [0, 1] and all(r["disturbed"] for r in dist)
+    dist = [r for r in rd.records if isinstance(r, Disturbance)]
+    assert [r.attempt for r in dist] == [0, 1] and all(r.disturbed for r in dist)
     assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]  # the figure: the re-run
     main = render(store.path, tmp_path / "out")
     text = main.read_text() + main.with_name(f"{main.stem}-appendix.md").read_text()
@@ -392,7 +393,7 @@ def test_cpu_per_1000_checks_has_its_rounds_range_as_interval_and_close_figures_
     for rnd, (a, b) in enumerate([(50.0, 52.0), (60.0, 49.0), (45.0, 58.0)]):  # server CPU % per round
         run.phase("postgres", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=a)
         run.phase("scylla", "check_negative", steady(1.0, slots=1), repeat=rnd, cpu=b)
-    d = next(d for d in ranking.compute(run.data()) if d.title.startswith("Server CPU per 1,000 checks"))
+    d = next(d for d in dimensions.compute(run.data()) if d.title.startswith("Server CPU per 1,000 checks"))
     pg = next(f for f in d.figures if f.backend == "postgres")
     lo, hi = pg.interval()
     assert lo < pg.value < hi and hi / lo == pytest.approx(60 / 45, rel=0.01)
@@ -527,7 +528,7 @@ def test_compare_normalizes_each_ratio_by_the_two_runs_speed_indexes(tmp_path):
 
 def test_compare_of_runs_without_the_index_gives_raw_ratios_only(tmp_path):
     from authzbench.report.compare import render_compare
-    from authzbench.report.speed import speed_index
+    from authzbench.report.core.speed import speed_index
 
     a = _two(1.0, 3.0)
     assert speed_index(a.data()) is None and "speed_ratio" not in summary(a.data(), a.data())

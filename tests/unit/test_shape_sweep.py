@@ -11,7 +11,7 @@ from authzbench.core.errors import UserError
 from authzbench.generator.profiles import resolve
 from authzbench.generator.rebac import generate
 from authzbench.report import render
-from authzbench.report.data import load_run
+from authzbench.report.core.data import load_run
 from authzbench.run.shape import PARAMS, eta, parse_shapes, plan, run_shape
 from tests.unit.test_cli import authzbench
 

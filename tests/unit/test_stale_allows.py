@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from authzbench.report import churn_steps, consistency, decision, findings, freshness, ranking
-from authzbench.report.figures import clearly_better, letters
+from authzbench.report import churn, decision, dimensions, findings, freshness
+from authzbench.report.core import ranking
+from authzbench.report.core.figures import clearly_better, letters
 from tests.unit.test_report_churn import SPICE, _phase, churn_step
 from tests.unit.test_report_findings import NET, Run
 
@@ -64,7 +65,7 @@ def test_a_record_without_the_revocation_count_counts_one_per_revoke_op_and_one_
 
 def test_the_ranked_rows_name_the_own_mode_and_the_writers_and_show_each_base(tmp_path):
     rd = spicedb_run().data()
-    dims = {d.key: d for d in ranking.compute(rd) if d.key.startswith("stale_allows/")}
+    dims = {d.key: d for d in dimensions.compute(rd) if d.key.startswith("stale_allows/")}
     assert list(dims) == ["stale_allows/8", "stale_allows/1"]  # most writers first: the decision summary's row
     eight = dims["stale_allows/8"]
     assert eight.title == "Stale allows, own read mode, 8 writers" and eight.unit == "per 1,000 revocations"
@@ -102,9 +103,9 @@ def test_a_nonzero_count_of_a_strict_mode_is_shown_as_itself_not_as_the_own_mode
     summary = " ".join(freshness.summary_lines(rd))
     assert "permify fully_consistent 15 of 181 (82.9 per 1,000, 95% 50.9-132)" in summary
     assert "permify at_least_as_fresh (session) 0 of 194 (0 per 1,000" in summary
-    eight = next(d for d in ranking.compute(rd) if d.key == "stale_allows/8")
+    eight = next(d for d in dimensions.compute(rd) if d.key == "stale_allows/8")
     assert [f.detail.split(":")[0] for f in eight.figures] == ["at_least_as_fresh (session), 8 writers"]
-    table = consistency.section(rd, tmp_path)
+    table = freshness.section(rd, tmp_path)
     assert "| permify | fully_consistent | 8 | revoke_then_check | 15 of 181 revocations | 82.9 | 50.9-132 |" in table
 
 
@@ -113,13 +114,13 @@ def test_churn_steps_stale_allows_are_apart_from_the_quantity_under_their_own_la
     churn_step(run, "spicedb-pg", 10.0, 3.0, stale=12)  # 60 changes, 12 revocations, all stale
     rows = _rows(run)
     assert rows[("spicedb-pg", "minimize_latency (session)", 1)]["revocations"] == 64  # churn not pooled in
-    text = churn_steps.section(run.data(), tmp_path)
+    text = churn.section(run.data(), tmp_path)
     assert "Stale allows under churn, per 1,000 of the step's revocations" in text and "1,000 [12 of 12]" in text
 
 
 def test_the_freshness_tables_visibility_p95_is_the_ranked_worst_write_kind_not_a_pool():
     rd = spicedb_run().data()
-    ranked = next(d for d in ranking.compute(rd) if d.key == "visibility_p95")
+    ranked = next(d for d in dimensions.compute(rd) if d.key == "visibility_p95")
     spice = next(f for f in ranked.figures if f.backend == "spicedb-pg")
     run = spicedb_run()
     start = {"mode": "closed", "concurrency": 1, "stages": [], "consistency": ""}

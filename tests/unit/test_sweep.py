@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from authzbench.config import BenchConfig
+from authzbench.core.records import Step
 from authzbench.report import render
-from authzbench.report.data import load_run
-from authzbench.report.sweep import size_table, slope, sweep_runs
+from authzbench.report.core.data import load_run, sweep_runs
+from authzbench.report.sweep.runs import size_table, slope
 from authzbench.run.loading import LoadBound, LoadTooSlow
 from authzbench.run.sweep import SizeTime, approx_size, run_sweep, size_time, sweep_eta
 from tests.unit.test_cli import authzbench
@@ -57,15 +58,15 @@ def test_a_sweep_runs_each_size_and_the_last_report_shows_growth_with_size(tmp_p
     assert "two-point slope, no interval" in last  # two sizes: a slope without an interval
     assert "scaling-ingest_s.png" in last and list((tmp_path / "r").glob("*-charts/scaling-ingest_s.png"))
     for run in runs:  # each size starts its servers and stops them: the next size never drops a bigger load
-        steps = [r["step"] for r in run.records if r["type"] == "step" and r["backend"] == "reference"
-                 and r["step"] != "speed index"]  # measured before the visit's servers start
+        steps = [r.step for r in run.records if isinstance(r, Step) and r.backend == "reference"
+                 and r.step != "speed index"]  # measured before the visit's servers start
         assert steps[0] == "start" and steps[-1] == "stop", steps
 
 
 def test_a_size_row_without_a_note_leaves_the_note_cell_empty():
     import pandas as pd
 
-    from authzbench.report.scaling import _note
+    from authzbench.report.sweep.scaling import _note
 
     df = pd.DataFrame([{"backend": "a", "note": "load stopped at the bound (30 min)"}, {"backend": "b"}])
     assert [_note(r) for _, r in df.iterrows()] == ["load stopped at the bound (30 min)", ""]
@@ -111,7 +112,7 @@ def test_the_approximate_size_is_within_five_percent_of_what_the_generator_emits
 def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report():
     import pandas as pd
 
-    from authzbench.report.sweep import answers_line, mismatch_lines
+    from authzbench.report.sweep.runs import answers_line, mismatch_lines
 
     def run(profile, rows):
         return SimpleNamespace(manifest={"dataset": {"profile": profile}}, servers={"b": {}},
@@ -147,13 +148,17 @@ def test_a_set_up_heartbeat_does_not_start_the_rate_and_the_time_bound_still_sto
 
 
 def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
-    from authzbench.report.sweep import _bounded_note
+    from dataclasses import replace
 
-    x = {"rels_per_s": 0.0, "seconds": 240.0, "memory_left_bytes": 3 * 2**30, "bound_seconds": 600.0,
-         "projected_seconds": math.inf}
+    from authzbench.core.records import IngestBounded
+    from authzbench.report.sweep.runs import _bounded_note
+
+    x = IngestBounded(backend="mongo", variant=None, dataset_hash="h", loaded=0, relationships=10**6,
+                      seconds=240.0, rels_per_s=0.0, projected_seconds=math.inf, bound_seconds=600.0,
+                      memory_left_bytes=3 * 2**30)
     assert _bounded_note(x) == ("load stopped after 4.0 min with 3.0 GiB of the machine's memory left: "
                                 "before its first relationship")
-    assert _bounded_note({**x, "memory_left_bytes": None, "rels_per_s": 46_000.0, "projected_seconds": 858.0}) == \
+    assert _bounded_note(replace(x, memory_left_bytes=None, rels_per_s=46_000.0, projected_seconds=858.0)) == \
         "load stopped at the bound (10 min): 46,000/s, projected 14.3 min"
 
 

@@ -10,8 +10,9 @@ import pytest
 from authzbench.config import BenchConfig, ServerChoice
 from authzbench.core.errors import UserError
 from authzbench.provision import tiers
-from authzbench.report import engines, overview
-from authzbench.report.data import from_records
+from authzbench.report import overview
+from authzbench.report.core import engines
+from authzbench.report.core.data import from_records
 from authzbench.run.servers import _same_tier
 
 
@@ -91,8 +92,9 @@ def _run(tier: str | None, backends=("spicedb-pg", "openfga", "permify", "postgr
     for b in backends:
         ep = {"engine_settings": {**tiers.engine_tier(b, tier).settings}} if tier and b in tiers.engines() else {}
         info = {"label": b, "version": "1", "notes": [],
-                "consistency": "minimize_latency" if b in tiers.engines() else ""}
-        recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "endpoint": ep, "notes": []})
+                "consistency": "minimize_latency" if b in tiers.ENGINES else ""}
+        recs.append({"type": "server", "backend": b, "mode": "native", "info": info, "endpoint": ep, "notes": [],
+                     "concurrency_model": "process"})
     return from_records(Path("fixture"), {"config": {"tier": tier}}, recs)
 
 

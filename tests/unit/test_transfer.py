@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from authzbench.report.compare import render_compare, speed_ratio, summary, transfer_table
-from authzbench.report.transfer import roundtrip_p50, scale_for, scales
+from authzbench.report.core.transfer import roundtrip_p50, scale_for, scales
 from tests.unit.test_report_findings import CASS, NET, Run, steady
 
 # (round trip ms, extra CPU work ms of a check) per backend on host A: postgres is all round trip, scylla's
@@ -86,7 +86,7 @@ XEON, EPYC = REPO / "reports" / "data" / "20261128-083444", REPO.parent / "share
 @pytest.mark.slow
 @pytest.mark.skipif(not EPYC.exists(), reason=f"the other host's run is not at {EPYC} (../shared beside the clone)")
 def test_the_two_hosts_figures_agree_more_often_normalized_than_raw():
-    from authzbench.report.data import load_run
+    from authzbench.report.core.data import load_run
 
     s = summary(load_run(XEON), load_run(EPYC))
     assert s["headline"] > 0 and s["headline_agree_norm"] > s["headline_agree"]

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from authzbench.report import ranking
-from authzbench.report.figures import letters
-from authzbench.report.noise import spread_unstable
-from authzbench.report.ranking import Figure
-from authzbench.report.tables import mark_write_percentiles
+from authzbench.report import reads, writes
+from authzbench.report.core.figures import letters
+from authzbench.report.core.noise import spread_unstable
+from authzbench.report.core.ranking import Figure
+from authzbench.report.core.tables import mark_write_percentiles
 
 
 def _p95(backend: str, value: float, fewest: int) -> Figure:
@@ -42,9 +42,9 @@ def test_a_rate_resting_on_a_warned_verdict_is_open_down_to_zero_and_never_apart
 
 def test_the_worst_kinds_visibility_lag_is_warned_when_any_kind_rested_on_too_few_ops():
     kinds = pd.DataFrame({"vis_p95_ms": [0.4, 2.7, 0.9], "vis_ops": [64, 2, 64], "vis_fewest": [64, 2, 64]})
-    lag = ranking._lag("mongo", kinds)
+    lag = writes._lag("mongo", kinds)
     assert lag.too_few and lag.value == 2.7 and lag.interval()[1] == math.inf
-    assert not ranking._lag("pg", kinds.assign(vis_fewest=[64, 30, 64])).too_few
+    assert not writes._lag("pg", kinds.assign(vis_fewest=[64, 30, 64])).too_few
 
 
 def test_write_table_cells_are_marked_by_their_kinds_smallest_round():
@@ -65,7 +65,7 @@ def test_a_figure_is_unstable_when_its_rounds_spread_wider_than_its_value():
 def test_cpu_per_1000_checks_is_unstable_by_the_latency_rule(monkeypatch):
     t = pd.DataFrame({"backend": ["mongo", "pg"], "cpu_s_per_1k": [3.23, 0.059],
                       "cpu_rounds": [[1.95, 9.45], [0.05, 0.07]]})
-    monkeypatch.setattr(ranking, "resource_table", lambda rd: t)
-    monkeypatch.setattr(ranking, "_in_process", lambda rd, b: "")
-    (dim,) = ranking.cpu_per_1k(None)
+    monkeypatch.setattr(reads, "resource_table", lambda rd: t)
+    monkeypatch.setattr(reads, "in_process", lambda rd, b: "")
+    (dim,) = reads.cpu_per_1k(None)
     assert {f.backend: f.unstable for f in dim.figures} == {"mongo": True, "pg": False}

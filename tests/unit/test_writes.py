@@ -11,7 +11,7 @@ from authzbench.core.metrics import merge, summarize
 from authzbench.core.records import as_dict
 from authzbench.generator import generate
 from authzbench.measure.runner import BackendFactory, PhaseSpec, run_phase
-from authzbench.report.data import phase_table
+from authzbench.report.core.data import phase_table
 from authzbench.truth.evaluator import SimpleEvaluator
 from authzbench.workloads.catalog import SCENARIOS, WRITE_SCENARIOS
 from authzbench.workloads.writes import KINDS, sample_write_ops
@@ -204,16 +204,18 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
 def test_the_report_tells_workers_still_running_from_hung_ones():
     from types import SimpleNamespace
 
+    from authzbench.report.core.data import typed
     from authzbench.report.writes import stopped_table
 
-    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0}
-    rd = SimpleNamespace(records=[
+    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0, "status": "complete",
+           "reason": "", "wall_s": 1.0, "scheduled": None, "dropped": 0, "warmup_ops": 0, "ops": 1}
+    rd = SimpleNamespace(records=typed([
         {**end, "phase": "mongo/write_hierarchy/c8/r0", "scenario": "write_hierarchy", "stopped_workers": 3,
          "hung_workers": 1},
         {**end, "phase": "mongo/write_acl/c8/r0", "scenario": "write_acl"},
         {**end, "phase": "mongo/check_negative/c8/r0", "scenario": "check_negative", "stopped_workers": 2},
-        {"type": "phase_end", "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
-         "stopped_workers": 1}])  # a run recorded before hung_workers existed
+        {**end, "phase": "old/write_acl/c1/r0", "backend": "old", "scenario": "write_acl",
+         "stopped_workers": 1, "hung_workers": None}]))  # a run recorded before hung_workers existed
     t = stopped_table(rd).set_index("phase")
     assert list(t.index) == ["mongo/write_hierarchy/c8/r0", "old/write_acl/c1/r0"]
     assert t.loc["mongo/write_hierarchy/c8/r0", ["stopped", "running", "hung"]].tolist() == [3, 2, 1]
@@ -345,7 +347,7 @@ def test_a_failed_revocation_is_deleted_at_teardown(tiny):
 def test_the_report_says_whose_heaviest_user_was_checked_by_checks_and_keeps_the_old_wording_for_old_runs():
     from pathlib import Path
 
-    from authzbench.report.data import from_records
+    from authzbench.report.core.data import from_records
     from authzbench.report.writes import _EVERY_PHASE_SAMPLED, restore_method
 
     def restored(backend, phase, checked, heavy=None):

@@ -18,10 +18,10 @@ import math
 
 import pandas as pd
 
-from authzbench.report.data import RunData
-from authzbench.report.figures import best_rate
-from authzbench.report.frames import scenarios_measured
-from authzbench.report.tables import label, num, table
+from authzbench.report.core.data import RunData
+from authzbench.report.core.figures import best_rate
+from authzbench.report.core.frames import scenarios_measured
+from authzbench.report.core.tables import label, num, table
 
 MARK = "◐"  # a throughput figure that is client-bound
 # The monitor's client + server CPU over the cores: 0.76-0.97 in every native server's 8-worker check phase of

@@ -7,8 +7,9 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
+from authzbench.core.records import SpeedIndex as SpeedIndexRecord
 from authzbench.core.speed import REF_CPU_S, REF_MACHINE, REF_RTT_US
-from authzbench.report.data import RunData
+from authzbench.report.core.data import RunData
 
 
 class SpeedIndex(NamedTuple):
@@ -18,9 +19,14 @@ class SpeedIndex(NamedTuple):
     n: int  # visits measured
 
 
+def _measured(rd: RunData) -> list[SpeedIndexRecord]:
+    """The speed_index records that measured an index (not only an error)."""
+    return [r for r in rd.records if isinstance(r, SpeedIndexRecord) and r.index]
+
+
 def speed_index(rd: RunData) -> SpeedIndex | None:
     """Median, min and max of the run's speed_index records (1.0 = the index's base machine, higher = faster)."""
-    vals = [float(r["index"]) for r in rd.records if r.get("type") == "speed_index" and r.get("index")]
+    vals = [float(r.index) for r in _measured(rd)]
     if not vals:
         return None
     return SpeedIndex(statistics.median(vals), min(vals), max(vals), len(vals))
@@ -29,18 +35,17 @@ def speed_index(rd: RunData) -> SpeedIndex | None:
 def by_backend(rd: RunData) -> dict[str, list[float]]:
     """Each backend's indexes, one a visit in visit order (empty for a run without the index)."""
     out: dict[str, list[float]] = {}
-    for r in rd.records:
-        if r.get("type") == "speed_index" and r.get("index"):
-            out.setdefault(r["backend"], []).append(float(r["index"]))
+    for r in _measured(rd):
+        out.setdefault(r.backend, []).append(float(r.index))
     return out
 
 
 def speed_parts(rd: RunData) -> dict[str, float] | None:
     """Medians of the index's parts (cpu seconds a unit, loopback round trip) over the visits."""
-    recs = [r for r in rd.records if r.get("type") == "speed_index" and r.get("index")]
+    recs = _measured(rd)
     if not recs:
         return None
-    return {k: statistics.median(float(r[k]) for r in recs) for k in ("cpu_s", "rtt_p50_us", "cpu_score",
+    return {k: statistics.median(float(getattr(r, k)) for r in recs) for k in ("cpu_s", "rtt_p50_us", "cpu_score",
                                                                       "rtt_score")}
 
 

@@ -19,9 +19,9 @@ import pandas as pd
 from authzbench.core.numbers import num
 from authzbench.core.projection import Grown, Range, carry
 from authzbench.core.projection import exponent as projection_exponent
-from authzbench.report import growth
-from authzbench.report.data import RunData
-from authzbench.report.frames import slo
+from authzbench.report.core.data import RunData
+from authzbench.report.core.frames import slo
+from authzbench.report.sweep import growth
 
 # need -> (size-table measure, its title, the exponent assumed over one size: see projection.DEFAULT_EXPONENT)
 NEEDS = {"check": ("check_p95_ms", "check p95 (ms)", 0.0), "lookup": ("lookup_p95_ms", "heavy lookup p95 (ms)", 0.0),

@@ -10,9 +10,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData, load_run
-from authzbench.report.tables import label
+from authzbench.core.records import IngestBounded
+from authzbench.report.core.data import RunData, merged_summary, sweep_runs
+from authzbench.report.core.ranking import Dimension, Figure
+from authzbench.report.core.tables import label
 from authzbench.workloads.catalog import SCENARIOS
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"
@@ -37,18 +38,6 @@ def labelled(runs: list[RunData], df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(backend=df["backend"].map(one)) if not df.empty else df
 
 
-def sweep_runs(rd: RunData) -> list[RunData]:
-    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
-    runs = named_runs(rd, (rd.manifest.get("sweep") or {}).get("runs") or [])
-    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
-
-
-def named_runs(rd: RunData, names: list[str]) -> list[RunData]:
-    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that order."""
-    return [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
-            if n == rd.path.name or (rd.path.parent / n).is_dir()]
-
-
 def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
     """{prefix}_p50_ms / _p95_ms over every round merged, and each one's lowest and highest round (_lo, _hi:
     the spread the growth fit's power-law tests and the projections' ranges rest on)."""
@@ -57,8 +46,8 @@ def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, pr
     if sub.empty:
         return {}
     sub = sub[sub["concurrency"] == sub["concurrency"].min()]
-    s = summarize(merge(h for hs in sub["hists"] for h in hs))
-    rounds = [summarize(merge(h for hs in g["hists"] for h in hs)) for _, g in sub.groupby("repeat")]
+    s = merged_summary([h for hs in sub["hists"] for h in hs])
+    rounds = [merged_summary([h for hs in g["hists"] for h in hs]) for _, g in sub.groupby("repeat")]
     out = {f"{prefix}_p50_ms": s.p50_ms, f"{prefix}_p95_ms": s.p95_ms}
     for q in ("p50", "p95"):
         v = [getattr(r, f"{q}_ms") for r in rounds]
@@ -73,7 +62,7 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
     for rd in runs:
         ds = rd.manifest.get("dataset") or {}
         rels = ds.get("relationships") or 0
-        bounded = {r["backend"]: r for r in rd.records if r["type"] == "ingest_bounded" and not r.get("variant")}
+        bounded = {r.backend: r for r in rd.records if isinstance(r, IngestBounded) and not r.variant}
         ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
         backends = list(dict.fromkeys([*ing.get("backend", []), *bounded,
                                        *(rd.phases["backend"] if not rd.phases.empty else [])]))
@@ -101,14 +90,14 @@ def size_table(runs: list[RunData]) -> pd.DataFrame:
     return df
 
 
-def _bounded_note(x: dict) -> str:
+def _bounded_note(x: IngestBounded) -> str:
     """Why a load stopped: its time bound, or the machine's memory floor (with what was left)."""
-    rate = f"{x['rels_per_s']:,.0f}/s" if x["rels_per_s"] else "before its first relationship"
-    if x.get("memory_left_bytes") is not None:
-        return (f"load stopped after {x['seconds'] / 60:,.1f} min with {x['memory_left_bytes'] / 2**30:.1f} GiB of "
+    rate = f"{x.rels_per_s:,.0f}/s" if x.rels_per_s else "before its first relationship"
+    if x.memory_left_bytes is not None:
+        return (f"load stopped after {x.seconds / 60:,.1f} min with {x.memory_left_bytes / 2**30:.1f} GiB of "
                 f"the machine's memory left: {rate}")
-    projected = f", projected {x['projected_seconds'] / 60:,.1f} min" if math.isfinite(x["projected_seconds"]) else ""
-    return f"load stopped at the bound ({x['bound_seconds'] / 60:g} min): {rate}{projected}"
+    projected = f", projected {x.projected_seconds / 60:,.1f} min" if math.isfinite(x.projected_seconds) else ""
+    return f"load stopped at the bound ({x.bound_seconds / 60:g} min): {rate}{projected}"
 
 
 def slope(sizes: np.ndarray, values: np.ndarray) -> float | None:
@@ -140,3 +129,23 @@ def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = 
         return []
     return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
             "report's Correctness section and its appendix's first mismatches).", ""]
+
+
+GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measures ranked by growth exponent
+
+
+def size_growth(rd: RunData) -> list[Dimension]:
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep.runs), when this run ends one."""
+    runs = sweep_runs(rd)
+    df = size_table(runs) if len(runs) >= 2 else pd.DataFrame()
+    out = []
+    for m in GROWTH if not df.empty else ():
+        figs = []
+        for b, g in df.groupby("backend", sort=False):
+            k = slope(g["relationships"].to_numpy(float), g[m].to_numpy(float))
+            if k is not None:
+                figs.append(Figure(b, k, detail=f"{g['relationships'].nunique()} sizes"))
+        out.append(Dimension("Growth with size", f"Growth of {MEASURES[m]} with the dataset (exponent: "
+                             "1 = linear, 0 = flat)", "", False, figs, "how-cost-grows-with-size",
+                             key=f"growth/{m}"))
+    return out

@@ -11,7 +11,7 @@ from importlib import resources
 
 @cache
 def load_reference() -> dict:
-    return json.loads(resources.files("authzbench.report").joinpath("reference_figures.json").read_text())
+    return json.loads(resources.files("authzbench.report.core").joinpath("reference_figures.json").read_text())
 
 
 # SCALE-REFERENCE.md, section A, "AWS Infrastructure" and "CockroachDB Infrastructure": per tier the SpiceDB

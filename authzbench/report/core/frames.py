@@ -10,11 +10,10 @@ import math
 
 import pandas as pd
 
-from authzbench.core.metrics import merge, summarize
-from authzbench.report.data import RunData, derived
-from authzbench.report.figures import cell
-from authzbench.report.noise import rate_spread
-from authzbench.report.tables import merge_repeats
+from authzbench.report.core.data import RunData, derived, merged_summary
+from authzbench.report.core.figures import cell
+from authzbench.report.core.noise import rate_spread
+from authzbench.report.core.tables import merge_repeats
 from authzbench.workloads.catalog import SCENARIOS
 
 SLO_DEFAULTS = {"check_p95_ms": 25.0, "write_p95_ms": 100.0, "success": 0.999}
@@ -72,7 +71,7 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
 
 def _closed_cell(rd: RunData, g: pd.DataFrame, kind: str, metric: str):
     """The one computed figure (median over rounds) of a closed-loop phase; None for an open-loop step."""
-    from authzbench.report.figures import cell
+    from authzbench.report.core.figures import cell
 
     r = g.iloc[0]
     return cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" \
@@ -153,7 +152,7 @@ def _write_table(rd: RunData) -> pd.DataFrame:
     sub = ph[ph["scenario"].isin(names)]
     for (b, scen, mode, c), g in sub.groupby(["backend", "scenario", "consistency", "concurrency"], sort=False):
         w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
-        ws, vs = summarize(merge(h for hs in w["hists"] for h in hs)), summarize(merge(h for hs in v["hists"] for h in hs))
+        ws, vs = merged_summary([h for hs in w["hists"] for h in hs]), merged_summary([h for hs in v["hists"] for h in hs])
         extra: dict[str, int] = {}
         for e in w["extra"]:
             for k, x in e.items():
@@ -200,5 +199,5 @@ def _fewest_of(c) -> int:
 def session_mode(rd: RunData, backend: str) -> str:
     """The consistency of a phase that named none: the backend's session mode, as its server record says
     (runs recorded before servers named it, and backends without modes: "—")."""
-    mode = rd.servers.get(backend, {}).get("info", {}).get("consistency", "")
+    mode = rd.info(backend).get("consistency", "")
     return f"{mode} (session)" if mode else "—"

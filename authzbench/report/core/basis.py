@@ -24,8 +24,8 @@ import pandas as pd
 
 from authzbench.core.errors import UserError
 from authzbench.core.projection import KINDS, BackendBasis, SizePoint
-from authzbench.report.data import RunData, load_run
-from authzbench.report.tables import label
+from authzbench.report.core.data import RunData, load_run
+from authzbench.report.core.tables import label
 from authzbench.results.store import MANIFEST
 from authzbench.workloads.catalog import SCENARIOS
 

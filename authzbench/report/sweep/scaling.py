@@ -13,9 +13,16 @@ import math
 from pathlib import Path
 
 from authzbench.core.numbers import fixed
-from authzbench.report import charts, growth, projected
-from authzbench.report.data import RunData
-from authzbench.report.sweep import MEASURES, answers_line, labelled, mismatch_lines, size_table, sweep_runs
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData, sweep_runs
+from authzbench.report.sweep import growth, projected
+from authzbench.report.sweep.runs import (
+    MEASURES,
+    answers_line,
+    labelled,
+    mismatch_lines,
+    size_table,
+)
 
 # The measures the growth table fits: one per need (rows written and relationships/s follow from the others)
 GROWTH = ("ingest_s", "footprint_mib", "bytes_per_rel", "check_p95_ms", "lookup_p95_ms", "write_p95_ms")

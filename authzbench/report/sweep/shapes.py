@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.core.numbers import fixed
-from authzbench.report import charts, growth
-from authzbench.report.data import RunData
-from authzbench.report.sweep import answers_line, labelled, mismatch_lines, named_runs, size_table
-from authzbench.run.shape import PARAMS
+from authzbench.generator.shape_params import PARAMS
+from authzbench.report.core import charts
+from authzbench.report.core.data import RunData, named_runs
+from authzbench.report.sweep import growth
+from authzbench.report.sweep.runs import answers_line, labelled, mismatch_lines, size_table
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
             "write_p95_ms": "structural write p95 (ms)"}

@@ -1,4 +1,5 @@
-"""Run files -> tidy pandas tables. Every figure of the report is computed here from raw records."""
+"""Run files -> tidy pandas tables. Every figure of the report is computed here from raw records, read as
+their kinds' typed classes (core/records.py: RunStore.typed, decode), never as dicts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.metrics import merge, summarize
+from authzbench.core.records import (
+    BackendError,
+    Disturbance,
+    Ingest,
+    IngestSkipped,
+    Interval,
+    Monitor,
+    PhaseEnd,
+    PhaseSkipped,
+    PhaseStart,
+    Record,
+    Server,
+    as_dict,
+    decode,
+)
 from authzbench.results.store import RunStore
 
 T = TypeVar("T")
@@ -22,17 +38,17 @@ T = TypeVar("T")
 class RunData:
     path: Path
     manifest: dict
-    records: list[dict]
+    records: list[Record]
     phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (phase, kind)
     ingest: pd.DataFrame = field(default_factory=pd.DataFrame)
     monitor: pd.DataFrame = field(default_factory=pd.DataFrame)
-    servers: dict[str, dict] = field(default_factory=dict)
-    errors: list[dict] = field(default_factory=list)
+    servers: dict[str, Server] = field(default_factory=dict)
+    errors: list[BackendError] = field(default_factory=list)
     monitor_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per monitored phase
     # phase rows another attempt replaced (re-run because other processes disturbed them): kept for the
     # validity section, never in a figure
     superseded: pd.DataFrame = field(default_factory=pd.DataFrame)
-    skipped: list[dict] = field(default_factory=list)  # phases not run: every op predicted past its timeout
+    skipped: list[PhaseSkipped] = field(default_factory=list)  # phases not run: every op predicted past its timeout
     # tables derived from the frames above, computed once (derived()); never compared or printed
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -44,12 +60,17 @@ class RunData:
             return "server"
         if self.stands_in_for(backend):
             return "stand-in"
-        return "server" if s["info"].get("comparable", True) else "embedded"
+        return "server" if s.info.get("comparable", True) else "embedded"
 
     def stands_in_for(self, backend: str) -> str:
         """The product a stand-in's figures must not be read as ("" for the product itself)."""
-        info = (self.servers.get(backend) or {}).get("info", {})
+        info = self.info(backend)
         return info.get("stands_in_for") or LEGACY_STAND_INS.get(info.get("engine", ""), "")
+
+    def info(self, backend: str) -> dict:
+        """The backend's server record's info ({} for a backend without one)."""
+        s = self.servers.get(backend)
+        return s.info if s is not None else {}
 
     def comparable(self, backend: str) -> bool:
         """Ranked with the networked servers: False only for † figures (no network, no server)."""
@@ -74,14 +95,16 @@ MARKS = {"server": "", "stand-in": " ‡", "embedded": " †"}
 
 def load_run(path: Path) -> RunData:
     store = RunStore.open(path)
-    return from_records(path, store.manifest(), list(store.records()))
+    return from_records(path, store.manifest(), list(store.typed()))
 
 
-def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
+def from_records(path: Path, manifest: dict, lines: list[Record] | list[dict]) -> RunData:
+    """The run's frames from its records (a line given as a dict, as a test builds one, is decoded first)."""
+    recs = typed(lines)
     rd = RunData(path, manifest, recs)
-    rd.servers = {r["backend"]: r for r in recs if r["type"] == "server"}
-    rd.errors = [r for r in recs if r["type"] == "backend_error"]
-    rd.skipped = [r for r in recs if r["type"] == "phase_skipped"]
+    rd.servers = {r.backend: r for r in recs if isinstance(r, Server)}
+    rd.errors = [r for r in recs if isinstance(r, BackendError)]
+    rd.skipped = [r for r in recs if isinstance(r, PhaseSkipped)]
     rd.phases, rd.superseded = latest_attempts(phase_table(recs))
     rd.ingest = ingest_table(recs)
     rd.monitor = monitor_table(recs)
@@ -89,62 +112,73 @@ def from_records(path: Path, manifest: dict, recs: list[dict]) -> RunData:
     return rd
 
 
-def phase_table(recs: list[dict]) -> pd.DataFrame:
-    starts = {r["phase"]: r for r in recs if r["type"] == "phase_start"}
-    ends = {r["phase"]: r for r in recs if r["type"] == "phase_end"}
-    disturbed = {r["phase"]: r for r in recs if r["type"] == "disturbance"}
-    groups: dict[tuple[str, str], list[dict]] = {}
+def typed(lines: list[Record] | list[dict]) -> list[Record]:
+    """Records as their kinds' classes; a line given as a dict (a test's, a runner's as_dict) is decoded."""
+    return [r if isinstance(r, Record) else decode(r) for r in lines]
+
+
+def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
+    recs = typed(lines)
+    starts = {r.phase: r for r in recs if isinstance(r, PhaseStart)}
+    ends = {r.phase: r for r in recs if isinstance(r, PhaseEnd)}
+    disturbed = {r.phase: r for r in recs if isinstance(r, Disturbance)}
+    groups: dict[tuple[str, str], list[Interval]] = {}
     for r in recs:
-        if r["type"] == "interval":
-            groups.setdefault((r["phase"], r["kind"]), []).append(r)
+        if isinstance(r, Interval):
+            groups.setdefault((r.phase, r.kind), []).append(r)
     rows = []
     for phase, st in starts.items():
         end = ends.get(phase)
         kinds = sorted({k for (p, k) in groups if p == phase}) or [None]
         for kind in kinds:
             ivs = groups.get((phase, kind), [])
-            s = merged_summary([r["hist"] for r in ivs])
+            s = merged_summary([r.hist for r in ivs])
             errors: dict[str, int] = {}
             for r in ivs:
-                for k, v in r["errors"].items():
+                for k, v in r.errors.items():
                     errors[k] = errors.get(k, 0) + v
-            wall = end["wall_s"] if end else (max((r["ts"] for r in ivs), default=st["ts"]) - st["ts"])
-            ok = sum(r["ops"] for r in ivs)
-            n_err, n_to = sum(errors.values()), sum(r["timeouts"] for r in ivs)
-            checked = sum(r["checked"] for r in ivs)
+            wall = end.wall_s if end else (max((r.ts for r in ivs), default=st.ts) - st.ts)
+            ok = sum(r.ops for r in ivs)
+            n_err, n_to = sum(errors.values()), sum(r.timeouts for r in ivs)
+            checked = sum(r.checked for r in ivs)
             extra: dict[str, int] = {}  # kind-specific counters: summed, or the largest for *_max
             for r in ivs:
-                for k, v in (r.get("extra") or {}).items():
+                for k, v in (r.extra or {}).items():
                     extra[k] = max(extra.get(k, 0), v) if k.endswith("_max") else extra.get(k, 0) + v
             rows.append({
-                "phase": phase, "backend": st["backend"], "scenario": st["scenario"], "kind": kind,
-                "mode": st["mode"], "concurrency": st["concurrency"], "repeat": st["repeat"],
-                "attempt": st.get("attempt", 0),
-                "foreign_cpu": disturbed.get(phase, {}).get("foreign_cpu", float("nan")),
-                "steal": disturbed.get(phase, {}).get("steal", float("nan")),
-                "disturbed": bool(disturbed.get(phase, {}).get("disturbed", False)),
-                "consistency": st.get("consistency") or "",
-                "target_rate": st["stages"][-1][0] if st.get("stages") else None,
-                "churn_rate": st.get("churn_rate"),  # changes/s of a churn step (None elsewhere)
-                "status": end["status"] if end else "incomplete",
-                "reason": (end or {}).get("reason") or ("" if end else "run ended before this phase finished"),
+                "phase": phase, "backend": st.backend, "scenario": st.scenario, "kind": kind,
+                "mode": st.mode, "concurrency": st.concurrency, "repeat": st.repeat,
+                "attempt": recorded_or(st.attempt, 0),
+                "foreign_cpu": recorded_or(getattr(disturbed.get(phase), "foreign_cpu", None), float("nan")),
+                "steal": recorded_or(getattr(disturbed.get(phase), "steal", None), float("nan")),
+                "disturbed": bool(getattr(disturbed.get(phase), "disturbed", False)),
+                "consistency": st.consistency or "",
+                "target_rate": st.stages[-1][0] if st.stages else None,
+                "churn_rate": st.churn_rate,  # changes/s of a churn step (None elsewhere)
+                "status": end.status if end else "incomplete",
+                "reason": (end.reason if end else None) or ("" if end else "run ended before this phase finished"),
                 "ops": ok, "errors": n_err, "timeouts": n_to, "error_types": errors,
                 "attempted": ok + n_err + n_to,
                 "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
                 "max_ms": s.max_ms, "min_ms": s.min_ms,
                 "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
-                "checked": checked, "mismatches": sum(r["mismatches"] for r in ivs),
-                "examples": [e for r in ivs for e in r["examples"]][:5],
-                "results": sum(r["results"] for r in ivs), "duplicates": sum(r["duplicates"] for r in ivs),
-                "late": sum(r["late"] for r in ivs),
-                "warmup_ops": (end or {}).get("warmup_ops", 0),
-                "scheduled": (end or {}).get("scheduled"), "dropped": (end or {}).get("dropped", 0),
-                "hists": [r["hist"] for r in ivs], "extra": extra,
+                "checked": checked, "mismatches": sum(r.mismatches for r in ivs),
+                "examples": [e for r in ivs for e in r.examples][:5],
+                "results": sum(r.results for r in ivs), "duplicates": sum(r.duplicates for r in ivs),
+                "late": sum(r.late for r in ivs),
+                "warmup_ops": (end.warmup_ops if end else 0),
+                "scheduled": (end.scheduled if end else None), "dropped": (end.dropped if end else 0),
+                "hists": [r.hist for r in ivs], "extra": extra,
                 # per interval: seconds after the phase start and ops, for the interval-to-interval spread
-                "iv_t": [r.get("ts", 0.0) - st.get("ts", 0.0) for r in ivs], "iv_ops": [r["ops"] for r in ivs],
-                "budget_s": st.get("budget_s"), "min_ops": st.get("min_ops"), "iterations": st.get("iterations"),
+                "iv_t": [recorded_or(r.ts, 0.0) - recorded_or(st.ts, 0.0) for r in ivs], "iv_ops": [r.ops for r in ivs],
+                "budget_s": st.budget_s, "min_ops": st.min_ops, "iterations": st.iterations,
             })
     return pd.DataFrame(rows)
+
+
+def recorded_or(value, default):
+    """A record's optional field, `default` where it was not recorded (None)."""
+    return default if value is None else value
 
 
 # churn_rate: a churn sweep's steps share every other key, so without it a re-run step replaced the others
@@ -177,12 +211,16 @@ def ingest_rates(rec: dict) -> dict:
     return out
 
 
-def ingest_table(recs: list[dict]) -> pd.DataFrame:
+def ingest_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
     rows = []
-    for r in recs:
-        if r["type"] == "ingest_skipped" and r.get("previous"):
-            r = {**r["previous"], "reused_from_previous_prepare": True}
-        elif r["type"] != "ingest":
+    for rec in typed(lines):
+        # a load's notes name the counts and durations its rates rest on by field name (ingest_rates), so the
+        # row is built from the record's fields by name; a skipped load shows the load it reused
+        if isinstance(rec, IngestSkipped) and rec.previous:
+            r = {**rec.previous, "reused_from_previous_prepare": True}
+        elif isinstance(rec, Ingest):
+            r = as_dict(rec)
+        else:
             continue
         b = np.array(r.get("batch_seconds") or [], dtype=float)
         b = b[np.isfinite(b)]  # a load through one bulk call times no batches: NaN, without numpy's warning
@@ -207,17 +245,17 @@ def ingest_table(recs: list[dict]) -> pd.DataFrame:
     return df.drop_duplicates(["backend", "variant"], keep="last") if not df.empty else df
 
 
-def server_memory(r: dict) -> int:
+def server_memory(r: Monitor) -> int:
     """A monitor sample's server memory: PSS where it was read (native servers since it was), else RSS (older
     runs) or the containers' memory usage (compose)."""
-    return r.get("pss_bytes") or r["rss_bytes"]
+    return r.pss_bytes or r.rss_bytes
 
 
-def monitor_phase_table(recs: list[dict]) -> pd.DataFrame:
+def monitor_phase_table(recs: list[Record]) -> pd.DataFrame:
     """Per monitored phase: server CPU mean, memory max (server_memory), and the client processes' CPU mean
     when recorded."""
-    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": server_memory(r),
-             "client_cpu": r.get("client_cpu_percent", float("nan"))} for r in recs if r["type"] == "monitor"]
+    rows = [{"backend": r.backend, "phase": r.phase, "cpu": r.cpu_percent, "rss": server_memory(r),
+             "client_cpu": recorded_or(r.client_cpu_percent, float("nan"))} for r in recs if isinstance(r, Monitor)]
     if not rows:
         return pd.DataFrame(columns=["backend", "phase", "cpu_mean", "rss_max_mb", "client_cpu_mean", "samples"])
     g = pd.DataFrame(rows).groupby(["backend", "phase"], sort=False)
@@ -227,9 +265,9 @@ def monitor_phase_table(recs: list[dict]) -> pd.DataFrame:
     return out
 
 
-def monitor_table(recs: list[dict]) -> pd.DataFrame:
-    rows = [{"backend": r["backend"], "phase": r["phase"], "cpu": r["cpu_percent"], "rss": server_memory(r)}
-            for r in recs if r["type"] == "monitor"]
+def monitor_table(recs: list[Record]) -> pd.DataFrame:
+    rows = [{"backend": r.backend, "phase": r.phase, "cpu": r.cpu_percent, "rss": server_memory(r)}
+            for r in recs if isinstance(r, Monitor)]
     if not rows:
         return pd.DataFrame(columns=["backend", "stage", "cpu_mean", "cpu_min", "cpu_max", "rss_mean_mb",
                                      "rss_min_mb", "rss_max_mb", "samples"])
@@ -245,6 +283,9 @@ def monitor_table(recs: list[dict]) -> pd.DataFrame:
 
 
 def merged_summary(hists: list[str]):
+    """Count, mean and percentiles of the ops of these histograms pooled: the report's one function for a
+    percentile over ops (figures.cell takes the median of its rounds' figures from it; the load-host, write and
+    size-sweep tables pool with it), through core/metrics.py's percentile."""
     return _merged_summary(tuple(hists))
 
 
@@ -260,3 +301,15 @@ def cv(values: list[float]) -> float:
     if len(v) < 2 or v.mean() == 0:
         return float("nan")
     return float(v.std(ddof=1) / v.mean())
+
+
+def sweep_runs(rd: RunData) -> list[RunData]:
+    """Every run of the sweep this run belongs to, smallest first by relationships (this one included)."""
+    runs = named_runs(rd, (rd.manifest.get("sweep") or {}).get("runs") or [])
+    return sorted(runs, key=lambda r: (r.manifest.get("dataset") or {}).get("relationships", 0))
+
+
+def named_runs(rd: RunData, names: list[str]) -> list[RunData]:
+    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that order."""
+    return [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
+            if n == rd.path.name or (rd.path.parent / n).is_dir()]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
-from authzbench.report.data import RunData
-from authzbench.report.speed import speed_index, speed_parts
+from authzbench.report.core.data import RunData
+from authzbench.report.core.speed import speed_index, speed_parts
 
 # Figures whose work is CPU on the host rather than requests over a connection: scaled by the CPU part.
 CPU_UNITS = frozenset({"relationships/s", "core-seconds"})

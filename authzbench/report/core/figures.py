@@ -15,8 +15,8 @@ from typing import Protocol
 
 import pandas as pd
 
-from authzbench.report.data import RunData, merged_summary
-from authzbench.report.noise import min_ops, overlap, round_figure, unstable
+from authzbench.report.core.data import RunData, merged_summary
+from authzbench.report.core.noise import min_ops, overlap, round_figure, unstable
 
 METRICS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "ops_per_s": None}
 

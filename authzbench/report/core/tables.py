@@ -10,8 +10,8 @@ import pandas as pd
 
 # the report's modules import these from here
 from authzbench.core.numbers import JSON_DIGITS, fixed, num, significant  # noqa: F401
-from authzbench.report.data import MARKS, RunData, merged_summary
-from authzbench.report.noise import min_ops
+from authzbench.report.core.data import MARKS, RunData, merged_summary
+from authzbench.report.core.noise import min_ops
 
 MARK = "⚠"  # a percentile from too few ops
 PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}

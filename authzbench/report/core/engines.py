@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from authzbench.report.data import RunData
+from authzbench.report.core.data import RunData
 
 NOT_RECORDED = "not recorded"
 
 
 def settings(rd: RunData, backend: str) -> dict[str, Any]:
     """What the backend's deployment recorded about its tier; {} for non-engines and older runs."""
-    return (rd.servers.get(backend, {}).get("endpoint") or {}).get("engine_settings") or {}
+    return (getattr(rd.servers.get(backend), "endpoint", None) or {}).get("engine_settings") or {}
 
 
 def _engine_settings(rd: RunData) -> list[tuple[str, dict[str, Any]]]:
@@ -50,7 +50,7 @@ def _windows(recorded: list[tuple[str, dict[str, Any]]]) -> str:
 def phase_consistency(rd: RunData, backend: str) -> str:
     """The read consistency the backend's phases used: the session mode for phases that named none, then
     the modes the write scenarios were re-run under."""
-    session = rd.servers.get(backend, {}).get("info", {}).get("consistency", "")
+    session = rd.info(backend).get("consistency", "")
     ph = rd.phases
     modes: list[str] = []
     if not ph.empty and "consistency" in ph:
@@ -64,7 +64,7 @@ def phase_consistency(rd: RunData, backend: str) -> str:
 def columns(rd: RunData, backend: str) -> dict[str, str]:
     """The servers table's tier columns for one backend ("—" for backends that have no such setting)."""
     s = settings(rd, backend)
-    engine = bool(s) or bool(rd.servers.get(backend, {}).get("info", {}).get("consistency"))
+    engine = bool(s) or bool(rd.info(backend).get("consistency"))
     if not s:
         blank = NOT_RECORDED if engine else "—"
         return {"cache": blank, "freshness": blank, "pool": blank,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import tables
-from authzbench.report.data import RunData
-from authzbench.report.frames import mixed_phases, slo_verdicts
+from authzbench.report.core import tables
+from authzbench.report.core.data import RunData
+from authzbench.report.core.frames import mixed_phases, slo_verdicts
 
 # SCALE-REFERENCE.md, section A ("1,000 QPS" / "10,000 QPS" tables and the infrastructure tables).
 PUBLISHED = [

@@ -18,9 +18,9 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from authzbench.core.metrics import merge, percentile  # noqa: E402
-from authzbench.report.data import RunData  # noqa: E402
-from authzbench.report.figures import cell, standing  # noqa: E402
-from authzbench.report.tables import label  # noqa: E402
+from authzbench.report.core.data import RunData  # noqa: E402
+from authzbench.report.core.figures import cell, standing  # noqa: E402
+from authzbench.report.core.tables import label  # noqa: E402
 from authzbench.systems import systems  # noqa: E402
 from authzbench.workloads.catalog import SCENARIOS  # noqa: E402
 
@@ -244,7 +244,7 @@ def absent(rd: RunData, scenario: str, levels: list[int], need: int = 2) -> dict
     """(backend, workers) -> why it has no line in a chart of this scenario at that worker count (fewer than
     `need` ops, or the phase not run), from the records; every backend the run measured is expected."""
     ph = rd.phases
-    expected = list(dict.fromkeys([*(ph["backend"] if not ph.empty else []), *(r["backend"] for r in rd.skipped)]))
+    expected = list(dict.fromkeys([*(ph["backend"] if not ph.empty else []), *(r.backend for r in rd.skipped)]))
     out = {}
     for b in expected:
         for c in levels:
@@ -257,8 +257,8 @@ def absent(rd: RunData, scenario: str, levels: list[int], need: int = 2) -> dict
 
 
 def _absent_reason(rd: RunData, rows: pd.DataFrame, n: int, need: int, b: str, scenario: str, c: int) -> str:
-    skipped = dict.fromkeys(r["reason"] for r in rd.skipped
-                            if (r["backend"], r["scenario"], int(r["concurrency"])) == (b, scenario, c))
+    skipped = dict.fromkeys(r.reason for r in rd.skipped
+                            if (r.backend, r.scenario, int(r.concurrency)) == (b, scenario, c))
     parts = [f"{n} op{'' if n == 1 else 's'} measured (a line needs {need})"] if len(rows) else []
     parts += [f"not run: {why}" for why in skipped]
     if not parts:
