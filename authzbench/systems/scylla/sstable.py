@@ -93,7 +93,7 @@ class SSTableIngest:
         spilled to per-token-range files (TokenSpill), then written range by range in token order, as the CQL
         path writes them."""
         U, R = expansion.n_users, expansion.n_resources
-        res_tok, user_tok, by_res, by_user = yield Step(PERMISSION_STEP, lambda: _spills(expansion, work))
+        spills = yield Step(PERMISSION_STEP, lambda: _spills(expansion, work))
         by_resource, by_users = iter(expansion.iter_resource_keys()), iter(expansion.iter_user_keys())
         while True:
             # keys (resource - lo) * U + user, then user * R + resource
@@ -101,8 +101,8 @@ class SSTableIngest:
             user_chunk = yield Step("closure_seconds", lambda: next(by_users, None))
             if res_chunk is None and user_chunk is None:
                 break
-            yield Step(PERMISSION_STEP, partial(_spill, res_chunk, user_chunk, by_res, by_user, res_tok, user_tok,
-                                                U, R, tick))
+            yield Step(PERMISSION_STEP, partial(_spill, res_chunk, user_chunk, spills, U, R, tick))
+        res_tok, user_tok, by_res, by_user = spills
         return (yield Step(PERMISSION_STEP, lambda: self._sstable_ranges(w, by_res, by_user, res_tok, user_tok,
                                                                          tick)))
 
@@ -182,9 +182,10 @@ def _spills(expansion: Expansion, work: Path) -> tuple[np.ndarray, np.ndarray, T
             TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n))
 
 
-def _spill(res_chunk: tuple | None, user_chunk: tuple | None, by_res: TokenSpill, by_user: TokenSpill,
-           res_tok: np.ndarray, user_tok: np.ndarray, U: int, R: int, tick: _Ticker) -> None:
-    """One chunk of each permission table into its spill, each row keyed by its partition's token."""
+def _spill(res_chunk: tuple | None, user_chunk: tuple | None, spills: tuple, U: int, R: int, tick: _Ticker) -> None:
+    """One chunk of each permission table into its spill (`spills` as _spills made them), each row keyed by its
+    partition's token."""
+    res_tok, user_tok, by_res, by_user = spills
     if res_chunk is not None:
         lo, _hi, manage, view = res_chunk
         rows = np.empty(len(view), _RESOURCE_ROW)
