@@ -35,6 +35,7 @@ from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_pr
 from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore
 from authzbench.run.servers import Session, pin_cores, running_pids
 from authzbench.schema.dataset import Dataset
+from authzbench.systems import systems
 from authzbench.workloads.catalog import input_count, scenario
 from authzbench.workloads.churn import SLO_CHECK_P95_MS, ChurnSweep
 from authzbench.workloads.spec import PhaseSpec
@@ -240,7 +241,7 @@ class _Visit:
             for spec, sname in specs:
                 sc, inputs = scenario(sname), self._inputs(sname)
                 why = pace.too_slow(spec, sc.op) if pace and self.sess.dep.mode != "external" else ""
-                if why := why or churn.stopped(spec):
+                if why := why or churn.stopped(spec) or not_offered(name, sc.op):
                     _skip(self.run.store, spec, why, progress)
                     continue
                 for attempt in range(sched.max_reruns + 1):
@@ -281,6 +282,12 @@ def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | No
     say(f"{spec.backend}: {spec.phase_id} not run: {why}")
     if progress:
         progress.finished(spec.backend, spec)
+
+
+def not_offered(name: str, op: str) -> str:
+    """Why a backend cannot run a phase of this op at all (a system without a reverse lookup), else ""."""
+    declared = systems().get(name)
+    return declared.no_lookup if declared is not None and op == "lookup" else ""
 
 
 def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:

@@ -16,6 +16,7 @@ from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.results.store import RunStore
 from authzbench.run.servers import Session
 from authzbench.schema.dataset import Dataset
+from authzbench.systems import systems
 from authzbench.workloads.catalog import READ_SCENARIOS, scenario
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=""
@@ -103,9 +104,14 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
                                                      opts.sample)
     rebac = ds.model == "rebac"
     inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks) if sample else []
+    declared = systems().get(sess.name)
+    by_checks = bool(declared and declared.no_lookup)  # a system without a reverse lookup: its anchors as checks
     if rebac and sample:  # the anchor lookups: the heaviest manage user's and a median viewer's
-        inputs += [scenario(n).sampler(ds, oracle, 1)[0] for n in READ_SCENARIOS if scenario(n).op == "lookup"
-                   and n != HEAVY_LOOKUP]
+        for n in READ_SCENARIOS:
+            if scenario(n).op == "lookup" and n != HEAVY_LOOKUP:
+                anchor = scenario(n).sampler(ds, oracle, 1)[0]
+                inputs += as_checks(anchor, ds.entities["resource"]) if by_checks else [anchor]
+        heavy = "checks" if heavy and by_checks else heavy
         if heavy:
             lookup = scenario(HEAVY_LOOKUP).sampler(ds, oracle, 1)[0]
             inputs += [lookup] if heavy == "lookup" else as_checks(lookup, ds.entities["resource"])

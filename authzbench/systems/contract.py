@@ -84,6 +84,9 @@ class System:
     tools: str = ""  # "module:function" -> endpoint keys of tools the adapter runs beside its server
     colour: int = -1  # its slot in the charts' fixed palette (-1 = derived from the name)
     stand_in: str = ""  # what it stands in for ("" = the real thing)
+    # Why its API has no reverse lookup (the resources a user can reach); "" = it has one. Its lookup phases
+    # are then recorded as not run with this reason, and its restore checks ask the anchor users by checks.
+    no_lookup: str = ""
     claims: tuple[Claim, ...] = field(default_factory=tuple)
     order: int = 100  # its place in listings and in the default run order (then the name)
     aliases: tuple[str, ...] = ()  # other names it goes by (products, stand-ins): no module outside systems/ says them

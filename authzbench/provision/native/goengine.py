@@ -91,7 +91,7 @@ def start_engine(ctx: StartContext, eng: GoEngine) -> Deployment:
         proc, seconds = _serve(eng, ports, env, log, dep)
         version = eng.version(log)
         say(f"{eng.name} {version} serving "
-            + ", ".join(f"{LABELS[p]} on 127.0.0.1:{ports[p]}" for p in eng.listening)
+            + ", ".join(f"{LABELS.get(p, p)} on 127.0.0.1:{ports[p]}" for p in eng.listening)
             + f" (pid {proc.pid}, {seconds:.1f} s)")
     except BaseException:
         dep.stop()
