@@ -33,7 +33,7 @@ def _offers_lookups(name: str) -> bool:
 
 def _lookups_or_skip(name: str) -> None:
     if not _offers_lookups(name):
-        pytest.skip(f"{name} offers no reverse lookup: {systems()[name].no_lookup}")
+        pytest.skip(f"{name}: {systems()[name].no_lookup}")
 
 
 @pytest.fixture(autouse=True)

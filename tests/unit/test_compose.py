@@ -206,7 +206,7 @@ def test_registry_services_exist_with_an_endpoint_on_their_published_port(offici
         ep = servers.compose_endpoint(name)
         svc = official["services"][services[0]]
         published = {h for _, h, _ in _ports(svc)}
-        port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url")).split(":")[-1]
+        port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url") or ep.get("read_url")).split(":")[-1]
                                      .split("/")[0].split("?")[0])
         assert port in published, (name, ep)
 
