@@ -12,12 +12,12 @@ from authzbench.core.numbers import num
 from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
 from authzbench.report.core.basis import combine, extract
 from authzbench.report.core.data import RunData, sweep_runs
+from authzbench.report.core.declared import cpu_example
 from authzbench.report.core.published import INFRA
 
 ASSUMPTIONS = [
-    "server CPU is the monitor's per-process CPU of the measured server (for SpiceDB: SpiceDB and its "
-    "PostgreSQL together), never the client's (except an embedded engine, marked †, whose process is the "
-    "client's too); a phase's core-seconds are its mean CPU times its wall time",
+    f"server CPU is the monitor's per-process CPU of the measured server ({cpu_example()}), never the client's "
+    "(except an embedded engine, marked †, whose process is the client's too); a phase's core-seconds are its mean CPU times its wall time",
     "checks and lookups: every closed-loop check (lookup) phase of a round pooled, all scenarios and worker "
     "counts; writes: the mixed phases less their checks at the round's check cost (at 1% writes a small "
     "difference of large numbers: see its interval)",
