@@ -12,12 +12,12 @@ from authzbench.core.numbers import num
 from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
 from authzbench.report.core.basis import combine, extract
 from authzbench.report.core.data import RunData, sweep_runs
-from authzbench.report.core.published import INFRA
+from authzbench.report.core.declared import cpu_example
+from authzbench.report.core.published import load_published
 
 ASSUMPTIONS = [
-    "server CPU is the monitor's per-process CPU of the measured server (for SpiceDB: SpiceDB and its "
-    "PostgreSQL together), never the client's (except an embedded engine, marked †, whose process is the "
-    "client's too); a phase's core-seconds are its mean CPU times its wall time",
+    f"server CPU is the monitor's per-process CPU of the measured server ({cpu_example()}), never the client's "
+    "(except an embedded engine, marked †, whose process is the client's too); a phase's core-seconds are its mean CPU times its wall time",
     "checks and lookups: every closed-loop check (lookup) phase of a round pooled, all scenarios and worker "
     "counts; writes: the mixed phases less their checks at the round's check cost (at 1% writes a small "
     "difference of large numbers: see its interval)",
@@ -111,19 +111,20 @@ def _sci(v: float) -> str:
 
 
 def tiers_markdown(bases: dict[str, BackendBasis], utilization: float) -> str:
-    """Per backend, the tiers T1-T13 (1% writes) projected beside the published SpiceDB + CockroachDB vCPUs."""
-    head = ("| Tier | Relationships | Target ops/s | Published cache hit | Published SpiceDB vCPU | Published "
-            "CockroachDB vCPU | Published total | Published vCPU per 1,000 ops/s | Projected cores (interval) | "
-            "Published / projected | Projected disk, one copy |")
+    """Per backend, the tiers T1-T13 (1% writes) projected beside the published engine + datastore vCPUs."""
+    scale = load_published()["scale"]
+    head = (f"| Tier | Relationships | Target ops/s | Published cache hit | Published {scale['engine']} vCPU | "
+            f"Published {scale['datastore']} vCPU | Published total | Published vCPU per 1,000 ops/s | Projected "
+            "cores (interval) | Published / projected | Projected disk, one copy |")
     out = []
     for b in bases.values():
         rows = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for t in INFRA:
+        for t in scale["tiers"]:
             p = projections({b.backend: b}, Target(t["qps"], t["relationships"], 0.01, 0.0, utilization))[0]
-            spice, crdb = t["spicedb"][0] * t["spicedb"][1], t["crdb"][0] * t["crdb"][1]
-            total = spice + crdb
-            rows.append(f"| {t['test']} | {t['relationships']:,} | {t['qps']:,} | {t['cache_hit']:.1%} | {spice:,} | "
-                        f"{crdb:,} | {total:,} | {_n(1000 * total / t['qps'])} | {_range(p.cores)} | "
+            engine, store = math.prod(t["engine_nodes"]), math.prod(t["datastore_nodes"])
+            total = engine + store
+            rows.append(f"| {t['test']} | {t['relationships']:,} | {t['qps']:,} | {t['cache_hit']:.1%} | {engine:,} | "
+                        f"{store:,} | {total:,} | {_n(1000 * total / t['qps'])} | {_range(p.cores)} | "
                         f"{total / p.cores.value:.3g} ({total / p.cores.high:.3g}-{total / p.cores.low:.3g}) | "
                         f"{_range(p.disk.at, _bytes) if p.disk else '—'} |")
         out += [f"{b.label}, servers at {utilization:.0%} CPU:", "", *rows, ""]

@@ -13,17 +13,15 @@ import pandas as pd
 from authzbench.report.core import tables
 from authzbench.report.core.data import RunData
 from authzbench.report.core.frames import mixed_phases, slo_verdicts
+from authzbench.report.core.published import load_published
 
-# SCALE-REFERENCE.md, section A ("1,000 QPS" / "10,000 QPS" tables and the infrastructure tables).
-PUBLISHED = [
-    {"test": "T1", "relationships": 10_000_000, "rate": 1_000, "check_p50": 5.39, "check_p95": 19.7,
-     "write_p50": 14.50, "write_p95": 30.0, "cache_hit": 0.332,
-     "setup": "SpiceDB 3 x c6a.xlarge (4 vCPU) on CockroachDB 4 x m6i.2xlarge (8 vCPU)"},
-    {"test": "T2", "relationships": 10_000_000, "rate": 10_000, "check_p50": 3.49, "check_p95": 16.3,
-     "write_p50": 13.20, "write_p95": 22.8, "cache_hit": 0.724,
-     "setup": "SpiceDB 4 x c6a.2xlarge (8 vCPU) on CockroachDB 3 x m6i.4xlarge (16 vCPU)"},
-]
 SAME_SIZE = 0.10  # a run within 10% of a tier's relationship count is that tier's size
+
+
+def published() -> list[dict]:
+    """T1/T2's published rows (SCALE-REFERENCE.md, section A, in published_figures.json): latencies, cache hit
+    and the cluster each ran on."""
+    return load_published()["scale"]["results"]
 
 
 def default_on(rd: RunData) -> bool:
@@ -36,7 +34,7 @@ def _open_rows(rd: RunData) -> pd.DataFrame:
 
 
 def tier_of(relationships: int, rate: float) -> str:
-    for p in PUBLISHED:
+    for p in published():
         if p["rate"] == rate and abs(relationships - p["relationships"]) <= SAME_SIZE * p["relationships"]:
             return p["test"]
     return "—"
@@ -75,10 +73,11 @@ def section(rd: RunData, out_dir: Path) -> str:
     for k in ("check", "write"):
         for p in (50, 95):
             ours[f"{k}_p{p}"] = [fmt_pct(x, n, p) for x, n in zip(ours[f"{k}_p{p}"], ours[f"{k}_ops"], strict=True)]
-    pub = pd.DataFrame(PUBLISHED)
+    pub = pd.DataFrame(published())
+    scale = load_published()["scale"]
     lines = ["## Against the scale load test's tiers (T1/T2)", "",
-             "The SpiceDB-on-CockroachDB load test (SCALE-REFERENCE.md, section A) ran its social graph at "
-             "10M relationships with 1,000 (T1) and 10,000 (T2) requests/s, 1% of them writes, checks at "
+             f"The {scale['engine']}-on-{scale['datastore']} load test (SCALE-REFERENCE.md, section A) ran its "
+             "social graph at 10M relationships with 1,000 (T1) and 10,000 (T2) requests/s, 1% of them writes, checks at "
              "minimize_latency. Our open-loop mixed phases on the social model, laid out as its results "
              "table: a row is a tier when the run has its relationship count (within 10%) and its target "
              "rate. Ours run client and servers on this one machine (section 1), theirs on a cluster; the "

@@ -10,12 +10,8 @@ from pathlib import Path
 from authzbench.core.errors import UserError
 from authzbench.core.metrics import decode, percentile
 from authzbench.core.records import Loadtest, as_dict
+from authzbench.report.core.published import load_published
 from authzbench.results.store import RunStore
-
-# The published run (Permify 1.3.0 on Cloud SQL PostgreSQL 15, k6 cloud): its summary, verbatim.
-PUBLISHED = {"engine": "Permify 1.3.0 (published)", "avg": 10.14, "min": 1.61, "med": 7.44, "max": 295.29,
-             "p90": 14.3, "p95": 26.34, "rps": 745.86855, "iterations": 75_369, "dropped": 271_664,
-             "checks": "100.00% (75369 out of 75369)", "answers": "not checked", "allowed": "n/a", "p95_intended": "n/a"}
 
 HEADER = ("| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90) (ms) | p(95) (ms) | requests/s achieved "
           "| iterations | dropped iterations | checks passed (no error) | answers = oracle | allowed | p(95) from intended "
@@ -39,7 +35,8 @@ def row(rec: dict) -> str:
 
 
 def published_row() -> str:
-    p = PUBLISHED
+    """The published run (SCALE-REFERENCE.md part B, in published_figures.json): its summary, verbatim."""
+    p = load_published()["loadtest"]["summary"]
     return (f"| {p['engine']} | published | {p['avg']:.2f} | {p['min']:.2f} | {p['med']:.2f} | {p['max']:.2f} "
             f"| {p['p90']:.2f} | {p['p95']:.2f} | {p['rps']:,.1f} | {p['iterations']:,} | {p['dropped']:,} "
             f"| {p['checks']} | {p['answers']} | {p['allowed']} | {p['p95_intended']} |")
@@ -47,7 +44,7 @@ def published_row() -> str:
 
 def render(records: list[dict], context: list[str]) -> str:
     """The markdown section: the layout of the document's table, then what each variant caps."""
-    lines = ["## The Permify load test, reproduced", "", *context, "", HEADER,
+    lines = [f"## The {load_published()['loadtest']['engine']} load test, reproduced", "", *context, "", HEADER,
              "|" + "---|" * HEADER.count(" | ") + "---|", published_row()]
     lines += [row(r) for r in records]
     busy = {(r["label"], r["variant"]): r["max_busy_vus"] for r in records}
@@ -57,7 +54,8 @@ def render(records: list[dict], context: list[str]) -> str:
 
 def write(records: list[dict], context: list[str], out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("# Permify load test (k6 scenario) on identical data\n\n" + render(records, context))
+    engine = load_published()["loadtest"]["engine"]
+    out.write_text(f"# {engine} load test (k6 scenario) on identical data\n\n" + render(records, context))
     return out
 
 

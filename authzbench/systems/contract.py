@@ -97,6 +97,12 @@ class System:
     worker_limit: str = ""  # "module:attribute": the most workers its native server takes ("" = no limit)
     crosscheck: str = ""  # "module:function" -> a Crosscheck: the independent load tool run beside it
     loadtest: int = 0  # its place among the default engines of `authzbench loadtest` (0 = not one of them)
+    # What the report states about it alone (read through authzbench/report/core/declared.py):
+    stale_reports: tuple[str, ...] = ()  # upstream reports of its fresh-mode reads missing a committed write
+    stale_reproduced: bool = False  # tools/newenemy_repro.py reproduces that outside the suite (through its API)
+    legacy_titles: tuple[str, ...] = ()  # the engine older runs recorded for its stand-in, before the server record
+    # named the product (its first alias) it stands in for
+    cpu_counts: str = ""  # what the monitor's server CPU counts for it, when more than its server process
 
 
 # The one build step several systems share: the Debian PostgreSQL their private clusters run on.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from authzbench.report import decision
-from authzbench.report.core import staleness
+from authzbench.report.core import declared, staleness
 from tests.unit.test_report_findings import NET, Run
 
 
@@ -52,7 +52,8 @@ def test_the_outside_reproduction_is_claimed_for_spicedb_only_and_cites_the_same
     note = staleness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent"), ("permify", "fully_consistent")])
     assert "spicedb-pg: reproduced outside the suite with SpiceDB's public API alone" in note
     assert "permify: not reproduced outside the suite" in note and "permify: reproduced" not in note
-    assert all(u in note for u in staleness.UPSTREAM["spicedb"]) and "(none for permify)" in note
+    urls = declared.stale_reports("spicedb-pg")
+    assert len(urls) == 3 and all(u in note for u in urls) and "(none for permify)" in note
     permify_only = staleness.strict_stale_note(rd, [("permify", "fully_consistent")])
     assert "newenemy_repro.py` speaks SpiceDB's API only" in permify_only and "no upstream report found" in permify_only
 

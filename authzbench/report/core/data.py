@@ -29,6 +29,7 @@ from authzbench.core.records import (
     as_dict,
     decode,
 )
+from authzbench.report.core.declared import legacy_stand_ins
 from authzbench.results.store import RunStore
 
 T = TypeVar("T")
@@ -65,7 +66,7 @@ class RunData:
     def stands_in_for(self, backend: str) -> str:
         """The product a stand-in's figures must not be read as ("" for the product itself)."""
         info = self.info(backend)
-        return info.get("stands_in_for") or LEGACY_STAND_INS.get(info.get("engine", ""), "")
+        return info.get("stands_in_for") or legacy_stand_ins().get(info.get("engine", ""), "")
 
     def info(self, backend: str) -> dict:
         """The backend's server record's info ({} for a backend without one)."""
@@ -88,8 +89,6 @@ def derived(rd: RunData, key: str, make: Callable[[], T]) -> T:
     return hit[1]
 
 
-# Runs recorded before a server named the product it stands in for: the engine recorded -> that product.
-LEGACY_STAND_INS = {"Apache Cassandra": "ScyllaDB", "FerretDB": "MongoDB"}
 MARKS = {"server": "", "stand-in": " ‡", "embedded": " †"}
 
 

@@ -9,4 +9,5 @@ SYSTEM = System(
     builds=(POSTGRES_SERVER, Build("ferretdb (go build)", "authzbench.systems.mongo.native:binary",
                                    "authzbench.systems.mongo.native:built", "~3-6 min")),
     stand_in="FerretDB on PostgreSQL natively", colour=5, order=10, aliases=("MongoDB", "FerretDB"),
+    legacy_titles=("FerretDB",),
 )

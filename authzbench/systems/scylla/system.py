@@ -14,4 +14,5 @@ SYSTEM = System(
     image_files="authzbench.systems.scylla.native:image_files",
     image_versions="authzbench.systems.scylla.native:image_versions",
     stand_in="Apache Cassandra natively", colour=2, order=7, aliases=("ScyllaDB", "Cassandra"),
+    legacy_titles=("Apache Cassandra",),
 )
