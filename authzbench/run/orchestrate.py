@@ -201,7 +201,9 @@ def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[
         except Exception:  # noqa: BLE001 - reported at its visit
             plan[name] = []
             continue
-        plan[name] = [planned_seconds(spec) for spec, _ in phase_specs(cfg.schedule, cfg.mixed, traits, ds, cfg.churn)]
+        specs = phase_specs(cfg.schedule, cfg.mixed, traits, ds, cfg.churn)
+        # a phase the backend cannot run at all is skipped at once: it adds nothing to the estimate
+        plan[name] = [0.0 if not_offered(name, scenario(s).op) else planned_seconds(spec) for spec, s in specs]
     return plan
 
 

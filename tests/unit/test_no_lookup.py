@@ -57,3 +57,16 @@ def test_the_restore_check_asks_the_anchor_users_by_checks_where_there_is_no_loo
     assert "error" not in rec and rec["mismatches"] == 0, rec
     assert rec["checked"] > 20 + 2  # the two anchors became their checks: more than one op each
     assert rec["heavy"] == "checks"
+
+
+def test_the_estimate_gives_no_time_to_a_lookup_phase_the_system_cannot_run(lookupless, tiny):
+    from authzbench.config import BenchConfig
+
+    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=1,
+                         scenarios=["check_negative", "lookup_resources_view_regular"])
+    specs = orchestrate._plan(cfg, "reference", tiny)
+    planned = orchestrate._planned(cfg, tiny, ["reference"])["reference"]
+    lookups = [s for (spec, s) in specs if orchestrate.scenario(s).op == "lookup"]
+    assert lookups and len(planned) == len(specs)
+    assert all(sec == 0.0 for sec, (_, s) in zip(planned, specs, strict=True) if s in lookups)
+    assert any(sec > 0 for sec in planned)
