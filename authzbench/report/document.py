@@ -13,6 +13,7 @@ from authzbench.report import (
     churn,
     decision,
     digest,
+    features,
     findings,
     freshness,
     hosts,
@@ -42,7 +43,7 @@ MAIN: list[Section] = [
     outcomes.problems, digest.appendix_link]
 APPENDIX: list[Section] = [
     reads.section, ingest.monitor, mixed.section, writes.section, churn.section,
-    freshness.section, hosts.section, overview.distribution,
+    freshness.section, features.section, hosts.section, overview.distribution,
     outcomes.correctness, outcomes.stability, validity.section]
 AFTER_REFERENCE: list[Section] = [load_tiers.section, timeline.section, digest.figure_table]
 

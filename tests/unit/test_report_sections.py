@@ -15,7 +15,7 @@ import authzbench.report
 REPORT = Path(authzbench.report.__file__).parent
 
 TOPICS = frozenset({
-    "capacity", "churn", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
+    "capacity", "churn", "features", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
     "reference", "timeline", "validity", "writes",
     "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes"})
 # document, compare, loadtest: documents; decision, findings, dimensions, workloads, digest: what reads across

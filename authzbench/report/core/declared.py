@@ -33,3 +33,9 @@ def cpu_example() -> str:
     """"for PRODUCT: what its server CPU counts", of the first system whose server CPU counts more than it."""
     s = next(s for s in systems().values() if s.cpu_counts)
     return f"for {s.aliases[0]}: {s.cpu_counts}"
+
+
+def claims(backend: str) -> tuple:
+    """What the backend's model gives a user beyond the checks, as its system declares it (() = none declared)."""
+    s = systems().get(backend)
+    return s.claims if s is not None else ()

@@ -1,7 +1,7 @@
 """The hand-built CockroachDB model: compose services only, no adapter. No CockroachDB server can be obtained
 on these machines to test one against, and an adapter is only trusted once tested against the real server."""
 
-from authzbench.systems.contract import System
+from authzbench.systems.contract import System, hand_built
 
 SYSTEM = System(
     name="cockroach", adapter="",
@@ -9,4 +9,5 @@ SYSTEM = System(
                    "(SpiceDB on CockroachDB is spicedb-crdb)",
     default=False, services=("cockroach",), endpoint="authzbench.systems.cockroach.endpoint:endpoint_from_compose",
     colour=9, order=6, aliases=("CockroachDB", "crdb"),
+    claims=hand_built("CockroachDB"),
 )

@@ -1,7 +1,7 @@
 """ScyllaDB over CQL with precomputed permission tables; natively Apache Cassandra stands in (no ScyllaDB
 binary is obtainable here), loaded through SSTables a Java helper writes."""
 
-from authzbench.systems.contract import Build, System
+from authzbench.systems.contract import Build, System, hand_built
 
 SYSTEM = System(
     name="scylla", adapter="authzbench.systems.scylla.adapter:ScyllaBackend",
@@ -15,4 +15,5 @@ SYSTEM = System(
     image_versions="authzbench.systems.scylla.native:image_versions",
     stand_in="Apache Cassandra natively", colour=2, order=7, aliases=("ScyllaDB", "Cassandra"),
     legacy_titles=("Apache Cassandra",),
+    claims=hand_built("Cassandra / ScyllaDB"),
 )
