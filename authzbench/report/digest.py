@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.report import churn, freshness
+from authzbench.report import churn, freshness, reads_chart
 from authzbench.report.core import charts, staleness
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import LETTER_MEANING, Cell, best_rate, cell, standing
@@ -41,12 +41,12 @@ def reads(rd: RunData, out_dir: Path) -> str:
     objective = slo(rd).get("check_p95_ms")
     for s in scenarios_measured(rd, "check"):
         pts = {b: sweep(rd, b, s) for b in dict.fromkeys(ph[ph["scenario"] == s]["backend"])}
-        if chart := charts.latency_vs_throughput(rd, s, pts, objective, cdir):
-            lines += [f"![{s}: latency against throughput]({chart})", "", *charts.absent_caption(rd, s, None, 1)]
+        if chart := reads_chart.latency_vs_throughput(rd, s, pts, objective, cdir):
+            lines += [f"![{s}: latency against throughput]({chart})", "", *reads_chart.absent_caption(rd, s, None, 1)]
     for s in [*scenarios_measured(rd, "lookup")]:
-        if spectrum := charts.spectrum(rd, s, cdir):
-            lines += [f"![{s}: latency by percentile]({spectrum})", "", *charts.absent_caption(rd, s)]
-    if bar := charts.bars(rd, _bar_panels(rd), cdir):
+        if spectrum := reads_chart.spectrum(rd, s, cdir):
+            lines += [f"![{s}: latency by percentile]({spectrum})", "", *reads_chart.absent_caption(rd, s)]
+    if bar := reads_chart.bars(rd, _bar_panels(rd), cdir):
         lines += [link_target("resources") + f"![ingest, footprint, CPU and memory]({bar})", ""]
     return "\n".join(lines)
 

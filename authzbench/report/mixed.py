@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from authzbench.report import mixed_chart
 from authzbench.report.core import charts, clientbound
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import cell, with_cells
@@ -50,7 +51,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         best = f"**{passed.max():,.0f} ops/s**" if len(passed) else "none of the rates tried"
         lines.append(f"- {b}: highest open-loop rate that met the SLO: {best} (tried "
                      f"{', '.join(f'{r:,.0f}' for r in g['rate'].dropna())})")
-    if chart := charts.open_loop(rd, v_raw, objective, charts.chart_dir(out_dir, rd.manifest["run_id"])):
+    if chart := mixed_chart.open_loop(rd, v_raw, objective, charts.chart_dir(out_dir, rd.manifest["run_id"])):
         lines += ["", f"![check p95 against offered load]({chart})"]
     lines.append("")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from authzbench.report import reads_chart
 from authzbench.report.core import charts, clientbound
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import best_rate, with_cells
@@ -77,10 +78,10 @@ def section(rd: RunData, out_dir: Path) -> str:
                 lines.append(f"For {below} the round-trip op took longer than these checks (ratio below 1): "
                              "its round trip is no floor for a check.\n")
         lines += [link_target(name), table(marked(sub), cols)]
-        if spectrum := charts.spectrum(rd, name, chart_dir):
-            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *charts.absent_caption(rd, name)]
+        if spectrum := reads_chart.spectrum(rd, name, chart_dir):
+            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *reads_chart.absent_caption(rd, name)]
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
-    if throughput := charts.throughput(rd, chart_dir):
+    if throughput := reads_chart.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]
     lines += [_resources(rd), clientbound.section(rd)]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from authzbench.core.records import PhaseEnd, Restored, as_dict
 from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
+from authzbench.report import writes_chart
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, recorded_or
 from authzbench.report.core.frames import write_table
@@ -117,7 +118,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
         "stale": STALE_COLUMN, "never_visible": "Never visible", "mismatches": "Mismatches"}))
     lines += _strict_stale_allows(rd, df)
-    if chart := charts.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
+    if chart := writes_chart.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]
     stopped = stopped_table(rd)
     lines += ["", "Workers stopped mid-op: none." if stopped.empty else
