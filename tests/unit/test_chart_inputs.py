@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from authzbench.report import digest, reads_chart, writes, writes_chart
+from authzbench.report import reads, reads_chart, writes, writes_chart
 from authzbench.report.core import charts
 from authzbench.report.core.data import load_run
 from authzbench.report.core.figures import cell
@@ -56,7 +56,7 @@ def _swept() -> Run:
 
 def test_the_latency_throughput_axis_names_only_worker_counts_that_ran_and_no_slo_on_check_phases(drawn, tmp_path):
     rd = _swept().data()
-    pts = {b: digest.sweep(rd, b, CHECK) for b in ("postgres", "permify")}
+    pts = {b: reads.sweep(rd, b, CHECK) for b in ("postgres", "permify")}
     assert reads_chart.latency_vs_throughput(rd, CHECK, pts, 25.0, tmp_path)
     ax = drawn[f"{CHECK}-latency-throughput"].axes[0]
     assert reads_chart.swept_workers(rd, CHECK) == [1, 8]
