@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from authzbench.core.records import Interval, PhaseSkipped, as_dict
+from authzbench.report import churn_chart
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, derived, merged_summary
 from authzbench.report.core.frames import slo
@@ -229,7 +230,7 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
              f"schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets why the next step "
              f"did not hold; undecided: the step's check p95 interval, in square brackets, lies across the SLO, so "
              f"one {cfg['step_s']:g} s step cannot say): " + "; ".join(parts) + "."]
-    if chart := charts.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
+    if chart := churn_chart.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
         lines.append(f"![check p95 with its interval against churn rate, per backend, the SLO drawn]({chart})")
     return lines
 

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from authzbench.report import churn, freshness, workloads
-from authzbench.report.core import charts, clientbound, engines, speed, tables
+from authzbench.report import churn, decision_chart, freshness, workloads
+from authzbench.report.core import clientbound, engines, speed, tables
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import LETTER_MEANING, best_first, clearly_better
 from authzbench.report.core.frames import resource_table
@@ -97,7 +97,7 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
     lines += _target(rd)
-    if chart := charts.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
+    if chart := decision_chart.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
         lines += ["", f"![letters per need and backend, coloured by the first letter]({chart})"]
     return "\n".join([*lines, ""])
 

@@ -34,13 +34,22 @@ from authzbench.report.sweep import scaling, shapes
 
 Section = Callable[[RunData, Path], str]
 
+
+def appendix_link(rd: RunData, out_dir: Path) -> str:
+    run_id = rd.manifest["run_id"]
+    return (f"## Appendix\n\n[`{run_id}-appendix.md`]({run_id}-appendix.md): every phase's table, monitors, "
+            "structural writes in every mode, stability, validity and limitations, the reference report side by "
+            f"side, the run timeline and every ranked figure with its interval. [`{run_id}.json`]({run_id}.json): "
+            "the ranked figures, machine-readable.\n")
+
+
 MAIN: list[Section] = [
     overview.intro, decision.section, findings.section, overview.environment, overview.dataset, overview.method,
-    ingest.section, digest.reads, digest.mixed, digest.writes_digest, digest.correctness,
+    ingest.section, reads.digest, mixed.digest, writes.digest, outcomes.correctness_digest,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
     shapes.section,  # "" unless the run ends a `--shape` sweep
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
-    outcomes.problems, digest.appendix_link]
+    outcomes.problems, appendix_link]
 APPENDIX: list[Section] = [
     reads.section, ingest.monitor, mixed.section, writes.section, churn.section,
     freshness.section, features.section, hosts.section, overview.distribution,

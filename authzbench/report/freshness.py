@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from authzbench.core.records import PhaseEnd, PhaseStart
+from authzbench.report import freshness_chart
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, merged_summary
 from authzbench.report.core.figures import cell
@@ -310,7 +311,7 @@ def section(rd: RunData, out_dir: Path) -> str:
                              "p95": "Check p95 (ms)", "lag": "Visibility p95, worst write kind (ms)",
                              "lag_writers": "Writers (lag)", "stale": STALE_LABEL})]
         lines += ["", *r] if (r := rechecks(rd)) else []
-        if chart := charts.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
+        if chart := freshness_chart.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
             lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]
     return "\n".join([*lines, ""]) if lines else ""
 

@@ -1,15 +1,30 @@
-"""6 The mixed read/write workload: its phases, the SLO verdicts and the open-loop chart."""
+"""6 The mixed read/write workload: its phases, the SLO verdicts and the open-loop chart; and the
+main report's mixed-load digest (digest)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
+from authzbench.report import mixed_chart
 from authzbench.report.core import charts, clientbound
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import cell, with_cells
 from authzbench.report.core.frames import mixed_phases, slo, slo_verdicts
 from authzbench.report.core.ranking import Dimension, Figure, ints_text, worker_count
-from authzbench.report.core.tables import anchor, fmt, fmt_pct, label, link_target, marked, table
+from authzbench.report.core.tables import (
+    anchor,
+    counted,
+    fmt,
+    fmt_pct,
+    label,
+    link_target,
+    marked,
+    num,
+    table,
+)
+from authzbench.workloads.catalog import SCENARIOS
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -50,7 +65,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         best = f"**{passed.max():,.0f} ops/s**" if len(passed) else "none of the rates tried"
         lines.append(f"- {b}: highest open-loop rate that met the SLO: {best} (tried "
                      f"{', '.join(f'{r:,.0f}' for r in g['rate'].dropna())})")
-    if chart := charts.open_loop(rd, v_raw, objective, charts.chart_dir(out_dir, rd.manifest["run_id"])):
+    if chart := mixed_chart.open_loop(rd, v_raw, objective, charts.chart_dir(out_dir, rd.manifest["run_id"])):
         lines += ["", f"![check p95 against offered load]({chart})"]
     lines.append("")
     return "\n".join(lines)
@@ -98,3 +113,52 @@ def open_loop(rd: RunData) -> list[Dimension]:
     return [Dimension("Under load", "Open loop: highest offered rate that met the SLO", "ops/s", True, figs,
                       anchor("slo"), "rate steps are discrete: the true limit lies between two steps",
                       summary="open-loop rate within SLO", key="open_loop")]
+
+
+# the main report's digest --------------------------------------------------------------------------------
+
+def digest(rd: RunData, out_dir: Path) -> str:
+    v = slo_verdicts(rd)
+    if v.empty:
+        return ""
+    o = slo(rd)
+    lines = ["## 6. Mixed load", "", f"Checks with {rd.manifest.get('config', {}).get('write_share', 0.01):.0%} "
+             f"writes. SLO: check p95 < {o['check_p95_ms']:g} ms, write p95 < {o['write_p95_ms']:g} ms, success ≥ "
+             f"{o['success']:.1%}.", "", link_target("mixed"), link_target("slo")]
+    closed, opened = v[v["mode"] == "closed"], v[v["mode"] == "open"]
+    if not closed.empty:
+        lines += ["Closed loop. Cell: checks/s (median over rounds), PASS or FAIL.", "", _closed_table(rd, closed)]
+    if not opened.empty:
+        lines += ["" if closed.empty else "\n", "Open loop (a fixed offered rate). Cell: check p95 (ms) at that rate, PASS or FAIL; the SLO "
+                  "verdicts' every column: appendix.", "", _open_table(rd, opened)]
+    return "\n".join([*lines, ""])
+
+
+
+def _closed_table(rd: RunData, v: pd.DataFrame) -> str:
+    rows = []
+    for b, g in v.groupby("backend", sort=False):
+        row = {"backend": label(rd, b)}
+        for r in g.itertuples():
+            x = cell(rd, b, str(_mixed_scenario(rd)), int(r.concurrency), "ops_per_s", "check")
+            row[f"c{int(r.concurrency)}"] = f"{num(x.value) if x else '—'} {r.verdict}"
+        rows.append(row)
+    cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: int(k[1:]))
+    return table(pd.DataFrame(rows), {"backend": "Backend", **{c: counted(c[1:], "worker") for c in cols}})
+
+
+
+def _open_table(rd: RunData, v: pd.DataFrame) -> str:
+    rows = []
+    for b, g in v.groupby("backend", sort=False):
+        row = {"backend": label(rd, b)}
+        for r in g.itertuples():
+            row[f"r{r.rate:g}"] = f"{fmt_pct(r.check_p95, r.check_fewest, 95.0, num)} {r.verdict}"
+        rows.append(row)
+    cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: float(k[1:]))
+    return table(pd.DataFrame(rows), {"backend": "Backend", **{c: f"{float(c[1:]):,.0f} ops/s" for c in cols}})
+
+
+
+def _mixed_scenario(rd: RunData) -> str:
+    return next((n for n, s in SCENARIOS.items() if s.op == "mixed" and n in set(rd.phases["scenario"])), "mixed")

@@ -1,5 +1,5 @@
 """Sections 7-10: the comparison summary, correctness against the oracle, stability across repeats,
-incomplete phases and backend errors."""
+incomplete phases and backend errors; and the main report's correctness digest (correctness_digest)."""
 
 from __future__ import annotations
 
@@ -137,3 +137,17 @@ MAX_LISTED = 12  # a main report stays readable; every phase's status is in the 
 
 def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# the main report's digest --------------------------------------------------------------------------------
+
+def correctness_digest(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    g = ph[ph["checked"] > 0].groupby("backend", sort=False).agg(checked=("checked", "sum"),
+                                                                  mismatches=("mismatches", "sum")).reset_index()
+    g["backend"] = [label(rd, b) for b in g["backend"]]
+    return "\n".join(["## 8. Correctness", "", "Every answer compared with the oracle (per scenario, with the first "
+                      "mismatches: appendix).", "", table(g, {"backend": "Backend", "checked": "Answers checked",
+                                                              "mismatches": "Mismatches"}), ""])

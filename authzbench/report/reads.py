@@ -1,5 +1,6 @@
 """5 Read performance: one table and chart per read scenario, throughput against concurrency, server
-CPU and memory per 1,000 checks."""
+CPU and memory per 1,000 checks; and the main report's reads digest (digest: the comparison table,
+latency against throughput, the resource bars)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from authzbench.report import reads_chart
 from authzbench.report.core import charts, clientbound
 from authzbench.report.core.data import RunData
-from authzbench.report.core.figures import best_rate, with_cells
-from authzbench.report.core.frames import peak_memory, resource_table, scenarios_measured
+from authzbench.report.core.figures import Cell, best_rate, cell, with_cells
+from authzbench.report.core.frames import peak_memory, resource_table, scenarios_measured, slo
 from authzbench.report.core.noise import spread_unstable
 from authzbench.report.core.ranking import (
     Dimension,
@@ -33,6 +35,7 @@ from authzbench.report.core.tables import (
     marked,
     merge_repeats,
     monitor_summary,
+    num,
     table,
 )
 from authzbench.workloads.catalog import SCENARIOS
@@ -77,10 +80,10 @@ def section(rd: RunData, out_dir: Path) -> str:
                 lines.append(f"For {below} the round-trip op took longer than these checks (ratio below 1): "
                              "its round trip is no floor for a check.\n")
         lines += [link_target(name), table(marked(sub), cols)]
-        if spectrum := charts.spectrum(rd, name, chart_dir):
-            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *charts.absent_caption(rd, name)]
+        if spectrum := reads_chart.spectrum(rd, name, chart_dir):
+            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *reads_chart.absent_caption(rd, name)]
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
-    if throughput := charts.throughput(rd, chart_dir):
+    if throughput := reads_chart.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]
     lines += [_resources(rd), clientbound.section(rd)]
     return "\n".join(lines)
@@ -170,3 +173,91 @@ def cpu_per_1k(rd: RunData) -> list[Dimension]:
             for r in t.itertuples() if not math.isnan(r.cpu_s_per_1k)]
     return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False, figs,
                       anchor("resources"), summary="CPU per 1k checks", key="cpu_per_1k")]
+
+
+# the main report's digest --------------------------------------------------------------------------------
+
+def digest(rd: RunData, out_dir: Path) -> str:
+    ph = rd.phases
+    if ph.empty:
+        return ""
+    cdir = charts.chart_dir(out_dir, rd.manifest["run_id"])
+    lines = ["## 5. Reads", "", "p50 / p95 at 1 worker (ms) and the best throughput over the worker counts "
+             "(ops/s, at the workers named). Every phase's table, with p99, errors and monitors: appendix.", "",
+             # the read scenarios' anchors, at the table of their figures: the mixed and churn ones sat here too
+             *[link_target(s) for s in dict.fromkeys(ph["scenario"]) if s in READ_SCENARIOS], link_target("comparison"),
+             comparison_table(rd)]
+    objective = slo(rd).get("check_p95_ms")
+    for s in scenarios_measured(rd, "check"):
+        pts = {b: sweep(rd, b, s) for b in dict.fromkeys(ph[ph["scenario"] == s]["backend"])}
+        if chart := reads_chart.latency_vs_throughput(rd, s, pts, objective, cdir):
+            lines += [f"![{s}: latency against throughput]({chart})", "", *reads_chart.absent_caption(rd, s, None, 1)]
+    for s in [*scenarios_measured(rd, "lookup")]:
+        if spectrum := reads_chart.spectrum(rd, s, cdir):
+            lines += [f"![{s}: latency by percentile]({spectrum})", "", *reads_chart.absent_caption(rd, s)]
+    if bar := reads_chart.bars(rd, _bar_panels(rd), cdir):
+        lines += [link_target("resources") + f"![ingest, footprint, CPU and memory]({bar})", ""]
+    return "\n".join(lines)
+
+
+
+def sweep(rd: RunData, b: str, s: str) -> list[tuple[float, float, float]]:
+    """(ops/s, p50, p95) per worker count, each the one computed figure."""
+    ph = rd.phases
+    levels = sorted({int(c) for c in ph[(ph["backend"] == b) & (ph["scenario"] == s) & (ph["mode"] == "closed")]
+                     ["concurrency"]})
+    out = []
+    for c in levels:
+        r, p50, p95 = (cell(rd, b, s, c, m) for m in ("ops_per_s", "p50_ms", "p95_ms"))
+        if r and p50 and p95:
+            out.append((r.value, p50.value, p95.value))
+    return out
+
+
+
+READ_SCENARIOS = [n for n, s in SCENARIOS.items() if s.op in ("check", "lookup", "roundtrip")]
+
+
+
+def comparison_table(rd: RunData) -> str:
+    ph = rd.phases
+    names = READ_SCENARIOS
+    backends = sorted(set(ph["backend"]), key=lambda b: (not rd.comparable(b), b))
+    rows = []
+    for s in [n for n in names if n in set(ph["scenario"])]:
+        row = {"scenario": f"`{s}`"}
+        for b in backends:
+            row[b] = _comparison_cell(rd, b, s)
+        rows.append(row)
+    return table(pd.DataFrame(rows), {"scenario": "Scenario", **{b: label(rd, b) for b in backends}})
+
+
+
+def _comparison_cell(rd: RunData, b: str, s: str) -> str:
+    sub = rd.phases[(rd.phases["backend"] == b) & (rd.phases["scenario"] == s) & (rd.phases["mode"] == "closed")]
+    if sub.empty:
+        return "—"
+    c = int(sub["concurrency"].min())
+    p50, p95 = cell(rd, b, s, c, "p50_ms"), cell(rd, b, s, c, "p95_ms")
+    best = best_rate(rd, b, s)
+    if p50 is None or p95 is None or best is None:
+        return "—"
+    return f"{_marked(p50)} / {_marked(p95)}; {num(best[1].value)}/s @{best[0]}"
+
+
+
+def _marked(x: Cell) -> str:
+    """A percentile figure as the report writes it, ⚠ first when a round behind it was under its op floor."""
+    return ("⚠ " if x.too_few else "") + num(x.value)
+
+
+
+def _bar_panels(rd: RunData) -> list[tuple[str, dict[str, float]]]:
+    ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
+    res = resource_table(rd)
+    return [("ingest (relationships/s, higher is better)", {r.backend: float(r.rels_per_s) for r in ing.itertuples()}),
+            ("footprint (bytes/relationship)", {r.backend: float(r.footprint_bytes) / r.relationships
+                                                for r in ing.itertuples() if not pd.isna(r.footprint_bytes)}),
+            ("server core-s per 1,000 checks", {} if res.empty else
+             {r.backend: float(r.cpu_s_per_1k) for r in res.itertuples() if not math.isnan(r.cpu_s_per_1k)}),
+            ("peak server memory (MiB)", peak_memory(rd))]

@@ -1,5 +1,6 @@
 """The report's "Structural writes" section: what keeping permissions fresh costs on each backend, and how
-stale its answers get, from the write scenarios' records (workloads/writes.py)."""
+stale its answers get, from the write scenarios' records (workloads/writes.py); and the main report's digest
+of them (digest)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ import pandas as pd
 
 from authzbench.core.records import PhaseEnd, Restored, as_dict
 from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
-from authzbench.report.core import charts
+from authzbench.report import writes_chart
+from authzbench.report.core import charts, staleness
 from authzbench.report.core.data import RunData, recorded_or
 from authzbench.report.core.frames import write_table
 from authzbench.report.core.ranking import Dimension, Figure, closed_phases, pct_figures
 from authzbench.report.core.staleness import STALE_COLUMN, STRICT_PREFIXES, rate_cell, strict_stale_note
-from authzbench.report.core.tables import anchor, label, mark_write_percentiles, table
+from authzbench.report.core.tables import (
+    anchor,
+    counted,
+    fmt_pct,
+    label,
+    link_target,
+    mark_write_percentiles,
+    num,
+    table,
+)
 from authzbench.workloads.catalog import SCENARIOS
 from authzbench.workloads.writes import POLL_S
 
@@ -117,7 +128,7 @@ def section(rd: RunData, out_dir: Path) -> str:
         "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
         "stale": STALE_COLUMN, "never_visible": "Never visible", "mismatches": "Mismatches"}))
     lines += _strict_stale_allows(rd, df)
-    if chart := charts.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
+    if chart := writes_chart.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]
     stopped = stopped_table(rd)
     lines += ["", "Workers stopped mid-op: none." if stopped.empty else
@@ -198,3 +209,30 @@ def _lag(backend: str, kinds: pd.DataFrame) -> Figure:
     ms = float(kinds["vis_p95_ms"].max())
     return Figure(backend, ms, bounds=(max(0.0, ms - poll), ms + poll), detail=f"worst of {len(kinds)} write kinds",
                   q=95.0, n=int(kinds["vis_ops"].sum()), fewest=int(kinds["vis_fewest"].min()), basis=LAG_BASIS)
+
+
+# the main report's digest --------------------------------------------------------------------------------
+
+def digest(rd: RunData, out_dir: Path) -> str:
+    df = write_table(rd)
+    if df.empty:
+        return ""
+    df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
+    lines = ["## 7. Structural writes", "", "One worker, the backend's own read consistency: write p95 (ms), rows "
+             "touched per write (mean), visibility lag p95 (ms) until a check reflects the write, and stale allows "
+             f"{staleness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check still "
+             "allowed). Every consistency mode and worker count: appendix.",
+             "", link_target("structural-writes")]
+    rows = []
+    for b, g in df.groupby("backend", sort=False):
+        row = {"backend": label(rd, b)}
+        for r in g.itertuples():
+            short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
+            row[short] = (f"{fmt_pct(r.write_p95_ms, r.write_fewest, 95.0, num)} ms; {counted(num(r.rows_mean), 'row')}; "
+                          f"lag {fmt_pct(r.vis_p95_ms, r.vis_fewest, 95.0, num)} ms"
+                          + (f"; stale {staleness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
+                             else "") + f" (n={counted(f'{r.ops:,}', 'write')})")
+        rows.append(row)
+    cols = list(dict.fromkeys(k for r in rows for k in r if k != "backend"))
+    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", **{c: c for c in cols}}))
+    return "\n".join([*lines, ""])

@@ -231,7 +231,7 @@ def test_the_summary_says_what_each_stand_ins_figures_may_not_be_used_for():
 
 
 def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_holds():
-    from authzbench.report.core.charts import UNRANKED, cell_colour
+    from authzbench.report.decision_chart import UNRANKED, cell_colour
 
     # row A first letters a..b, row B a..f: first letter b is one colour in both
     rows = {"A": [1, 2], "B": [1, 2, 3, 4, 5, 6]}
@@ -243,18 +243,18 @@ def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_hol
 
 
 def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered, monkeypatch):
-    from authzbench.report.core import charts
+    from authzbench.report import decision_chart
 
     run, _ = rendered
     rd = run.data()
-    monkeypatch.setattr(charts, "_save", lambda fig, d, name: name)
+    monkeypatch.setattr(decision_chart, "_save", lambda fig, d, name: name)
     picked = decision.rows(rd, dimensions.compute(rd))
     needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
-    assert charts.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
+    assert decision_chart.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
     for i, row in enumerate(ranks_):
         for j, k in enumerate(row):
-            colour = charts.cell_colour(standing(k) if k else None, texts[i][j] == "none", stand_in[j])
+            colour = decision_chart.cell_colour(standing(k) if k else None, texts[i][j] == "none", stand_in[j])
             if k is not None and texts[i][j] != "none" and not stand_in[j]:
-                assert colour == charts.RANK_COLOURS[min(standing(k), 4) - 1]
+                assert colour == decision_chart.RANK_COLOURS[min(standing(k), 4) - 1]
             elif k is None or texts[i][j] == "none":
-                assert colour == charts.UNRANKED
+                assert colour == decision_chart.UNRANKED

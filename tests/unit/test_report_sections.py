@@ -1,7 +1,7 @@
 """The report is topics over a small core (docs/ARCHITECTURE.md, "The report pipeline"). The core
 (report/core/) reads the records and holds what every topic shares; a topic (reads, writes, churn, ...)
-owns its frame, figures, lines and tables and imports only the core (a package topic, such as sweep/, its
-own modules too); an assembler puts topics together into a document (document.py, compare.py,
+owns its frame, figures, lines, tables and chart and imports only the core (a package topic, such as sweep/,
+its own modules too; a topic's chart module, <topic>_chart, is the topic's own); an assembler puts topics together into a document (document.py, compare.py,
 loadtest.py) or a summary across topics (the decision summary, the Findings and their dimensions). Every
 import statement of a report module, top-level or inside a function, read with ast, is an edge."""
 
@@ -17,12 +17,14 @@ REPORT = Path(authzbench.report.__file__).parent
 TOPICS = frozenset({
     "capacity", "churn", "features", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
     "reference", "timeline", "validity", "writes",
-    "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes"})
-# document, compare, loadtest: documents; decision, findings, dimensions, workloads, digest: what reads across
-# the topics (the decision summary and its workload rows, the Findings, the list of dimensions, the figure
-# table and JSON beside the main report's per-topic digests)
+    "churn_chart", "freshness_chart", "mixed_chart", "reads_chart", "writes_chart",
+    "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes", "sweep.chart"})
+# document, compare, loadtest: documents; decision (and its heatmap, decision_chart), findings, dimensions,
+# workloads, digest: what reads across the topics (the decision summary and its workload rows, the Findings,
+# the list of dimensions, the figure table and JSON beside the main report's per-topic digests)
 ASSEMBLERS = frozenset({
-    "__init__", "document", "compare", "loadtest", "decision", "findings", "dimensions", "workloads", "digest"})
+    "__init__", "document", "compare", "loadtest", "decision", "decision_chart", "findings", "dimensions", "workloads",
+    "digest"})
 
 
 def module_name(path: Path, root: Path = REPORT) -> str:
@@ -65,7 +67,8 @@ def _core(m: str) -> bool:
 
 
 def _package(m: str) -> str:
-    return m.split(".")[0]
+    """The topic a module belongs to: "sweep" for sweep.runs, "reads" for reads_chart (the topic's chart)."""
+    return m.split(".")[0].removesuffix("_chart")
 
 
 def test_every_report_module_is_core_a_topic_or_an_assembler():
@@ -95,3 +98,8 @@ def test_the_import_walk_sees_a_lazy_import_inside_a_function_and_a_core_module(
     p.write_text("def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
                  "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
     assert report_imports(p) == {"decision", "churn", "core.noise", "sweep.runs"}
+
+
+def test_a_topics_chart_module_belongs_to_its_topic_and_to_no_other():
+    assert _package("reads_chart") == "reads" and _package("sweep.chart") == "sweep"
+    assert _package("writes") != _package("reads_chart")

@@ -15,7 +15,7 @@ from pathlib import Path
 from authzbench.core.numbers import fixed
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, sweep_runs
-from authzbench.report.sweep import growth, projected
+from authzbench.report.sweep import chart, growth, projected
 from authzbench.report.sweep.runs import (
     MEASURES,
     answers_line,
@@ -64,7 +64,7 @@ def section(rd: RunData, out_dir: Path) -> str:
               *growth.lines(shown, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
     if check := projected.check_table(shown):
         lines += ["", *check]
-    drawn = charts.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
+    drawn = chart.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
     if drawn:
         lines += ["", *(f"![{MEASURES[m]}]({p})" for m, p in drawn.items())]
     return "\n".join(lines) + "\n"

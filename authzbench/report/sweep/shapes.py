@@ -17,7 +17,7 @@ from authzbench.core.numbers import fixed
 from authzbench.generator.shape_params import PARAMS
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, named_runs
-from authzbench.report.sweep import growth
+from authzbench.report.sweep import chart, growth
 from authzbench.report.sweep.runs import answers_line, labelled, mismatch_lines, size_table
 
 MEASURES = {"check_p95_ms": "check p95 (ms)", "lookup_p95_ms": "heavy lookup p95 (ms)",
@@ -99,7 +99,7 @@ def _param(rd: RunData, param: str, g: pd.DataFrame, out_dir: Path) -> list[str]
         out.append(f"| {r['backend']} | {r['value']:g} | {r['relationships']:,} | "
                    + " | ".join(_fmt(r[m]) for m in MEASURES) + " |")
     out += ["", *growth.lines(g, "value", param, MEASURES)]
-    drawn = charts.shape_sweep(rd, g, param, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
+    drawn = chart.shape_sweep(rd, g, param, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))
     return out + ["", *(f"![{MEASURES[m]} vs {param}]({p})" for m, p in drawn.items())] if drawn else out
 
 
