@@ -3,8 +3,8 @@
 from authzbench.systems.contract import BOTH, POSTGRES_SERVER, Build, System
 
 DRIVERS = ("authzed", "grpcio", "psycopg")
-GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary", "authzbench.systems.spicedb.native:built",
-           "5-25 min")
+GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary",
+           "authzbench.systems.spicedb.native:built", "5-25 min")
 # The upstream reports of fresh-mode reads missing a committed write: the three tools/newenemy_repro.py's
 # docstring names for SpiceDB on PostgreSQL; that tool speaks SpiceDB's API, so it reproduces them.
 STALE = dict(stale_reports=("https://github.com/authzed/spicedb/issues/1215",
@@ -14,11 +14,13 @@ IMAGE = dict(image="spicedb", image_files="authzbench.systems.spicedb.native:ima
              image_versions="authzbench.systems.spicedb.native:image_versions")
 
 SYSTEMS = (
-    System(name="spicedb-pg", adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
-           native="authzbench.systems.spicedb.native", models=BOTH, drivers=DRIVERS, extra="spicedb",
-           services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO), tiers="authzbench.systems.spicedb.native:tier",
-           crosscheck="authzbench.systems.spicedb.crosscheck", loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
-           cpu_counts="SpiceDB and its PostgreSQL together", **STALE, **IMAGE),
+    System(
+        name="spicedb-pg", adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
+        native="authzbench.systems.spicedb.native", models=BOTH, drivers=DRIVERS, extra="spicedb",
+        services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO),
+        tiers="authzbench.systems.spicedb.native:tier", crosscheck="authzbench.systems.spicedb.crosscheck",
+        loadtest=2, colour=1, order=2, aliases=("SpiceDB",), cpu_counts="SpiceDB and its PostgreSQL together",
+        **STALE, **IMAGE),
     System(name="spicedb-crdb", adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
            why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
            default=False, models=BOTH, drivers=DRIVERS, extra="spicedb", services=("spicedb-crdb",), colour=8,
