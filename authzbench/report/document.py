@@ -34,8 +34,8 @@ from authzbench.report.sweep import scaling, shapes
 Section = Callable[[RunData, Path], str]
 
 MAIN: list[Section] = [
-    overview.intro, decision.section, findings.section, overview.environment, overview.dataset, overview.method,
-    ingest.section, digest.reads, digest.mixed, digest.writes_digest, digest.correctness,
+    overview.intro, decision.section, findings.section, overview.environment, overview.dataset,
+    overview.method, ingest.section, digest.reads, digest.mixed, digest.writes_digest, digest.correctness,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
     shapes.section,  # "" unless the run ends a `--shape` sweep
     capacity.section,  # "" unless the run names --target-qps and --target-relationships
