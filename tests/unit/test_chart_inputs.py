@@ -53,7 +53,8 @@ def _swept() -> Run:
     return run
 
 
-def test_the_latency_throughput_axis_names_only_worker_counts_that_ran_and_no_slo_on_check_phases(drawn, tmp_path):
+def test_the_latency_throughput_axis_names_only_worker_counts_that_ran_and_no_slo_on_check_phases(
+    drawn, tmp_path):
     rd = _swept().data()
     pts = {b: digest.sweep(rd, b, CHECK) for b in ("postgres", "permify")}
     assert charts.latency_vs_throughput(rd, CHECK, pts, 25.0, tmp_path)
@@ -117,10 +118,12 @@ def test_structural_write_and_size_sweep_charts_use_each_backends_fixed_colour(d
         b = bar.get_label().removesuffix(" †")
         if b in ("postgres", "scylla"):
             assert bar.get_facecolor() == to_rgba(charts.colour(b))
-    df = pd.DataFrame({"backend": ["postgres", "postgres", "scylla", "scylla"], "relationships": [1e5, 1e6] * 2,
-                       **{m: [1.0, 2.0, 3.0, 4.0] for m in scaling.MEASURES}})
+    df = pd.DataFrame(
+        {"backend": ["postgres", "postgres", "scylla", "scylla"], "relationships": [1e5, 1e6] * 2,
+         **{m: [1.0, 2.0, 3.0, 4.0] for m in scaling.MEASURES}})
     out = charts.size_sweep(rd, df, {"rows": "rows written"}, tmp_path)
     assert list(out) == ["rows"]
     lines = {ln.get_label().removesuffix(" †"): ln for ln in drawn["scaling-rows"].axes[0].get_lines()}
     for b in ("postgres", "scylla"):
-        assert to_rgba(lines[b].get_color()) == to_rgba(charts.colour(b)) and lines[b].get_marker() == charts.marker(b)
+        assert to_rgba(lines[b].get_color()) == to_rgba(charts.colour(b)) and lines[
+            b].get_marker() == charts.marker(b)

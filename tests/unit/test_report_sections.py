@@ -14,15 +14,16 @@ import authzbench.report
 
 REPORT = Path(authzbench.report.__file__).parent
 
-TOPICS = frozenset({
-    "capacity", "churn", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
-    "reference", "timeline", "validity", "writes",
-    "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes"})
+TOPICS = frozenset(
+    {"capacity", "churn", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview",
+     "reads", "reference", "timeline", "validity", "writes", "sweep", "sweep.growth", "sweep.projected",
+     "sweep.runs", "sweep.scaling", "sweep.shapes"})
 # document, compare, loadtest: documents; decision, findings, dimensions, workloads, digest: what reads across
 # the topics (the decision summary and its workload rows, the Findings, the list of dimensions, the figure
 # table and JSON beside the main report's per-topic digests)
-ASSEMBLERS = frozenset({
-    "__init__", "document", "compare", "loadtest", "decision", "findings", "dimensions", "workloads", "digest"})
+ASSEMBLERS = frozenset(
+    {"__init__", "document", "compare", "loadtest", "decision", "findings", "dimensions", "workloads",
+     "digest"})
 
 
 def module_name(path: Path, root: Path = REPORT) -> str:
@@ -92,6 +93,7 @@ def test_document_lists_topics_and_summaries_only():
 
 def test_the_import_walk_sees_a_lazy_import_inside_a_function_and_a_core_module(tmp_path: Path):
     p = tmp_path / "x.py"
-    p.write_text("def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
-                 "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
+    p.write_text(
+        "def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
+        "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
     assert report_imports(p) == {"decision", "churn", "core.noise", "sweep.runs"}
