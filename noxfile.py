@@ -93,8 +93,9 @@ def tests(session: nox.Session) -> None:
     # the 25 slowest tests named at the end: CI's 90-minute limit is watched from its log
     _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--backend", "all", "--profile", "tiny",
          "--rounds", "50", "--durations=25")
-    _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--provision", "compose", "--local-images",
-         "--backend", COMPOSE_BACKENDS, "--profile", "tiny", "--rounds", "20", *COMPOSE_TESTS)
+    _run(session, "python", "-m", "pytest", "-p", "no:cacheprovider", "--provision", "compose",
+         "--local-images", "--backend", COMPOSE_BACKENDS, "--profile", "tiny", "--rounds", "20",
+         *COMPOSE_TESTS)
 
 
 @nox.session

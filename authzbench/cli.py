@@ -100,7 +100,8 @@ def _path(s: str) -> Path:
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="baseline", type=_name, help="tiny | baseline | large | xl (the reference's dataset x1, x10, x100) or "
+    p.add_argument("--profile", default="baseline", type=_name,
+                   help="tiny | baseline | large | xl (the reference's dataset x1, x10, x100) or "
                    "baseline-v1 | large-v1 | xl-v1 (the earlier shape) (default: baseline)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a generator parameter, e.g. --set resources_per_org=5000 (repeatable)")
@@ -157,8 +158,9 @@ def _word(s: str) -> str:
 def _rounds_args(p: argparse.ArgumentParser) -> None:
     """`bench`'s rounds, visits and re-runs, and which worker counts and cores its phases use."""
     # 2 rounds of 2 s, one a visit, not 3 of 1.33 s: in a study of round windows cut from 4 s rounds
-    # (20261128-041734), SpiceDB's 8-worker check p50 spread 14.3x between rounds of 1 s, 10.0x of 2 s, 4.0x of
-    # 4 s; a median user's lookups 1.7-2.1x, 1.4-1.6x, 1.2-1.6x; and every phase less is ~0.5 s less hand-off.
+    # (20261128-041734), SpiceDB's 8-worker check p50 spread 14.3x between rounds of 1 s, 10.0x of 2 s, 4.0x
+    # of 4 s; a median user's lookups 1.7-2.1x, 1.4-1.6x, 1.2-1.6x; and every phase less is ~0.5 s less
+    # hand-off.
     p.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=2,
                    help="split every phase into N rounds, interleaved with the other phases (default 2); "
                         "a figure's interval is the spread between its rounds")
@@ -169,10 +171,11 @@ def _rounds_args(p: argparse.ArgumentParser) -> None:
                    help="re-run a phase disturbed by other processes' CPU at most N times (default 2)")
     p.add_argument("--disturbed-cpu", type=_number(float, 0, above=True), default=None, metavar="PERCENT",
                    help="a phase is disturbed when other processes used more than PERCENT of one core "
-                        "during it, on average (default 25; summed over cores, so below 100 x the logical cores)")
-    p.add_argument("--full-curve", action="store_true",
-                   help="run every check scenario at every --concurrency (default: the via-group check and mixed; "
-                        "the other checks at the fewest workers)")
+                   "during it, on average (default 25; summed over cores, so below 100 x the logical cores)")
+    p.add_argument(
+        "--full-curve", action="store_true",
+        help="run every check scenario at every --concurrency (default: the via-group check and mixed; "
+        "the other checks at the fewest workers)")
     p.add_argument("--pin", action="store_true",
                    help="isolation: the server on the last core, the client on the others (native only)")
 
@@ -188,9 +191,21 @@ def _churn_args(p: argparse.ArgumentParser) -> None:
                    help=f"churn: checks/s offered during every step (default {CHURN_READ_RATE:g})")
     p.add_argument("--churn-step", type=_number(float, 0, above=True), default=CHURN_STEP_S,
                    help=f"churn: seconds per step (default {CHURN_STEP_S:g})")
-    p.add_argument("--churn-writers", type=_number(int, 1), default=2, help="churn: writer workers (default 2)")
-    p.add_argument("--churn-freshness", type=_number(float, 0, above=True), default=CHURN_FRESHNESS_S,
-                   help=f"churn: a change visible within this many seconds is fresh (default {CHURN_FRESHNESS_S:g})")
+    p.add_argument(
+        "--churn-writers", type=_number(int, 1), default=2, help="churn: writer workers (default 2)")
+    p.add_argument(
+        "--churn-freshness", type=_number(float, 0, above=True), default=CHURN_FRESHNESS_S,
+        help=f"churn: a change visible within this many seconds is fresh (default {CHURN_FRESHNESS_S:g})")
+
+
+def _slo_args(p: argparse.ArgumentParser) -> None:
+    """bench's SLOs (a function of their own so that _bench_args stays within test_sizes' bound)."""
+    p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0,
+                   help="SLO: check p95 (ms)")
+    p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0,
+                   help="SLO: write p95 (ms)")
+    p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999,
+                   help="SLO: success ratio")
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
@@ -199,8 +214,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    "comma-separated (default: roundtrip, the read scenarios, mixed and the write side: "
                    "write_membership, write_hierarchy, revoke_then_check, and the churn sweep)")
     p.add_argument("--concurrency", type=_csv_ints, default=None,
-                   help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open loop "
-                        "runs at the highest count)")
+                   help="closed-loop sweep (default 1,8; 1,8,32 with --rate, --rates or --stage, whose open "
+                        "loop runs at the highest count)")
     p.add_argument("--write-concurrency", type=_csv_ints, default=[1],
                    help="worker counts of the structural write scenarios (default 1)")
     p.add_argument("--iterations-scale", type=_number(float, 0, above=True), default=1.0,
@@ -208,7 +223,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=_number(int, 1, high=MAX_REPEAT), default=1,
                    help="repeat every phase N times at its full budget (stability/CV)")
     _rounds_args(p)
-    p.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
+    p.add_argument(
+        "--write-share", type=_number(float, 0, high=1), default=0.01, help="mixed: share of writes (0.01)")
     p.add_argument("--write-kind", default="acl", choices=["acl", "membership", "hierarchy", "org_admin",
                                                             "realistic"],
                    help="mixed: the edge the writes change (realistic = 70%% acl, 25%% membership, "
@@ -219,25 +235,25 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rates", type=_csv(_number(float, 0, above=True)),
                    help="mixed: one open-loop step per rate, e.g. 100,500,1000; the report names the "
                         "highest rate that met the SLO")
-    p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0, help="mixed open loop duration per step (s)")
+    p.add_argument("--duration", type=_number(float, 0, above=True), default=10.0,
+                   help="mixed open loop duration per step (s)")
     p.add_argument("--dau", type=_number(float, 0, above=True, high=1), default=0.05,
                    help="social: daily-active-user sampling factor (share of users issuing requests)")
     _churn_args(p)
-    p.add_argument("--slo-check-p95", type=_number(float, 0, above=True), default=25.0, help="SLO: check p95 (ms)")
-    p.add_argument("--slo-write-p95", type=_number(float, 0, above=True), default=100.0, help="SLO: write p95 (ms)")
-    p.add_argument("--slo-success", type=_number(float, 0, above=True, high=1), default=0.999, help="SLO: success ratio")
+    _slo_args(p)
     p.add_argument("--keep-running", action="store_true", help="leave servers started by bench running")
     p.add_argument("--profiles", help="size sweep: the same scenarios at each profile, e.g. "
                    "tiny,baseline,large; the last report shows how cost grows with size")
     p.add_argument("--scale", help="size sweep in multiples of the reference dataset: 1,10,100 "
                    "(= baseline,large,xl)")
     p.add_argument("--extend-sweep", type=Path, metavar="RUN",
-                   help="add this run (at --profile) to the size sweep whose last run is RUN, beside it: a size "
-                        "cut short, or backends a size did not reach; its report covers every size")
-    p.add_argument("--shape", action="append", metavar="PARAM=V1,V2,V3",
-                   help="shape sweep at --profile: one run per value of a generator parameter, the others fixed; "
-                        "PARAM is depth (group nesting), fanout (groups a user joins an org) or acl (viewers a "
-                        "resource), 3+ values each (repeatable), or `all` for each at its default values")
+                   help="add this run (at --profile) to the size sweep whose last run is RUN, beside it: a "
+                        "size cut short, or backends a size did not reach; its report covers every size")
+    p.add_argument(
+        "--shape", action="append", metavar="PARAM=V1,V2,V3",
+        help="shape sweep at --profile: one run per value of a generator parameter, the others fixed; "
+        "PARAM is depth (group nesting), fanout (groups a user joins an org) or acl (viewers a "
+        "resource), 3+ values each (repeatable), or `all` for each at its default values")
     p.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
     p.add_argument("--report-dir", type=_path, default=Path("reports"))
     p.add_argument("--no-report", action="store_true")
@@ -261,12 +277,16 @@ def _capacity_args(sub) -> None:
     b.add_argument("--out", type=_path, default=Path("reports/basis"), help="default reports/basis")
     pl = sub.add_parser("plan", help="cores, memory and disk each backend needs for a target rate and size, "
                                      "projected from measured per-op costs")
-    pl.add_argument("results_dir", nargs="+", type=_path,
-                    help="results/<run-id> or a cost-basis file from `authzbench basis` (several: a size sweep)")
+    pl.add_argument(
+        "results_dir", nargs="+", type=_path,
+        help="results/<run-id> or a cost-basis file from `authzbench basis` (several: a size sweep)")
     pl.add_argument("--qps", type=_amount, metavar="N", help="target ops/s (k/M suffixes)")
-    pl.add_argument("--relationships", type=_amount, metavar="M", help="target relationships (k/M/G suffixes)")
-    pl.add_argument("--write-share", type=_number(float, 0, high=1), default=0.01, help="share of writes (0.01)")
-    pl.add_argument("--lookup-share", type=_number(float, 0, high=1), default=0.0, help="share of lookups (0)")
+    pl.add_argument(
+        "--relationships", type=_amount, metavar="M", help="target relationships (k/M/G suffixes)")
+    pl.add_argument(
+        "--write-share", type=_number(float, 0, high=1), default=0.01, help="share of writes (0.01)")
+    pl.add_argument(
+        "--lookup-share", type=_number(float, 0, high=1), default=0.0, help="share of lookups (0)")
     pl.add_argument("--utilization", type=_number(float, 0, above=True, high=1), default=0.6,
                     help="share of each core a server may use; the rest is headroom (0.6)")
     pl.add_argument("--backend", type=_csv(_name), help="only these backends (default: every one measured)")
@@ -276,32 +296,39 @@ def _capacity_args(sub) -> None:
 
 
 def _crosscheck_args(sub) -> None:
-    """`crosscheck` (issue 47): the suite's check phases beside pgbench / ghz on the same server and inputs."""
-    cc = sub.add_parser("crosscheck", help="the suite's check phases beside independent load tools (pgbench for "
-                                           "postgres, ghz for the engines) on the same server and inputs; the "
-                                           "manifest records the commit and the load average at the start")
+    """`crosscheck` (issue 47): the suite's check phases beside pgbench / ghz on the same server and
+    inputs."""
+    cc = sub.add_parser("crosscheck",
+                        help="the suite's check phases beside independent load tools (pgbench for "
+                        "postgres, ghz for the engines) on the same server and inputs; the "
+                        "manifest records the commit and the load average at the start")
     checked = [n for n, s in systems().items() if s.crosscheck]
     cc.add_argument("--backend", type=_csv(_name), default=checked,
                     help=f"{', '.join(checked)}, comma-separated (default: all {len(checked)})")
-    cc.add_argument("--profile", default="baseline", type=_name, help="rebac dataset profile (default: baseline)")
-    cc.add_argument("--scenario", type=_csv(_name), help="check scenarios, comma-separated (default: the four "
-                    "check scenarios)")
+    cc.add_argument(
+        "--profile", default="baseline", type=_name, help="rebac dataset profile (default: baseline)")
+    cc.add_argument("--scenario", type=_csv(_name),
+                    help="check scenarios, comma-separated (default: the four check scenarios)")
     cc.add_argument("--concurrency", type=_csv_ints, default=[1, 8], help="workers / clients (default: 1,8)")
-    cc.add_argument("--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
-                    help="rounds: on every phase the tool and ours once a round, the tool first in even rounds "
-                         "and ours first in odd ones (an engine's cache then favours neither); each run of either "
-                         "side after the phase's same warm-up (default 3)")
-    cc.add_argument("--seconds", type=_number(int, 1, high=600), default=3,
-                    help="measured seconds of each run of either side (whole seconds: pgbench's -T; default 3)")
-    cc.add_argument("--breakdown-calls", type=_number(int, 0), default=2000,
-                    help="calls of the adapter and of the bare driver timed at 1 worker, per scenario (0: none)")
+    cc.add_argument(
+        "--rounds", type=_number(int, 1, high=MAX_ROUNDS), default=3,
+        help="rounds: on every phase the tool and ours once a round, the tool first in even rounds "
+        "and ours first in odd ones (an engine's cache then favours neither); each run of either "
+        "side after the phase's same warm-up (default 3)")
+    cc.add_argument(
+        "--seconds", type=_number(int, 1, high=600), default=3,
+        help="measured seconds of each run of either side (whole seconds: pgbench's -T; default 3)")
+    cc.add_argument(
+        "--breakdown-calls", type=_number(int, 0), default=2000,
+        help="calls of the adapter and of the bare driver timed at 1 worker, per scenario (0: none)")
     cc.add_argument("--provision", choices=["native", "compose", "external"])
     _tier_arg(cc)
     cc.add_argument("--data-dir", type=_path)
     cc.add_argument("--results-dir", type=_path, help="records go to RESULTS/crosscheck/<run-id>")
     cc.add_argument("--report-dir", type=_path, default=Path("reports"))
-    cc.add_argument("--render", type=_path, nargs="+", metavar="RUN",
-                    help="only render the report of a recorded run (several: one report of all their records)")
+    cc.add_argument(
+        "--render", type=_path, nargs="+", metavar="RUN",
+        help="only render the report of a recorded run (several: one report of all their records)")
 
 
 def _server_args(sub) -> None:
@@ -311,28 +338,33 @@ def _server_args(sub) -> None:
         p = sub.add_parser(name, help=hlp)
         p.add_argument("backend", nargs="*", type=_name)
         p.add_argument("--provision", choices=["native", "compose", "external"])
-        p.add_argument("--local-images", action="store_true", help="with --provision compose: locally built images")
+        p.add_argument(
+            "--local-images", action="store_true", help="with --provision compose: locally built images")
         if name == "up":
             _tier_arg(p)
 
-    en = sub.add_parser("engine", help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
-                                       "install and start one; `down` stops only the dockerd authzbench started")
+    en = sub.add_parser("engine",
+                        help="a Docker engine and Compose v2 for --provision compose: find, or (as root) "
+                        "install and start one; `down` stops only the dockerd authzbench started")
     en.add_argument("action", nargs="?", choices=["up", "down", "status"], default="status")
 
     lh = sub.add_parser("load-host", help="join a Dask scheduler as a load host for `bench --workers-on`")
     lh.add_argument("scheduler", metavar="tcp://SCHEDULER:8786", type=_scheduler)
-    lh.add_argument("--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
+    lh.add_argument(
+        "--host", type=_word, help="address to listen on (default: the one that reaches the scheduler)")
     lh.add_argument("--name", type=_word, help="worker name shown by the scheduler")
 
 
 def _loadtest_args(sub) -> None:
     """`authzbench loadtest`: an engine vendor's published k6 load test and a corrected variant."""
-    lt = sub.add_parser("loadtest", help="the published k6 load test of the first default engine (and a corrected "
-                                         "variant) against each engine on the same social dataset")
+    lt = sub.add_parser("loadtest",
+                        help="the published k6 load test of the first default engine (and a corrected "
+                        "variant) against each engine on the same social dataset")
     engs = [s.name for s in sorted((s for s in systems().values() if s.loadtest), key=lambda s: s.loadtest)]
     lt.add_argument("--backend", type=_csv(_name), default=engs,
                     help=f"engines, comma-separated (default: {','.join(engs)})")
-    lt.add_argument("--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
+    lt.add_argument(
+        "--profile", default="baseline", type=_name, help="social dataset profile (default: baseline)")
     lt.add_argument("--variant", type=_csv(_name), default=["published", "corrected"],
                     help="published | corrected, comma-separated (default: both)")
     lt.add_argument("--scale", type=_number(float, 0, above=True), default=1.0,
@@ -385,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
 # or rate twice, or (KEY=VALUE options) keep only the last value without a word: refused like a repeated
 # --profiles (sweep.parse_sizes), before anything starts.
 ONCE_EACH = {"backend": "--backend", "scenario": "--scenario", "concurrency": "--concurrency",
-             "write_concurrency": "--write-concurrency", "rates": "--rates", "churn_rates": "--churn-rates", "sets": "--set", "option": "--option"}
+             "write_concurrency": "--write-concurrency", "rates": "--rates", "churn_rates": "--churn-rates",
+             "sets": "--set", "option": "--option"}
 
 
 def refuse_repeats(args: argparse.Namespace) -> None:
@@ -412,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"authzbench: error: {e}", markup=False)
         return 2
     restore = None
-    if args.cmd in ("prepare", "bench", "loadtest", "crosscheck") and threading.current_thread() is threading.main_thread():
+    if (args.cmd in ("prepare", "bench", "loadtest", "crosscheck")
+        and threading.current_thread() is threading.main_thread()):
         from authzbench.core.console import say
 
         restore = stopping.install(stopping.kill_children, say)
@@ -424,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, stopping.Interrupted) as e:
         stopping.stop_children()  # servers whose start the signal cut short (no Deployment to stop them)
         name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
-        console.print(f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
+        console.print(
+            f"authzbench: interrupted by {name}; everything recorded so far is on disk", markup=False)
         return 130 if isinstance(e, KeyboardInterrupt) else e.exit_code
     finally:
         if restore:

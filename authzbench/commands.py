@@ -102,8 +102,9 @@ def dispatch(args: argparse.Namespace) -> int | None:
     if args.cmd == "generate":
         from authzbench.generator import generate
 
-        ds = generate(args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
-                      model=args.model)
+        ds = generate(
+            args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
+            model=args.model)
         stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
                       f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
         return 0
@@ -139,7 +140,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         try:
             return load_host(args.scheduler, args.host, args.name)
         except (RuntimeError, OSError) as e:  # the worker could not start or reach the scheduler
-            raise UserError(f"load-host: cannot join {args.scheduler}: {str(e).splitlines()[0][:200]}") from None
+            raise UserError(
+                f"load-host: cannot join {args.scheduler}: {str(e).splitlines()[0][:200]}") from None
     if args.cmd == "perf":
         from authzbench.run.perf import run_perf
 
@@ -178,11 +180,12 @@ def _config(args: argparse.Namespace):
     if args.seed is not None:
         overrides["seed"] = str(args.seed)
     cfg = BenchConfig(
-        data=DatasetChoice(model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir),
-        servers=ServerChoice(backends=_flat(args.backend) or default_backends(),
-                             provision=args.provision or default_mode(), tier=getattr(args, "tier", "cached"),
-                             options=_backend_options(args), reload=args.reload,
-                             ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes))
+        data=DatasetChoice(
+            model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir),
+        servers=ServerChoice(
+            backends=_flat(args.backend) or default_backends(), provision=args.provision or default_mode(),
+            tier=getattr(args, "tier", "cached"), options=_backend_options(args), reload=args.reload,
+            ingest_variants=args.ingest_variants, max_load_minutes=args.max_load_minutes))
     if args.cmd == "bench":
         cfg.data.dau = args.dau
         cfg.servers.keep_running, cfg.servers.workers_on = args.keep_running, args.workers_on
@@ -204,8 +207,8 @@ def _backend_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-# 1 and 8 workers by default: on 2 cores the 32-worker phases measured the run queue (their best throughput was
-# within 10% of 8 workers' for 6 of 7 backends in 20261128-013743) and each cost 3-7 s of worker hand-off
+# 1 and 8 workers by default: on 2 cores the 32-worker phases measured the run queue (their best throughput
+# was within 10% of 8 workers' for 6 of 7 backends in 20261128-013743) and each cost 3-7 s of worker hand-off
 # beyond its 2 s window (20261128-042657). An open loop keeps 32 workers: they carry its high rates.
 DEFAULT_WORKERS, OPEN_LOOP_WORKERS = [1, 8], [1, 8, 32]
 
@@ -219,12 +222,12 @@ def _concurrency(args: argparse.Namespace) -> list[int]:
 def _schedule(args: argparse.Namespace):
     from authzbench.config import Schedule
 
-    sched = Schedule(scenarios=_flat(args.scenario) if args.scenario else None, concurrency=_concurrency(args),
-                     write_concurrency=args.write_concurrency, iterations_scale=args.iterations_scale,
-                     repeat=args.repeat, rounds=args.rounds, max_reruns=args.max_reruns, pin=args.pin,
-                     full_curve=args.full_curve,
-                     # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
-                     visits=args.visits if args.visits is not None else min(2, args.rounds * args.repeat))
+    sched = Schedule(
+        scenarios=_flat(args.scenario) if args.scenario else None, concurrency=_concurrency(args),
+        write_concurrency=args.write_concurrency, iterations_scale=args.iterations_scale, repeat=args.repeat,
+        rounds=args.rounds, max_reruns=args.max_reruns, pin=args.pin, full_curve=args.full_curve,
+        # `--rounds 1` alone was refused: the default 2 visits need 2 rounds to spread over
+        visits=args.visits if args.visits is not None else min(2, args.rounds * args.repeat))
     if args.disturbed_cpu is not None:
         sched.disturbed_cpu = args.disturbed_cpu
     return sched
@@ -265,13 +268,16 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
         from authzbench.run.sweep import extend_sweep
 
         if args.profiles is not None or args.scale is not None:
-            raise UserError("--extend-sweep adds one size (--profile) to a sweep: leave out --profiles and --scale")
-        failures = extend_sweep(cfg, args.extend_sweep, None if args.no_report else _renderer(args.report_dir))
+            raise UserError(
+                "--extend-sweep adds one size (--profile) to a sweep: leave out --profiles and --scale")
+        failures = extend_sweep(
+            cfg, args.extend_sweep, None if args.no_report else _renderer(args.report_dir))
     elif args.profiles is not None or args.scale is not None:
         from authzbench.run.sweep import parse_sizes, run_sweep
 
         sizes = parse_sizes(args.profiles, args.scale, cfg.data.model)
-        failures = run_sweep(cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
+        failures = run_sweep(
+            cfg, sizes, args.results_dir, None if args.no_report else _renderer(args.report_dir))
     else:
         store = RunStore.create(args.results_dir)
         console.print(f"results: {store.path}")
@@ -287,8 +293,9 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
                         path = render(store.path, args.report_dir, args.against_reference)
                     stdout.print(f"report: {path}")
                 except OSError as e:  # the disk that filled up may hold the reports too
-                    console.print(f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
-                              f"`authzbench report {store.path}` renders it later", markup=False)
+                    console.print(
+                        f"authzbench: cannot write the report under {args.report_dir}: {e.strerror or e}; "
+                        f"`authzbench report {store.path}` renders it later", markup=False)
     for f in failures:
         console.print(f"authzbench: error: {f}", markup=False)
     return 2 if failures else 0
@@ -298,7 +305,8 @@ def _shape_sweep(args: argparse.Namespace, cfg) -> list[str]:
     from authzbench.run.shape import parse_shapes, plan, run_shape
 
     if args.profiles is not None or args.scale is not None:
-        raise UserError("--shape sweeps the graph's shape at one size (--profile): leave out --profiles and --scale")
+        raise UserError(
+            "--shape sweeps the graph's shape at one size (--profile): leave out --profiles and --scale")
     points = plan(cfg, parse_shapes(args.shape))
     return run_shape(cfg, points, args.results_dir, None if args.no_report else _renderer(args.report_dir))
 
@@ -319,7 +327,8 @@ def _plan(args: argparse.Namespace) -> int:
     from authzbench.core.projection import Target
 
     if args.against_tiers and (args.qps or args.relationships):
-        raise UserError("--against-tiers takes each tier's rate and size: leave out --qps and --relationships")
+        raise UserError(
+            "--against-tiers takes each tier's rate and size: leave out --qps and --relationships")
     if not args.against_tiers and not (args.qps and args.relationships):
         raise UserError("--qps and --relationships are both needed (or --against-tiers)")
     target = Target(args.qps or 1.0, args.relationships or 1.0, args.write_share, args.lookup_share,
@@ -328,12 +337,14 @@ def _plan(args: argparse.Namespace) -> int:
     from authzbench.report import capacity
     from authzbench.report.core import basis
 
-    checked = [basis.check(src) for src in args.results_dir]  # every source refused or accepted before one is read
+    # every source refused or accepted before one is read
+    checked = [basis.check(src) for src in args.results_dir]
     bases = basis.combine([basis.read(c) for c in checked])
     if args.backend:
         unknown = [b for b in args.backend if b not in bases]
         if unknown:
-            raise UserError(f"--backend {unknown[0]}: not measured in the runs given; measured: {', '.join(bases)}")
+            raise UserError(
+                f"--backend {unknown[0]}: not measured in the runs given; measured: {', '.join(bases)}")
         bases = {b: bases[b] for b in args.backend}
     text = capacity.tiers_markdown(bases, args.utilization) if args.against_tiers else \
         capacity.plan_text(bases, target)
@@ -393,8 +404,8 @@ def _stats(args: argparse.Namespace) -> int:
     if args.path:
         ds = Dataset.open(args.path)
     else:
-        ds = generate(args.profile, _default_out(args), seed=args.seed, overrides=parse_sets(args.sets), model=args.model,
-                      force=False)
+        ds = generate(args.profile, _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
+                      model=args.model, force=False)
     oracle = oracle_for(ds)
     t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")
     for c in ("Relationship", "Mean", "Min", "Max", "Notes"):

@@ -53,8 +53,9 @@ def max_workers() -> int:
 
 def worker_limit_reason() -> str:
     avail = psutil.virtual_memory().available
-    return (f"each worker is a process of ~{WORKER_BYTES // 2**20} MiB and {avail // 2**20:,} MiB of memory is "
-            f"available; the process limit is ulimit -u")
+    return (
+        f"each worker is a process of ~{WORKER_BYTES // 2**20} MiB and {avail // 2**20:,} MiB of memory is "
+        f"available; the process limit is ulimit -u")
 
 
 def max_scheduled_ops(workers: int) -> int:
@@ -72,7 +73,8 @@ def _check_runnable(name: str, mode: str, options: dict[str, Any]) -> None:
         raise BackendUnavailable(f"--backend {name} cannot run natively: {e.why_not_native}")
     if mode == "external" and not e.in_process and not (options.get("url") or os.environ.get(
             external_url_var(name))):
-        raise UserError(f"--provision external needs {external_url_var(name)} (a DSN or URL of the running server)")
+        raise UserError(
+            f"--provision external needs {external_url_var(name)} (a DSN or URL of the running server)")
 
 
 def _check_engine() -> None:
@@ -96,7 +98,8 @@ def _finite_positive(x: float) -> bool:
 
 @dataclass
 class DatasetChoice:
-    """Which dataset: generated (or reused) by generator.obtain from these, before the oracle and the loads."""
+    """Which dataset: generated (or reused) by generator.obtain from these, before the oracle and the
+    loads."""
 
     model: str = "rebac"
     profile: str = "baseline"
@@ -124,7 +127,8 @@ class ServerChoice:
     reload: bool = False
     keep_running: bool = False
     ingest_variants: str = "none"  # none | all | LABEL[,LABEL]: other load paths measured before the default
-    max_load_minutes: float = 30.0  # a load that cannot finish within this stops, with its rate and projection
+    # a load that cannot finish within this stops, with its rate and projection
+    max_load_minutes: float = 30.0
     # tcp://SCHEDULER:8786: the workers run on that Dask cluster's load hosts, against servers run elsewhere
     workers_on: str | None = None
 
@@ -161,7 +165,9 @@ class ServerChoice:
     def unsupported(self, model: str) -> dict[str, str]:
         """Chosen backends that do not implement `model` (from the registry: no import, no server): recorded
         as skipped with the reason, never started."""
-        return {b: f"does not implement the {model!r} model" for b in self.backends if model not in entry(b).models}
+        return {b: f"does not implement the {model!r} model"
+                for b in self.backends
+                if model not in entry(b).models}
 
     def selected_variants(self, offered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if self.ingest_variants == "none":
@@ -198,8 +204,9 @@ class ServerChoice:
             raise UserError(f"--tier strict reads fully_consistent; --consistency {given} contradicts it")
         tiered = [b for b in self.backends if b in engines()]
         if tiered and self.provision != "native":
-            raise UserError(f"--tier strict needs --provision native for {', '.join(tiered)}: only the native "
-                            "recipes turn the engines' caches off")
+            raise UserError(
+                f"--tier strict needs --provision native for {', '.join(tiered)}: only the native "
+                "recipes turn the engines' caches off")
         self.options["consistency"] = "fully_consistent"
 
     def _check_variants(self) -> None:
@@ -214,9 +221,9 @@ class ServerChoice:
         wanted = [v.strip() for v in self.ingest_variants.split(",") if v.strip()]
         bad = [v for v in wanted if v not in known] or ([] if wanted else [self.ingest_variants])
         if bad:
-            raise UserError(f"--ingest-variants: unknown ingest variant {bad[0]!r} for {', '.join(self.backends)}; "
-                            "valid: none, all"
-                            + "".join(f", {k}" for k in sorted(known)))
+            raise UserError(
+                f"--ingest-variants: unknown ingest variant {bad[0]!r} for {', '.join(self.backends)}; "
+                "valid: none, all" + "".join(f", {k}" for k in sorted(known)))
 
 
 @dataclass
@@ -231,12 +238,15 @@ class Schedule:
     repeat: int = 1
     # The CLI's defaults are 2 rounds, 2 visits, 2 re-runs (cli.py); a config built in code measures each
     # phase once, as before rounds existed, unless it asks for them.
-    rounds: int = 1  # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
-    visits: int = 1  # each backend visited this often (forward order, then reverse), its rounds spread over them
+    # each phase split into this many rounds, interleaved with the others' (see phase_plan.phase_specs)
+    rounds: int = 1
+    # each backend visited this often (forward order, then reverse), its rounds spread over them
+    visits: int = 1
     max_reruns: int = 0  # a phase disturbed by foreign CPU is re-run at most this often
     disturbed_cpu: float = DISTURBED_CPU  # mean foreign CPU (% of one core) over a window that disturbs it
     pin: bool = False  # servers on the last core, client on the others (an isolation experiment)
-    full_curve: bool = False  # every check at every worker count, not only the via-group check (catalog.LATENCY_ONLY)
+    # every check at every worker count, not only the via-group check (catalog.LATENCY_ONLY)
+    full_curve: bool = False
 
     def validate(self) -> None:
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -244,15 +254,17 @@ class Schedule:
         if not self.write_concurrency or any(c < 1 for c in self.write_concurrency):
             raise UserError("--write-concurrency values must be integers >= 1")
         if max(self.concurrency + self.write_concurrency) > (limit := max_workers()):
-            raise UserError(f"--concurrency {max(self.concurrency + self.write_concurrency)}: at most {limit:,} "
-                            f"workers can run here ({worker_limit_reason()})")
+            raise UserError(
+                f"--concurrency {max(self.concurrency + self.write_concurrency)}: at most {limit:,} "
+                f"workers can run here ({worker_limit_reason()})")
         if not _finite_positive(self.iterations_scale) or self.repeat < 1:
             raise UserError("--iterations-scale must be > 0 and --repeat >= 1")
         if self.rounds < 1 or self.max_reruns < 0:
             raise UserError("--rounds must be >= 1 and --max-reruns >= 0")
         if not 1 <= self.visits <= self.rounds * self.repeat:
-            raise UserError(f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
-                            "each visit runs at least one round")
+            raise UserError(
+                f"--visits must be between 1 and --rounds x --repeat ({self.rounds * self.repeat}): "
+                "each visit runs at least one round")
         self._check_disturbed_cpu()
         if self.pin and len(os.sched_getaffinity(0)) < 2:
             raise UserError("--pin needs at least 2 usable cores (servers on one, the client on the others)")
@@ -265,9 +277,10 @@ class Schedule:
             raise UserError(f"--disturbed-cpu must be > 0 (% of one core), got {self.disturbed_cpu:g}")
         cores = psutil.cpu_count(logical=True) or 1
         if self.disturbed_cpu >= 100 * cores:
-            raise UserError(f"--disturbed-cpu {self.disturbed_cpu:g}: foreign CPU is % of one core summed over "
-                            f"processes, at most {100 * cores}% on this machine's {cores} logical cores; give "
-                            f"less than {100 * cores}")
+            raise UserError(
+                f"--disturbed-cpu {self.disturbed_cpu:g}: foreign CPU is % of one core summed over "
+                f"processes, at most {100 * cores}% on this machine's {cores} logical cores; give "
+                f"less than {100 * cores}")
 
 
 @dataclass
@@ -313,10 +326,11 @@ class MixedLoad:
 
 @dataclass
 class Churn:
-    """The churn sweep (workloads/churn.py): per backend one open-loop step per rate of structural changes, each
-    with checks at `read_rate`; recorded in the manifest as config.churn."""
+    """The churn sweep (workloads/churn.py): per backend one open-loop step per rate of structural changes,
+    each with checks at `read_rate`; recorded in the manifest as config.churn."""
 
-    rates: list[float] = field(default_factory=lambda: list(CHURN_RATES))  # changes/s, one step each, ascending
+    # changes/s, one step each, ascending
+    rates: list[float] = field(default_factory=lambda: list(CHURN_RATES))
     read_rate: float = CHURN_READ_RATE  # checks/s over the reader workers, every step
     step_s: float = CHURN_STEP_S  # seconds a step schedules changes and checks for
     writers: int = 2  # worker processes issuing the changes
@@ -326,8 +340,9 @@ class Churn:
         if not self.rates or any(not _finite_positive(r) for r in self.rates):
             raise UserError(f"--churn-rates: every rate must be > 0 changes/s, got {self.rates}")
         if list(self.rates) != sorted(set(self.rates)):
-            raise UserError(f"--churn-rates must ascend without repeats (the sweep stops at the first step that "
-                            f"does not hold), got {','.join(f'{r:g}' for r in self.rates)}")
+            raise UserError(
+                f"--churn-rates must ascend without repeats (the sweep stops at the first step that "
+                f"does not hold), got {','.join(f'{r:g}' for r in self.rates)}")
         for opt, v in (("--churn-read-rate", self.read_rate), ("--churn-step", self.step_s),
                        ("--churn-freshness", self.freshness_s)):
             if not _finite_positive(v):
@@ -357,7 +372,8 @@ class Targets:
         if len(given) == 1:
             raise UserError("--target-qps and --target-relationships go together: give both, or neither")
         if any(not _finite_positive(x) for x in given):
-            raise UserError(f"--target-qps and --target-relationships must be > 0, got {given[0]:g}, {given[1]:g}")
+            raise UserError(
+                f"--target-qps and --target-relationships must be > 0, got {given[0]:g}, {given[1]:g}")
 
 
 _PARTS = {"data": DatasetChoice, "servers": ServerChoice, "schedule": Schedule, "mixed": MixedLoad,
@@ -374,12 +390,14 @@ class BenchConfig:
     schedule: Schedule = field(default_factory=Schedule)
     mixed: MixedLoad = field(default_factory=MixedLoad)
     targets: Targets = field(default_factory=Targets)
-    churn: Churn = field(default_factory=Churn)  # recorded nested, as config.churn (not one of the flat _PARTS)
+    # recorded nested, as config.churn (not one of the flat _PARTS)
+    churn: Churn = field(default_factory=Churn)
 
     @classmethod
     def of(cls, **options: Any) -> BenchConfig:
-        """A config from flat option names, the manifest's keys (`backends=[...], profile="tiny", rounds=2`):
-        each goes to the part that declares it; a name no part declares is a TypeError, as in a constructor."""
+        """A config from flat option names, the manifest's keys (`backends=[...], profile="tiny",
+        rounds=2`): each goes to the part that declares it; a name no part declares is a TypeError, as in a
+        constructor."""
         given: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
         owner = {f.name: part for part, kind in _PARTS.items() for f in fields(kind)}
         churn = options.pop("churn", None)
@@ -427,8 +445,9 @@ class BenchConfig:
 
     def _validate_across(self) -> None:
         if self.mixed.write_kind != "acl" and self.data.model != "rebac":
-            raise UserError(f"--write-kind {self.mixed.write_kind} needs --model rebac (the social model writes "
-                            "followers)")
+            raise UserError(
+                f"--write-kind {self.mixed.write_kind} needs --model rebac (the social model writes "
+                "followers)")
         conc = self.schedule.concurrency
         if self.servers.provision == "native":
             for b in self.servers.backends:
@@ -443,8 +462,9 @@ def _check_worker_limit(name: str, workers: int) -> None:
     limit = entry(name).worker_limit
     slots = int(load(limit)) if limit else workers
     if workers > slots:
-        raise UserError(f"--concurrency {workers}: at most {slots} workers for {name}: the native server allows "
-                        f"max_connections={slots + 1}, one connection per worker and one for the run")
+        raise UserError(
+            f"--concurrency {workers}: at most {slots} workers for {name}: the native server allows "
+            f"max_connections={slots + 1}, one connection per worker and one for the run")
 
 
 def options_class(name: str) -> type[BackendOptions] | None:

@@ -29,11 +29,12 @@ PROFILES = ("tiny", "baseline", "large", "xl")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("authzbench", "authzbench: real-backend scenario suite")
-    g.addoption("--backend", action="append", default=[], metavar="NAME",
-                help="run the real-backend suite against NAME (repeatable; 'all' = every backend that can run "
-                     "here; 'list' prints them)")
-    g.addoption("--provision", default=None, choices=MODES, help="native | compose | external (default: native "
-                "where no Docker engine runs)")
+    g.addoption(
+        "--backend", action="append", default=[], metavar="NAME",
+        help="run the real-backend suite against NAME (repeatable; 'all' = every backend that can run "
+        "here; 'list' prints them)")
+    g.addoption("--provision", default=None, choices=MODES,
+                help="native | compose | external (default: native where no Docker engine runs)")
     g.addoption("--local-images", action="store_true",
                 help="with --provision compose: images built here from the native builds (compose/local/)")
     g.addoption("--profile", default="tiny", help=f"dataset profile for backend tests: {', '.join(PROFILES)}")
@@ -60,7 +61,9 @@ def selected_backends(config: pytest.Config) -> list[str]:
         for name in (x.strip() for x in v.split(",") if x.strip()):
             if name == "all":
                 mode = config.getoption("provision") or default_mode()
-                out += [n for n, e in systems().items() if not e.in_process and (mode != "native" or _native_ok(n)[0])]
+                out += [n
+                        for n, e in systems().items()
+                        if not e.in_process and (mode != "native" or _native_ok(n)[0])]
             else:
                 out.append(name)
     return list(dict.fromkeys(out))
@@ -82,7 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except UserError as e:
             raise pytest.UsageError(str(e)) from None
     if config.getoption("profile") not in PROFILES:
-        raise pytest.UsageError(f"unknown --profile {config.getoption('profile')!r}; valid: {', '.join(PROFILES)}")
+        raise pytest.UsageError(
+            f"unknown --profile {config.getoption('profile')!r}; valid: {', '.join(PROFILES)}")
     if config.getoption("model") not in ("rebac", "social"):
         raise pytest.UsageError(f"unknown --model {config.getoption('model')!r}; valid: rebac, social")
     if config.getoption("local_images"):
@@ -167,13 +171,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     chosen = set(selected_backends(config))
     no_engine = _compose_engine(config)
     for item in items:
-        if no_engine and (item.get_closest_marker("backend") or "backend_name" in getattr(item, "fixturenames", ())):
+        if no_engine and (
+            item.get_closest_marker("backend") or "backend_name" in getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.skip(reason=no_engine))
             continue
         for mark in item.iter_markers("backend"):
             name = mark.args[0]
             if name not in chosen:
-                item.add_marker(pytest.mark.skip(reason=f"needs a real {name} server: run with --backend {name}"))
+                item.add_marker(
+                    pytest.mark.skip(reason=f"needs a real {name} server: run with --backend {name}"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -185,8 +191,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if names:
             metafunc.parametrize("backend_name", names, scope="session")
         else:
-            metafunc.parametrize("backend_name", [pytest.param(
-                "none", marks=pytest.mark.skip(reason="real-backend scenario suite: run with --backend NAME"))],
+            metafunc.parametrize(
+                "backend_name",
+                [pytest.param(
+                     "none",
+                     marks=pytest.mark.skip(reason="real-backend scenario suite: run with --backend NAME"))],
                 scope="session")
 
 
@@ -213,9 +222,10 @@ def run_store(request, tmp_path_factory):
     from authzbench.results.store import RunStore
 
     base = Path("results") if request.config.getoption("report") else tmp_path_factory.mktemp("results")
-    store = RunStore.create(base, run_id="pytest-" + __import__("authzbench.results.store").results.store.new_run_id(),
-                            config={"via": "pytest", "profile": request.config.getoption("profile"),
-                                    "backends": selected_backends(request.config)})
+    store = RunStore.create(
+        base, run_id="pytest-" + __import__("authzbench.results.store").results.store.new_run_id(),
+        config={"via": "pytest", "profile": request.config.getoption("profile"),
+                "backends": selected_backends(request.config)})
     yield store
     if request.config.getoption("report"):
         from authzbench.report import render
@@ -242,8 +252,9 @@ class _Deployments:
             from authzbench.run.loading import load_backend
             from authzbench.run.servers import Session
 
-            servers = ServerChoice(backends=[name], provision=self.config.getoption("provision") or default_mode(),
-                                   tier=self.config.getoption("tier"))
+            servers = ServerChoice(
+                backends=[name], provision=self.config.getoption("provision") or default_mode(),
+                tier=self.config.getoption("tier"))
             if dataset.model not in entry(name).models:
                 pytest.skip(f"{name} does not implement the {dataset.model!r} model")
             try:
@@ -296,9 +307,9 @@ def deployments(request, tmp_path_factory, compose_project):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     """After the last test that uses the servers (and its fixtures' teardown), stop them: the unit tests after
-    them measure CPU and latency. With the idle servers (JVMs among them) up until the session's end, make test
-    on d9f2711 read 15-43% of a core foreign in those tests and a churn step's checks past a 250 ms SLO; with
-    them stopped, on 3d99974, it passed."""
+    them measure CPU and latency. With the idle servers (JVMs among them) up until the session's end, make
+    test on d9f2711 read 15-43% of a core foreign in those tests and a churn step's checks past a 250 ms SLO;
+    with them stopped, on 3d99974, it passed."""
     yield
     if not _LIVE or nextitem is None or "deployments" not in getattr(item, "fixturenames", ()):
         return

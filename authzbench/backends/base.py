@@ -78,11 +78,14 @@ def option_names(options_cls: type[BackendOptions]) -> frozenset[str]:
 def _coerce(key: str, value: Any, hint: Any) -> Any:
     """Values from the command line arrive as strings: turn them into the declared type."""
     kinds = [t for t in typing.get_args(hint) or (hint,) if t is not type(None)]
-    if value is None or any(isinstance(value, t) and not (t is int and isinstance(value, bool)) for t in kinds):
+    if value is None or any(
+        isinstance(value, t) and not (t is int and isinstance(value, bool)) for t in kinds):
         return value
     for t in kinds:
         try:
-            if t is bool and isinstance(value, str) and value.lower() in ("1", "true", "yes", "0", "false", "no"):
+            if (t is bool
+                and isinstance(value, str)
+                and value.lower() in ("1", "true", "yes", "0", "false", "no")):
                 return value.lower() in ("1", "true", "yes")
             if t in (int, float) and not isinstance(value, bool):
                 return t(value)
@@ -240,12 +243,14 @@ class Backend(ABC):
     consistency_modes: ClassVar[tuple[str, ...]] = ()
     rows_touched: int = 0
 
-    def __init__(self, endpoint: dict[str, Any], options: Mapping[str, Any] | BackendOptions | None = None) -> None:
+    def __init__(
+        self, endpoint: dict[str, Any], options: Mapping[str, Any] | BackendOptions | None = None) -> None:
         # endpoint: connection settings from the provisioner (dsn, url, host, port, credentials...)
         # options: tuning knobs as a plain dict (pickled to worker processes as is), parsed here into the
         # backend's Options dataclass; an unknown key is a UserError.
         self.endpoint = endpoint
-        self.options = parse_options(type(self).Options, options, getattr(type(self), "name", type(self).__name__))
+        self.options = parse_options(
+            type(self).Options, options, getattr(type(self), "name", type(self).__name__))
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -276,7 +281,8 @@ class Backend(ABC):
     @abstractmethod
     def load(self, ds: Dataset, progress: Progress = no_progress) -> Load | LoadStats:
         """The bulk ingest as Steps and Batches for the run layer to send and time (`Load`); `progress` is for
-        what a step reports as it goes (a heartbeat, rows streamed to a helper): batches advance it themselves."""
+        what a step reports as it goes (a heartbeat, rows streamed to a helper): batches advance it
+        themselves."""
 
     def build(self) -> Build | BuildStats | None:
         return None
@@ -302,8 +308,8 @@ class Backend(ABC):
     def delete(self, rel: Relationship) -> None: ...
 
     def baseline_roundtrip(self) -> None:  # noqa: B027 - optional hook
-        """A trivial round trip (SELECT 1) on the same connection: the reference a check's p50 is divided by (not
-        a floor: postgres and Cassandra checks ran faster than theirs in 20261129-201802)."""
+        """A trivial round trip (SELECT 1) on the same connection: the reference a check's p50 is divided by
+        (not a floor: postgres and Cassandra checks ran faster than theirs in 20261129-201802)."""
 
     @abstractmethod
     def footprint(self) -> int:

@@ -21,7 +21,8 @@ SOURCE: dict[str, list[tuple[str, str, str, str]]] = {
     "org_member": [("orgs", "object", "members", "subject"), ("users", "subject", "member_orgs", "object")],
     "group_org": [("groups", "object", "org", "subject")],
     "group_member": [("groups", "object", "members", "subject"), ("users", "subject", "member_of", "object")],
-    "group_manager": [("groups", "object", "managers", "subject"), ("users", "subject", "manager_of", "object")],
+    "group_manager": [
+        ("groups", "object", "managers", "subject"), ("users", "subject", "manager_of", "object")],
     "group_child": [("groups", "object", "children", "subject"), ("groups", "subject", "parents", "object")],
     "resource_org": [("resources", "object", "orgs", "subject")],
     "resource_manager_user": [("resources", "object", "manager_users", "subject")],
@@ -104,8 +105,9 @@ def documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Rende
             ("resources", _resource_documents(ds, expansion, grouper, render, expanded, view_only))]
 
 
-def _resource_documents(ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, expanded: list[int],
-                        view_only: bool) -> Iterator[Any]:
+def _resource_documents(
+    ds: Dataset, expansion: Expansion, grouper: Grouper, render: Render, expanded: list[int], view_only: bool
+) -> Iterator[Any]:
     source = field_getters(ds, "resources", grouper)
     U = expansion.n_users
     for chunk in resource_closure(expansion):

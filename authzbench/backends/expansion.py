@@ -2,11 +2,11 @@
 FerretDB resource, user and grant documents), expanded from the dataset's relationships on the backends'
 side.
 
-Written apart from the oracle on purpose: had the loaders taken their rows from the oracle, a defect in
-that expansion would be loaded into three backends and then agree with the oracle that produced it, the
-one class of error the answers' comparison cannot catch. This module imports nothing of the oracle's
-(authzbench.truth.oracle, authzbench.schema.closure) and works differently: the group closure walks each user up the
-hierarchy (the oracle joins a group-reach table), the joins are binary searches over pair tables sorted
+Written apart from the oracle on purpose: had the loaders taken their rows from the oracle, a defect in that
+expansion would be loaded into three backends and then agree with the oracle that produced it, the one class
+of error the answers' comparison cannot catch. This module imports nothing of the oracle's
+(authzbench.truth.oracle, authzbench.schema.closure) and works differently: the group closure walks each user
+up the hierarchy (the oracle joins a group-reach table), the joins are binary searches over pair tables sorted
 once (the oracle's are CSR indexes), and the dedup is a hash (pandas.unique) then a sort.
 tests/unit/test_expansion.py holds the two equal on every pair; tests/unit/test_imports.py keeps them apart.
 
@@ -46,8 +46,8 @@ def stepped(items: Iterable[T], name: str = "closure_seconds") -> Iterator[Step 
 
 
 def chunks_of(items: Iterable[Step | T]) -> Iterator[T]:
-    """The items of a `stepped` stream with each Step run in place, untimed: for callers outside a load (tests,
-    tools)."""
+    """The items of a `stepped` stream with each Step run in place, untimed: for callers outside a load
+    (tests, tools)."""
     for item in items:
         if isinstance(item, Step):
             item.run()

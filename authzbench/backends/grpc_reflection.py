@@ -23,9 +23,9 @@ class ReflectionError(BackendUnavailable):
         self.status, self.message = status, message
 
 
-def reflected_pool(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...], timeout: float,
-                   services: tuple[str, ...],
-                   error: Callable[[str, str], Exception] = ReflectionError) -> descriptor_pool.DescriptorPool:
+def reflected_pool(
+    channel: grpc.Channel, metadata: tuple[tuple[str, str], ...], timeout: float, services: tuple[str, ...],
+    error: Callable[[str, str], Exception] = ReflectionError) -> descriptor_pool.DescriptorPool:
     """A descriptor pool holding the files that define `services` (full names) and all they import, from
     one reflection stream (reflection is behind the preshared key too, hence the metadata); an error answer
     is raised as error(status name, message)."""
@@ -34,7 +34,8 @@ def reflected_pool(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...],
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
     for r in stub.ServerReflectionInfo(iter(asks), timeout=timeout, metadata=metadata):
         if r.HasField("error_response"):
-            raise error(code_name(r.error_response.error_code), f"reflection: {r.error_response.error_message}")
+            raise error(
+                code_name(r.error_response.error_code), f"reflection: {r.error_response.error_message}")
         for raw in r.file_descriptor_response.file_descriptor_proto:
             f = descriptor_pb2.FileDescriptorProto.FromString(raw)
             files[f.name] = f

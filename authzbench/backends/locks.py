@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from authzbench.core.errors import BackendUnavailable
 from authzbench.schema.model_rules import reach
 
-# Give up waiting after 1,800 s: at baseline 8 workers queue behind one lock, each of their ops takes it
-# for a grant and a revocation, and one FerretDB hierarchy change holds it for 46-85 s; the lock is not
-# fair, so a waiter can lose it to the others several times and honestly wait many minutes (at 120 s, 2 of 26 Elasticsearch ops and most of FerretDB's gave up; the
-# runner tells such a wait from a hang by the holder's progress). A holder that died is taken over (or its
-# row expires) after EXPIRE_S.
+# Give up waiting after 1,800 s: at baseline 8 workers queue behind one lock, each of their ops takes it for a
+# grant and a revocation, and one FerretDB hierarchy change holds it for 46-85 s; the lock is not fair, so a
+# waiter can lose it to the others several times and honestly wait many minutes (at 120 s, 2 of 26
+# Elasticsearch ops and most of FerretDB's gave up; the runner tells such a wait from a hang by the holder's
+# progress). A holder that died is taken over (or its row expires) after EXPIRE_S.
 WAIT_S, EXPIRE_S = 1800.0, 180.0
 # Waiters poll from every 2 ms backing off to every 100 ms: 7 waiters polling every 2 ms sent ~3,500 lock
 # attempts a second (a Paxos round each on Cassandra, an insert + a find on FerretDB) to the server the
@@ -32,7 +32,9 @@ class LockBusy(BackendUnavailable):
     has not expired yet)."""
 
 
-def serialized(relation: str, lock: Callable[[], contextlib.AbstractContextManager]) -> contextlib.AbstractContextManager:
+def serialized(
+    relation: str, lock: Callable[[], contextlib.AbstractContextManager]
+) -> contextlib.AbstractContextManager:
     """`lock()` for an edge whose write changes users' group closures (model_rules.reach), else nothing."""
     return lock() if reach(relation, 0, 0).closure_changes else contextlib.nullcontext()
 
@@ -40,7 +42,8 @@ def serialized(relation: str, lock: Callable[[], contextlib.AbstractContextManag
 @contextlib.contextmanager
 def spin_lock(take: Callable[[], bool], release: Callable[[], None], what: str) -> Iterator[None]:
     """Hold a lock while the body runs: `take()` returns True once this writer holds it (it may take over a
-    dead holder's), polled every POLL_S backing off to POLL_MAX_S, up to WAIT_S; `release()` always runs after."""
+    dead holder's), polled every POLL_S backing off to POLL_MAX_S, up to WAIT_S; `release()` always runs
+    after."""
     deadline, poll = time.monotonic() + WAIT_S, POLL_S
     while not take():
         if time.monotonic() > deadline:

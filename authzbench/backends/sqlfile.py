@@ -1,4 +1,5 @@
-"""Schema files with `-- section: NAME` blocks of statements (systems/postgres/postgres.sql, systems/clickhouse/clickhouse.sql)."""
+"""Schema files with `-- section: NAME` blocks of statements (systems/postgres/postgres.sql,
+systems/clickhouse/clickhouse.sql)."""
 
 from __future__ import annotations
 

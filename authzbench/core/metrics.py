@@ -24,7 +24,8 @@ def new_histogram() -> HdrHistogram:
 
 def record_all(h: HdrHistogram, values_us: list[int]) -> None:
     """Record every value into `h`, each distinct value once with its count: the same histogram as a
-    record_value per value, at a fraction of hdrh's pure-Python cost when values repeat (latencies in µs do)."""
+    record_value per value, at a fraction of hdrh's pure-Python cost when values repeat (latencies in µs
+    do)."""
     vals, counts = np.unique(np.asarray(values_us, dtype=np.int64), return_counts=True)
     for v, c in zip(vals.tolist(), counts.tolist(), strict=True):
         h.record_value(v, c)
@@ -77,7 +78,8 @@ def summarize(h: HdrHistogram) -> LatencySummary:
     _, median, _ = _index_values(h.counts_len)
     mean = float(counts @ median) / n  # hdrh's get_mean_value, without its Python loop over every value
     p50, p95, p99 = (percentile(h, q, counts) for q in (50, 95, 99))
-    return LatencySummary(n, ms(mean), ms(p50), ms(p95), ms(p99), ms(h.get_max_value()), ms(h.get_min_value()))
+    return LatencySummary(
+        n, ms(mean), ms(p50), ms(p95), ms(p99), ms(h.get_max_value()), ms(h.get_min_value()))
 
 
 def percentile(h: HdrHistogram, q: float, counts: np.ndarray | None = None) -> int:
@@ -231,7 +233,8 @@ class Monitor:
         self.pids = pids
         self.others = set(others or [])
         self._machine = _MachineCpu()
-        self._window: list[tuple[float, float, float]] = []  # (foreign unclipped, steal, seconds) per sample kept
+        # (foreign unclipped, steal, seconds) per sample kept
+        self._window: list[tuple[float, float, float]] = []
         self._last_foreign: tuple[float, float, float] | None = None
         self.sink = sink
         self.interval_s = interval_s
@@ -265,7 +268,8 @@ class Monitor:
         if self.container_stats is not None:
             stats = self.container_stats()
             out = {"cpu_percent": sum(c for c, _ in stats), "rss_bytes": sum(r for _, r in stats),
-                   "processes": len(stats), "client_cpu_percent": max(0.0, self._client_tree.delta(self._client_procs(set())))}
+                   "processes": len(stats),
+                   "client_cpu_percent": max(0.0, self._client_tree.delta(self._client_procs(set())))}
             return {**out, **self._foreign(out["cpu_percent"] + out.get("client_cpu_percent", 0.0))}
         rss, n = 0, 0
         others = self._other_tree()  # once a sample: each walk lists every process on the machine

@@ -1,5 +1,6 @@
 """How a figure reads, written once: the report's tables and sentences, the JSON beside it and the run's own
-reasons (a churn step's verdict) print a value the same way, so one figure shows one value wherever it appears.
+reasons (a churn step's verdict) print a value the same way, so one figure shows one value wherever it
+appears.
 
 One rounding rule: a figure is first cut to the JSON's 6 significant digits (`significant`), then rounded half
 up in decimal (`fixed`). Rounding the float directly rounded half to even on its binary value, so the appendix

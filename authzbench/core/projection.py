@@ -65,8 +65,9 @@ class Target:
             if not (math.isfinite(v) and ok):
                 raise UserError(f"{name}: out of range, got {v:g}")
         if self.write_share + self.lookup_share > 1:
-            raise UserError(f"--write-share {self.write_share:g} and --lookup-share {self.lookup_share:g} add up to "
-                            "more than 1 (the rest are checks)")
+            raise UserError(
+                f"--write-share {self.write_share:g} and --lookup-share {self.lookup_share:g} add up to "
+                "more than 1 (the rest are checks)")
 
     def shares(self) -> dict[str, float]:
         return {"check": 1 - self.write_share - self.lookup_share, "lookup": self.lookup_share,
@@ -122,8 +123,9 @@ def exponent(points: list[tuple[int, Range]]) -> Range | None:
     mid = statistics.median(xs)
 
     def line(small: str, large: str) -> float:
-        return _slope(xs, [getattr(r, small if x < mid else large if x > mid else "value") for x, r in zip(xs, rs,
-                                                                                                       strict=True)])
+        return _slope(xs,
+                      [getattr(r, small if x < mid else large if x > mid else "value")
+                       for x, r in zip(xs, rs, strict=True)])
 
     steep, flat = line("low", "high"), line("high", "low")
     return Range(_slope(xs, [r.value for r in rs]), min(flat, steep), max(flat, steep))
@@ -144,7 +146,8 @@ def grow(basis: BackendBasis, what: str, size: float) -> Grown | None:
     return carry(basis.figure(what), DEFAULT_EXPONENT[what], size)
 
 
-def carry(pts: list[tuple[int, Range]], default_k: float, size: float, k: Range | None = None) -> Grown | None:
+def carry(
+    pts: list[tuple[int, Range]], default_k: float, size: float, k: Range | None = None) -> Grown | None:
     """A figure measured at the sizes `pts` carried to `size` along its exponent (`k` when given, else
     exponent(pts), default_k without one); the range from the worst combination of the largest size's rounds
     and the exponent's interval."""
@@ -157,7 +160,7 @@ def carry(pts: list[tuple[int, Range]], default_k: float, size: float, k: Range 
         k = Range(default_k, default_k, default_k)
     ratio = size / base_size
     corners = [b * ratio ** e for b in (base.low, base.high) for e in (k.low, k.high)]
-    return Grown(Range(base.value * ratio ** k.value, min(corners), max(corners)), base, base_size, k, assumed)
+    return Grown(Range(base.value * ratio**k.value, min(corners), max(corners)), base, base_size, k, assumed)
 
 
 def missing(basis: BackendBasis, target: Target) -> str | None:
@@ -194,6 +197,7 @@ def project(basis: BackendBasis, target: Target) -> Projection:
             demand = demand + g.at.scaled(target.qps * share)
     top = basis.points[-1]
     best = max((p.best_ops_per_s for p in basis.points if math.isfinite(p.best_ops_per_s)), default=math.nan)
-    return Projection(basis.backend, basis.label, demand.scaled(1 / target.utilization), demand,
-                      grow(basis, "rss", target.relationships), grow(basis, "disk", target.relationships), cpu,
-                      target.relationships / top.relationships, target.qps / best if best > 0 else math.nan, top)
+    return Projection(
+        basis.backend, basis.label, demand.scaled(1 / target.utilization), demand,
+        grow(basis, "rss", target.relationships), grow(basis, "disk", target.relationships), cpu,
+        target.relationships / top.relationships, target.qps / best if best > 0 else math.nan, top)

@@ -7,9 +7,9 @@ them, and readers ask for them with .get). A field without a default is always w
 Runs recorded before the schema had a version carry no "v": they are version 1, and every kind below
 accepts what they contain (tests/unit/test_records.py decodes every committed run).
 
-`decode` refuses an unknown kind, a missing required field and an unknown field, each naming the kind and
-the field, and a version newer than SCHEMA_VERSION: a run written by a newer authzbench is not guessed at.
-Values are not type-checked: a driver's number arriving as another numeric type must not cost a run its report.
+`decode` refuses an unknown kind, a missing required field and an unknown field, each naming the kind and the
+field, and a version newer than SCHEMA_VERSION: a run written by a newer authzbench is not guessed at. Values
+are not type-checked: a driver's number arriving as another numeric type must not cost a run its report.
 
 Adding a field: give it a default of None (old lines still decode). Renaming or removing one, or making a
 new field required: bump SCHEMA_VERSION and teach `decode` the older versions.
@@ -189,7 +189,8 @@ class Restored(Record):
     scratch_cleaned: int | None = None
     scratch_still_left: int | None = None
     error: str | None = None
-    heavy: str | None = None  # how the heaviest user was covered: "lookup", "checks" (restore.heavy_restore) or ""
+    # how the heaviest user was covered: "lookup", "checks" (restore.heavy_restore) or ""
+    heavy: str | None = None
 
 
 @register("host_lost")
@@ -256,7 +257,8 @@ class IngestSkipped(Record):
 @register("ingest_bounded")
 @_FROZEN
 class IngestBounded(Record):
-    """A load stopped at --max-load-minutes or the machine's memory floor, with its figures (loading.py LoadBound)."""
+    """A load stopped at --max-load-minutes or the machine's memory floor, with its figures (loading.py
+    LoadBound)."""
     backend: str
     variant: str | None
     dataset_hash: str
@@ -356,7 +358,8 @@ class Loadtest(Record):
     error_types: dict
     duration_hist: str
     from_intended_hist: str
-    checked: int | None = None  # answers compared with the oracle (recorded since the shared timing, issue 46)
+    # answers compared with the oracle (recorded since the shared timing, issue 46)
+    checked: int | None = None
     examples: list | None = None  # the first wrong answers, with their arguments
 
 
@@ -395,7 +398,8 @@ class CrosscheckServer(Record):
     tool_version: str
     client: str
     info: dict
-    settings: dict | None = None  # the engine's tier settings (provision/tiers.py) as its deployment recorded them
+    # the engine's tier settings (provision/tiers.py) as its deployment recorded them
+    settings: dict | None = None
 
 
 @register("crosscheck_breakdown")
@@ -406,8 +410,10 @@ class CrosscheckBreakdown(Record):
     adapter_p50_ms: float
     driver_p50_ms: float
     calls: int
-    grpc_p50_ms: float | None = None  # OpenFGA: our own gRPC call of the request ghz sends (systems/openfga/grpc.py)
-    floor_p50_ms: float | None = None  # the bare driver call alone in a tight loop (tools/crosscheck_client.floor)
+    # OpenFGA: our own gRPC call of the request ghz sends (systems/openfga/grpc.py)
+    grpc_p50_ms: float | None = None
+    # the bare driver call alone in a tight loop (tools/crosscheck_client.floor)
+    floor_p50_ms: float | None = None
     floor_cpu_ms: float | None = None  # ... and this process's CPU per call in that loop
     runner_us: float | None = None  # the runner's own µs per op around a no-op check (tools/runner_cost)
 
@@ -422,7 +428,8 @@ def _optional(f: dataclasses.Field) -> bool:
 
 
 def as_dict(record: Record) -> dict[str, Any]:
-    """The record as readers see it: "type" first, then its fields; optional fields only when set, `ts` last."""
+    """The record as readers see it: "type" first, then its fields; optional fields only when set, `ts`
+    last."""
     out: dict[str, Any] = {"type": record.KIND}
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)

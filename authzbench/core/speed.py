@@ -1,6 +1,6 @@
-"""The machine-speed index: a short fixed reference workload, identical on every machine, measured at the start
-of every backend visit, so a reader can tell a slower machine (or a busier period of this one) from a slower
-backend, and `report --compare` can normalize two runs' figures by it.
+"""The machine-speed index: a short fixed reference workload, identical on every machine, measured at the
+start of every backend visit, so a reader can tell a slower machine (or a busier period of this one) from a
+slower backend, and `report --compare` can normalize two runs' figures by it.
 
 The index is a SPEED (higher = faster machine), 1.0 = the base machine below (not the
 reference report's laptop):

@@ -33,7 +33,8 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("AUTHZBENCH_DATA", "data"))
 
 
-def dataset_dir(data_dir: Path, model: str, profile: str, seed: int, overrides: dict[str, str] | None) -> Path:
+def dataset_dir(
+    data_dir: Path, model: str, profile: str, seed: int, overrides: dict[str, str] | None) -> Path:
     """Default location: one folder per (model, profile, seed, overrides) so datasets never collide."""
     name = f"{model}-{profile}-s{seed}"
     if overrides:

@@ -61,7 +61,8 @@ class RebacParams:
         if self.orgs_per_user < 1:
             raise UserError(f"orgs_per_user must be >= 1, got {self.orgs_per_user}")
         if self.group_depth >= self.groups_per_org:
-            raise UserError(f"group_depth must be below groups_per_org ({self.groups_per_org}), got {self.group_depth}")
+            raise UserError(
+                f"group_depth must be below groups_per_org ({self.groups_per_org}), got {self.group_depth}")
 
     def as_dict(self) -> dict:
         return asdict(self)

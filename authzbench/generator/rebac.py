@@ -30,7 +30,8 @@ def _pareto(rng: np.random.Generator, alpha: float, n: int) -> np.ndarray:
     return rng.pareto(alpha, n) + 1.0  # classic Pareto with x_m = 1
 
 
-def sample_in_slices(rng: np.random.Generator, cum: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def sample_in_slices(
+    rng: np.random.Generator, cum: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """One weighted draw (with replacement) per request i from items [start[i], end[i]).
 
     `cum` is the prefix sum of the flattened weights with a leading 0, so every draw is a single
@@ -48,7 +49,8 @@ def _unique_pairs(obj: np.ndarray, sub: np.ndarray, n_sub: int) -> tuple[np.ndar
     return (key // n_sub).astype(np.int32), (key % n_sub).astype(np.int32)
 
 
-def _top_k_per_row(rng: np.random.Generator, log_w: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _top_k_per_row(
+    rng: np.random.Generator, log_w: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weighted sampling without replacement (Gumbel top-k) of k[i] columns in each row i."""
     keys = log_w + rng.gumbel(size=log_w.shape)
     order = np.argsort(-keys, axis=1)
@@ -71,7 +73,8 @@ def approx_relationships(p: RebacParams) -> float:
     memberships, group memberships and each resource's grants."""
     # baseline: 396,491 against the 401,577 generated (the hierarchy and the pools' rounding are left out)
     members = p.orgs * p.users_per_org
-    grants = p.manager_users_per_res + p.manager_groups_per_res + p.viewer_users_per_res + p.viewer_groups_per_res
+    grants = (
+        p.manager_users_per_res + p.manager_groups_per_res + p.viewer_users_per_res + p.viewer_groups_per_res)
     return members * (1 + p.groups_per_user) + p.orgs * (p.admins_per_org + p.resources_per_org * grants)
 
 
@@ -151,8 +154,9 @@ def _group_members(p: RebacParams, org_of: np.ndarray, user_of: np.ndarray, user
     return _unique_pairs(org_of[rows] * gpo + cols, user_of[rows], U)
 
 
-def _group_managers(p: RebacParams, group_org: np.ndarray, user_of: np.ndarray,
-                    members: tuple[np.ndarray, np.ndarray, np.ndarray], U: int, G: int) -> tuple[np.ndarray, np.ndarray]:
+def _group_managers(
+    p: RebacParams, group_org: np.ndarray, user_of: np.ndarray,
+    members: tuple[np.ndarray, np.ndarray, np.ndarray], U: int, G: int) -> tuple[np.ndarray, np.ndarray]:
     """A share of groups get 1-3 managers from their org's members (members: mem_cum, mem_start, mem_end)."""
     mem_cum, mem_start, mem_end = members
     rng = _rng(p, _GROUP_MANAGERS)

@@ -31,7 +31,8 @@ def entities(p: SocialParams) -> dict[str, int]:
 
 
 def _weighted(rng: np.random.Generator, cum: np.ndarray, n: int) -> np.ndarray:
-    return np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), len(cum) - 1).astype(np.int32)
+    return np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), len(cum) - 1).astype(
+        np.int32)
 
 
 def _edges(rng: np.random.Generator, cum: np.ndarray, n_users: int, n: int) -> tuple[np.ndarray, np.ndarray]:

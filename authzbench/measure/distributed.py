@@ -170,12 +170,14 @@ class Agent:
 class DaskPool:
     """The phase's workers on the load hosts, behind the same pool interface as the local runner's."""
 
-    def __init__(self, client: Any, spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[Record], None],
-                 clock_skews: dict[int, float] | None = None):
+    def __init__(
+        self, client: Any, spec: PhaseSpec, factory: Callable, inputs: list, sink: Callable[[Record], None],
+        clock_skews: dict[int, float] | None = None):
         self.client, self.spec, self.factory, self.inputs, self.sink = client, spec, factory, inputs, sink
         addrs = sorted(client.scheduler_info()["workers"])
         if not addrs:
-            raise UserError("no load host has joined the scheduler: run `authzbench load-host ADDRESS` on each")
+            raise UserError(
+                "no load host has joined the scheduler: run `authzbench load-host ADDRESS` on each")
         self.addrs = addrs[:spec.concurrency]  # more hosts than workers: the extra hosts stay idle
         h = len(self.addrs)
         self.wids = [list(range(i, spec.concurrency, h)) for i in range(h)]  # round-robin global ids
@@ -200,7 +202,8 @@ class DaskPool:
 
     def _each(self, method: str, *args: Any, per: dict[int, tuple] | None = None,
               timeout: float = CALL_TIMEOUT_S) -> list[Any]:
-        """Call every live agent at once (with `args`, or per[i] for agent i), then collect; None where lost."""
+        """Call every live agent at once (with `args`, or per[i] for agent i), then collect; None where
+        lost."""
         futs = {}
         for i, ag in enumerate(self.agents):
             if i not in self.lost:
@@ -229,8 +232,11 @@ class DaskPool:
 
     def start(self) -> dict[int, str]:
         try:
-            self.futures = [self.client.submit(Agent, self.skews.get(i, 0.0), workers=[a], allow_other_workers=False,
-                                               actor=True, pure=False) for i, a in enumerate(self.addrs)]
+            self.futures = [
+                self.client.submit(
+                    Agent, self.skews.get(i, 0.0), workers=[a], allow_other_workers=False, actor=True,
+                    pure=False)
+                for i, a in enumerate(self.addrs)]
             self.agents = [f.result(timeout=60) for f in self.futures]
         except Exception as e:  # noqa: BLE001 - no agent: every worker fails, the phase says why
             self.agents = [None] * len(self.addrs)
@@ -266,7 +272,8 @@ class DaskPool:
                 return out
 
     def alive(self) -> bool:
-        return bool(self.pending) or any(self.alive_n[i] > 0 for i in range(len(self.agents)) if i not in self.lost)
+        return bool(self.pending) or any(
+            self.alive_n[i] > 0 for i in range(len(self.agents)) if i not in self.lost)
 
     def _probe(self, i: int) -> tuple[float, float] | None:
         """(round trip, offset) of agent i's wall clock vs ours, from the probe with the lowest round trip."""
@@ -289,10 +296,11 @@ class DaskPool:
         origin = time.perf_counter() + (t0_wall - time.time())
         hosts = []
         for i, (rtt, off) in live.items():
-            hosts.append({"host": self.labels[i], "address": self.addrs[i], "workers": self.wids[i],
-                          "pids": (self.infos[i] or {}).get("pids"), "offset_ms": off * 1e3, "rtt_ms": rtt * 1e3,
-                          "uncertainty_ms": rtt * 1e3 / 2, "warn": rtt * 1e3 / 2 > OFFSET_WARN_MS,
-                          "start_margin_ms": margins[i] * 1e3 if margins[i] is not None else None})
+            hosts.append(
+                {"host": self.labels[i], "address": self.addrs[i], "workers": self.wids[i],
+                 "pids": (self.infos[i] or {}).get("pids"), "offset_ms": off * 1e3, "rtt_ms": rtt * 1e3,
+                 "uncertainty_ms": rtt * 1e3 / 2, "warn": rtt * 1e3 / 2 > OFFSET_WARN_MS,
+                 "start_margin_ms": margins[i] * 1e3 if margins[i] is not None else None})
         self.sink(Clock(phase=self.spec.phase_id, t0_wall=t0_wall, warn_ms=OFFSET_WARN_MS, hosts=hosts))
         return origin
 
@@ -336,7 +344,8 @@ def connect(address: str) -> Any:
         # The default client of this process: an actor handle finds its client (and event loop) that way.
         client = distributed.Client(address, timeout=10)
     except (OSError, TimeoutError) as e:
-        raise UserError(f"--workers-on {address}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
+        raise UserError(
+            f"--workers-on {address}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
     try:
         client.get_versions(check=True)
     except ValueError as e:
@@ -345,7 +354,8 @@ def connect(address: str) -> Any:
                         f"{str(e).strip().splitlines()[0]}") from None
     if not client.scheduler_info()["workers"]:
         client.close()
-        raise UserError(f"--workers-on {address}: no load host joined; run `authzbench load-host {address}` on each")
+        raise UserError(
+            f"--workers-on {address}: no load host joined; run `authzbench load-host {address}` on each")
     return client
 
 
@@ -389,8 +399,9 @@ def check_endpoint(client: Any, backend: str, url: str) -> None:
               if not _is_local(urlsplit(a).hostname or "", local)]
     loop = [h for h in endpoint_hosts(url) if _is_local(h, {"127.0.0.1"}) or h.startswith("/")]
     if remote and loop:
-        raise UserError(f"{backend}: the server address {loop[0]!r} is loopback (or a local socket) but load host "
-                        f"{remote[0]} is another machine; give the server's network address")
+        raise UserError(
+            f"{backend}: the server address {loop[0]!r} is loopback (or a local socket) but load host "
+            f"{remote[0]} is another machine; give the server's network address")
 
 
 def load_host(address: str, host: str | None = None, name: str | None = None) -> int:

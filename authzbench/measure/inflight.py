@@ -2,14 +2,15 @@
 change is issued without waiting for the previous op's visibility, so a cache window no longer sets how many
 ops fit in a phase (issue 53: one op per ~10 s under a 5 s window, 1-4 ops a phase).
 
-Each timed change (a grant, or a revocation) is probed once right after its write returns, then once per
-round while it is pending; the rounds run between the worker's writes. The lag is the send time of the first
-probe that reflects the change minus the write's return, as before; its resolution is one probe round (one
-check per pending change, at most MAX_IN_FLIGHT, plus any write issued in between; in a churn step the gap
-below CHURN_IN_FLIGHT), where one op at a time polled every POLL_S. A probe that does not reflect the change answers the state before it: a stale read; a
-revocation's first probe that still allows is a stale allow. Once a grant is seen its control is checked
-and its revocation is ready; once a revocation is seen, its control is checked and the op's setup removed.
-A change not seen within the bound is NeverVisible and its op is cleaned up (visibility.clean_up)."""
+Each timed change (a grant, or a revocation) is probed once right after its write returns, then once per round
+while it is pending; the rounds run between the worker's writes. The lag is the send time of the first probe
+that reflects the change minus the write's return, as before; its resolution is one probe round (one check per
+pending change, at most MAX_IN_FLIGHT, plus any write issued in between; in a churn step the gap below
+CHURN_IN_FLIGHT), where one op at a time polled every POLL_S. A probe that does not reflect the change answers
+the state before it: a stale read; a revocation's first probe that still allows is a stale allow. Once a grant
+is seen its control is checked and its revocation is ready; once a revocation is seen, its control is checked
+and the op's setup removed. A change not seen within the bound is NeverVisible and its op is cleaned up
+(visibility.clean_up)."""
 
 from __future__ import annotations
 
@@ -23,26 +24,27 @@ from authzbench.workloads.writes import POLL_S, WriteOp
 
 # At most this many ops in flight per worker. Under a 5 s snapshot window (SpiceDB's quantization; OpenFGA's
 # cache showed the same 5 s lag in 20261128-160246) a change shows 0-5 s after its write, so an op holds its
-# place ~5-10 s (a revoke op: its grant shown, then its revocation). revoke_then_check's one writer thus starts
-# about one place's worth of ops in its 3 s budget (catalog._WRITE): 32 places give 32 timed revocations (>= 20 for a p95), 16
-# gave 16. A round of 32 probes at the engines' 1-2 ms check keeps the lag's resolution near 30-60 ms, ~1% of
-# such a window.
+# place ~5-10 s (a revoke op: its grant shown, then its revocation). revoke_then_check's one writer thus
+# starts about one place's worth of ops in its 3 s budget (catalog._WRITE): 32 places give 32 timed
+# revocations (>= 20 for a p95), 16 gave 16. A round of 32 probes at the engines' 1-2 ms check keeps the lag's
+# resolution near 30-60 ms, ~1% of such a window.
 MAX_IN_FLIGHT = 32
 # A churn writer's changes are scheduled: at r changes/s over 2 writers and a 5 s window an op holds its place
-# ~10 s (its grant, then its revocation, each up to 5 s to show), so ~r/2 / 1.8 x 10 ops are in flight a writer
-# (1.8 changes an op in the mix): 28 at 10/s, 280 at 100/s. 400 places (and catalog.CHURN_OPS, 400 ops a
-# writer) hold them, so the writers fall behind by the engine, not by the client. Each pending change is probed
-# every CHURN_PROBE_GAP_S, or every CHURN_GAP_PER_PENDING_S x the pending changes when more: probes compete with
-# the step's checks for the server (back to back, one worker probed ~500-1,000 times a second, beside 100
-# checks/s), so a writer probes at most ~250 times a second. The lag's resolution in a churn step is that gap:
-# 0.25 s (5% of such a window) up to ~1.1 s at 100/s on it (280 pending).
+# ~10 s (its grant, then its revocation, each up to 5 s to show), so ~r/2 / 1.8 x 10 ops are in flight a
+# writer (1.8 changes an op in the mix): 28 at 10/s, 280 at 100/s. 400 places (and catalog.CHURN_OPS, 400 ops
+# a writer) hold them, so the writers fall behind by the engine, not by the client. Each pending change is
+# probed every CHURN_PROBE_GAP_S, or every CHURN_GAP_PER_PENDING_S x the pending changes when more: probes
+# compete with the step's checks for the server (back to back, one worker probed ~500-1,000 times a second,
+# beside 100 checks/s), so a writer probes at most ~250 times a second. The lag's resolution in a churn step
+# is that gap: 0.25 s (5% of such a window) up to ~1.1 s at 100/s on it (280 pending).
 CHURN_IN_FLIGHT, CHURN_PROBE_GAP_S, CHURN_GAP_PER_PENDING_S = 400, 0.25, 0.004
 
 
 @dataclass
 class _Pending:
     op: WriteOp
-    stage: str  # "arm": a revoke op's untimed grant not yet seen | "grant" | "revoke": a timed change not yet seen
+    # "arm": a revoke op's untimed grant not yet seen | "grant" | "revoke": a timed change not yet seen
+    stage: str
     t1: int  # perf_counter_ns when the change's write returned (arm: when the setup was written)
     probed: int = 0  # perf_counter_ns of its last probe
 
@@ -101,7 +103,8 @@ class Pipeline:
             self.rec.count("revocations")
         p = _Pending(op, "grant" if insert else "revoke", change.end_ns)
         self.pending.append(p)
-        self._probe(p, first=True)  # right after the write returns: a revocation still allowed is a stale allow
+        # right after the write returns: a revocation still allowed is a stale allow
+        self._probe(p, first=True)
         return True
 
     def probe_round(self) -> None:
@@ -155,7 +158,8 @@ class Pipeline:
         """The control's answer once the change is seen: right, stale (the state before it) or wrong. A revoke
         op's change is its revocation: its control_applied is the answer once revoked."""
         applied = (stage == "grant") != op.revoke_first
-        want, before = (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied)
+        want, before = (
+            (op.control_applied, op.control_base) if applied else (op.control_base, op.control_applied))
         got = self.backend.check(*op.control)
         if got != want and got == before:
             self.rec.count("stale_reads")
@@ -165,7 +169,8 @@ class Pipeline:
 
     def _teardown(self, op: WriteOp) -> None:
         self.live.discard(id(op))
-        with contextlib.suppress(Exception):  # what is left is repaired after the phase (restore.repair_scratch)
+        # what is left is repaired after the phase (restore.repair_scratch)
+        with contextlib.suppress(Exception):
             for rel in reversed(op.setup):
                 if not (op.revoke_first and rel == op.change):
                     self.backend.delete(rel)
@@ -193,8 +198,8 @@ class Pipeline:
 
     def drain(self, finish: bool) -> None:
         """No new op starts: the pending changes are probed until seen or past the bound; with `finish` the
-        revocations that become ready are issued too (a write phase's ops end whole), else (a churn step, whose
-        changes are scheduled) they are not. Whatever is still in flight is then cleaned up."""
+        revocations that become ready are issued too (a write phase's ops end whole), else (a churn step,
+        whose changes are scheduled) they are not. Whatever is still in flight is then cleaned up."""
         while self.pending or (finish and self.ready):
             if finish and self.ready:
                 self.revoke(self.ready[0])
@@ -231,7 +236,8 @@ def run_pipelined(pipe: Pipeline, ops: list[WriteOp], stop_at) -> None:
         pipe.close()
 
 
-# The "write" kind's extras of a churn step, as the report reads them (rows: only where the backend counts them).
+# The "write" kind's extras of a churn step, as the report reads them (rows: only where the backend counts
+# them).
 CHURN_EXTRAS = ("scheduled", "unissued", "revocations", "stale_allows", "stale_reads", "rows", "rows_counted")
 
 

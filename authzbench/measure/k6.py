@@ -36,7 +36,8 @@ class LoadTestResult:
     wall_s: float = 0.0
     max_busy_vus: int = 0
     sent: OpCounters = field(default_factory=OpCounters)  # latency from send (k6 http_req_duration)
-    intended: OpCounters = field(default_factory=OpCounters)  # latency from the intended start; answers not compared
+    # latency from the intended start; answers not compared
+    intended: OpCounters = field(default_factory=OpCounters)
 
     @property
     def iterations(self) -> int:  # requests sent (k6 `iterations` / `http_reqs`)
@@ -66,7 +67,8 @@ class _VUs:
     """k6's VU pool as counters: free now, or asleep until a time (the think time after a request)."""
 
     def __init__(self, n: int):
-        self.n, self.free, self.asleep, self.max_busy = n, n, [], 0  # busy = requesting or thinking (k6 `vus`)
+        # busy = requesting or thinking (k6 `vus`)
+        self.n, self.free, self.asleep, self.max_busy = n, n, [], 0
         self.lock = threading.Lock()
 
     def take(self, now: float) -> bool:
@@ -106,7 +108,8 @@ def run_plan(plan: LoadTestPlan, connect: Callable[[], object], inputs: list[tup
 
     def one(k: int, intended: float) -> None:
         user, content, want = inputs[k % len(inputs)]
-        t = timed(lambda: adapter().check(user, perm, content))  # a thread the pool started late connects here
+        # a thread the pool started late connects here
+        t = timed(lambda: adapter().check(user, perm, content))
         end = t.end_ns / 1e9  # perf_counter's clock, as the schedule's
         vus.release(end + plan.think_s, end)
         with lock:  # the request counted as a bench worker counts an op; a failed one is counted, not timed

@@ -70,7 +70,8 @@ class PhaseState:
     wall: float = 0.0
     stopped_workers: int = 0
     hung_workers: int = 0
-    progress: dict[int, tuple[int, float]] = field(default_factory=dict)  # worker -> (heartbeat value, when it moved)
+    # worker -> (heartbeat value, when it moved)
+    progress: dict[int, tuple[int, float]] = field(default_factory=dict)
     finished: set[int] = field(default_factory=set)  # workers that measured their share
     last_finish: float = 0.0  # when a worker last measured its share
     failing: dict[int, bool] = field(default_factory=dict)  # worker -> its last interval with ops all failed
@@ -100,8 +101,10 @@ class PhaseState:
                 self.failed_ops += p["timeouts"] + sum(p["errors"].values())
                 if spec.churn_writers and kind in ("write", "visibility"):
                     self.off_schedule += p["ops"] + p["timeouts"] + sum(p["errors"].values())
-                self.sink(Interval(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, worker=wid,
-                                   **host, kind=kind, **p))
+                self.sink(
+                    Interval(
+                        phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, worker=wid, **host,
+                        kind=kind, **p))
         elif msg in ("ready", "done", "measured"):
             setattr(self, msg, getattr(self, msg) + 1)
             if msg == "measured":
@@ -178,11 +181,13 @@ def _ready_and_warm(state: PhaseState, pool: WorkerPool) -> bool:
         state.flag("failed", state.fatal[0] if state.fatal else "workers did not connect within 60 s")
         return False
     pool.go()
-    _await_progressing(state, pool, lambda: state.warm + len(state.fatal) >= n, spec.max_seconds + spec.timeout_s + 30)
+    _await_progressing(
+        state, pool, lambda: state.warm + len(state.fatal) >= n, spec.max_seconds + spec.timeout_s + 30)
     return True
 
 
-def _await_progressing(state: PhaseState, pool: WorkerPool, until: Callable[[], bool], floor_s: float) -> bool:
+def _await_progressing(
+    state: PhaseState, pool: WorkerPool, until: Callable[[], bool], floor_s: float) -> bool:
     """Pump until `until()`: for floor_s in any case, then as long as a worker progressed within HANG_S (an op
     still running past its bound, or workers queued behind it), up to OVERRUN x the op timeout. False when
     given up: hung (idle for HANG_S) or still running at the bound (PhaseState.idle_s tells which)."""
@@ -212,7 +217,8 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
         if not closed or not spec.budget_s or spec.budget_s >= spec.max_seconds:
             return False
         spent = time.perf_counter() - measured0
-        return spent >= spec.budget_s and (state.issued >= spec.min_ops or spent >= spec.budget_s * BUDGET_STRETCH)
+        return spent >= spec.budget_s and (
+            state.issued >= spec.min_ops or spent >= spec.budget_s * BUDGET_STRETCH)
 
     finished = _pump(state, pool, lambda: measured() or budget_spent(), measured0 + limit)
     if not measured():
@@ -221,8 +227,8 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
             state.reason = (f"time budget: stopped as intended after {time.perf_counter() - measured0:.1f} s "
                             f"(budget {spec.budget_s:g} s, {state.issued:,} ops)")  # status stays complete
         elif closed:
-            state.flag("incomplete", f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} "
-                                     "ops ran")
+            state.flag("incomplete",
+                       f"stopped at the {spec.max_seconds:.0f} s cap before all {spec.iterations} ops ran")
         finished = _await_progressing(state, pool, measured, spec.timeout_s + GRACE_S)
     state.wall = pool.window(time.perf_counter() - measured0)
     if on_window:
@@ -254,20 +260,23 @@ def _flag_stopped(state: PhaseState, stopped: int, since: float) -> None:
         state.flag("incomplete", f"{stopped} worker(s) hung: no progress for {idle:.0f} s past the "
                                  f"{state.spec.timeout_s:g} s op timeout; stopped")
     else:
-        state.flag("incomplete", f"{stopped} worker(s) still running (last progress {idle:.0f} s before) at the "
-                                 "wait's bound; stopped")
+        state.flag("incomplete",
+                   f"{stopped} worker(s) still running (last progress {idle:.0f} s before) at the "
+                   "wait's bound; stopped")
 
 
 def _verdict(state: PhaseState) -> PhaseResult:
     spec = state.spec
     if STOP.is_set():
-        state.status, state.reason = "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept"
+        state.status, state.reason = (
+            "interrupted", f"interrupted by {signal_name()}; the ops recorded so far are kept")
     scheduled = spec.scheduled_ops() if spec.mode == "open" and state.status != "failed" else None
     dropped = max(0, scheduled - state.issued + state.off_schedule) if scheduled is not None else 0
     result = PhaseResult(spec.phase_id, state.status, state.wall, state.reason, scheduled, dropped, state.ops,
                          state.stopped_workers, state.hung_workers)
-    state.sink(PhaseEnd(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, status=state.status,
-                        reason=state.reason, wall_s=state.wall, scheduled=scheduled, dropped=dropped,
-                        warmup_ops=state.warmup_ops, ops=state.ops, stopped_workers=state.stopped_workers,
-                        hung_workers=state.hung_workers))
+    state.sink(
+        PhaseEnd(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, status=state.status,
+                 reason=state.reason, wall_s=state.wall, scheduled=scheduled, dropped=dropped,
+                 warmup_ops=state.warmup_ops, ops=state.ops, stopped_workers=state.stopped_workers,
+                 hung_workers=state.hung_workers))
     return result

@@ -4,9 +4,9 @@ HdrHistogram in µs, an error by type or a timeout, the answer compared with the
 
 Its users: the bench's workers (measure/worker.py, every phase of `bench`), a structural write's change
 (measure/visibility.py), the k6 load test's executor (measure/k6.py) and the Permify client experiment
-(systems/permify/tools/clients.py). What differs between them is what an op is and when it was due, never how it is
-timed, counted or checked: a latency runs from `begin_ns` (the open loop's intended start) or else from the
-send, and only an answered op is in the histogram (an error or a timeout is counted, not timed)."""
+(systems/permify/tools/clients.py). What differs between them is what an op is and when it was due, never how
+it is timed, counted or checked: a latency runs from `begin_ns` (the open loop's intended start) or else from
+the send, and only an answered op is in the histogram (an error or a timeout is counted, not timed)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,14 @@ def is_timeout(e: BaseException) -> bool:
 class OpCounters:
     """One op kind's counters (check, lookup, write, ...) over an interval, as a worker ships them."""
 
-    __slots__ = ("_hist", "_lat_us", "_svc_us", "ops", "errors", "timeouts", "mismatches", "examples", "results", "duplicates",
-                 "checked", "late", "extra")
+    __slots__ = (
+        "_hist", "_lat_us", "_svc_us", "ops", "errors", "timeouts", "mismatches", "examples", "results",
+        "duplicates", "checked", "late", "extra")
 
     def __init__(self) -> None:
         self._hist = new_histogram()
-        # Latencies (µs) not yet in the histogram: hdrh's pure-Python record_value cost ~2 µs an op; they go in
-        # as (value, count) pairs when the histogram is read, once an interval (the same histogram).
+        # Latencies (µs) not yet in the histogram: hdrh's pure-Python record_value cost ~2 µs an op; they go
+        # in as (value, count) pairs when the histogram is read, once an interval (the same histogram).
         self._lat_us: list[int] = []
         self._svc_us: list[int] = []  # the open loop's latencies from the send (service time), likewise
         self.ops = 0
@@ -86,9 +87,10 @@ class OpCounters:
         return encode(h)
 
     def payload(self) -> dict:
-        return {"hist": encode(self.hist), "service_hist": self.service_hist(), "ops": self.ops, "errors": self.errors, "timeouts": self.timeouts,
-                "mismatches": self.mismatches, "examples": self.examples, "results": self.results,
-                "duplicates": self.duplicates, "checked": self.checked, "late": self.late, "extra": self.extra}
+        return {"hist": encode(self.hist), "service_hist": self.service_hist(), "ops": self.ops,
+                "errors": self.errors, "timeouts": self.timeouts, "mismatches": self.mismatches,
+                "examples": self.examples, "results": self.results, "duplicates": self.duplicates,
+                "checked": self.checked, "late": self.late, "extra": self.extra}
 
     def add(self, inp: tuple | None, t: Timed, *, begin_ns: int | None = None, late: bool = False,
             timeout_ns: float = math.inf, max_examples: int = 5) -> bool:
@@ -129,8 +131,8 @@ class OpCounters:
         self.results += len(answer)
         self.duplicates += len(answer) - len(got)
         # The oracle's set built at most once an op (the worker passes a frozenset, made once a phase), the
-        # example's counts only on a mismatch: three set(expected) an op were 3.1 ms of client CPU for a lookup
-        # of 8,280 resources, 0.82 ms with the worker's frozenset (side by side on 2 shared cores)
+        # example's counts only on a mismatch: three set(expected) an op were 3.1 ms of client CPU for a
+        # lookup of 8,280 resources, 0.82 ms with the worker's frozenset (side by side on 2 shared cores)
         want = expected if isinstance(expected, (set, frozenset)) else set(expected)
         if got != want:
             self._mismatch(args, len(expected), {"count": len(got), "missing": len(want - got),

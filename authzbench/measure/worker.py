@@ -38,9 +38,9 @@ HEARTBEAT_S = 2.0  # how often a worker tells the parent how far it got (runner.
 
 
 class PhaseEvents(NamedTuple):
-    """The four signals a phase's pool gives its workers, set in this order: `go` (connected: warm up), `start`
-    (measure from the shared origin), `stop` (end the share now), `release` (the measured window is closed:
-    clean up and disconnect). multiprocessing Events for processes, threading Events for threads."""
+    """The four signals a phase's pool gives its workers, set in this order: `go` (connected: warm up),
+    `start` (measure from the shared origin), `stop` (end the share now), `release` (the measured window is
+    closed: clean up and disconnect). multiprocessing Events for processes, threading Events for threads."""
 
     go: Any
     start: Any
@@ -52,7 +52,8 @@ class PhaseEvents(NamedTuple):
         return cls(go=event(), start=event(), stop=event(), release=event())
 
     def abort(self) -> None:
-        """Never measure: every signal at once, stop first, so a worker let through go and start measures nothing."""
+        """Never measure: every signal at once, stop first, so a worker let through go and start measures
+        nothing."""
         for e in (self.stop, self.go, self.start, self.release):
             e.set()
 
@@ -62,9 +63,11 @@ class _WriteRecorder:
     kind "write" (write latency, rows touched, stale reads/allows, checked reads) and kind "visibility"
     (the lag from a write's return until a check reflected it)."""
 
-    def __init__(self, kinds: dict[str, OpCounters], max_examples: int, progress: list[int] | None = None) -> None:
+    def __init__(
+        self, kinds: dict[str, OpCounters], max_examples: int, progress: list[int] | None = None) -> None:
         self.kinds, self.max_examples = kinds, max_examples
-        self.progress = progress if progress is not None else [0]  # every step bumps it (the heartbeat's evidence)
+        # every step bumps it (the heartbeat's evidence)
+        self.progress = progress if progress is not None else [0]
 
     def _kind(self, name: str) -> OpCounters:
         self.progress[0] += 1
@@ -187,10 +190,11 @@ def _phase_body(wid: int, spec: PhaseSpec, backend, inputs: list, out: Any, even
                 t0_shared: Any) -> None:
     """One phase on a connected backend: ready, warm up, run this worker's share, clean up after itself."""
     stop = events.stop
-    state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [], "scratch": spec.scratch_user + wid,
-             "progress": [0]}
+    state = {"rng": np.random.default_rng([wid, spec.repeat, 7]), "pending": [],
+             "scratch": spec.scratch_user + wid, "progress": [0]}
     beating = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True)
+    beat = threading.Thread(
+        target=_heartbeat, args=(out, wid, backend, state["progress"], beating), daemon=True)
     beat.start()
     try:
         out.put(("ready", wid, None))
@@ -234,7 +238,8 @@ def _warm_up(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int, stop
         ran += 1
         with contextlib.suppress(Exception):
             inp = inputs[k % len(inputs)]
-            if inp[0] != "structural":  # a read warms up on its own first inputs, as round 0 (offset 0) always did
+            # a read warms up on its own first inputs, as round 0 (offset 0) always did
+            if inp[0] != "structural":
                 inp = inputs[(k + spec.input_offset) % len(inputs)]
             if inp[0] == "structural":  # its warm-up op (catalog._write_sampler), else the op itself
                 # checked once, not polled until visible: under a 5 s snapshot window the polling made
@@ -269,7 +274,8 @@ class _Share:
         return kd
 
     def over(self, now: float) -> bool:
-        """Before the first op and after each: ship the interval when due; True when no further op may start."""
+        """Before the first op and after each: ship the interval when due; True when no further op may
+        start."""
         if now < self.look_at:
             return False
         if now >= self.next_flush:
@@ -336,9 +342,10 @@ def _measure_share(backend, inputs: list, spec: PhaseSpec, state: dict, wid: int
 
 
 def _prepared(backend, inputs: list) -> list[tuple[str, Callable[[], Any] | None, tuple]]:
-    """Each input's (kind, call, input), made once before the measured window: the per-op dispatch and closure
-    of _read cost ~0.3 µs an op. A lookup's expected answer is made a frozenset here, once, not an op: OpCounters
-    compares a set with it (a set of the oracle's 8,280 resources was ~1.4 ms of client CPU an op)."""
+    """Each input's (kind, call, input), made once before the measured window: the per-op dispatch and
+    closure of _read cost ~0.3 µs an op. A lookup's expected answer is made a frozenset here, once, not an
+    op: OpCounters compares a set with it (a set of the oracle's 8,280 resources was ~1.4 ms of client CPU
+    an op)."""
     return [("structural", None, inp) if inp[0] == "structural" else (*_read(backend, inp), _oracle_set(inp))
             for inp in inputs]
 
@@ -348,20 +355,22 @@ def _oracle_set(inp: tuple) -> tuple:
     return (op, args, frozenset(expected)) if op == "lookup" and expected is not None else inp
 
 
-def _measure_writes(backend, inputs: list, spec: PhaseSpec, slot: tuple[int, int], stop_at: Callable[[], bool],
-                    channel: tuple[Any, list[int]]) -> None:
+def _measure_writes(
+    backend, inputs: list, spec: PhaseSpec, slot: tuple[int, int], stop_at: Callable[[], bool],
+    channel: tuple[Any, list[int]]) -> None:
     """A write phase's share of ops (every n-th from wid), in flight together (inflight.run_pipelined) until
     stop_at(); the counters are shipped every interval_s and at the end."""
     (wid, n), (out, progress) = slot, channel
     ops = [inputs[(k + spec.input_offset) % len(inputs)][1] for k in range(wid, spec.iterations, n)]
     rec = _WriteRecorder({}, spec.max_examples, progress)
-    pipe = Pipeline(backend, rec, spec.visibility_bound_s, tick=_flusher(out, wid, rec.kinds, spec.interval_s))
+    pipe = Pipeline(
+        backend, rec, spec.visibility_bound_s, tick=_flusher(out, wid, rec.kinds, spec.interval_s))
     run_pipelined(pipe, ops, stop_at)
     out.put(("interval", wid, {k: v.payload() for k, v in rec.kinds.items()}))
 
 
-def _churn_writes(backend, ops: list, spec: PhaseSpec, at: tuple[int, float], channel: tuple[Any, Any, list[int]]
-                  ) -> None:
+def _churn_writes(
+    backend, ops: list, spec: PhaseSpec, at: tuple[int, float], channel: tuple[Any, Any, list[int]]) -> None:
     """A churn step's writer (inflight.churn_writer); the counters shipped every interval_s and at the end."""
     (widx, t0), (stop, out, progress) = at, channel
     wid = spec.concurrency - spec.churn_writers + widx
@@ -392,8 +401,8 @@ def _op(backend, inp, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], A
 
 
 def _drawn_write(backend, spec: PhaseSpec, state: dict) -> tuple[str, Callable[[], Any]] | None:
-    """A mixed phase turns a share of ops into a write or a delete of a scratch relationship, drawn here, before
-    the clock starts; None: this op is the input's read."""
+    """A mixed phase turns a share of ops into a write or a delete of a scratch relationship, drawn here,
+    before the clock starts; None: this op is the input's read."""
     if spec.write_share > 0 and state["rng"].random() < spec.write_share:
         pending = state["pending"]
         if pending and state["rng"].random() < 0.5:

@@ -102,7 +102,8 @@ def apt_install(packages: list[str]) -> None:
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise BackendUnavailable(f"missing Debian packages {' '.join(missing)}: install them with apt-get (as root)")
+        raise BackendUnavailable(
+            f"missing Debian packages {' '.join(missing)}: install them with apt-get (as root)")
     say(f"apt-get install {' '.join(missing)}")
     log = cache_dir() / "logs" / "apt.log"
     run(["apt-get", "update", "-q"], log=log, what="apt-get update")
@@ -291,7 +292,8 @@ def check_user_exists(user: str) -> None:
     try:
         pwd.getpwnam(user)
     except KeyError:
-        raise UserError(f"system user {user!r} does not exist (install the Debian package that creates it)") from None
+        raise UserError(
+            f"system user {user!r} does not exist (install the Debian package that creates it)") from None
 
 
 @contextlib.contextmanager
@@ -312,9 +314,9 @@ def build_lock(root: Path, what: str) -> Iterator[None]:
 
 
 def build_once(root: Path, stamp: Path, want: str, what: str, build: Callable[[], None]) -> None:
-    """`build` unless `stamp` already records `want`, under root's build lock and checked again once the lock is
-    held (built meanwhile by whoever held it); the stamp is written after a build that returned, so a build that
-    failed midway is redone next time."""
+    """`build` unless `stamp` already records `want`, under root's build lock and checked again once the lock
+    is held (built meanwhile by whoever held it); the stamp is written after a build that returned, so a build
+    that failed midway is redone next time."""
     if stamp_ok(stamp, want):
         return
     with build_lock(root, what):

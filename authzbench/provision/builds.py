@@ -40,7 +40,8 @@ class BuildStep:
 
 def _step(b: Build) -> BuildStep:
     """A declared build step, its functions imported when called (a recipe imports its driver)."""
-    return BuildStep(b.what, lambda: load(b.run)(), b.expect, lambda: bool(load(b.ready)()), b.run.partition(":")[0])
+    return BuildStep(
+        b.what, lambda: load(b.run)(), b.expect, lambda: bool(load(b.ready)()), b.run.partition(":")[0])
 
 
 def steps_of(name: str) -> tuple[BuildStep, ...]:
@@ -65,7 +66,8 @@ def pending_builds(backends: list[str], provision: str) -> list[BuildStep]:
     return [s for s in steps_for(backends, provision) if not s.ready()]
 
 
-def build_all(todo: list[BuildStep], backends: list[str], on_fail: Callable[[str, Exception], None]) -> set[str]:
+def build_all(
+    todo: list[BuildStep], backends: list[str], on_fail: Callable[[str, Exception], None]) -> set[str]:
     """Run the pending steps one after the other, before any server starts. A failed step fails the backends
     that need it (on_fail is called inside the except, once per backend); returns their names."""
     total_min = sum(s.minutes() for s in todo)
@@ -92,5 +94,6 @@ def _run_step(step: BuildStep, backends: list[str], on_fail: Callable[[str, Exce
         for name in needing:
             on_fail(name, e)
         return needing
-    say(f"built {step.what} in {time.monotonic() - t0:.0f} s" + (f" (expected {step.expect})" if step.expect else ""))
+    say(f"built {step.what} in {time.monotonic() - t0:.0f} s"
+        + (f" (expected {step.expect})" if step.expect else ""))
     return set()

@@ -13,7 +13,8 @@ adds compose/local/local-images.yaml, whose images provision/images.py builds he
 AUTHZBENCH_COMPOSE_PROJECT (default authzbench), so tests never touch a user's project.
 
 Which services are a backend's is its declaration's `services` (systems/<name>/system.py); the adapter's
-endpoint_from_compose comes in as `read` (provisioning never imports an adapter; run/servers.py hands it over).
+endpoint_from_compose comes in as `read` (provisioning never imports an adapter; run/servers.py hands it
+over).
 """
 
 from __future__ import annotations
@@ -339,8 +340,9 @@ def published_ports(found: dict[str, Any]) -> dict[tuple[str, int], int]:
             for b in binds or []:
                 if b.get("HostIp") != "127.0.0.1":
                     where = b.get("HostIp") or "every address"
-                    raise BackendUnavailable(f"compose: {svc} publishes {port} on {where}:{b.get('HostPort')}, "
-                                             "not 127.0.0.1 only; refusing to use it")
+                    raise BackendUnavailable(
+                        f"compose: {svc} publishes {port} on {where}:{b.get('HostPort')}, "
+                        "not 127.0.0.1 only; refusing to use it")
                 out[(svc, int(port.split("/")[0]))] = int(b["HostPort"])
     return out
 
@@ -379,8 +381,9 @@ def compose_up(name: str, read: Reader | None = None) -> Deployment:
         _copy_out(found[svc], path, dest)
     v = environment()
     images = sorted({spec["services"][s]["image"] for s in long_running})
-    notes = [f"docker compose services {', '.join(long_running)} ({', '.join(images)}); limits per container: "
-             f"{v.get('AUTHZBENCH_CPUS') or 2} CPUs, {v.get('AUTHZBENCH_MEM') or '4g'} memory"]
+    notes = [
+        f"docker compose services {', '.join(long_running)} ({', '.join(images)}); limits per container: "
+        f"{v.get('AUTHZBENCH_CPUS') or 2} CPUs, {v.get('AUTHZBENCH_MEM') or '4g'} memory"]
     return Deployment(name, "compose", ep, containers=[found[s].id for s in long_running],
                       notes=notes)
 
@@ -413,7 +416,8 @@ def port_variables() -> list[str]:
 def compose_project_down() -> None:
     """`down -v` of the whole project: containers, its network and its named volumes (the loaded data)."""
     _client()
-    _compose("down", "-v", "--remove-orphans", "--timeout", "30", what=f"docker compose -p {project()} down -v")
+    _compose(
+        "down", "-v", "--remove-orphans", "--timeout", "30", what=f"docker compose -p {project()} down -v")
 
 
 def leftovers() -> list[str]:

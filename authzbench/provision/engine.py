@@ -68,7 +68,8 @@ def _running_engine() -> tuple[str, str] | None:
     if os.environ.get("DOCKER_HOST"):  # the user's choice: used or refused, never replaced by another
         host = os.environ["DOCKER_HOST"]
         if host.startswith("unix://") and not answers(Path(host.removeprefix("unix://"))):
-            raise BackendUnavailable(f"DOCKER_HOST={host} does not answer; start that engine or unset DOCKER_HOST")
+            raise BackendUnavailable(
+                f"DOCKER_HOST={host} does not answer; start that engine or unset DOCKER_HOST")
         return host, "the engine named by DOCKER_HOST"
     if answers(USER_SOCKET):
         return f"unix://{USER_SOCKET}", f"the running engine at {USER_SOCKET}"
@@ -100,7 +101,8 @@ def _start_dockerd() -> int:
             if proc.poll() is None:
                 stop_pid(proc.pid, timeout=10)
             tail = (log.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
-            raise BackendUnavailable(f"dockerd did not start within {ENGINE_START_S} s: {tail[:200]} (log {log})")
+            raise BackendUnavailable(
+                f"dockerd did not start within {ENGINE_START_S} s: {tail[:200]} (log {log})")
         time.sleep(0.2)
     return proc.pid
 
@@ -115,7 +117,8 @@ def _version(argv: list[str]) -> tuple[int, ...] | None:
 
 
 def compose_cli(build: bool = True) -> list[str]:
-    """Compose v2's argv prefix: the installed plugin if new enough, else our build of the standalone binary."""
+    """Compose v2's argv prefix: the installed plugin if new enough, else our build of the standalone
+    binary."""
     if (v := _version(["docker", "compose"])) and v >= COMPOSE_MIN:
         return ["docker", "compose"]
     exe = cache_dir() / "docker-compose" / f"docker-compose-{COMPOSE_VERSION}"
@@ -139,8 +142,8 @@ def ensure_engine(start: bool = True) -> Engine:
         host, what = found
         note = f"docker engine: using {what}"
     elif not start:
-        raise BackendUnavailable("no Docker engine answers (DOCKER_HOST, /var/run/docker.sock); start one, or "
-                                 "run `nox -s engine`")
+        raise BackendUnavailable(
+            "no Docker engine answers (DOCKER_HOST, /var/run/docker.sock); start one, or run `nox -s engine`")
     else:
         pid = _start_dockerd()
         host = f"unix://{OWN_SOCKET}"
@@ -164,7 +167,9 @@ def stop_own() -> str:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return "docker engine: authzbench started none; nothing stopped"
-    if not cmdline or Path(cmdline[0].decode()).name != "dockerd" or f"unix://{OWN_SOCKET}".encode() not in cmdline:
+    if (not cmdline
+        or Path(cmdline[0].decode()).name != "dockerd"
+        or f"unix://{OWN_SOCKET}".encode() not in cmdline):
         return f"docker engine: pid {pid} is not the dockerd authzbench started; nothing stopped"
     stop_pid(pid, timeout=30)
     return f"docker engine: stopped the dockerd authzbench started (pid {pid})"

@@ -1,5 +1,6 @@
 """ghz (github.com/bojand/ghz, Apache-2.0), the common gRPC load tool, built from the Go module proxy into the
-cache dir once per machine: `authzbench crosscheck` measures the engines with it beside the suite's own client.
+cache dir once per machine: `authzbench crosscheck` measures the engines with it beside the suite's own
+client.
 
 Built like the servers (provision/gobuild.py): module download, writable copy, `go build ./cmd/ghz`; 42 s
 here on 2 cores (PROVISIONING.md), 20 MB. Reused while its stamp names the pinned version.

@@ -42,7 +42,8 @@ def go_with_progress(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Pat
                     lines = rd.read().decode(errors="replace").splitlines()
                 fetched = sum(ln.startswith("go: downloading") for ln in lines)
                 built = sum(1 for ln in lines if ln and not ln.startswith(("go: ", "#", " ")))
-                say(f"{what}: {time.monotonic() - t0:.0f} s, {fetched} modules fetched, {built} packages compiled")
+                say(f"{what}: {time.monotonic() - t0:.0f} s, {fetched} modules fetched, {built} packages "
+                    "compiled")
     if proc.returncode != 0:
         raise BackendUnavailable(f"{what} failed with exit code {proc.returncode} (see {log})")
 
@@ -80,7 +81,8 @@ def with_linked_version(name: str, module: str, version: str, package: str, vers
 def go_binary_ready(m: GoModule) -> bool:
     """True when go_module_binary would reuse the cached binary (nothing to build)."""
     root = cache_dir() / m.name
-    return (root / f"{m.name}-{m.version}").is_file() and stamp_ok(root / f"{m.name}-{m.version}.stamp", m.build_id)
+    return (root / f"{m.name}-{m.version}").is_file() and stamp_ok(
+        root / f"{m.name}-{m.version}.stamp", m.build_id)
 
 
 def go_module_binary(m: GoModule) -> Path:

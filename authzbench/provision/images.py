@@ -1,11 +1,11 @@
 """Local images for `--provision compose --local-images`, built from what the native recipes build.
 
-No image registry is reachable here, so the official images of compose/docker-compose.yaml cannot be
-pulled. compose/local/local-images.yaml swaps them for `authzbench-local/NAME:TAG` images: one base
-(a Debian rootfs from debootstrap, with PostgreSQL 15 and a JRE, `docker import`ed) and one small
-Dockerfile per server under compose/local/NAME/, its build context filled with the native recipe's
-artifacts (the cached Go engines' binaries, a Java server's jars: each system's `image_files`). Every tag is a content
-hash of what went in, so an image is built once and reused until an input changes.
+No image registry is reachable here, so the official images of compose/docker-compose.yaml cannot be pulled.
+compose/local/local-images.yaml swaps them for `authzbench-local/NAME:TAG` images: one base (a Debian rootfs
+from debootstrap, with PostgreSQL 15 and a JRE, `docker import`ed) and one small Dockerfile per server under
+compose/local/NAME/, its build context filled with the native recipe's artifacts (the cached Go engines'
+binaries, a Java server's jars: each system's `image_files`). Every tag is a content hash of what went in, so
+an image is built once and reused until an input changes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ REPO = "authzbench-local"
 SUITE = "bookworm"
 # PostgreSQL for the database services, a JRE for the Java servers, curl for healthchecks.
 BASE_POSTGRES = "15"
-BASE_PACKAGES = (f"postgresql-{BASE_POSTGRES}", "openjdk-17-jre-headless", "curl", "ca-certificates", "procps")
+BASE_PACKAGES = (
+    f"postgresql-{BASE_POSTGRES}", "openjdk-17-jre-headless", "curl", "ca-certificates", "procps")
 _REF = re.compile(r"^authzbench-local/([a-z0-9-]+):\$\{(AUTHZBENCH_LOCAL_[A-Z0-9_]+):-[^}]*\}$")
 
 
@@ -104,7 +105,8 @@ def _digest(paths: list[Path], h: hashlib._Hash | None = None) -> hashlib._Hash:
 
 
 def _docker(*args: str, stdin=None, what: str) -> str:
-    out = subprocess.run(["docker", *args], stdin=stdin, capture_output=True, text=stdin is None, timeout=1800)
+    out = subprocess.run(
+        ["docker", *args], stdin=stdin, capture_output=True, text=stdin is None, timeout=1800)
     if out.returncode != 0:
         err = out.stderr if isinstance(out.stderr, str) else out.stderr.decode(errors="replace")
         raise BackendUnavailable(f"{what} failed: {' '.join(err.split())[:300]}")
@@ -140,16 +142,20 @@ def base_image() -> str:
         rootfs = Path(tempfile.mkdtemp(prefix="rootfs-", dir=root))
         log = root / "debootstrap.log"
         t0 = time.monotonic()
-        say(f"local images: debootstrap {SUITE} with {', '.join(BASE_PACKAGES)} (once per engine; ~1-3 min; log {log})")
+        say(f"local images: debootstrap {SUITE} with {', '.join(BASE_PACKAGES)} (once per engine; ~1-3 min; "
+            f"log {log})")
         try:
             with open(log, "ab") as fh:
-                rc = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-                                     SUITE, str(rootfs), apt_mirror()], stdout=fh, stderr=subprocess.STDOUT).returncode
+                rc = subprocess.run(
+                    ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE,
+                     str(rootfs), apt_mirror()],
+                    stdout=fh, stderr=subprocess.STDOUT).returncode
             if rc != 0:
                 raise BackendUnavailable(f"debootstrap failed with exit code {rc} (see {log})")
             for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "var/lib/postgresql/15"):
                 shutil.rmtree(rootfs / junk, ignore_errors=True)
-            tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+            tar = subprocess.Popen(
+                ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
             _docker("import", "-", ref, stdin=tar.stdout, what="docker import of the base rootfs")
             tar.wait()
         finally:
@@ -184,7 +190,8 @@ def build(image: str) -> str:
             out = subprocess.run(["docker", "build", "-q", "--network", "none", "--build-arg", f"BASE={base}",
                                   "-t", ref, str(ctx)], capture_output=True, text=True, env=env, timeout=1800)
             if out.returncode != 0:
-                raise BackendUnavailable(f"docker build of {ref} failed: {' '.join(out.stderr.split())[-300:]}")
+                raise BackendUnavailable(
+                    f"docker build of {ref} failed: {' '.join(out.stderr.split())[-300:]}")
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
         say(f"local images: {ref} built in {time.monotonic() - t0:.0f} s")
@@ -196,6 +203,7 @@ def ensure(services: list[str]) -> dict[str, str]:
     wanted = override_images()
     missing = [s for s in services if s not in wanted]
     if missing:
-        raise BackendUnavailable(f"--local-images: no local image for compose service(s) {', '.join(missing)} "
-                                 f"(compose/local/local-images.yaml swaps {', '.join(sorted(wanted))})")
+        raise BackendUnavailable(
+            f"--local-images: no local image for compose service(s) {', '.join(missing)} "
+            f"(compose/local/local-images.yaml swaps {', '.join(sorted(wanted))})")
     return {tag_var(img): build(img).rpartition(":")[2] for img in dict.fromkeys(wanted[s] for s in services)}

@@ -2,8 +2,8 @@
 
 A backend's native recipe, its compose services and the tools its adapter runs beside its server are its
 declaration's (systems/<name>/system.py: `native`, `services`, `tools`). What a mode needs of the backend's
-adapter (its endpoint from a URL or from the compose file) comes in as `adapter`: provisioning never imports an
-adapter (the run layer, run/servers.py, hands it over)."""
+adapter (its endpoint from a URL or from the compose file) comes in as `adapter`: provisioning never imports
+an adapter (the run layer, run/servers.py, hands it over)."""
 
 from __future__ import annotations
 

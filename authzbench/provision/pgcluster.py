@@ -1,5 +1,6 @@
 """A private PostgreSQL cluster from Debian's packages, shared by the recipes: a backend's own server or the
-datastore under a Go engine or a wire-protocol stand-in (they call `start_cluster(ctx, name=..., settings=...)`).
+datastore under a Go engine or a wire-protocol stand-in (they call `start_cluster(ctx, name=...,
+settings=...)`).
 
 Each cluster is its own initdb'd data dir under the run dir, listening on 127.0.0.1 at a private port
 with a private unix-socket dir, run as the `postgres` system user (initdb and postgres refuse root).
@@ -230,13 +231,16 @@ def start_cluster(ctx: StartContext, *, name: str, settings: dict[str, str] | No
     pg_isready = bins / "pg_isready"
 
     def ready() -> bool:
-        return subprocess.run([str(pg_isready), "-q", "-h", "127.0.0.1", "-p", str(port), "-t", "1"]).returncode == 0
+        return (
+            subprocess.run([str(pg_isready), "-q", "-h", "127.0.0.1", "-p", str(port), "-t", "1"]).returncode
+            == 0)
 
     wait_until(ready, timeout=60, what=f"{name} (PostgreSQL)", proc=proc, log=log, interval=0.05)
     dsn = f"postgresql://{PG_USER}:{password}@127.0.0.1:{port}/postgres"
     scratch = [p for p in (base, sock) if not p.is_relative_to(ctx.run_dir)]
-    cluster = PgCluster(dsn=dsn, port=port, pid=proc.pid, version=_server_version(dsn), data_dir=data, log=log,
-                        password=password, settings=applied, socket_dir=sock, _proc=proc, _scratch=scratch)
+    cluster = PgCluster(
+        dsn=dsn, port=port, pid=proc.pid, version=_server_version(dsn), data_dir=data, log=log,
+        password=password, settings=applied, socket_dir=sock, _proc=proc, _scratch=scratch)
     for n in notes:
         say(n)
     say(f"{name}: PostgreSQL {cluster.version.split()[0]} ready on 127.0.0.1:{port} "

@@ -21,8 +21,9 @@ TIERS = ("cached", "strict")
 DEFAULT_TIER = "cached"
 # The engines' one freshness window: a revision quantization's default (5 s), cache TTLs set to match it.
 FRESHNESS_S = 5
-# Datastore connections per engine, the same for all: the most common default read pool among them. On this 2-core machine PostgreSQL runs ~2 queries at once, so 20 is
-# already 10 per core: more only queues inside PostgreSQL instead of inside the engine.
+# Datastore connections per engine, the same for all: the most common default read pool among them. On this
+# 2-core machine PostgreSQL runs ~2 queries at once, so 20 is already 10 per core: more only queues inside
+# PostgreSQL instead of inside the engine.
 POOL = 20
 # Answer cache bound in bytes, stated instead of left to defaults, for the engines that bound theirs by bytes
 # (each recipe's tier() says what its default would be).

@@ -43,19 +43,20 @@ _RATE_IN_ID = re.compile(r"\+churn([0-9.e+-]+)/")  # phase_id ".../open8@100+chu
 def settings(rd: RunData) -> dict:
     """The sweep as the run configured it (manifest config.churn), churn.py's defaults where absent."""
     cfg = rd.manifest.get("config", {}).get("churn") or {}
-    return {"rates": tuple(cfg.get("rates") or CHURN_RATES), "read_rate": cfg.get("read_rate", CHURN_READ_RATE),
-            "step_s": cfg.get("step_s", CHURN_STEP_S), "writers": cfg.get("writers"),
-            "freshness_s": cfg.get("freshness_s", CHURN_FRESHNESS_S)}
+    return {
+        "rates": tuple(cfg.get("rates") or CHURN_RATES), "read_rate": cfg.get("read_rate", CHURN_READ_RATE),
+        "step_s": cfg.get("step_s", CHURN_STEP_S), "writers": cfg.get("writers"),
+        "freshness_s": cfg.get("freshness_s", CHURN_FRESHNESS_S)}
 
 
 NOT_RUN = "not run"
 
 
 def steps(rd: RunData) -> pd.DataFrame:
-    """One row per (backend, churn rate): the step's figures, its state (HELD, UNDECIDED, FAILED or NOT_RUN) and
-    verdict, skipped steps too. held: the step held clearly; went_on: the sweep's own point rule passed it.
-    Computed once a run (the summary, the workload rows, the JSON, the ranked figures and the appendix read
-    it; each step walks every record); a copy, so a caller's change stays its own."""
+    """One row per (backend, churn rate): the step's figures, its state (HELD, UNDECIDED, FAILED or NOT_RUN)
+    and verdict, skipped steps too. held: the step held clearly; went_on: the sweep's own point rule passed
+    it. Computed once a run (the summary, the workload rows, the JSON, the ranked figures and the appendix
+    read it; each step walks every record); a copy, so a caller's change stays its own."""
     return derived(rd, "churn_steps", lambda: _steps(rd)).copy()
 
 
@@ -72,7 +73,9 @@ def _steps(rd: RunData) -> pd.DataFrame:
             stops[r["backend"]] = r
     rows += [_skipped_row(r, stops.get(r.backend)) for r in rd.skipped if r.scenario == SCENARIO]
     rows = [r for r in rows if r is not None]
-    return pd.DataFrame(rows).sort_values(["backend", "rate"]).reset_index(drop=True) if rows else pd.DataFrame()
+    return (
+        pd.DataFrame(rows).sort_values(["backend", "rate"]).reset_index(drop=True) if rows else pd.DataFrame()
+    )
 
 
 def _hists(g: pd.DataFrame, kind: str) -> tuple[str, ...]:
@@ -90,9 +93,10 @@ def _p(hists: tuple[str, ...], metric: str) -> float:
 def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     """The step's figures for the table, and its verdict from the run's own rule on its interval records
     (churn.step_of): went_on as the sweep judged it when it chose to go on (the p95 alone), the state with the
-    p95's interval (churn.judged). The interval is the one any single-round figure has (noise.percentile_bounds:
-    the p95's order-statistics interval widened by its one-second slices' spread; with a repeat, its rounds'
-    range): it is within the one step, and says nothing of how far another run's step lands."""
+    p95's interval (churn.judged). The interval is the one any single-round figure has
+    (noise.percentile_bounds: the p95's order-statistics interval widened by its one-second slices' spread;
+    with a repeat, its rounds' range): it is within the one step, and says nothing of how far another run's
+    step lands."""
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     reads = _hists(g, "check")
     phases = set(g["phase"])
@@ -103,18 +107,20 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     # a latency is never negative: the slices' spread took Elasticsearch's 42.7 ms to -26.1 (20261129-071003)
     read_iv = (max(0.0, read_iv[0]), read_iv[1]) if read_iv else None
     state, verdict = judged(step, objective, read_iv, fresh)
-    return {"backend": b, "rate": rate, "read_ops": read_ops, "read_p50_ms": _p(reads, "p50_ms"),
-            "read_p95_ms": read_p95, "read_iv": read_iv,
-            "read_too_few": read_ops < min_ops(95.0), "write_ops": int(wr["ops"].sum()),
-            # the step's figures pool its ops: ⚠ when the pool is under the p95's floor (6 changes at 1/s in 6 s)
-            "write_too_few": int(wr["ops"].sum()) < min_ops(95.0),
-            "lag_too_few": int(g[g["kind"] == "visibility"]["ops"].sum()) < min_ops(95.0),
-            "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
-            "stale_allows": _extra(g, "stale_allows"), "revocations": _extra(g, "revocations"),
-            "scheduled": step.scheduled, "late": int(wr["late"].sum()),
-            "unissued": _extra(g, "unissued"), "never_visible": step.never_visible, "held": state == HELD,
-            "state": state, "verdict": f"{UNDECIDED}: {verdict}" if state == UNDECIDED else verdict or HELD,
-            "went_on": not why_not_held(step, objective, fresh), "after_stop": False}
+    return {
+        "backend": b, "rate": rate, "read_ops": read_ops, "read_p50_ms": _p(reads, "p50_ms"),
+        "read_p95_ms": read_p95, "read_iv": read_iv, "read_too_few": read_ops < min_ops(95.0),
+        "write_ops": int(wr["ops"].sum()),
+        # the step's figures pool its ops: ⚠ when the pool is under the p95's floor (6 changes at 1/s in 6
+        # s)
+        "write_too_few": int(wr["ops"].sum()) < min_ops(95.0),
+        "lag_too_few": int(g[g["kind"] == "visibility"]["ops"].sum()) < min_ops(95.0),
+        "write_p95_ms": _p(_hists(g, "write"), "p95_ms"), "lag_p95_ms": _p(_hists(g, "visibility"), "p95_ms"),
+        "stale_allows": _extra(g, "stale_allows"), "revocations": _extra(g, "revocations"),
+        "scheduled": step.scheduled, "late": int(wr["late"].sum()), "unissued": _extra(g, "unissued"),
+        "never_visible": step.never_visible, "held": state == HELD, "state": state,
+        "verdict": f"{UNDECIDED}: {verdict}" if state == UNDECIDED else verdict or HELD,
+        "went_on": not why_not_held(step, objective, fresh), "after_stop": False}
 
 
 def _skipped_row(r: PhaseSkipped, stop: dict | None) -> dict | None:
@@ -130,15 +136,16 @@ def _skipped_row(r: PhaseSkipped, stop: dict | None) -> dict | None:
     after = stop is not None and stop["rate"] < float(rate)
     return {"backend": r.backend, "rate": float(rate), "read_ops": 0, "read_p50_ms": nan, "read_p95_ms": nan,
             "read_iv": None, "read_too_few": False, "write_ops": 0, "write_p95_ms": nan, "lag_p95_ms": nan,
-            "write_too_few": False, "lag_too_few": False,
-            "stale_allows": 0, "revocations": 0, "scheduled": 0, "late": 0, "unissued": 0, "never_visible": 0, "held": False,
-            "state": NOT_RUN, "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.reason}",
-            "went_on": False, "after_stop": after}
+            "write_too_few": False, "lag_too_few": False, "stale_allows": 0, "revocations": 0, "scheduled": 0,
+            "late": 0, "unissued": 0, "never_visible": 0, "held": False, "state": NOT_RUN,
+            "verdict": f"{NOT_RUN}: {_why_skipped(r, stop) if after else r.reason}", "went_on": False,
+            "after_stop": after}
 
 
 def _why_skipped(r: dict, stop: dict) -> str:
     if stop["state"] == UNDECIDED:  # the sweep stopped on the p95 alone; the interval leaves that step open
-        return f"the sweep stopped at the {stop['rate']:g}/s step (check p95 over the SLO, undecided on its interval)"
+        return (f"the sweep stopped at the {stop['rate']:g}/s step "
+                "(check p95 over the SLO, undecided on its interval)")
     return f"the {stop['rate']:g}/s step did not hold"
 
 
@@ -152,7 +159,8 @@ class Sustainable:
     failed: float | None  # the first rate that did not hold
     lowest: float  # the sweep's lowest rate (the bound when none held)
     reason: str  # why the first failed step did not hold ("" when none failed)
-    undecided: tuple[tuple[float, str], ...] = ()  # (rate, why) of each undecided step between held and failed
+    # (rate, why) of each undecided step between held and failed
+    undecided: tuple[tuple[float, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -191,8 +199,8 @@ def sustainable(rd: RunData, df: pd.DataFrame | None = None) -> dict[str, Sustai
 
 
 def deciding(df: pd.DataFrame, b: str) -> pd.DataFrame:
-    """The steps of backend b that decide its sustainable churn: the highest that held, the undecided ones above
-    it and the first that ran and did not hold (each with its check p95 and interval)."""
+    """The steps of backend b that decide its sustainable churn: the highest that held, the undecided ones
+    above it and the first that ran and did not hold (each with its check p95 and interval)."""
     g = df[(df["backend"] == b) & (df["state"] != NOT_RUN)].sort_values("rate")
     failed = g[g["state"] == FAILED]["rate"].min()
     below = g[g["rate"] < failed] if not math.isnan(failed) else g
@@ -207,9 +215,11 @@ def json_records(rd: RunData) -> list[dict]:
     df = steps(rd)
     return [{"backend": s.backend, "held_per_s": s.held, "failed_per_s": s.failed,
              "undecided_per_s": [r for r, _ in s.undecided], "text": s.text, "limit": s.reason or None,
-             "deciding_steps": [{"rate_per_s": float(r.rate), "state": r.state, "check_p95_ms": _plain(r.read_p95_ms),
-                                 "interval_ms": [_plain(x) for x in r.read_iv] if r.read_iv else None,
-                                 "checks": int(r.read_ops)} for r in deciding(df, s.backend).itertuples()]}
+             "deciding_steps": [
+                 {"rate_per_s": float(r.rate), "state": r.state, "check_p95_ms": _plain(r.read_p95_ms),
+                  "interval_ms": [_plain(x) for x in r.read_iv] if r.read_iv else None,
+                  "checks": int(r.read_ops)}
+                 for r in deciding(df, s.backend).itertuples()]}
             for s in sustainable(rd, df).values()]
 
 
@@ -222,7 +232,8 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
     df = steps(rd)
     if df.empty:
         return []
-    sus = sorted(sustainable(rd, df).values(), key=lambda s: (-(s.held or 0), -(s.failed or math.inf), s.backend))
+    sus = sorted(
+        sustainable(rd, df).values(), key=lambda s: (-(s.held or 0), -(s.failed or math.inf), s.backend))
     cfg = settings(rd)
     parts = [f"{label(rd, s.backend)} {s.text}" + (f" ({s.reason})" if s.reason else "") for s in sus]
     lines = [link_target("churn").rstrip("\n"), f"**Sustainable churn** (the highest rate of structural changes at which checks at "
@@ -245,10 +256,14 @@ def dimensions(rd: RunData, df: pd.DataFrame | None = None) -> list[Dimension]:
     out = []
     for rate in sorted(set(cfg["rates"]) | set(df["rate"])):
         held = df[(df["rate"] == rate) & df["held"]]
-        figs = [Figure(r.backend, r.read_p95_ms, n=r.read_ops, q=95.0, bounds=r.read_iv) for r in held.itertuples()]
-        out.append(Dimension("Under load", f"Check p95 at {cfg['read_rate']:g} checks/s under {rate:g} structural "
-                             f"change{'' if rate == 1 else 's'}/s (steps that held)", "ms", False, figs,
-                             anchor("churn"), key=f"churn_p95/{rate:g}"))
+        figs = [Figure(r.backend, r.read_p95_ms, n=r.read_ops, q=95.0, bounds=r.read_iv)
+                for r in held.itertuples()]
+        out.append(
+            Dimension(
+                "Under load",
+                f"Check p95 at {cfg['read_rate']:g} checks/s under {rate:g} structural "
+                f"change{'' if rate == 1 else 's'}/s (steps that held)", "ms", False, figs, anchor("churn"),
+                key=f"churn_p95/{rate:g}"))
     return out
 
 
@@ -266,33 +281,39 @@ def section(rd: RunData, out_dir: Path) -> str:
     if df.empty:
         return ""
     cfg = settings(rd)
-    df = df.assign(backend_l=[label(rd, b) for b in df["backend"]],
-                   read_p95=[_marked(v, few) for v, few in zip(df["read_p95_ms"], df["read_too_few"], strict=True)],
-                   read_iv=[_interval(iv) for iv in df["read_iv"]],
-                   read_p50=[_marked(v, n < min_ops(50.0)) for v, n in zip(df["read_p50_ms"], df["read_ops"], strict=True)],
-                   write_p95=[_marked(v, few) for v, few in zip(df["write_p95_ms"], df["write_too_few"], strict=True)],
-                   lag_p95=[_marked(v, few) for v, few in zip(df["lag_p95_ms"], df["lag_too_few"], strict=True)],
-                   changes=[f"{r:g}" for r in df["rate"]],
-                   stale=[rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)],
-                   late_unissued=[f"{a} / {b} of {c}" if c else "—" for a, b, c in
-                                  zip(df["late"], df["unissued"], df["scheduled"], strict=True)])
-    return "\n".join([
-        "## Structural churn", "",
-        f"Checks at {cfg['read_rate']:g}/s (open loop, latency from each check's intended start) while structural "
-        f"changes arrive at each rate for {cfg['step_s']:g} s; a step above the first that did not hold is not run. "
-        f"A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms SLO, no check failed, the "
-        "writers kept to their schedule and every change became visible, its lag p95 within "
-        f"{cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the step. {CHURN_STALE}: "
-        "the step's own revocations, a quantity apart from the structural writes' stale allows (these ran at a "
-        "scheduled rate beside the step's checks).", "",
-        "The check p95 is judged by its interval (its ops' order-statistics 95% interval widened by the spread of "
-        "the step's one-second slices; the range of its rounds when the step was repeated): a step whose interval "
-        "lies across the SLO is undecided, neither held nor failed, unless another condition failed it. The "
-        "interval is within the one step: another run's step may land outside it.", "",
-        link_target("churn"), table(df, {"backend_l": "Backend", "changes": "Changes/s", "read_p50": "Check p50 (ms)",
-                   "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)", "write_p95": "Write p95 (ms)",
-                   "lag_p95": "Visibility p95 (ms)", "stale": CHURN_STALE,
-                   "late_unissued": "Late / unissued", "verdict": "Verdict"}), ""])
+    df = df.assign(
+        backend_l=[label(rd, b) for b in df["backend"]],
+        read_p95=[_marked(v, few) for v, few in zip(df["read_p95_ms"], df["read_too_few"], strict=True)],
+        read_iv=[_interval(iv) for iv in df["read_iv"]],
+        read_p50=[
+            _marked(v, n < min_ops(50.0)) for v, n in zip(df["read_p50_ms"], df["read_ops"], strict=True)],
+        write_p95=[_marked(v, few) for v, few in zip(df["write_p95_ms"], df["write_too_few"], strict=True)],
+        lag_p95=[_marked(v, few) for v, few in zip(df["lag_p95_ms"], df["lag_too_few"], strict=True)],
+        changes=[f"{r:g}" for r in df["rate"]],
+        stale=[rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)],
+        late_unissued=[f"{a} / {b} of {c}" if c else "—"
+                       for a, b, c in zip(df["late"], df["unissued"], df["scheduled"], strict=True)])
+    return "\n".join(
+        ["## Structural churn", "",
+         f"Checks at {cfg['read_rate']:g}/s (open loop, latency from each check's intended start) while "
+         f"structural changes arrive at each rate for {cfg['step_s']:g} s; a step above the first that did "
+         f"not hold is not run. A step holds when check p95 is within the {slo(rd)['check_p95_ms']:g} ms "
+         "SLO, no check failed, the writers kept to their schedule and every change became visible, its lag "
+         f"p95 within {cfg['freshness_s']:g} s. Late: changes started late; unissued: never started in the "
+         f"step. {CHURN_STALE}: the step's own revocations, a quantity apart from the structural writes' "
+         "stale allows (these ran at a scheduled rate beside the step's checks).", "",
+         "The check p95 is judged by its interval (its ops' order-statistics 95% interval widened by the "
+         "spread of the step's one-second slices; the range of its rounds when "
+         "the step was repeated): a step whose interval lies across the SLO is "
+         "undecided, neither held nor failed, unless another condition failed "
+         "it. The interval is within the one step: another run's step may land "
+         "outside it.", "", link_target("churn"),
+         table(df,
+               {"backend_l": "Backend", "changes": "Changes/s", "read_p50": "Check p50 (ms)",
+                "read_p95": "Check p95 (ms)", "read_iv": "Check p95 interval (ms)",
+                "write_p95": "Write p95 (ms)", "lag_p95": "Visibility p95 (ms)", "stale": CHURN_STALE,
+                "late_unissued": "Late / unissued", "verdict": "Verdict"}),
+         ""])
 
 
 CHURN_STALE = "Stale allows under churn, per 1,000 of the step's revocations [stale of revocations]"

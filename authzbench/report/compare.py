@@ -69,10 +69,12 @@ def _reads_table(ra: RunData, rb: RunData, s: Scales | None) -> list[str]:
 
 def _ingest_table(ra: RunData, rb: RunData, s: Scales | None) -> list[str]:
     ing = ra.ingest.merge(rb.ingest, on=["backend", "variant"], suffixes=("_a", "_b"), how="inner")
-    ing["backend"] = [b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
+    ing["backend"] = [
+        b + (f" via {v}" if v else "") for b, v in zip(ing["backend"], ing["variant"], strict=True)]
     ing["rate_ratio"] = ing["rels_per_s_b"] / ing["rels_per_s_a"]
     ing["build_ratio"] = ing["build_s_b"] / ing["build_s_a"].where(ing["build_s_a"] > 0)
-    cols = {"backend": "Backend", "rels_per_s_a": "rels/s A", "rels_per_s_b": "rels/s B", "rate_ratio": "rels/s B/A"}
+    cols = {"backend": "Backend", "rels_per_s_a": "rels/s A", "rels_per_s_b": "rels/s B",
+            "rate_ratio": "rels/s B/A"}
     if (k := scale_for(s, "", "relationships/s")) is not None:
         ing["rate_norm"] = normalized(ing["rate_ratio"], k, higher_is_better=True)
         cols["rate_norm"] = "rels/s B/A normalized"
@@ -126,17 +128,22 @@ def speed_section(ra: RunData, rb: RunData) -> list[str]:
     sa, sb = speed_index(ra), speed_index(rb)
     lines = ["## Machine speed", ""]
     for run, si in (("A", sa), ("B", sb)):
-        lines.append(f"- {run}: machine-speed index " + (f"**{si.median:.2f}** (range {si.lo:.2f}-{si.hi:.2f} "
-                     f"over {si.n} visits)" if si else "not recorded (a run from before the index)"))
+        lines.append(f"- {run}: machine-speed index "
+                     + (f"**{si.median:.2f}** (range {si.lo:.2f}-{si.hi:.2f} over {si.n} visits)"
+                        if si
+                        else "not recorded (a run from before the index)"))
     if (k := speed_ratio(ra, rb)) is not None:
         lines.append(f"- B's machine ran the reference workload at **{k:.2f}x** A's speed.")
     if (s := scales(ra, rb)) is None:
-        return [*lines, "- Ratios below are raw: neither a `roundtrip` phase nor both indexes to normalize by.", ""]
+        return [
+            *lines, "- Ratios below are raw: neither a `roundtrip` phase nor both indexes to normalize by.",
+            ""]
     lines += [f"- {how(s)} A normalized ratio of 1 is a figure that moved only as much as its host did.", ""]
     d = drift_table(ra, rb)
     if d.empty:
         return lines
-    d = d.assign(agree_raw=d["agree_raw"].map("{:.0%}".format), agree_norm=d["agree_norm"].map("{:.0%}".format))
+    d = d.assign(
+        agree_raw=d["agree_raw"].map("{:.0%}".format), agree_norm=d["agree_norm"].map("{:.0%}".format))
     return [*lines, "How much of the drift between the runs the normalization explains:", "",
             table(d, {"what": "Figures", "n": "N", "agree_raw": "Within ±25% raw",
                       "agree_norm": "Within ±25% normalized", "log_raw": "Median abs ln(B/A) raw",
@@ -152,8 +159,10 @@ def transfer_table(ra: RunData, rb: RunData) -> pd.DataFrame:
     f = _with_norm(f[f["timed"]], s)
     # the title before its scenario: "Best throughput over 1, 8 workers, check_negative" -> "Best throughput
     # over 1, 8 workers" (split at the first comma, it read "Best throughput over 1")
-    f = f.assign(kind=f["dimension"].str.replace(r", (?:check|lookup|write|revoke|mixed)_\w*.*$", "", regex=True))
-    rows = [{"kind": kind, "n": len(g), "raw": int(_within(g["ratio"]).sum()), "norm": int(_within(g["norm"]).sum())}
+    f = f.assign(
+        kind=f["dimension"].str.replace(r", (?:check|lookup|write|revoke|mixed)_\w*.*$", "", regex=True))
+    rows = [{"kind": kind, "n": len(g), "raw": int(_within(g["ratio"]).sum()),
+             "norm": int(_within(g["norm"]).sum())}
             for kind, g in f.groupby("kind", sort=False)]
     t = pd.DataFrame(rows)
     return t.assign(transfers=2 * t["norm"] > t["n"])
@@ -168,22 +177,24 @@ def transfer_section(ra: RunData, rb: RunData) -> list[str]:
     if t.empty:
         return []
     yes, no = t[t["transfers"]]["kind"].tolist(), t[~t["transfers"]]["kind"].tolist()
-    lines = ["### Which figures transfer between the machines", "",
-             "A kind of figure transfers when most of its figures are within ±25% after normalizing: a reader can "
-             "then take that kind from one machine to the other through the normalization; the rest must be "
-             "measured on the machine they are quoted for.", "",
-             f"- Transfer ({len(yes)}): " + ("; ".join(yes) or "none") + ".",
-             f"- Do not transfer ({len(no)}): " + ("; ".join(no) or "none") + ".", ""]
+    lines = [
+        "### Which figures transfer between the machines", "",
+        "A kind of figure transfers when most of its figures are within ±25% after normalizing: a reader can "
+        "then take that kind from one machine to the other through the normalization; the rest must be "
+        "measured on the machine they are quoted for.", "",
+        f"- Transfer ({len(yes)}): " + ("; ".join(yes) or "none") + ".",
+        f"- Do not transfer ({len(no)}): " + ("; ".join(no) or "none") + ".", ""]
     t = t.assign(transfers=t["transfers"].map({True: "yes", False: "no"}))
     return [*lines, table(t, {"kind": "Kind of figure", "n": "N", "raw": "Within ±25% raw",
                               "norm": "Within ±25% normalized", "transfers": "Transfers"}), ""]
 
 
 def _per_phase(rd: RunData) -> pd.DataFrame:
-    """Closed-loop phases, one row per backend, scenario, kind and worker count, with the figures the run's own
-    report shows (merge_repeats merges whatever it is given: one scenario at a time)."""
+    """Closed-loop phases, one row per backend, scenario, kind and worker count, with the figures the run's
+    own report shows (merge_repeats merges whatever it is given: one scenario at a time)."""
     closed = rd.phases[rd.phases["mode"] == "closed"]
-    merged = pd.concat([merge_repeats(g) for _, g in closed.groupby("scenario", sort=False)], ignore_index=True)
+    merged = pd.concat(
+        [merge_repeats(g) for _, g in closed.groupby("scenario", sort=False)], ignore_index=True)
     # each run's own figures (median over rounds), so "p50 B" is the p50 run B's report shows; pooled over
     # every op it differed from B's appendix in 48 of 79 rows
     return with_cells(rd, merged)
@@ -203,13 +214,16 @@ def figure_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
             if a is None or f.text or a.text:
                 continue
             ratio = f.value / a.value if a.value else float("nan")
-            rows.append({"dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
-                         "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS, "unit": d.unit,
-                         "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
-                         # an assumed interval (a factor set by hand, one measurement) says no figure moved
-                         "differ": not (assumed(a) or assumed(f) or overlap(a.interval(), f.interval())),
-                         "headline": d.title.startswith(("Check p50", "Best throughput", "Throughput at", "Mixed", "Ingest")),
-                         "unstable": a.unstable or f.unstable})
+            rows.append(
+                {
+                    "dimension": d.title, "backend": f.backend, "a": a.value, "b": f.value, "ratio": ratio,
+                    "higher": d.higher_is_better, "timed": d.unit in TIMED_UNITS, "unit": d.unit,
+                    "agree": bool(ratio and max(ratio, 1 / ratio) <= AGREE) if ratio == ratio else False,
+                    # an assumed interval (a factor set by hand, one measurement) says no figure moved
+                    "differ": not (assumed(a) or assumed(f) or overlap(a.interval(), f.interval())),
+                    "headline": d.title.startswith(
+                        ("Check p50", "Best throughput", "Throughput at", "Mixed", "Ingest")),
+                    "unstable": a.unstable or f.unstable})
     return pd.DataFrame(rows)
 
 
@@ -223,7 +237,8 @@ def verdict_pairs(ra: RunData, rb: RunData) -> pd.DataFrame:
         for figs_a, figs_b in zip(ranking.split(d, ra), ranking.split(db[d.title], rb), strict=True):
             in_b = {f.backend: f for f in figs_b if not math.isnan(f.value)}
             for x in figs_a:
-                for y in figs_a:  # a verdict is a pair clearly apart (figures.clearly_better), never a letter gap
+                # a verdict is a pair clearly apart (figures.clearly_better), never a letter gap
+                for y in figs_a:
                     if x.backend in in_b and y.backend in in_b and clearly_better(x, y, d.higher_is_better):
                         rows.append({"dimension": d.title, "better": x.backend, "worse": y.backend,
                                      "b": _in_b(in_b[x.backend], in_b[y.backend], d.higher_is_better)})
@@ -248,7 +263,8 @@ def summary(ra: RunData, rb: RunData) -> dict:
 
 
 def _normalized_summary(ra: RunData, rb: RunData) -> dict:
-    """The speed ratio and the headline figures within ±25% after normalizing (absent without both indexes)."""
+    """The speed ratio and the headline figures within ±25% after normalizing (absent without both
+    indexes)."""
     d = drift_table(ra, rb)
     if d.empty:
         return {}
@@ -267,14 +283,18 @@ def _move(r: float) -> float:
 def verdict_section(ra: RunData, rb: RunData) -> list[str]:
     s, v, f = summary(ra, rb), verdict_pairs(ra, rb), figure_pairs(ra, rb)
     share = s["headline_agree"] / s["headline"] if s["headline"] else float("nan")
-    lines = ["## Verdicts", "",
-             f"- Clear differences stated by A: **{s['verdicts']}**; reversed by B: **{s['reversed']}**; "
-             f"not confirmed by B (no clear difference there): {s['unconfirmed']}.",
-             f"- Findings figures in both runs: {s['figures']}; differing beyond both intervals: {s['differ']}.",
-             f"- p50, throughput and ingest figures within ±25% of each other: **{s['headline_agree']} of "
-             f"{s['headline']}** ({share:.0%})" + (f"; normalized by the machine-speed index: **"
-             f"{s['headline_agree_norm']} of {s['headline']}** ({s['headline_agree_norm'] / s['headline']:.0%})"
-             if "speed_ratio" in s and s["headline"] else "") + ".", ""]
+    lines = [
+        "## Verdicts", "",
+        f"- Clear differences stated by A: **{s['verdicts']}**; reversed by B: **{s['reversed']}**; "
+        f"not confirmed by B (no clear difference there): {s['unconfirmed']}.",
+        f"- Findings figures in both runs: {s['figures']}; differing beyond both intervals: {s['differ']}.",
+        f"- p50, throughput and ingest figures within ±25% of each other: **{s['headline_agree']} of "
+        f"{s['headline']}** ({share:.0%})"
+        + (f"; normalized by the machine-speed index: **"
+           f"{s['headline_agree_norm']} of {s['headline']}** ({s['headline_agree_norm'] / s['headline']:.0%})"
+           if "speed_ratio" in s and s["headline"]
+           else "")
+        + ".", ""]
     if (bad := v[v["b"] == "reversed"]) is not None and len(bad):
         lines += ["### Reversed verdicts", "", table(bad, {"dimension": "Dimension", "better": "Better in A",
                                                           "worse": "Worse in A", "b": "In B"}), ""]
@@ -282,7 +302,8 @@ def verdict_section(ra: RunData, rb: RunData) -> list[str]:
         f = f.assign(order=f["ratio"].map(_move))
         worst = f.sort_values("order", ascending=False).head(15)
         cols = {"dimension": "Dimension", "backend": "Backend", "a": "A", "b": "B", "ratio": "B/A"}
-        if (sc := scales(ra, rb)) is not None:  # memory and bytes keep their raw ratio: speed does not move them
+        # memory and bytes keep their raw ratio: speed does not move them
+        if (sc := scales(ra, rb)) is not None:
             worst = _with_norm(worst, sc)
             worst = worst.assign(norm=worst["norm"].where(worst["timed"], worst["ratio"]))
             cols["norm"] = "B/A normalized"

@@ -30,9 +30,10 @@ from authzbench.report.sweep import runs as sweep
 
 ASSUMED_MARK = "(assumed interval)"
 # The marks a cell carries, as the Findings and the appendix's tables give them.
-MARKS_LEGEND = ("⚠: some round behind the percentile had fewer ops than it needs (its interval is open on its worse "
-                "side, above for a latency, down to zero for a rate: never clearly apart from another ⚠ figure). "
-                "(unstable): its rounds spread wider than the figure.")
+MARKS_LEGEND = (
+    "⚠: some round behind the percentile had fewer ops than it needs (its interval is open on its worse "
+    "side, above for a latency, down to zero for a rate: never clearly apart from another ⚠ figure). "
+    "(unstable): its rounds spread wider than the figure.")
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,16 @@ class Need:
     label: str
     keys: tuple[str, ...]  # Findings dimension keys, first present wins ("check_p50/" = any such scenario)
     read: bool = False  # a read-side need (the read winner is counted over these)
-    titled: bool = False  # shown under its dimension's title (which names what the data decides: e.g. writers)
+    # shown under its dimension's title (which names what the data decides: e.g. writers)
+    titled: bool = False
 
 
 NEEDS = [
     Need("Check p50 via a group, 1 worker", ("check_p50/check_view_via_group_member", "check_p50/"), True),
     Need("Check p95 via a group, 1 worker", ("check_p95/check_view_via_group_member", "check_p95/"), True),
-    Need("Check throughput, best worker count", ("check_rate/check_view_via_group_member", "check_rate/"), True),
+    Need(
+        "Check throughput, best worker count", ("check_rate/check_view_via_group_member", "check_rate/"), True
+    ),
     Need("Lookup p95, heavy user", ("lookup_p95/lookup_resources_manage_super",), True),
     Need("Lookup p95, regular user", ("lookup_p95/lookup_resources_view_regular",), True),
     Need("Mixed load within the SLO", ("mixed_slo", "open_loop"), True),
@@ -75,7 +79,8 @@ def pick(dims: list[Dimension], need: Need) -> Dimension | None:
 
 
 def rows(rd: RunData, dims: list[Dimension]) -> list[tuple[Need, Dimension]]:
-    return [(replace(n, label=d.title) if n.titled else n, d) for n in NEEDS if (d := pick(dims, n)) is not None]
+    return [
+        (replace(n, label=d.title) if n.titled else n, d) for n in NEEDS if (d := pick(dims, n)) is not None]
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -88,11 +93,13 @@ def section(rd: RunData, out_dir: Path) -> str:
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
-    lines += ["", f"Cell: figure (letters; {LETTER_MEANING}). † lettered among † only. none (unranked): no figure "
-              f"to rank (e.g. no worker count met the SLO). {ASSUMED_MARK}: every figure of the row rests on one "
-              "measurement per backend, its interval assumed (stated in the Findings and the appendix's figure "
-              f"table): no letter sets them apart. {clientbound.LEGEND}.",
-              f"{MARKS_LEGEND}", ""]
+    lines += [
+        "",
+        f"Cell: figure (letters; {LETTER_MEANING}). † lettered among † only. none (unranked): no figure "
+        f"to rank (e.g. no worker count met the SLO). {ASSUMED_MARK}: every figure of the row rests on one "
+        "measurement per backend, its interval assumed (stated in the Findings and the appendix's figure "
+        f"table): no letter sets them apart. {clientbound.LEGEND}.",
+        f"{MARKS_LEGEND}", ""]
     lines += [_sentence(rd, need, d) for need, d in picked]
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
@@ -121,13 +128,16 @@ def _scope(rd: RunData) -> str:
     tier = engines.engine_tier(rd)
     zanzibar = f"Zanzibar engines' figures: {tier}. " if tier else ""
     return (f"Dataset `{ds.get('profile')}` ({ds.get('relationships', 0):,} relationships), "
-            f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. {zanzibar}{_speed(rd)}"
+            f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. "
+            f"{zanzibar}{_speed(rd)}"
             "Figures are medians over rounds at the workers named; the Findings give every dimension.")
 
 
 def _speed(rd: RunData) -> str:
     idx = speed.speed_index(rd)
-    return f"Machine-speed index {idx.median:.2f} ({idx.lo:.2f}-{idx.hi:.2f} over {idx.n} visits). " if idx else ""
+    return (f"Machine-speed index {idx.median:.2f} ({idx.lo:.2f}-{idx.hi:.2f} over {idx.n} visits). "
+            if idx
+            else "")
 
 
 def _backends(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
@@ -150,7 +160,8 @@ def _row(rd: RunData, need: Need, d: Dimension, backends: list[str]) -> str:
         f, g, net = r[b]
         flag = _flags(f)
         flag += " (unstable)" if f.unstable else ""  # the Findings' mark: 4 figures lacked it here (issue 67)
-        cells.append(f"none (unranked){flag}" if g is None else f"{_value(f)} ({'' if net else '†'}{g}){flag}")
+        cells.append(
+            f"none (unranked){flag}" if g is None else f"{_value(f)} ({'' if net else '†'}{g}){flag}")
     arrow = "↑" if d.higher_is_better else "↓"
     mark = f" {ASSUMED_MARK}" if all_assumed([f for f in d.figures if not f.text]) else ""
     return f"| {need.label}{mark} | {d.unit or 'count'} {arrow} | " + " | ".join(cells) + " |"
@@ -161,7 +172,10 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
     valued = best_first([f for f in net if not f.text], d.higher_is_better)
     head = f"- **{need.label}**: "
     if not valued and net:  # e.g. no worker count met the SLO: nothing to rank
-        return head + f"none qualified ({net[0].text}): " + ", ".join(tables.label(rd, f.backend) for f in net) + "."
+        return (head
+                + f"none qualified ({net[0].text}): "
+                + ", ".join(tables.label(rd, f.backend) for f in net)
+                + ".")
     if not valued:
         return head + "no networked server measured."
     unit = f" {d.unit}" if d.unit else ""
@@ -169,7 +183,9 @@ def _sentence(rd: RunData, need: Need, d: Dimension) -> str:
         return head + f"only {_fig(rd, valued[0], unit)} measured."
     lead, rest = valued[0], valued[1:]
     if all_assumed(valued):  # no interval measured: the order is shown, no winner claimed
-        return head + f"{_fig(rd, lead, unit)} is the best figure, then {_fig(rd, rest[0], unit)}; {NO_DIFFERENCE}."
+        return (
+            head
+            + f"{_fig(rd, lead, unit)} is the best figure, then {_fig(rd, rest[0], unit)}; {NO_DIFFERENCE}.")
     # "clearly" rests on the pairwise rule: the lead clearly better than every other figure
     tied = [lead, *(f for f in rest if not clearly_better(lead, f, d.higher_is_better))]
     if len(tied) > 1:
@@ -249,10 +265,12 @@ def _write_cost(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
             best = best_first([x for x in net if not x.text], d.higher_is_better)[0]
             near = best.backend == b or not clearly_better(best, f, d.higher_is_better)
             vs = "" if near else f" (best: {_fig(rd, best, ' ' + d.unit if d.unit else '')})"
-            costs.append((near, f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')} ({g}){vs}"))
+            costs.append(
+                (near, f"{need.label.lower()} {_fig_value(f, ' ' + d.unit if d.unit else '')} ({g}){vs}"))
         if costs:
-            out.append(_leader_line(f"{tables_label(rd, b)} (none clearly better in {top} of {reads} read needs)",
-                                    costs))
+            out.append(
+                _leader_line(
+                    f"{tables_label(rd, b)} (none clearly better in {top} of {reads} read needs)", costs))
     return out
 
 
@@ -261,8 +279,10 @@ def _leader_line(leader: str, costs: list[tuple[bool, str]]) -> str:
     clearly better (20261129-201802 said "pays" before four rank 1s of five), "pays nothing" where none is."""
     paid, led = [t for top, t in costs if not top], [t for top, t in costs if top]
     if not paid:
-        return f"- The read leader, {leader}, pays nothing on the write side: none clearly better in all {len(led)} write needs: " \
-               + "; ".join(led) + "."
+        return (f"- The read leader, {leader}, pays nothing on the write side: none clearly better in all "
+                f"{len(led)} write needs: "
+                + "; ".join(led)
+                + ".")
     rest = f"; it leads the other {len(led)}: " + "; ".join(led) if led else ""
     where = "in every write need" if not led else f"in {len(paid)} of {len(costs)} write needs"
     return f"- The read leader, {leader}, pays on the write side {where}: " + "; ".join(paid) + rest + "."
@@ -279,7 +299,8 @@ def _freshness(rd: RunData, picked: list[tuple[Need, Dimension]]) -> list[str]:
         for f in d.figures:
             if f.value > 0 and (what == "stale allows" or f.value >= 100):
                 found.setdefault(f.backend, []).append(
-                    (f.value, f"{what} {num(f.value)}{' ' + d.unit if d.unit else ''} ({f.detail or 'this run'})"))
+                    (f.value,
+                     f"{what} {num(f.value)}{' ' + d.unit if d.unit else ''} ({f.detail or 'this run'})"))
     order = sorted(found, key=lambda b: -max(v for v, _ in found[b]))
     return [f"- {tables_label(rd, b)} answers can be stale: " + "; ".join(t for _, t in found[b])
             + f"; its read consistency: {_consistency(rd, b)}." for b in order]
@@ -307,12 +328,14 @@ def _stand_ins(rd: RunData) -> list[str]:
     for b, s in rd.servers.items():
         what, kind = s.info.get("label", b), rd.kind(b)
         if kind == "stand-in":
-            out.append(f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
-                       f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "
-                       "footprint or memory.")
+            out.append(
+                f"- ‡ {b}: {what}. Its figures are that product's, run with this model, lettered with the "
+                f"servers; they may not be used as {rd.stands_in_for(b)}'s latency, throughput, ingest, "
+                "footprint or memory.")
         elif kind == "embedded":
-            out.append(f"- † {b}: {what}, in-process: no network round trip and no server process, so lettered "
-                       "apart; its figures may not be compared with a networked server's latency or throughput.")
+            out.append(
+                f"- † {b}: {what}, in-process: no network round trip and no server process, so lettered "
+                "apart; its figures may not be compared with a networked server's latency or throughput.")
     return out
 
 
@@ -322,8 +345,9 @@ def _shared_cores(rd: RunData) -> str:
         return ""
     c = float(t["client_cpu_mean"].median())
     cores = rd.manifest.get("environment", {}).get("cpu_logical", "?")
-    return (f"- The client shared the {cores} cores with the servers: {c:.0f}% of one core in a median backend's "
-            "check phases; a server on its own host would do better past 1 worker.")
+    return (
+        f"- The client shared the {cores} cores with the servers: {c:.0f}% of one core in a median backend's "
+        "check phases; a server on its own host would do better past 1 worker.")
 
 
 def _matrix(rd: RunData, picked: list[tuple[Need, Dimension]], backends: list[str]):

@@ -28,9 +28,9 @@ from authzbench.report.dimensions import compute
 
 
 def ranking_text(figs: list[Figure], d: Dimension, label: Callable[[str], str]) -> str:
-    """"a 0.13 ms (a); b 0.69 ms ×5.5 (b); c 0.71 ms ×5.5 (ab)": best value first, each figure with its letters
-    (figures.letters: sharing a letter = not clearly apart); a figure with no value ("none met the SLO")
-    unranked. Intervals and op counts: the appendix's figure table."""
+    """"a 0.13 ms (a); b 0.69 ms ×5.5 (b); c 0.71 ms ×5.5 (ab)": best value first, each figure with its
+    letters (figures.letters: sharing a letter = not clearly apart); a figure with no value ("none met the
+    SLO") unranked. Intervals and op counts: the appendix's figure table."""
     valued = [f for f in figs if not f.text]
     ts = lettered(valued, d.higher_is_better)
     unranked = [f"unranked: {_cell(f, d, label, None)}" for f in figs if f.text]
@@ -58,8 +58,8 @@ def _cell(f: Figure, d: Dimension, label: Callable[[str], str], best: Figure | N
     return v.rstrip()
 
 def section(rd: RunData, out_dir: Path) -> str:
-    """The Findings: per dimension the backends with their letters, best first (the decision summary's heatmap is
-    their picture)."""
+    """The Findings: per dimension the backends with their letters, best first (the decision summary's heatmap
+    is their picture)."""
     return render_section(rd, lambda b: tables.label(rd, b))
 
 
@@ -68,20 +68,23 @@ def render_section(rd: RunData, label: Callable[[str], str], chart: str | None =
     dims = compute(rd) if dims is None else dims
     if not dims:
         return ""
-    lines = ["## Findings", "",
-             "Per dimension, backends best figure first, each with its letters in brackets: "
-             f"{LETTER_MEANING}. ×N: N times the best's figure; ÷N: the best's divided by N.",
-             "A backend is clearly better than another when both intervals are measured (lowest to highest round, "
-             "widened to a percentile's 95% confidence interval), they do not overlap and its figure is the better.",
-             f"Assumed intervals, never the ground of a clear difference: loads and peak memory are measured once "
-             f"and taken to lie within {SINGLE_FACTOR['ingest']:g}x and {SINGLE_FACTOR['rss']:g}x of their value, "
-             "a visibility lag within one poll; footprint, rows touched and any other figure measured once have "
-             "no interval. † backends are lettered apart.",
-             f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
-             f"than the percentile needs in some round (its interval is open on its worse side, above for a latency, "
-             f"down to zero for a rate: never clearly apart from another such figure); "
-             f"{DISTURBED}: other processes disturbed a phase even after re-runs. "
-             "Each figure's interval and op count: appendix, \"Every ranked figure\".", f"{clientbound.LEGEND}.", ""]
+    lines = [
+        "## Findings", "",
+        "Per dimension, backends best figure first, each with its letters in brackets: "
+        f"{LETTER_MEANING}. ×N: N times the best's figure; ÷N: the best's divided by N.",
+        "A backend is clearly better than another when both intervals are measured (lowest to highest round, "
+        "widened to a percentile's 95% confidence interval), they do not overlap and its figure is the "
+        "better.",
+        f"Assumed intervals, never the ground of a clear difference: loads and peak memory are measured once "
+        f"and taken to lie within {SINGLE_FACTOR['ingest']:g}x and {SINGLE_FACTOR['rss']:g}x of their value, "
+        "a visibility lag within one poll; footprint, rows touched and any other figure measured once have "
+        "no interval. † backends are lettered apart.",
+        f"(unstable): rounds spread wider than the figure, ranked by that wide interval; {MARK}: fewer ops "
+        "than the percentile needs in some round (its interval is open on its worse side, above for a "
+        f"latency, down to zero for a rate: never clearly apart from another such figure); {DISTURBED}: "
+        "other processes disturbed a phase even after re-runs. "
+        'Each figure\'s interval and op count: appendix, "Every ranked figure".', f"{clientbound.LEGEND}.",
+        ""]
     if chart:
         lines += [f"![how far each backend is from the best, per dimension]({chart})", ""]
     group = None

@@ -49,26 +49,28 @@ def mode_prefix(mode: str) -> str:
 
 
 # The write scenarios whose ops revoke (each grants, then revokes; revoke_then_check revokes a grant made
-# untimed first). A churn step's revocations are not among them: they run at a scheduled rate beside the step's
-# open-loop checks, another condition, shown per step in the churn table under their own label.
+# untimed first). A churn step's revocations are not among them: they run at a scheduled rate beside the
+# step's open-loop checks, another condition, shown per step in the churn table under their own label.
 WRITE_KINDS = tuple(n for n, s in SCENARIOS.items() if s.op == "write")
 
 
 def own_mode(rd: RunData, b: str) -> str:
-    """The backend's session read consistency as its server record names it ("" for a backend without modes)."""
+    """The backend's session read consistency as its server record names it ("" for a backend without
+    modes)."""
     return rd.info(b).get("consistency", "")
 
 
 def stale_allows(rd: RunData) -> pd.DataFrame:
-    """The one stale-allow quantity: per backend, read consistency and writer count, the stale allows among the
-    revocations of every structural write phase (a stale allow: a revocation whose first check still allowed),
-    per 1,000 with Wilson's 95% interval. A phase naming the backend's own mode joins its session phases (one
-    mode, shown "x (session)"); `own` marks it."""
+    """The one stale-allow quantity: per backend, read consistency and writer count, the stale allows among
+    the revocations of every structural write phase (a stale allow: a revocation whose first check still
+    allowed), per 1,000 with Wilson's 95% interval. A phase naming the backend's own mode joins its session
+    phases (one mode, shown "x (session)"); `own` marks it."""
     ph = rd.phases
     sub = ph[ph["scenario"].isin(WRITE_KINDS) & (ph["kind"] == "write")] if not ph.empty else ph
     if sub.empty:
         return pd.DataFrame()
-    sub = sub.assign(key=[c or own_mode(rd, b) for b, c in zip(sub["backend"], sub["consistency"], strict=True)])
+    sub = sub.assign(
+        key=[c or own_mode(rd, b) for b, c in zip(sub["backend"], sub["consistency"], strict=True)])
     rows = []
     for (b, key, c), g in sub.groupby(["backend", "key", "concurrency"], sort=False):
         n = sum(revocations_of(*x) for x in zip(g["scenario"], g["extra"], g["ops"], strict=True))
@@ -98,8 +100,9 @@ def base_text(r) -> str:
 
 def stale_text(r) -> str:
     """"1 writer: 96 of 96 revocations, 1,000 per 1,000 (95% 962-1,000)"."""
-    return (f"{r['writers']} writer{'s' if r['writers'] != 1 else ''}: {base_text(r)}, {num(r['per_1k'])} per "
-            f"1,000 (95% {num(r['lo_1k'])}-{num(r['hi_1k'])})")
+    return (
+        f"{r['writers']} writer{'s' if r['writers'] != 1 else ''}: {base_text(r)}, {num(r['per_1k'])} per "
+        f"1,000 (95% {num(r['lo_1k'])}-{num(r['hi_1k'])})")
 
 
 def per_1k_text(r) -> str:
@@ -109,7 +112,8 @@ def per_1k_text(r) -> str:
 
 
 def citation(rd: RunData, df: pd.DataFrame) -> str:
-    """Where a fully consistent mode still allowed after a revocation: the reproduction and upstream reports."""
+    """Where a fully consistent mode still allowed after a revocation: the reproduction and upstream
+    reports."""
     bad = df[df["strict"] & (df["stale_allows"] > 0)] if not df.empty else df
     return "" if bad.empty else strict_stale_note(rd, list(zip(bad["backend"], bad["mode"], strict=True)))
 
@@ -134,7 +138,8 @@ def summary_lines(rd: RunData) -> list[str]:
     df = df.sort_values(["per_1k", "hi_1k", "backend"])
     parts = [f"{label(rd, r['backend'])} {mode_prefix(r['mode'])}{per_1k_text(r)}" for _, r in df.iterrows()]
     lines = [f"**{STALE_LABEL}, {WRITERS} concurrent writers, per mode** (a stale allow: a revocation whose "
-             "first check, right after it returned, still allowed; fewest first): " + "; ".join(parts) + ".", *lines]
+             "first check, right after it returned, still allowed; fewest first): " + "; ".join(parts) + ".",
+             *lines]
     return lines + ([c] if (c := citation(rd, df)) else [])
 
 
@@ -151,7 +156,8 @@ def _of_mode(df: pd.DataFrame, rd: RunData, b: str, mode: str) -> pd.DataFrame:
 def freshness(rd: RunData) -> pd.DataFrame:
     """Per engine (a backend whose via-group check ran in a named mode) and mode: check p50 / p95 at 1 worker
     against that mode's staleness: the visibility lag p95 of its worst write kind at its fewest writers (the
-    figure the Findings rank for the session mode) and its stale allows per 1,000 revocations per writer count."""
+    figure the Findings rank for the session mode) and its stale allows per 1,000 revocations per writer
+    count."""
     ph = rd.phases
     if ph.empty:
         return pd.DataFrame()
@@ -169,25 +175,26 @@ def freshness(rd: RunData) -> pd.DataFrame:
                          "too_few": bool(p95 and p95.too_few), "p50_too_few": bool(p50 and p50.too_few),
                          "lag_p95_ms": float(first["vis_p95_ms"].max()) if not first.empty else math.nan,
                          "lag_writers": int(first["concurrency"].min()) if not first.empty else 0,
-                         # ⚠ by the ops of the smallest round behind the worst kind's lag (figures.Cell.too_few)
+                         # ⚠ by the ops of the smallest round behind the worst kind's lag
+                         # (figures.Cell.too_few)
                          "lag_too_few": _lag_too_few(first),
                          "stale": "; ".join(stale_text(r) for _, r in st.iterrows()) or "—"})
     return pd.DataFrame(rows)
 
 
 def _lag_too_few(first: pd.DataFrame) -> bool:
-    """Whether the worst write kind's visibility p95 (the freshness table's lag) rests on a round under the p95's
-    op floor: the rule the structural-writes tables mark by."""
+    """Whether the worst write kind's visibility p95 (the freshness table's lag) rests on a round under the
+    p95's op floor: the rule the structural-writes tables mark by."""
     if first.empty or first["vis_p95_ms"].isna().all():
         return False
     return int(first.loc[first["vis_p95_ms"].idxmax(), "vis_fewest"]) < min_ops(95.0)
 
 
 def _input_spans(rd: RunData, backend: str) -> list[dict]:
-    """The backend's via-group check phases in start order, each with the inputs it checked: measured
-    [offset, offset + ops) (a closed loop's workers take every n-th input from the offset, so together a
-    contiguous run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset
-    until it started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
+    """The backend's via-group check phases in start order, each with the inputs it checked: measured [offset,
+    offset + ops) (a closed loop's workers take every n-th input from the offset, so together a contiguous
+    run) and its warm-up's [0, warm-up ops) (worker._warm_up started at input 0 whatever the offset until it
+    started at the offset: then inside the measured run whenever the phase ran more ops than warm-up)."""
     ends = {r.phase: r for r in rd.records if isinstance(r, PhaseEnd)}
     spans = []
     for r in rd.records:
@@ -239,12 +246,14 @@ def rechecks(rd: RunData) -> list[str]:
             n = s["ranges"][0][1] - s["ranges"][0][0]
             # earlier phases only: a phase's own warm-up re-asks its first inputs in every mode alike
             seen = _overlap(s["ranges"][0], [r for e in spans[:i] for r in e["ranges"]])
-            text = f"{label(rd, b)} {s['mode']}: {seen:,} of {n:,} ops re-checked inputs an earlier phase checked"
+            text = (f"{label(rd, b)} {s['mode']}: {seen:,} of {n:,} ops "
+                    "re-checked inputs an earlier phase checked")
             if first := [e["t0"] for e in spans[:i] if _overlap(s["ranges"][0], e["ranges"])]:
                 text += f" (the earliest starting {s['t0'] - min(first):,.0f} s before)"
             if (split := _first_second(rd, s["phase"])) is not None:
-                text += (f"; its first second {split[0]:,} ops at p50 {num(split[1])} ms, the other {split[2]:,} "
-                         f"at p50 {num(split[3])} ms")
+                text += (
+                    f"; its first second {split[0]:,} ops at p50 {num(split[1])} ms, the other {split[2]:,} "
+                    f"at p50 {num(split[3])} ms")
             parts.append(text)
     if not parts:
         return []
@@ -254,10 +263,10 @@ def rechecks(rd: RunData) -> list[str]:
 
 
 def stale_dimensions(rd: RunData) -> list[Dimension]:
-    """Stale allows per 1,000 revocations (freshness.stale_allows) in each backend's own read mode, one dimension
-    per writer count, most writers first (the decision summary's row), each figure's base beside it. Ranked by
-    Wilson's 95% interval: measured, so it may ground a clear difference; 0 of 3 (0-562) is apart from none but
-    a rate near 1,000. None without a write phase (frames.write_table)."""
+    """Stale allows per 1,000 revocations (freshness.stale_allows) in each backend's own read mode, one
+    dimension per writer count, most writers first (the decision summary's row), each figure's base beside it.
+    Ranked by Wilson's 95% interval: measured, so it may ground a clear difference; 0 of 3 (0-562) is apart
+    from none but a rate near 1,000. None without a write phase (frames.write_table)."""
     if write_table(rd).empty:
         return []
     t = stale_allows(rd)
@@ -265,16 +274,19 @@ def stale_dimensions(rd: RunData) -> list[Dimension]:
     out = []
     for c in sorted(set(t["writers"]), reverse=True) if not t.empty else ():
         figs = [_stale_figure(r) for _, r in t[t["writers"] == c].iterrows()]
-        out.append(Dimension("Writes", f"Stale allows, own read mode, {worker_count(c).replace('worker', 'writer')}",
-                             STALE_UNIT, False, figs, anchor("structural-writes"), key=f"stale_allows/{c}"))
+        out.append(
+            Dimension("Writes", f"Stale allows, own read mode, {worker_count(c).replace('worker', 'writer')}",
+                      STALE_UNIT, False, figs, anchor("structural-writes"), key=f"stale_allows/{c}"))
     return out
 
 
 def _stale_figure(r: pd.Series) -> Figure:
-    base, writers = f"{r['stale_allows']:,} of {r['revocations']:,}", worker_count(r["writers"]).replace("worker", "writer")
+    base, writers = (f"{r['stale_allows']:,} of {r['revocations']:,}",
+                     worker_count(r["writers"]).replace("worker", "writer"))
     mode = "" if r["mode"] == "—" else f"{r['mode']}, "
-    return Figure(r["backend"], float(r["per_1k"]), n=int(r["revocations"]), bounds=(r["lo_1k"], r["hi_1k"]),
-                  base=base, detail=f"{mode}{writers}: {base} revocations, 95% {num(r['lo_1k'])}-{num(r['hi_1k'])}")
+    return Figure(
+        r["backend"], float(r["per_1k"]), n=int(r["revocations"]), bounds=(r["lo_1k"], r["hi_1k"]), base=base,
+        detail=f"{mode}{writers}: {base} revocations, 95% {num(r['lo_1k'])}-{num(r['hi_1k'])}")
 
 
 def section(rd: RunData, out_dir: Path) -> str:
@@ -284,32 +296,38 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines: list[str] = []
     if not st.empty:
         # the rate as num() prints it everywhere else (82.9, not the table's default 82.873)
-        st = st.assign(backend_l=[label(rd, b) for b in st["backend"]], base=[base_text(r) for _, r in st.iterrows()],
-                       rate=[num(v) for v in st["per_1k"]],
-                       iv=[f"{num(a)}-{num(b)}" for a, b in zip(st["lo_1k"], st["hi_1k"], strict=True)])
-        lines += [f"## {STALE_LABEL}", "",
-                  "Every structural write phase's revocations per read consistency and writer count (`"
-                  f"{REVOKE}` at {WRITERS} concurrent writers in each mode): a stale allow is a revocation whose "
-                  "first check, right after the revocation returned, still allowed; the interval is Wilson's 95%. "
-                  "Churn steps' revocations are not counted here: they ran at a scheduled rate beside the step's "
-                  "open-loop checks, another condition (the churn table gives them per step).", "",
-                  table(st, {"backend_l": "Backend", "mode": "Read consistency", "writers": "Writers",
-                             "kinds": "Write kinds", "base": "Base (stale of revocations)",
-                             "rate": STALE_LABEL, "iv": "95% interval"})]
+        st = st.assign(
+            backend_l=[label(rd, b) for b in st["backend"]], base=[base_text(r) for _, r in st.iterrows()],
+            rate=[num(v) for v in st["per_1k"]],
+            iv=[f"{num(a)}-{num(b)}" for a, b in zip(st["lo_1k"], st["hi_1k"], strict=True)])
+        lines += [
+            f"## {STALE_LABEL}", "",
+            "Every structural write phase's revocations per read consistency and writer count (`"
+            f"{REVOKE}` at {WRITERS} concurrent writers in each mode): a stale allow is a revocation whose "
+            "first check, right after the revocation returned, still allowed; the interval is Wilson's 95%. "
+            "Churn steps' revocations are not counted here: they ran at a scheduled rate beside the step's "
+            "open-loop checks, another condition (the churn table gives them per step).", "",
+            table(st,
+                  {"backend_l": "Backend", "mode": "Read consistency", "writers": "Writers",
+                   "kinds": "Write kinds", "base": "Base (stale of revocations)", "rate": STALE_LABEL,
+                   "iv": "95% interval"})]
         lines += [c, ""] if (c := citation(rd, revocations(rd))) else []
     if not fr.empty:
-        fr = fr.assign(backend_l=[label(rd, b) for b in fr["backend"]],
-                       p50=[_marked(v, few) for v, few in zip(fr["p50_ms"], fr["p50_too_few"], strict=True)],
-                       p95=[_marked(v, few) for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)],
-                       lag=[_marked(v, few) for v, few in zip(fr["lag_p95_ms"], fr["lag_too_few"], strict=True)])
-        lines += ["## Freshness against latency", "",
-                  f"Each engine's `{VIA_GROUP}` check at 1 worker in each of its consistency modes, beside the "
-                  "staleness that mode allowed in this run's write phases: the visibility lag p95 after a write "
-                  "returned, of its worst write kind at its fewest writers (the figure the Findings rank), and its "
-                  "stale allows per 1,000 revocations at each writer count.", "",
-                  table(fr, {"backend_l": "Engine", "mode": "Read consistency", "p50": "Check p50 (ms)",
-                             "p95": "Check p95 (ms)", "lag": "Visibility p95, worst write kind (ms)",
-                             "lag_writers": "Writers (lag)", "stale": STALE_LABEL})]
+        fr = fr.assign(
+            backend_l=[label(rd, b) for b in fr["backend"]],
+            p50=[_marked(v, few) for v, few in zip(fr["p50_ms"], fr["p50_too_few"], strict=True)],
+            p95=[_marked(v, few) for v, few in zip(fr["p95_ms"], fr["too_few"], strict=True)],
+            lag=[_marked(v, few) for v, few in zip(fr["lag_p95_ms"], fr["lag_too_few"], strict=True)])
+        lines += [
+            "## Freshness against latency", "",
+            f"Each engine's `{VIA_GROUP}` check at 1 worker in each of its consistency modes, beside the "
+            "staleness that mode allowed in this run's write phases: the visibility lag p95 after a write "
+            "returned, of its worst write kind at its fewest writers (the figure the Findings rank), and its "
+            "stale allows per 1,000 revocations at each writer count.", "",
+            table(fr,
+                  {"backend_l": "Engine", "mode": "Read consistency", "p50": "Check p50 (ms)",
+                   "p95": "Check p95 (ms)", "lag": "Visibility p95, worst write kind (ms)",
+                   "lag_writers": "Writers (lag)", "stale": STALE_LABEL})]
         lines += ["", *r] if (r := rechecks(rd)) else []
         if chart := freshness_chart.freshness_modes(rd, fr, charts.chart_dir(out_dir, rd.manifest["run_id"])):
             lines += ["", f"![via-group check p95 against visibility lag p95, per engine and mode]({chart})"]

@@ -1,4 +1,5 @@
-"""The report's load-host section (runs with `bench --workers-on`): per-host ops and latency, clock offsets."""
+"""The report's load-host section (runs with `bench --workers-on`): per-host ops and latency, clock
+offsets."""
 
 from __future__ import annotations
 
@@ -42,22 +43,28 @@ def section(rd: RunData, out_dir: Path) -> str:
     if ht.empty:
         return ""
     lh = next((r for r in rd.records if isinstance(r, LoadHosts)), None)
-    lines = ["## Load hosts", "",
-             f"Workers spread over {ht['host'].nunique()} load host(s) of the Dask scheduler "
-             f"`{lh.scheduler if lh else '?'}`; every host measured latency on its own monotonic clock from its own "
-             "intended start times. Ops/s is each host's ops over the phase's measured window.", ""]
+    lines = [
+        "## Load hosts", "",
+        f"Workers spread over {ht['host'].nunique()} load host(s) of the Dask scheduler "
+        f"`{lh.scheduler if lh else '?'}`; every host measured latency on its own monotonic clock from its "
+        "own intended start times. Ops/s is each host's ops over the phase's measured window.", ""]
     lines.append(table(ht.sort_values(["phase", "host", "kind"]), {
         "phase": "Phase", "host": "Host", "kind": "Op", "workers": "Workers", "ops": "Ops",
         "ops_per_s": "Ops/s", "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)",
         "max_ms": "Max (ms)", "failed": "Errors + timeouts", "mismatches": "Mismatches"}))
     ct = clock_table(rd.records)
     if not ct.empty:
-        lines += ["", "Clock offsets measured before each phase's synchronized start (host wall clock minus the "
-                  "coordinator's, from the probe with the lowest round trip; uncertainty = round trip / 2; start "
-                  "margin = how long before the start instant the host got the order):", "",
-                  table(ct, {"phase": "Phase", "host": "Host", "offset_ms": "Offset (ms)",
-                             "uncertainty_ms": "± (ms)", "rtt_ms": "Probe round trip (ms)",
-                             "start_margin_ms": "Start margin (ms)", "warn": "Warning"}, 3)]
+        lines += [
+            "",
+            "Clock offsets measured before each phase's synchronized start (host wall clock minus the "
+            "coordinator's, from the probe with the lowest round trip; uncertainty = round trip / 2; start "
+            "margin = how long before the start instant the host got the order):",
+            "",
+            table(ct,
+                  {"phase": "Phase", "host": "Host", "offset_ms": "Offset (ms)", "uncertainty_ms": "± (ms)",
+                   "rtt_ms": "Probe round trip (ms)", "start_margin_ms": "Start margin (ms)",
+                   "warn": "Warning"},
+                  3)]
     lost = [r for r in rd.records if isinstance(r, HostLost)]
     for r in lost:
         lines.append(f"- `{r.phase}`: {r.reason}")

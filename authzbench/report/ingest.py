@@ -20,26 +20,27 @@ def section(rd: RunData, out_dir: Path) -> str:
     df["backend"] = [label(rd, b) + (f" via {v}" if v else "") for b, v in zip(df["backend"], df["variant"],
                                                                                strict=True)]
     # a count, not a float, where some loads timed no batches (NaN in the column): "97", and "—" for none
-    df["batches"] = pd.Series([int(x) if pd.notna(x) else None for x in df["batches"]], index=df.index, dtype=object)
+    df["batches"] = pd.Series(
+        [int(x) if pd.notna(x) else None for x in df["batches"]], index=df.index, dtype=object)
     df["footprint_mb"] = df["footprint_bytes"].astype(float) / 2**20
     df["written_mb"] = df["bytes_written"].astype(float) / 2**20
-    df["note"] = [("reused from an earlier prepare; " if r else "") + ", ".join(f"{k} {_plain(v)}" for k, v in n.items()
-                                                                            if not _restated(k))
+    df["note"] = [("reused from an earlier prepare; " if r else "")
+                  + ", ".join(f"{k} {_plain(v)}" for k, v in n.items() if not _restated(k))
                   for r, n in zip(df["reused"], df["notes"], strict=True)]
     df["bytes_per_rel"] = df["footprint_bytes"].astype(float) / df["relationships"]
     df["rows_per_rel"] = df["rows"] / df["relationships"]
     df = df.sort_values("rels_per_s", ascending=False)
     lines.append(link_target("ingest"))
-    lines.append(table(df, {"backend": "Backend", "relationships": "Relationships", "load_s": "Ingest (s)",
-                            "build_s": "Closure/MV/index build (s)", "total_s": "Total (s)",
-                            "rels_per_s": "Relationships/s (incl. build)", "load_rels_per_s": "Relationships/s (ingest only)",
-                            "rows": "Rows written (incl. expanded)", "rows_per_rel": "Rows per relationship",
-                            "rows_per_s": "Rows/s",
-                            "batch_rows": "Batch (rows)", "batches": "Batches", "batch_mean_s": "Batch mean (s)",
-                            "batch_p95_s": "Batch p95 (s)", "written_mb": "Written by the load (MiB)",
-                            "footprint_mb": "Footprint (MiB)",
-                            "bytes_per_rel": "Bytes per relationship",
-                            "build_what": "Build step"}))
+    lines.append(
+        table(df,
+              {"backend": "Backend", "relationships": "Relationships", "load_s": "Ingest (s)",
+               "build_s": "Closure/MV/index build (s)", "total_s": "Total (s)",
+               "rels_per_s": "Relationships/s (incl. build)",
+               "load_rels_per_s": "Relationships/s (ingest only)", "rows": "Rows written (incl. expanded)",
+               "rows_per_rel": "Rows per relationship", "rows_per_s": "Rows/s", "batch_rows": "Batch (rows)",
+               "batches": "Batches", "batch_mean_s": "Batch mean (s)", "batch_p95_s": "Batch p95 (s)",
+               "written_mb": "Written by the load (MiB)", "footprint_mb": "Footprint (MiB)",
+               "bytes_per_rel": "Bytes per relationship", "build_what": "Build step"}))
     # each load's notes under the table, not in a cell: they made rows of up to 846 characters
     lines += ["Notes per load:", ""]
     lines += [f"- **{b}**: {n}" for b, n in zip(df["backend"], df["note"], strict=True) if n]

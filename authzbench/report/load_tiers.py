@@ -72,22 +72,29 @@ def section(rd: RunData, out_dir: Path) -> str:
     ours["backend"] = ours["backend"].map(label)
     for k in ("check", "write"):
         for p in (50, 95):
-            ours[f"{k}_p{p}"] = [fmt_pct(x, n, p) for x, n in zip(ours[f"{k}_p{p}"], ours[f"{k}_ops"], strict=True)]
+            ours[f"{k}_p{p}"] = [
+                fmt_pct(x, n, p) for x, n in zip(ours[f"{k}_p{p}"], ours[f"{k}_ops"], strict=True)]
     pub = pd.DataFrame(published())
     scale = load_published()["scale"]
-    lines = ["## Against the scale load test's tiers (T1/T2)", "",
-             f"The {scale['engine']}-on-{scale['datastore']} load test (SCALE-REFERENCE.md, section A) ran its "
-             "social graph at 10M relationships with 1,000 (T1) and 10,000 (T2) requests/s, 1% of them writes, checks at "
-             "minimize_latency. Our open-loop mixed phases on the social model, laid out as its results "
-             "table: a row is a tier when the run has its relationship count (within 10%) and its target "
-             "rate. Ours run client and servers on this one machine (section 1), theirs on a cluster; the "
-             "published rows are its figures as printed (no success rate published). Latencies in ms.", "",
-             table(ours, {"test": "Test", "backend": "Backend", "relationships": "Relationships",
-                          "rate": "Target ops/s", "achieved": "Achieved ops/s", "dropped": "Dropped",
-                          "check_p95": "P95 check", "check_p50": "P50 check", "write_p95": "P95 write",
-                          "write_p50": "P50 write", "success": "Success", "verdict": "SLO"}, 4),
-             "", "Published:", "",
-             table(pub, {"test": "Test", "relationships": "Relationships", "rate": "Target ops/s",
-                         "cache_hit": "Cache hit", "check_p95": "P95 check", "check_p50": "P50 check",
-                         "write_p95": "P95 write", "write_p50": "P50 write", "setup": "Setup"}, 4), ""]
+    lines = [
+        "## Against the scale load test's tiers (T1/T2)", "",
+        f"The {scale['engine']}-on-{scale['datastore']} load test (SCALE-REFERENCE.md, section A) ran its "
+        "social graph at 10M relationships with 1,000 (T1) and 10,000 (T2) requests/s, 1% of them writes, "
+        "checks at minimize_latency. Our open-loop mixed phases on the social model, laid out as its "
+        "results table: a row is a tier when the run has its relationship count (within 10%) and its target "
+        "rate. Ours run client and servers on this one machine (section 1), theirs on a cluster; the "
+        "published rows are its figures as printed (no success rate published). Latencies in ms.", "",
+        table(ours,
+              {"test": "Test", "backend": "Backend", "relationships": "Relationships",
+               "rate": "Target ops/s", "achieved": "Achieved ops/s", "dropped": "Dropped",
+               "check_p95": "P95 check", "check_p50": "P50 check", "write_p95": "P95 write",
+               "write_p50": "P50 write", "success": "Success", "verdict": "SLO"},
+              4),
+        "", "Published:", "",
+        table(pub,
+              {"test": "Test", "relationships": "Relationships", "rate": "Target ops/s",
+               "cache_hit": "Cache hit", "check_p95": "P95 check", "check_p50": "P50 check",
+               "write_p95": "P95 write", "write_p50": "P50 write", "setup": "Setup"},
+              4),
+        ""]
     return "\n".join(lines)

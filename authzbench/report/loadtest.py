@@ -13,9 +13,10 @@ from authzbench.core.records import Loadtest, as_dict
 from authzbench.report.core.published import load_published
 from authzbench.results.store import RunStore
 
-HEADER = ("| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90) (ms) | p(95) (ms) | requests/s achieved "
-          "| iterations | dropped iterations | checks passed (no error) | answers = oracle | allowed | p(95) from intended "
-          "start (ms) |")
+HEADER = (
+    "| engine | variant | avg (ms) | min (ms) | med (ms) | max (ms) | p(90) (ms) | p(95) (ms) | requests/s "
+    "achieved | iterations | dropped iterations | checks passed (no error) | answers = oracle | allowed | "
+    "p(95) from intended start (ms) |")
 
 
 def _ms(h, q: float | None = None) -> float:
@@ -28,27 +29,31 @@ def row(rec: dict) -> str:
     n, ok = rec["iterations"], rec["iterations"] - rec["errors"]
     pct = 100.0 * ok / n if n else float("nan")
     answered_right = ok - rec["mismatches"]
-    return (f"| {rec['label']} | {rec['variant']} | {_ms(h):.2f} | {h.get_min_value() / 1000:.2f} | {_ms(h, 50):.2f} "
-            f"| {h.get_max_value() / 1000:.2f} | {_ms(h, 90):.2f} | {_ms(h, 95):.2f} | {n / rec['wall_s']:,.1f} "
-            f"| {n:,} | {rec['dropped']:,} | {pct:.2f}% ({ok:,} out of {n:,}) | {answered_right:,} of {ok:,} "
-            f"| {100.0 * rec['allowed'] / max(ok, 1):.1f}% | {_ms(hi, 95):.2f} |")
+    return (
+        f"| {rec['label']} | {rec['variant']} | {_ms(h):.2f} | {h.get_min_value() / 1000:.2f} | "
+        f"{_ms(h, 50):.2f} | {h.get_max_value() / 1000:.2f} | {_ms(h, 90):.2f} | {_ms(h, 95):.2f} | "
+        f"{n / rec['wall_s']:,.1f} | {n:,} | {rec['dropped']:,} | {pct:.2f}% ({ok:,} out of {n:,}) | "
+        f"{answered_right:,} of {ok:,} | {100.0 * rec['allowed'] / max(ok, 1):.1f}% | {_ms(hi, 95):.2f} |")
 
 
 def published_row() -> str:
     """The published run (SCALE-REFERENCE.md part B, in published_figures.json): its summary, verbatim."""
     p = load_published()["loadtest"]["summary"]
-    return (f"| {p['engine']} | published | {p['avg']:.2f} | {p['min']:.2f} | {p['med']:.2f} | {p['max']:.2f} "
-            f"| {p['p90']:.2f} | {p['p95']:.2f} | {p['rps']:,.1f} | {p['iterations']:,} | {p['dropped']:,} "
-            f"| {p['checks']} | {p['answers']} | {p['allowed']} | {p['p95_intended']} |")
+    return (
+        f"| {p['engine']} | published | {p['avg']:.2f} | {p['min']:.2f} | {p['med']:.2f} | {p['max']:.2f} "
+        f"| {p['p90']:.2f} | {p['p95']:.2f} | {p['rps']:,.1f} | {p['iterations']:,} | {p['dropped']:,} "
+        f"| {p['checks']} | {p['answers']} | {p['allowed']} | {p['p95_intended']} |")
 
 
 def render(records: list[dict], context: list[str]) -> str:
     """The markdown section: the layout of the document's table, then what each variant caps."""
-    lines = [f"## The {load_published()['loadtest']['engine']} load test, reproduced", "", *context, "", HEADER,
-             "|" + "---|" * HEADER.count(" | ") + "---|", published_row()]
+    lines = [
+        f"## The {load_published()['loadtest']['engine']} load test, reproduced", "", *context, "", HEADER,
+        "|" + "---|" * HEADER.count(" | ") + "---|", published_row()]
     lines += [row(r) for r in records]
     busy = {(r["label"], r["variant"]): r["max_busy_vus"] for r in records}
-    lines += ["", "Most VUs busy at once: " + ", ".join(f"{k[0]} {k[1]} {v:,}" for k, v in busy.items()) + "."]
+    lines += [
+        "", "Most VUs busy at once: " + ", ".join(f"{k[0]} {k[1]} {v:,}" for k, v in busy.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -66,7 +71,8 @@ def render_run(run: Path, out_dir: Path) -> Path:
     store = RunStore.open(run)
     context = store.manifest().get("loadtest_context")
     if not context:
-        raise UserError(f"{run}: no loadtest_context in its manifest (not a load test, or one recorded before "
-                        "the context was kept)")
+        raise UserError(
+            f"{run}: no loadtest_context in its manifest (not a load test, or one recorded before "
+            "the context was kept)")
     records = [as_dict(r) for r in store.typed() if isinstance(r, Loadtest)]  # the rows read them by name
     return write(records, context, out_dir / f"loadtest-{run.name}.md")

@@ -34,19 +34,20 @@ def section(rd: RunData, out_dir: Path) -> str:
         return ""
     cfg = rd.manifest.get("config", {})
     objective = slo(rd)
-    lines = ["## 6. Mixed read/write workload", "",
-             f"Checks with {cfg.get('write_share', 0.01):.1%} relationship writes/deletes (scratch users only, so "
-             f"read answers stay checkable). SLO: check p95 < {objective['check_p95_ms']} ms, write p95 < "
-             f"{objective['write_p95_ms']} ms, success ≥ {objective['success']:.1%}.", ""]
+    lines = [
+        "## 6. Mixed read/write workload", "",
+        f"Checks with {cfg.get('write_share', 0.01):.1%} relationship writes/deletes (scratch users only, so "
+        f"read answers stay checkable). SLO: check p95 < {objective['check_p95_ms']} ms, write p95 < "
+        f"{objective['write_p95_ms']} ms, success ≥ {objective['success']:.1%}.", ""]
     m["backend_l"] = [label(rd, b) for b in m["backend"]]
     m["success"] = m["ops"] / m["attempted"].where(m["attempted"] > 0)
-    lines += [link_target("mixed"), table(marked(m.sort_values(["backend", "concurrency", "kind"])),
-                                      {"backend_l": "Backend", "mode": "Loop", "concurrency": "Workers",
-                                       "target_rate": "Target ops/s", "kind": "Op", "ops": "Ops",
-                                       "ops_per_s": "Achieved ops/s", "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)",
-                                       "p99_ms": "p99 (ms)", "errors": "Errors", "timeouts": "Timeouts",
-                                       "success": "Success", "dropped": "Dropped (open loop)",
-                                       "mismatches": "Mismatches"})]
+    lines += [link_target("mixed"),
+              table(marked(m.sort_values(["backend", "concurrency", "kind"])),
+                    {"backend_l": "Backend", "mode": "Loop", "concurrency": "Workers",
+                     "target_rate": "Target ops/s", "kind": "Op", "ops": "Ops", "ops_per_s": "Achieved ops/s",
+                     "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)", "errors": "Errors",
+                     "timeouts": "Timeouts", "success": "Success", "dropped": "Dropped (open loop)",
+                     "mismatches": "Mismatches"})]
     v_raw = slo_verdicts(rd)
     v = v_raw.copy()
     v["backend"] = [label(rd, b) for b in v["backend"]]
@@ -55,10 +56,12 @@ def section(rd: RunData, out_dir: Path) -> str:
     # whose SLO is 0.999
     for k in ("check", "write"):
         v[f"{k}_p95"] = [fmt_pct(x, n, 95, fmt) for x, n in zip(v[f"{k}_p95"], v[f"{k}_fewest"], strict=True)]
-    lines += ["", "SLO verdicts:", "", link_target("slo"), table(v, {
-        "backend": "Backend", "mode": "Loop", "concurrency": "Workers", "rate": "Target ops/s",
-        "check_p95": "Check p95 (ms)", "check_ops": "Checks", "write_p95": "Write p95 (ms)", "write_ops": "Writes",
-        "success": "Success (incl. dropped)", "verdict": "Verdict"}, 4)]
+    lines += ["", "SLO verdicts:", "", link_target("slo"),
+              table(v,
+                    {"backend": "Backend", "mode": "Loop", "concurrency": "Workers", "rate": "Target ops/s",
+                     "check_p95": "Check p95 (ms)", "check_ops": "Checks", "write_p95": "Write p95 (ms)",
+                     "write_ops": "Writes", "success": "Success (incl. dropped)", "verdict": "Verdict"},
+                    4)]
     opened = v[v["mode"] == "open"]
     for b, g in opened.groupby("backend", sort=False):
         passed = g[g["verdict"] == "PASS"]["rate"].dropna()
@@ -92,9 +95,10 @@ def mixed_closed(rd: RunData) -> list[Dimension]:
             continue
         # the verdict rests on its check and write p95s: ⚠ when either rests on too few ops in some round
         fewest = min(int(best["check_fewest"]), int(best["write_fewest"]) if best["write_ops"] else 10**9)
-        figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                           detail=f"up to {worker_count(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest, worse_below=True,
-                           client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
+        figs.append(
+            Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
+                   detail=f"up to {worker_count(c)}", q=95.0, n=int(best["check_ops"]), fewest=fewest,
+                   worse_below=True, client_bound=clientbound.client_bound(rd, b, str(best["scenario"]), c)))
     return [Dimension("Under load", "Mixed workload (closed loop): check throughput at the most workers that "
                       "still met the SLO", "checks/s", True, figs, anchor("slo"), summary="mixed within SLO",
                       key="mixed_slo")]
@@ -108,8 +112,9 @@ def open_loop(rd: RunData) -> list[Dimension]:
     figs = []
     for b, g in v.groupby("backend", sort=False):
         ok = g[g["verdict"] == "PASS"]["rate"].dropna()
-        figs.append(Figure(b, float(ok.max()) if len(ok) else 0.0, text="" if len(ok) else "no rate met the SLO",
-                           detail=f"tried {ints_text(g['rate'].dropna())} ops/s"))
+        figs.append(
+            Figure(b, float(ok.max()) if len(ok) else 0.0, text="" if len(ok) else "no rate met the SLO",
+                   detail=f"tried {ints_text(g['rate'].dropna())} ops/s"))
     return [Dimension("Under load", "Open loop: highest offered rate that met the SLO", "ops/s", True, figs,
                       anchor("slo"), "rate steps are discrete: the true limit lies between two steps",
                       summary="open-loop rate within SLO", key="open_loop")]

@@ -16,10 +16,11 @@ def comparison(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     if ph.empty:
         return ""
-    lines = ["## 7. Comparison summary", "",
-             "p50 / p95 latency in ms at 1 worker (n = the ops they rest on), and the best throughput over all "
-             "concurrency levels (ops/s). Backends marked † are shown apart: their figures are not a networked "
-             "server's.", "", link_target("comparison")]
+    lines = [
+        "## 7. Comparison summary", "",
+        "p50 / p95 latency in ms at 1 worker (n = the ops they rest on), and the best throughput over all "
+        "concurrency levels (ops/s). Backends marked † are shown apart: their figures are not a networked "
+        "server's.", "", link_target("comparison")]
     mixed = ph["scenario"].map(lambda n: SCENARIOS[n].op == "mixed" if n in SCENARIOS else False)
     # write scenarios show their write latency; visibility lags and the mixed workload's writes are apart
     sub = ph[(ph["mode"] == "closed") & (ph["kind"] != "visibility") & ~(mixed & (ph["kind"] == "write"))]
@@ -27,11 +28,14 @@ def comparison(rd: RunData, out_dir: Path) -> str:
     for (scen, b), g in sub.groupby(["scenario", "backend"], sort=False):
         one = merge_repeats(g[g["concurrency"] == g["concurrency"].min()]).iloc[0]
         n = int(one["ops"])
-        rows.append({"scenario": scen, "backend": label(rd, b), "cell": f"{fmt_pct(one['p50_ms'], n, 50, fmt)}"
+        rows.append({"scenario": scen, "backend": label(rd, b),
+                     "cell": f"{fmt_pct(one['p50_ms'], n, 50, fmt)}"
                      f" / {fmt_pct(one['p95_ms'], n, 95, fmt)} (n={n:,}; {fmt(g['ops_per_s'].max())}/s)"})
     if not rows:
         return ""
-    piv = pd.DataFrame(rows).pivot(index="scenario", columns="backend", values="cell").reset_index().fillna("—")
+    piv = (
+        pd.DataFrame(rows).pivot(index="scenario", columns="backend", values="cell").reset_index().fillna("—")
+    )
     order = {n: i for i, n in enumerate(SCENARIOS)}
     piv = piv.sort_values("scenario", key=lambda s: s.map(order))
     cols = {"scenario": "Scenario"}
@@ -55,8 +59,10 @@ def correctness(rd: RunData, out_dir: Path) -> str:
     g["example"] = [str(ex.get((b, s), [""])[0])[:160] if (b, s) in ex else "" for b, s in
                     zip(g["backend"], g["scenario"], strict=True)]
     g["backend"] = [label(rd, b) for b in g["backend"]]
-    lines.append(table(g, {"backend": "Backend", "scenario": "Scenario", "checked": "Answers checked",
-                           "mismatches": "Mismatches", "rate": "Mismatch rate", "example": "First mismatch"}, 4))
+    lines.append(table(g,
+                       {"backend": "Backend", "scenario": "Scenario", "checked": "Answers checked",
+                        "mismatches": "Mismatches", "rate": "Mismatch rate", "example": "First mismatch"},
+                       4))
     return "\n".join(lines)
 
 
@@ -64,8 +70,9 @@ def stability(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     if ph.empty or ph["repeat"].max() < 1:
         # Kept (not omitted) so sections keep their numbers from one report to the next.
-        return ("## Stability across rounds\n\nNot measured: each phase ran in one round. Run with `--rounds N` "
-                "for the coefficient of variation of every figure.\n")
+        return (
+            "## Stability across rounds\n\nNot measured: each phase ran in one round. Run with `--rounds N` "
+            "for the coefficient of variation of every figure.\n")
     cfg = rd.manifest.get("config", {})
     lines = ["## Stability across rounds", "",
              f"Coefficient of variation (stddev / mean) of each figure across its rounds (this run: "
@@ -74,17 +81,21 @@ def stability(rd: RunData, out_dir: Path) -> str:
     rows = []
     # A mixed phase's checks and writes, and a write scenario re-run under another read consistency, are
     # figures of their own: each row names its ops and mode (without them 23 rows read as the same twice).
-    closed = ph[ph["mode"] == "closed"].assign(consistency=ph["consistency"].fillna("") if "consistency" in ph else "")
-    for (b, s, c, k, m), g in closed.groupby(["backend", "scenario", "concurrency", "kind", "consistency"], sort=False):
+    closed = ph[ph["mode"] == "closed"].assign(
+        consistency=ph["consistency"].fillna("") if "consistency" in ph else "")
+    for (b, s, c, k, m), g in closed.groupby(
+        ["backend", "scenario", "concurrency", "kind", "consistency"], sort=False):
         if len(g) < 2:
             continue
-        rows.append({"backend": label(rd, b), "scenario": s, "concurrency": c, "kind": k, "mode": m or "session",
-                     "runs": len(g),
-                     "cv_p50": cv(g["p50_ms"].tolist()), "cv_p95": cv(g["p95_ms"].tolist()),
-                     "cv_ops": cv(g["ops_per_s"].tolist())})
-    lines.append(table(pd.DataFrame(rows), {"backend": "Backend", "scenario": "Scenario", "concurrency": "Workers",
-                                            "kind": "Ops", "mode": "Read consistency", "runs": "Runs", "cv_p50": "CV p50", "cv_p95": "CV p95",
-                                            "cv_ops": "CV ops/s"}, 3))
+        rows.append(
+            {"backend": label(rd, b), "scenario": s, "concurrency": c, "kind": k, "mode": m or "session",
+             "runs": len(g), "cv_p50": cv(g["p50_ms"].tolist()), "cv_p95": cv(g["p95_ms"].tolist()),
+             "cv_ops": cv(g["ops_per_s"].tolist())})
+    lines.append(table(pd.DataFrame(rows),
+                       {"backend": "Backend", "scenario": "Scenario", "concurrency": "Workers", "kind": "Ops",
+                        "mode": "Read consistency", "runs": "Runs", "cv_p50": "CV p50", "cv_p95": "CV p95",
+                        "cv_ops": "CV ops/s"},
+                       3))
     return "\n".join(lines)
 
 
@@ -99,10 +110,12 @@ def problems(rd: RunData, out_dir: Path) -> str:
     for e in rd.errors:
         lines.append(f"- **{e.backend}** ({e.stage}): {_short(str(e.message))}")
     for _, r in bad.head(MAX_LISTED).iterrows():
-        lines.append(f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}{_by_type(ph, r['phase'])}")
+        lines.append(
+            f"- `{r['phase']}`: **{r['status']}** — {_short(str(r['reason']))}{_by_type(ph, r['phase'])}")
     if len(bad) > MAX_LISTED:
-        lines.append(f"- and {len(bad) - MAX_LISTED} more phases: "
-                     + ", ".join(f"{b} {n}" for b, n in bad.iloc[MAX_LISTED:]["backend"].value_counts().items()))
+        lines.append(
+            f"- and {len(bad) - MAX_LISTED} more phases: "
+            + ", ".join(f"{b} {n}" for b, n in bad.iloc[MAX_LISTED:]["backend"].value_counts().items()))
     return "\n".join(lines) + "\n"
 
 

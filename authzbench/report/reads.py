@@ -58,12 +58,14 @@ def section(rd: RunData, out_dir: Path) -> str:
     if not rt.empty:  # at its fewest workers: 1 in the default run (phase_plan runs it at no other count)
         rt = with_cells(rd, merge_repeats(rt))
         rt = rt[rt["concurrency"] == rt["concurrency"].min()].set_index("backend")["p50_ms"]
-    for i, (name, sc) in enumerate((n, s) for n, s in SCENARIOS.items() if s.op in ("check", "lookup", "roundtrip")):
+    for i, (name, sc) in enumerate(
+        (n, s) for n, s in SCENARIOS.items() if s.op in ("check", "lookup", "roundtrip")):
         sub = ph[(ph["scenario"] == name) & (ph["mode"] == "closed")]
         if sub.empty:
             continue
         sub = figure_mode(sub)  # the ops column counts the ops of the figures beside it
-        sub = clientbound.with_cpu(rd, with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"]))
+        sub = clientbound.with_cpu(
+            rd, with_cells(rd, merge_repeats(sub)).sort_values(["concurrency", "p50_ms"]))
         sub["backend"] = [label(rd, b) for b in sub["backend"]]
         lines += [f"### 5.{i + 1} `{name}`", "", sc.description, ""]
         cols = clientbound.beside_throughput(READ_COLS)
@@ -94,13 +96,16 @@ def _resources(rd: RunData) -> str:
     if t.empty:
         return ""
     t["backend"] = [label(rd, b) for b in t["backend"]]
-    return "\n".join(["### Server CPU and memory per 1,000 checks", "",
-                      "Over every check phase (all worker counts): server CPU core-seconds spent per 1,000 checks "
-                      "(the reference's \"CPU% per 1K operations\"), mean server and client CPU, peak server memory (PSS). "
-                      "In-process engines (†, thread workers) include the client.", "", link_target("resources"),
-                      table(t, {"backend": "Backend", "phases": "Phases", "ops": "Checks",
-                                "cpu_s_per_1k": "Server core-s per 1,000 checks", "cpu_mean": "Server CPU mean (%)",
-                                "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server memory (MiB)"})])
+    return "\n".join(
+        ["### Server CPU and memory per 1,000 checks", "",
+         "Over every check phase (all worker counts): server CPU core-seconds spent per 1,000 checks "
+         '(the reference\'s "CPU% per 1K operations"), mean server and client CPU, peak server memory '
+         '(PSS). '
+         "In-process engines (†, thread workers) include the client.", "", link_target("resources"),
+         table(t,
+               {"backend": "Backend", "phases": "Phases", "ops": "Checks",
+                "cpu_s_per_1k": "Server core-s per 1,000 checks", "cpu_mean": "Server CPU mean (%)",
+                "client_cpu_mean": "Client CPU mean (%)", "rss_max_mb": "Peak server memory (MiB)"})])
 
 
 def check_latency(rd: RunData) -> list[Dimension]:
@@ -125,9 +130,11 @@ def check_throughput(rd: RunData) -> list[Dimension]:
             if best is None:
                 continue
             c, x = best
-            figs.append(Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
-                               detail=f"at {worker_count(c)}", client_bound=clientbound.client_bound(rd, b, s, c)))
-        levels = sorted(set(closed_phases(rd, s)["concurrency"].astype(int)))  # a scenario may run at 1 worker only
+            figs.append(
+                Figure(b, x.value, bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed,
+                       detail=f"at {worker_count(c)}", client_bound=clientbound.client_bound(rd, b, s, c)))
+        # a scenario may run at 1 worker only
+        levels = sorted(set(closed_phases(rd, s)["concurrency"].astype(int)))
         what = (f"Throughput at {worker_count(levels[0])}" if len(levels) == 1
                 else f"Best throughput over {ints_text(pd.Series(levels))} workers")
         out.append(Dimension("Checks", f"{what}, {s}", "checks/s", True,
@@ -146,18 +153,22 @@ def lookup_latency(rd: RunData) -> list[Dimension]:
             continue
         c = int(closed_phases(rd, s)["concurrency"].min())
         kind = "heavy" if "super" in s else "regular"
-        out.append(Dimension("Lookups", f"Lookup p95 ({kind} user), {s}, {worker_count(c)}", "ms", False,
-                             pct_figures(rd, s, 95, detail=per_lookup), anchor(s), summary=f"{kind} lookup p95",
-                             key=f"lookup_p95/{s}"))
+        out.append(
+            Dimension("Lookups", f"Lookup p95 ({kind} user), {s}, {worker_count(c)}", "ms", False,
+                      pct_figures(rd, s, 95, detail=per_lookup), anchor(s), summary=f"{kind} lookup p95",
+                      key=f"lookup_p95/{s}"))
     return out
 
 
 def server_memory(rd: RunData) -> list[Dimension]:
     peaks = peak_memory(rd)
-    figs = [Figure(b, mb, detail=in_process(rd, b), bounds=single_bounds(mb, "rss"), basis=single_basis("rss"))
-            for b, mb in peaks.items()]
-    return [Dimension("Resources", "Peak server memory over the read phases", "MiB", False, figs, anchor("resources"),
-                      summary="peak memory", key="memory")]
+    figs = [
+        Figure(b, mb, detail=in_process(rd, b), bounds=single_bounds(mb, "rss"), basis=single_basis("rss"))
+        for b, mb in peaks.items()]
+    return [
+        Dimension(
+            "Resources", "Peak server memory over the read phases", "MiB", False, figs, anchor("resources"),
+            summary="peak memory", key="memory")]
 
 
 def cpu_per_1k(rd: RunData) -> list[Dimension]:
@@ -165,8 +176,9 @@ def cpu_per_1k(rd: RunData) -> list[Dimension]:
     t = resource_table(rd)
     if t.empty:
         return []
-    # its interval: the lowest to the highest round's, as for latency (one value per round of every check phase)
-    # unstable by the latency figures' rule (noise.spread_unstable): mongo's 3.23 rested on rounds of 1.95-9.45
+    # its interval: the lowest to the highest round's, as for latency (one value per round of every check
+    # phase) unstable by the latency figures' rule (noise.spread_unstable): mongo's 3.23 rested on rounds of
+    # 1.95-9.45
     figs = [Figure(r.backend, float(r.cpu_s_per_1k), detail=in_process(rd, r.backend),
                    bounds=(min(r.cpu_rounds), max(r.cpu_rounds)) if len(r.cpu_rounds) >= 2 else None,
                    unstable=spread_unstable(np.array(r.cpu_rounds), float(r.cpu_s_per_1k)))

@@ -23,7 +23,10 @@ def steps(recs: list[Record]) -> pd.DataFrame:
     ends = {r.phase: r for r in recs if isinstance(r, PhaseEnd)}
     for r in recs:
         # records made by hand may lack ts
-        if isinstance(r, PhaseStart) and r.phase in ends and r.ts is not None and ends[r.phase].ts is not None:
+        if (isinstance(r, PhaseStart)
+            and r.phase in ends
+            and r.ts is not None
+            and ends[r.phase].ts is not None):
             rows.append({"backend": r.backend, "step": f"phase {r.phase}", "t0": r.ts,
                          "seconds": ends[r.phase].ts - r.ts})
     df = pd.DataFrame(rows, columns=["backend", "step", "t0", "seconds"])
@@ -34,7 +37,9 @@ def _kind(step: str) -> str:
     for k in ("start", "load", "stop"):
         if step == k:
             return k
-    return "phases" if step.startswith("phase ") else "restore checks" if step.startswith("restore") else "other"
+    return (
+        "phases" if step.startswith("phase ") else "restore checks" if step.startswith("restore") else "other"
+    )
 
 
 def per_backend(df: pd.DataFrame) -> pd.DataFrame:
@@ -77,23 +82,29 @@ def section(rd: RunData, out_dir: Path) -> str:
     if not pb.empty:
         pb["measured"] = pb["backend"].map(windows).fillna(0.0)
         pb["backend"] = pb["backend"].map(label)
-        out.append(table(pb, {"backend": "Backend", "start": "Start (s)", "load": "Load (s)",
-                              "n_phases": "Phases", "phases": "Phases (s)", "measured": "of which measured (s)",
-                              "restore checks": "Restore checks (s)", "stop": "Stop (s)", "span_s": "Span (s)"},
-                    digits=1))
-        out.append(f"\nMeasured windows (from each phase's shared start of measuring to its stop, every attempt): "
-                   f"{sum(windows.values()) / 60:.1f} of the {wall / 60:.1f} minutes, "
-                   f"{sum(windows.values()) / wall:.0%} of the wall clock; the rest is loads, restore checks, "
-                   "and each phase's workers, warm-up and hand-offs.")
+        out.append(
+            table(pb,
+                  {"backend": "Backend", "start": "Start (s)", "load": "Load (s)", "n_phases": "Phases",
+                   "phases": "Phases (s)", "measured": "of which measured (s)",
+                   "restore checks": "Restore checks (s)", "stop": "Stop (s)", "span_s": "Span (s)"},
+                  digits=1))
+        out.append(
+            f"\nMeasured windows (from each phase's shared start of measuring to its stop, every attempt): "
+            f"{sum(windows.values()) / 60:.1f} of the {wall / 60:.1f} minutes, "
+            f"{sum(windows.values()) / wall:.0%} of the wall clock; the rest is loads, restore checks, "
+            "and each phase's workers, warm-up and hand-offs.")
         loads = float(pb["load"].fillna(0.0).sum()) if "load" in pb else 0.0
         if loads:  # a load is the ingest figure's own measurement: timed whole, every row written
             both = sum(windows.values()) + loads
-            out.append(f"With the loads, which measure ingest ({loads / 60:.1f} minutes): {both / 60:.1f} minutes, "
-                       f"{both / wall:.0%} of the wall clock.")
+            out.append(
+                f"With the loads, which measure ingest ({loads / 60:.1f} minutes): {both / 60:.1f} minutes, "
+                f"{both / wall:.0%} of the wall clock.")
     shared = df[df["backend"] == ""]
     if not shared.empty:
-        out.append(f"\nShared steps (before and between backends): {shared['seconds'].sum():.1f} s in all, of "
-                   f"which {', '.join(f'{r.step} {r.seconds:.1f} s' for r in shared.nlargest(3, 'seconds').itertuples())}.")
+        out.append(
+            f"\nShared steps (before and between backends): {shared['seconds'].sum():.1f} s in all, of which "
+            f"{', '.join(f'{r.step} {r.seconds:.1f} s' for r in shared.nlargest(3, 'seconds').itertuples())}."
+        )
     top = df.nlargest(SLOWEST, "seconds")
     out.append(f"\nThe {len(top)} slowest steps: " + "; ".join(
         f"{i}. {(label(r.backend) + ' ') if r.backend else ''}{r.step} ({r.seconds:,.1f} s)"

@@ -34,10 +34,12 @@ def _interference(rd: RunData, label, table) -> list[str]:
     rows = rows.drop_duplicates("phase")
     lines = ["### Other processes on the cores", "",
              f"CPU of processes outside the run (% of one core, mean over each phase's measured window): "
-             f"median {rows['foreign_cpu'].median():.1f}, 95th percentile {rows['foreign_cpu'].quantile(0.95):.1f}, "
+             f"median {rows['foreign_cpu'].median():.1f}, 95th percentile "
+             f"{rows['foreign_cpu'].quantile(0.95):.1f}, "
              f"max {rows['foreign_cpu'].max():.1f} over {len(rows)} phase runs; hypervisor steal max "
              f"{rows['steal'].max():.1f}. Phases disturbed (above the threshold): "
-             f"{int(rows['disturbed'].sum())}; re-run: {rd.superseded['phase'].nunique() if not rd.superseded.empty else 0}; "
+             f"{int(rows['disturbed'].sum())}; re-run: "
+             f"{rd.superseded['phase'].nunique() if not rd.superseded.empty else 0}; "
              f"figures still resting on a disturbed phase (marked ⚡): "
              f"{int(ph.drop_duplicates('phase')['disturbed'].sum())}.", ""]
     bad = rows[rows["disturbed"]]
@@ -79,8 +81,10 @@ def _shared_cores(rd: RunData, label, table) -> list[str]:
              "(100% = one core):", ""]
     m = rd.monitor_phases
     if m.empty or m["client_cpu_mean"].isna().all():
-        return [*lines, "_the monitor recorded no client CPU in this run (recorded since the monitor samples the "
-                "client processes; in-process engines have no separate client)_", ""]
+        return [*lines,
+                "_the monitor recorded no client CPU in this run (recorded since the monitor samples the "
+                "client processes; in-process engines have no separate client)_",
+                ""]
     m = m[m["client_cpu_mean"].notna()]  # in-process engines: client and engine are one process
     m = m.assign(stage=m["phase"].str.split("/").str[1], load=m["phase"].str.split("/").str[2])
     g = m.groupby(["backend", "stage", "load"], sort=False).agg(
@@ -118,11 +122,12 @@ def _sample_sizes(rd: RunData, label, table) -> list[str]:
         short = [f"p{q:g}" for q in (95.0, 99.0) if r.ops < min_ops(q)]
         if short:
             rows.append({"phase": f"`{r.phase}` ({r.kind})", "ops": r.ops, "short": ", ".join(short)})
-    lines = ["### Sample sizes", "",
-             "A percentile is the median of its rounds' percentiles, or, where a round has fewer ops than it "
-             "needs, the percentile of every round's ops pooled (the Ops columns count them all). A p95 needs at least "
-             "20 ops and a p99 at least 100 before it is more than the maximum; cells resting on fewer are "
-             f"marked {MARK}."]
+    lines = [
+        "### Sample sizes", "",
+        "A percentile is the median of its rounds' percentiles, or, where a round has fewer ops than it "
+        "needs, the percentile of every round's ops pooled (the Ops columns count them all). A p95 needs at "
+        "least 20 ops and a p99 at least 100 before it is more than the maximum; cells resting on fewer are "
+        f"marked {MARK}."]
     if not rows:
         return [*lines[:-1], lines[-1] + " No percentile in this run rests on too few ops.", ""]
     return [*lines[:-1], lines[-1] + f" {len(rows)} phase figures rest on too few ops:", "",
@@ -133,14 +138,17 @@ def _stops(rd: RunData, label, table) -> list[str]:
     ph = rd.phases
     if ph.empty and not rd.skipped:
         return []
-    one = ph.drop_duplicates("phase") if not ph.empty else pd.DataFrame(columns=["phase", "status", "reason", "ops"])
+    one = (ph.drop_duplicates("phase")
+           if not ph.empty
+           else pd.DataFrame(columns=["phase", "status", "reason", "ops"]))
     budget = one[(one["status"] == "complete") & one["reason"].str.contains("time budget", na=False)]
     bad = one[one["status"] != "complete"]
     lines = ["### Phases stopped early", ""]
     if len(budget):
         per = budget["phase"].str.split("/").str[0].value_counts()
-        lines.append(f"- {len(budget):,} phases reached their time budget before their op count, as intended (a "
-                     "phase stops at whichever comes first): " + ", ".join(f"{b} {n}" for b, n in per.items()) + ".")
+        lines.append(
+            f"- {len(budget):,} phases reached their time budget before their op count, as intended (a "
+            "phase stops at whichever comes first): " + ", ".join(f"{b} {n}" for b, n in per.items()) + ".")
     lines += [f"- `{p}` incomplete, its figures cover only what ran: {_short(str(r))}"
               for p, r in zip(bad["phase"], bad["reason"], strict=True)]
     for r in rd.skipped:
@@ -153,9 +161,9 @@ def _stops(rd: RunData, label, table) -> list[str]:
 
 
 def _skip_cause(reason: str, scenario: str = "", last_step: float | None = None) -> str:
-    """Why the planner left a phase out (phase_plan.Pace, workloads/churn.ChurnSweep), from its recorded reason:
-    20261129-201802 gave every churn and 8-writer skip the timeout prediction, beside a churn table that said
-    "the 1/s step did not hold"."""
+    """Why the planner left a phase out (phase_plan.Pace, workloads/churn.ChurnSweep), from its recorded
+    reason: 20261129-201802 gave every churn and 8-writer skip the timeout prediction, beside a churn table
+    that said "the 1/s step did not hold"."""
     if reason.startswith("bounded by op count"):
         return "an earlier round measured its op count (one op outlasted the round's budget)"
     if reason.startswith("under its op floor"):
@@ -171,7 +179,8 @@ def _skip_cause(reason: str, scenario: str = "", last_step: float | None = None)
 
 
 def _last_step(rd: RunData, backend: str) -> float | None:
-    """The highest churn rate (changes/s) of the backend's steps that ran: the one a skipped step's reason is."""
+    """The highest churn rate (changes/s) of the backend's steps that ran: the one a skipped step's reason
+    is."""
     ph = rd.phases
     rates = ph[(ph["backend"] == backend) & (ph["scenario"] == "churn")]["churn_rate"] if not ph.empty else []
     return float(max(rates)) if len(rates) else None

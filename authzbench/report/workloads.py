@@ -1,7 +1,7 @@
-"""The decision by workload, the decision summary's first table: for each workload a review names, the backends
-that meet it, best first, computed from the churn sweep (report/churn.py), the revocations at 8 writers
-(report/freshness.py) and the via-group check figure. Each row states what "meets" means; the order is the
-one display (figures.letters), † backends lettered among themselves after the networked ones."""
+"""The decision by workload, the decision summary's first table: for each workload a review names, the
+backends that meet it, best first, computed from the churn sweep (report/churn.py), the revocations at 8
+writers (report/freshness.py) and the via-group check figure. Each row states what "meets" means; the order is
+the one display (figures.letters), † backends lettered among themselves after the networked ones."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def _churn_rows(rd: RunData) -> list[tuple[str, str, str]]:
     rows = []
     for rate, d in zip(sorted(set(cfg["rates"]) | set(df["rate"])), churn.dimensions(rd, df), strict=True):
         # a step whose check p95 interval lies across the SLO meets it no more than it misses it: named apart
-        open_ = f"; undecided (check p95 interval across the SLO): {und}" if (und := churn.undecided_text(rd, rate, df)) else ""
+        open_ = (f"; undecided (check p95 interval across the SLO): {und}"
+                 if (und := churn.undecided_text(rd, rate, df))
+                 else "")
         rows.append((f"Membership churn of {rate:g} change{'' if rate == 1 else 's'}/s", meaning,
                      _listed(rd, d.figures, " ms") + open_))
     return rows
@@ -63,9 +65,12 @@ def _no_stale(rd: RunData) -> tuple[str, str, str] | None:
         return None
     clean = df[(df["stale_allows"] == 0) & (df["revocations"] > 0)].sort_values("hi_1k")
     best = clean.drop_duplicates("backend")  # a backend's mode with the tightest bound
-    figs = [Figure(r["backend"], r["per_1k"], bounds=(r["lo_1k"], r["hi_1k"]),
-                   text=f"{freshness.mode_prefix(r['mode'])}0 of {r['revocations']:,}, ≤ {num(r['hi_1k'])} per 1,000")
-            for _, r in best.iterrows()]
+    figs = [
+        Figure(
+            r["backend"], r["per_1k"], bounds=(r["lo_1k"], r["hi_1k"]),
+            text=f"{freshness.mode_prefix(r['mode'])}0 of {r['revocations']:,}, "
+                 f"≤ {num(r['hi_1k'])} per 1,000")
+        for _, r in best.iterrows()]
     return ("No stale allow tolerated", f"no stale allow observed after a revocation at {freshness.WRITERS} "
             "concurrent writers in the mode named; by the upper bound of its 95% interval per 1,000 (more "
             "revocations, tighter)", _listed(rd, figs, "", {f.backend: f.interval()[1] for f in figs}))

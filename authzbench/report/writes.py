@@ -47,22 +47,24 @@ def restored_table(rd: RunData) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     for col in ("scratch_left", "scratch_cleaned", "scratch_still_left"):  # absent after mixed phases
         df[col] = df[col].fillna(0).astype(int) if col in df else 0
-    return df.groupby("backend", sort=False).agg(phases=("phase", "size"), checked=("checked", "sum"),
-                                                  mismatches=("mismatches", "sum"),
-                                                  scratch_left=("scratch_left", "sum"),
-                                                  scratch_cleaned=("scratch_cleaned", "sum"),
-                                                  scratch_still_left=("scratch_still_left", "sum")).reset_index()
+    return (df.groupby("backend", sort=False)
+            .agg(phases=("phase", "size"), checked=("checked", "sum"), mismatches=("mismatches", "sum"),
+                 scratch_left=("scratch_left", "sum"), scratch_cleaned=("scratch_cleaned", "sum"),
+                 scratch_still_left=("scratch_still_left", "sum"))
+            .reset_index())
 
 
 # Until 20261128 every writing phase was followed by the sampled check (ec2d477 made it the visit's last).
 _EVERY_PHASE_SAMPLED = (
-    "After every write scenario's phase, after each visit's last mixed phase and after any mixed phase that did "
-    "not end cleanly, a sample of checks and the median viewer's lookup were compared with the pristine oracle "
+    "After every write scenario's phase, after each visit's last mixed phase and after any mixed phase that "
+    "did not end cleanly, a sample of checks and the median viewer's lookup were compared with the pristine "
+    "oracle "
     "(every write undone; a mixed phase undoes its own writes, and every later answer is compared with the "
-    "oracle too), and after the backend's last such phase the heaviest user's lookup too. Each write op's own "
-    "probe and control were checked too: an op stopped midway (a worker stopped at the phase's time limit) can "
-    "leave its grant in place, where a later op reusing its scratch ids would see it. Those ops were cleaned up "
-    "(every op of a phase whose workers were stopped mid-op, since a half-done write can leave other users' rows "
+    "oracle too), and after the backend's last such phase the heaviest user's lookup too. Each write op's "
+    "own probe and control were checked too: an op stopped midway (a worker stopped at the phase's time "
+    "limit) can leave its grant in place, where a later op reusing its scratch ids would see it. Those ops "
+    "were cleaned up (every op of a phase whose workers were stopped mid-op, since a half-done write can "
+    "leave other users' rows "
     "behind where no probe shows them) before the comparison:")
 
 
@@ -78,14 +80,15 @@ def restore_method(rd: RunData) -> str:
              f"the heaviest user's lookup too, except for {', '.join(label(rd, b) for b in by_checks)}: "
              f"that lookup took over {HEAVY_LOOKUP_MAX_S:g} s an op in this run, so the user was compared by "
              f"check on up to {HEAVY_CHECKS} resources they hold and {HEAVY_CHECKS} they do not instead")
-    return ("After each write scenario's phase, its ops' own probes and controls (the users its writes touched) "
-            "were checked. An op stopped midway (a worker stopped at the phase's time limit) can leave its grant "
-            "in place, where a later op reusing its scratch ids would see it; such ops were cleaned up first "
-            "(every op of a phase whose workers were stopped mid-op, since a half-done write can leave other "
-            "users' rows behind where no probe shows them). After each visit's last writing phase, and after any "
-            "mixed phase that did not end cleanly, a sample of checks and the median viewer's lookup were "
-            "compared with the pristine oracle as well (every write undone; a mixed phase undoes its own writes, "
-            f"and every later answer is compared with the oracle too); after the backend's last one, {heavy}:")
+    return (
+        "After each write scenario's phase, its ops' own probes and controls (the users its writes touched) "
+        "were checked. An op stopped midway (a worker stopped at the phase's time limit) can leave its grant "
+        "in place, where a later op reusing its scratch ids would see it; such ops were cleaned up first "
+        "(every op of a phase whose workers were stopped mid-op, since a half-done write can leave other "
+        "users' rows behind where no probe shows them). After each visit's last writing phase, and after any "
+        "mixed phase that did not end cleanly, a sample of checks and the median viewer's lookup were "
+        "compared with the pristine oracle as well (every write undone; a mixed phase undoes its own writes, "
+        f"and every later answer is compared with the oracle too); after the backend's last one, {heavy}:")
 
 
 def stopped_table(rd: RunData) -> pd.DataFrame:
@@ -94,8 +97,10 @@ def stopped_table(rd: RunData) -> pd.DataFrame:
     names = {n for n, s in SCENARIOS.items() if s.op == "write"}
     nan = float("nan")  # a run recorded before the heartbeat cannot tell them apart
     rows = [{"phase": r.phase, "backend": r.backend, "stopped": r.stopped_workers,
-             "hung": recorded_or(r.hung_workers, nan), "running": r.stopped_workers - recorded_or(r.hung_workers, nan)}
-            for r in rd.records if isinstance(r, PhaseEnd) and r.scenario in names and r.stopped_workers]
+             "hung": recorded_or(r.hung_workers, nan),
+             "running": r.stopped_workers - recorded_or(r.hung_workers, nan)}
+            for r in rd.records
+            if isinstance(r, PhaseEnd) and r.scenario in names and r.stopped_workers]
     return pd.DataFrame(rows)
 
 
@@ -107,42 +112,50 @@ def section(rd: RunData, out_dir: Path) -> str:
         return ""
     df["backend_l"] = [label(rd, b) for b in df["backend"]]
     df["stale"] = [rate_cell(k, n) for k, n in zip(df["stale_allows"], df["revocations"], strict=True)]
-    lines = ["## Structural writes", "",
-             "Each op grants access through one kind of edge (a scratch user, or for `write_hierarchy` a scratch "
-             "group holding a big real group, so the edge carries real members), then revokes it; "
-             "`revoke_then_check` revokes a grant made untimed first. Write latency is the call until the backend "
-             "acknowledged; visibility lag runs from the write's return to the start of the first check that "
-             "reflected it (polled every 1 ms, bounded at 10 s: never visible = an error). A stale read answered "
-             "the state before a write that had returned; a stale allow is a revocation whose first check still "
-             "allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing (rows, documents, "
-             "permission entries; n/a where it cannot count). Expected answers come from the simple evaluator "
-             "following every write. An op may run past its 120 s bound: while some worker of the phase still "
-             "progresses (rows written, checks answered) the phase waits for it, up to 10x the bound per 4 workers; a worker "
-             "without progress for 60 s is hung. Warm-up ops are ACL grants on scratch users of their own.", ""]
+    lines = [
+        "## Structural writes", "",
+        "Each op grants access through one kind of edge (a scratch user, or for `write_hierarchy` a scratch "
+        "group holding a big real group, so the edge carries real members), then revokes it; "
+        "`revoke_then_check` revokes a grant made untimed first. Write latency is the call until the "
+        "backend acknowledged; visibility lag runs from the write's return to the start of the first check "
+        "that reflected it (polled every 1 ms, bounded at 10 s: never visible = an error). A stale read "
+        "answered the state before a write that had returned; a stale allow is a revocation whose first "
+        "check still allowed (Zanzibar's new enemy). Rows touched are what the backend reported writing "
+        "(rows, documents, permission entries; n/a where it cannot count). Expected answers come from the "
+        "simple evaluator following every write. An op may run past its 120 s bound: while some worker of "
+        "the phase still progresses (rows written, checks answered) the phase waits for it, up to 10x the "
+        "bound per 4 workers; a worker without progress for 60 s is hung. Warm-up ops are ACL grants on "
+        "scratch users of their own.", ""]
     lines += [f'<a id="{anchor(n)}"></a>' for n in ["structural-writes", *df["scenario"].unique()]]
-    lines.append(table(mark_write_percentiles(df.sort_values(["scenario", "backend", "concurrency"])), {
-        "scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency", "concurrency": "Workers",
-        "ops": "Writes",
-        "write_p50_ms": "Write p50 (ms)", "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
-        "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)", "vis_max_ms": "Visibility max (ms)",
-        "rows_mean": "Rows touched (mean)", "rows_max": "Rows touched (max)", "stale_reads": "Stale reads",
-        "stale": STALE_COLUMN, "never_visible": "Never visible", "mismatches": "Mismatches"}))
+    lines.append(table(mark_write_percentiles(df.sort_values(["scenario", "backend", "concurrency"])),
+                       {"scenario": "Write kind", "backend_l": "Backend", "consistency": "Read consistency",
+                        "concurrency": "Workers", "ops": "Writes", "write_p50_ms": "Write p50 (ms)",
+                        "write_p95_ms": "Write p95 (ms)", "write_p99_ms": "Write p99 (ms)",
+                        "vis_p50_ms": "Visibility p50 (ms)", "vis_p95_ms": "Visibility p95 (ms)",
+                        "vis_max_ms": "Visibility max (ms)", "rows_mean": "Rows touched (mean)",
+                        "rows_max": "Rows touched (max)", "stale_reads": "Stale reads", "stale": STALE_COLUMN,
+                        "never_visible": "Never visible", "mismatches": "Mismatches"}))
     lines += _strict_stale_allows(rd, df)
     if chart := writes_chart.structural_writes(rd, df, charts.chart_dir(out_dir, run_id)):
         lines += ["", f"![write and visibility p95 per backend and write kind]({chart})"]
     stopped = stopped_table(rd)
-    lines += ["", "Workers stopped mid-op: none." if stopped.empty else
-              "Workers stopped mid-op (still running = progressing when the wait reached its bound; hung = no "
-              "progress for 60 s):\n\n" + table(stopped, {"phase": "Phase", "stopped": "Stopped", "running":
-                                                          "Still running", "hung": "Hung"})]
+    lines += [
+        "",
+        "Workers stopped mid-op: none."
+        if stopped.empty
+        else "Workers stopped mid-op (still running = progressing when the wait reached its bound; hung = no "
+        "progress for 60 s):\n\n"
+        + table(
+            stopped, {"phase": "Phase", "stopped": "Stopped", "running": "Still running", "hung": "Hung"})]
     restored = restored_table(rd)
     if not restored.empty:
         restored["backend_l"] = [label(rd, b) for b in restored["backend"]]
-        lines += ["", restore_method(rd), "",
-                  table(restored, {"backend_l": "Backend", "phases": "Phases verified", "checked": "Answers compared",
-                                   "mismatches": "Differences", "scratch_left": "Ops found left midway",
-                                   "scratch_cleaned": "Ops cleaned up",
-                                   "scratch_still_left": "Still left after clean-up"})]
+        lines += [
+            "", restore_method(rd), "",
+            table(restored,
+                  {"backend_l": "Backend", "phases": "Phases verified", "checked": "Answers compared",
+                   "mismatches": "Differences", "scratch_left": "Ops found left midway",
+                   "scratch_cleaned": "Ops cleaned up", "scratch_still_left": "Still left after clean-up"})]
     return "\n".join([*lines, ""])
 
 
@@ -150,15 +163,17 @@ STRUCTURAL = ("write_membership", "write_hierarchy", "write_org_admin", "write_a
 
 
 def structural_writes(rd: RunData) -> list[Dimension]:
-    """Write p95 of the structural-write scenarios, when a run has them (records of kind "write"), and the rows
-    each write touched (what keeping a denormalized model fresh costs)."""
+    """Write p95 of the structural-write scenarios, when a run has them (records of kind "write"), and the
+    rows each write touched (what keeping a denormalized model fresh costs)."""
     present = set(rd.phases["scenario"]) if not rd.phases.empty else set()
     out = []
     for s in STRUCTURAL:
         if s not in present or closed_phases(rd, s, "write").empty:
             continue
-        out.append(Dimension("Writes", f"Write p95, {s}, 1 worker", "ms", False, pct_figures(rd, s, 95, kind="write"),
-                             anchor("structural-writes"), summary="structural write p95", key=f"write_p95/{s}"))
+        out.append(
+            Dimension(
+                "Writes", f"Write p95, {s}, 1 worker", "ms", False, pct_figures(rd, s, 95, kind="write"),
+                anchor("structural-writes"), summary="structural write p95", key=f"write_p95/{s}"))
         rows = _rows_touched(rd, s)
         if rows:
             out.append(Dimension("Writes", f"Rows touched per write (mean), {s}", "rows", False, rows,
@@ -192,9 +207,9 @@ def visibility_lag(rd: RunData) -> list[Dimension]:
                       summary="visibility lag p95", key="visibility_p95")]
 
 
-# A visibility lag p95 is one figure per backend (no rounds give it an interval); told apart by ±1 poll, openfga
-# 5,005 vs spicedb-pg 4,993 ms (20261128-083444) became 5,042 vs 5,308 ms (20261129-201802): two 5 s cache
-# windows, reversed by noise. Its interval is stated as assumed and carries no verdict.
+# A visibility lag p95 is one figure per backend (no rounds give it an interval); told apart by ±1 poll,
+# openfga 5,005 vs spicedb-pg 4,993 ms (20261128-083444) became 5,042 vs 5,308 ms (20261129-201802): two 5 s
+# cache windows, reversed by noise. Its interval is stated as assumed and carries no verdict.
 LAG_BASIS = f"assumed: one p95 per backend, taken to lie within one {POLL_S * 1000:g} ms poll of its value"
 
 

@@ -51,14 +51,16 @@ def source_commit(checkout: Path | None = None) -> dict[str, Any]:
     traced to the code that measured it; "unknown" (dirty None) without git or outside a repository."""
     where = str(checkout or Path(__file__).resolve().parent)
     try:
-        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return {"commit": "unknown", "dirty": None}
         status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": "unknown", "dirty": None}
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+    return {"commit": head.stdout.strip(),
+            "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
 def environment() -> dict[str, Any]:
@@ -72,7 +74,8 @@ def environment() -> dict[str, Any]:
         pass
     os_name = platform.platform()
     try:
-        rel = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+        rel = dict(
+            line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
         os_name = rel.get("PRETTY_NAME", os_name).strip('"')
     except OSError:
         pass
@@ -112,7 +115,9 @@ class RunStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def create(cls, results_dir: Path | None = None, run_id: str | None = None, config: dict | None = None) -> RunStore:
+    def create(
+        cls, results_dir: Path | None = None, run_id: str | None = None, config: dict | None = None
+    ) -> RunStore:
         base = results_dir or default_results_dir()
         run_id = run_id or new_run_id()
         path = base / run_id

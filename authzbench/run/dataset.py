@@ -1,6 +1,6 @@
-"""The dataset a run measures against and its oracle: reused from its directory or generated there, recorded in the
-run's manifest with the distribution table. Every driver gets its dataset here (orchestrate, loadtest, the tools),
-so none reaches into another driver for it."""
+"""The dataset a run measures against and its oracle: reused from its directory or generated there, recorded
+in the run's manifest with the distribution table. Every driver gets its dataset here (orchestrate, loadtest,
+the tools), so none reaches into another driver for it."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ def dataset_and_oracle(choice: DatasetChoice, store: RunStore):
     """The dataset (generated or reused) and its oracle, both recorded with the distribution table."""
     ds = dataset_of(choice)
     say(f"dataset {ds.path} ({ds.total_relationships:,} relationships, hash {ds.hash[:12]})")
-    store.update_manifest(dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model,
-                                   "hash": ds.hash, "counts": ds.counts, "entities": ds.entities,
-                                   "params": ds.manifest.get("params"), "relationships": ds.total_relationships})
+    store.update_manifest(
+        dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model, "hash": ds.hash,
+                 "counts": ds.counts, "entities": ds.entities, "params": ds.manifest.get("params"),
+                 "relationships": ds.total_relationships})
     t0 = time.perf_counter()
     oracle = oracle_for(ds)
     store.append(rec.Oracle(seconds=time.perf_counter() - t0))

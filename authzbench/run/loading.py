@@ -85,8 +85,10 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
         b.drop()
         b.create_schema()
         total = ds.total_relationships
-        with Progress(TextColumn(f"[bold]{what}[/] load"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                      TimeRemainingColumn(), transient=True, console=console) as prog:  # nests under bench's bar
+        with Progress(
+            TextColumn(f"[bold]{what}[/] load"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
+            # nests under bench's bar
+            TimeRemainingColumn(), transient=True, console=console) as prog:
             task = prog.add_task("load", total=total)
             t0 = time.perf_counter()
             phase = f"{name}/ingest" + (f" via {variant}" if variant else "")
@@ -105,11 +107,12 @@ def _load_once(sess: Session, ds: Dataset, store: RunStore | None, variant: str 
                 build_s = time.perf_counter() - t1
         b.mark_loaded(ds.hash)
         footprint = b.footprint()
-    rec = Ingest(backend=name, variant=variant, server=asdict(info), dataset_hash=ds.hash, relationships=total,
-                 acl_relationships=ds.acl_relationships, rows=stats.rows, documents=stats.documents,
-                 batch_rows=stats.batch_rows, batch_seconds=stats.batch_seconds, load_seconds=load_s,
-                 build=asdict(build) if build else None, build_seconds=build_s, footprint_bytes=footprint,
-                 notes=stats.notes, start_seconds=getattr(sess, "start_seconds", None))
+    rec = Ingest(
+        backend=name, variant=variant, server=asdict(info), dataset_hash=ds.hash, relationships=total,
+        acl_relationships=ds.acl_relationships, rows=stats.rows, documents=stats.documents,
+        batch_rows=stats.batch_rows, batch_seconds=stats.batch_seconds, load_seconds=load_s,
+        build=asdict(build) if build else None, build_seconds=build_s, footprint_bytes=footprint,
+        notes=stats.notes, start_seconds=getattr(sess, "start_seconds", None))
     say(f"{what}: loaded {total:,} relationships in {load_s:.1f} s "
         f"({total / max(load_s, 1e-9):,.0f}/s) + build {build_s:.1f} s")
     if store:
@@ -138,7 +141,8 @@ class LoadBound:
     # its first document went out; I stopped it by hand. 15% stops such a load before the machine swaps.
     MEMORY_FLOOR, MEMORY_EVERY_S = 0.15, 1.0  # read /proc/meminfo at most once a second
 
-    def __init__(self, what: str, total: int, bound_s: float, memory: Callable[[], tuple[int, int]] | None = None):
+    def __init__(
+        self, what: str, total: int, bound_s: float, memory: Callable[[], tuple[int, int]] | None = None):
         self.what, self.total, self.bound_s = what, total, bound_s
         self.done, self.t0 = 0, time.perf_counter()
         self.first: tuple[float, int] | None = None
@@ -158,7 +162,8 @@ class LoadBound:
     def __call__(self, n: int) -> None:
         now = time.perf_counter()
         if self.first is None and (n or self.done):  # the rate is measured from the first progress: a
-            self.first = (now, self.done)  # backend's set-up before it (Cassandra's closure: ~15 s at large) is not a rate
+            # backend's set-up before it (Cassandra's closure: ~15 s at large) is not a rate
+            self.first = (now, self.done)
         self.done += n
         elapsed, (t1, d1) = now - self.t0, self.first or (now, self.done)
         rate = (self.done - d1) / (now - t1) if now > t1 else 0.0
@@ -169,8 +174,9 @@ class LoadBound:
                    "rels_per_s": rate, "projected_seconds": projected, "bound_seconds": self.bound_s}
         if elapsed > self.bound_s or early:
             raise LoadTooSlow(
-                f"{self.what}: load stopped after {elapsed:.0f} s at {self.done:,} of {self.total:,} relationships "
-                f"({rate:,.0f}/s); the whole load projects to {projected / 60:,.1f} min, over --max-load-minutes "
+                f"{self.what}: load stopped after {elapsed:.0f} s at {self.done:,} of {self.total:,} "
+                f"relationships ({rate:,.0f}/s); the whole load projects to {projected / 60:,.1f} min, over "
+                "--max-load-minutes "
                 f"{self.bound_s / 60:g}", figures)
         self._check_memory(now, figures)
 
@@ -181,8 +187,9 @@ class LoadBound:
         available, total = self.memory()
         if available < self.MEMORY_FLOOR * total:
             raise LoadTooSlow(
-                f"{self.what}: load stopped after {figures['seconds']:.0f} s at {self.done:,} of {self.total:,} "
-                f"relationships: the machine has {available / 2**30:.1f} of {total / 2**30:.1f} GiB of memory "
+                f"{self.what}: load stopped after {figures['seconds']:.0f} s at {self.done:,} of "
+                f"{self.total:,} relationships: the machine has {available / 2**30:.1f} of "
+                f"{total / 2**30:.1f} GiB of memory "
                 f"left, under the {self.MEMORY_FLOOR:.0%} floor", {**figures, "memory_left_bytes": available})
 
 
@@ -208,7 +215,8 @@ def run_load(b: Backend, ds: Dataset, progress: Progress = no_progress) -> LoadS
 
 
 def run_build(b: Backend) -> BuildStats | None:
-    """`b.build()` run and timed: its BuildStats, `seconds` the total of its steps, each step's in its notes."""
+    """`b.build()` run and timed: its BuildStats, `seconds` the total of its steps, each step's in its
+    notes."""
     tally = Tally()
     stats = drive(b.build(), tally)
     if stats is not None:

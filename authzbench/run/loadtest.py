@@ -13,8 +13,9 @@ from authzbench.measure.k6 import run_plan
 from authzbench.workloads.loadtest import PLANS, LoadTestPlan, plan_inputs
 
 
-def run_command(backends: list[str], profile: str, variants: list[str], scale: float, threads: int,
-                results_dir: Path | None = None, data_dir: Path | None = None) -> tuple[list[dict], list[str], str]:
+def run_command(
+    backends: list[str], profile: str, variants: list[str], scale: float, threads: int,
+    results_dir: Path | None = None, data_dir: Path | None = None) -> tuple[list[dict], list[str], str]:
     """`authzbench loadtest`: the social dataset of `profile`, loaded once per engine, each variant run
     against each engine in turn (one engine's servers up at a time); records under results/. Returns the
     records, the report's context lines and the run id (commands.py writes the table with report/loadtest.py).
@@ -52,14 +53,16 @@ def run_command(backends: list[str], profile: str, variants: list[str], scale: f
 
 def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str], float, int],
                   expect: Callable[[int, int], bool]) -> list[dict]:
-    """Each variant against one loaded engine (how: variants, scale, threads); every record stored as it comes."""
+    """Each variant against one loaded engine (how: variants, scale, threads); every record stored as it
+    comes."""
     from dataclasses import asdict
 
     from authzbench.core.console import say
 
     variants, scale, threads = how
     n_users, n_content = ds.entities["user"], ds.entities["content"]
-    opened = {"dataset_path": str(ds.path)}  # the in-process reference reads the dataset itself; others ignore it
+    # the in-process reference reads the dataset itself; others ignore it
+    opened = {"dataset_path": str(ds.path)}
     with sess.backend(**opened) as b:
         info = b.server_info()
     records: list[dict] = []
@@ -87,17 +90,17 @@ def _run_variants(sess: Any, name: str, ds: Any, store: Any, how: tuple[list[str
 def _context(profile: str, ds: Any, scale: float, threads: int) -> list[str]:
     """The report's context lines: the dataset, the two variants, what is timed."""
     n_users, n_content = ds.entities["user"], ds.entities["content"]
-    return [f"Dataset: social `{profile}` ({ds.total_relationships:,} relationships, {n_users:,} users, "
-            f"{n_content:,} content; hash `{ds.hash[:16]}`), loaded identically into every engine. Arrival "
-            f"rates x{scale:g} of the document's; {threads} client threads in one process on this 2-core "
-            "machine, shared with the servers.",
-            "Published variant: the document's script (`sleep(1)` per iteration, at most 1,000 VUs, ids "
-            "uniform over 100,000 with 30% reuse). A VU is busy for a request plus one second, so 1,000 VUs "
-            "finish at most ~1,000 iterations/s whatever the server does; ids past the dataset name users "
-            "and content that do not exist.",
-            "Corrected variant: no think time (a VU is busy only while its request is), ids drawn from the "
-            "dataset's users and content (30% reuse kept).",
-            "Request duration is timed from send (k6's http_req_duration); the last column is timed from "
-            "the iteration's intended start (waiting for a client thread included), by the measurement every "
-            "bench phase uses: every answer is compared with the oracle, and a failed request is counted, not "
-            "timed."]
+    return [
+        f"Dataset: social `{profile}` ({ds.total_relationships:,} relationships, {n_users:,} users, "
+        f"{n_content:,} content; hash `{ds.hash[:16]}`), loaded identically into every engine. Arrival "
+        f"rates x{scale:g} of the document's; {threads} client threads in one process on this 2-core "
+        "machine, shared with the servers.",
+        "Published variant: the document's script (`sleep(1)` per iteration, at most 1,000 VUs, ids "
+        "uniform over 100,000 with 30% reuse). A VU is busy for a request plus one second, so 1,000 VUs "
+        "finish at most ~1,000 iterations/s whatever the server does; ids past the dataset name users "
+        "and content that do not exist.",
+        "Corrected variant: no think time (a VU is busy only while its request is), ids drawn from the "
+        "dataset's users and content (30% reuse kept).",
+        "Request duration is timed from send (k6's http_req_duration); the last column is timed from the "
+        "iteration's intended start (waiting for a client thread included), by the measurement every bench "
+        "phase uses: every answer is compared with the oracle, and a failed request is counted, not timed."]

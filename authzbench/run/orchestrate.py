@@ -175,7 +175,8 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
     try:
         with timed_step(store, name, "speed index"):
             s = speed.measure()
-    except (OSError, ValueError, subprocess.SubprocessError) as e:  # the index is context: never fails a backend
+    # the index is context: never fails a backend
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
         store.append(rec.SpeedIndex(backend=name, visit=visit, error=str(e)[:300]))
         say(f"[yellow]{name}: machine-speed index not measured: {e}[/yellow]")
         return
@@ -186,8 +187,9 @@ def _speed_index(store: RunStore, name: str, visit: int) -> None:
 
 def _record_eta(store: RunStore, eta: RunEta) -> None:
     """The estimate as it stood (at the start and after each visit), so a run shows how well it held."""
-    store.append(rec.Eta(done=eta.done, total=eta.total, elapsed_s=eta.elapsed_s(), left_s=eta.left_s_estimate(),
-                         overhead_s=eta.overhead_s()))
+    store.append(
+        rec.Eta(done=eta.done, total=eta.total, elapsed_s=eta.elapsed_s(), left_s=eta.left_s_estimate(),
+                overhead_s=eta.overhead_s()))
     say(f"run: {eta.line()}")
 
 
@@ -203,7 +205,8 @@ def _planned(cfg: BenchConfig, ds: Dataset, names: list[str]) -> dict[str, list[
             continue
         specs = phase_specs(cfg.schedule, cfg.mixed, traits, ds, cfg.churn)
         # a phase the backend cannot run at all is skipped at once: it adds nothing to the estimate
-        plan[name] = [0.0 if not_offered(name, scenario(s).op) else planned_seconds(spec) for spec, s in specs]
+        plan[name] = [
+            0.0 if not_offered(name, scenario(s).op) else planned_seconds(spec) for spec, s in specs]
     return plan
 
 
@@ -238,8 +241,9 @@ class _Visit:
         churn = ChurnSweep(cfg.targets.slo.get("check_p95_ms", SLO_CHECK_P95_MS), cfg.churn.freshness_s)
         pace, progress = self.run.pace, self.run.progress
         with KeptWorkers() as kept:
-            seat = phase.PhaseSeat(self.sess, self.run.store, self.run.ds, self.run.oracle, sched, self.run.client,
-                                   kept, self.others)
+            seat = phase.PhaseSeat(
+                self.sess, self.run.store, self.run.ds, self.run.oracle, sched, self.run.client, kept,
+                self.others)
             for spec, sname in specs:
                 sc, inputs = scenario(sname), self._inputs(sname)
                 why = pace.too_slow(spec, sc.op) if pace and self.sess.dep.mode != "external" else ""
@@ -248,8 +252,9 @@ class _Visit:
                     continue
                 for attempt in range(sched.max_reruns + 1):
                     spec.attempt, tap = attempt, churn.tap(spec)
-                    rerun, res = phase.attempt(seat, spec, inputs, _heavy(checks.heavy_user(spec), pace, name),
-                                               restore_check=checks.sampled(spec), tap=tap)
+                    rerun, res = phase.attempt(
+                        seat, spec, inputs, _heavy(checks.heavy_user(spec), pace, name),
+                        restore_check=checks.sampled(spec), tap=tap)
                     if not rerun:
                         break
                 churn.judge(tap)
@@ -307,7 +312,8 @@ def _build_first(names: list[str], provision: str, store: RunStore | None, failu
     if not (todo := pending_builds(names, provision)):
         return set()
     with timed_step(store, None, "builds before measuring"):
-        return build_all(todo, names, lambda name, e: _backend_failed(failures, store, name, f"{stage} (build)", e))
+        return build_all(
+            todo, names, lambda name, e: _backend_failed(failures, store, name, f"{stage} (build)", e))
 
 
 def _skip_unsupported(unsupported: dict[str, str], store: RunStore | None, stage: str) -> list[str]:

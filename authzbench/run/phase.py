@@ -80,10 +80,13 @@ def _judge_disturbance(sched: Schedule, store: RunStore, spec: PhaseSpec, d, sta
         return False
     disturbed = d.foreign_cpu > sched.disturbed_cpu
     rerun = disturbed and spec.attempt < sched.max_reruns and status != "failed"
-    store.append(rec.Disturbance(phase=spec.phase_id, backend=spec.backend, attempt=spec.attempt,
-                                 threshold=sched.disturbed_cpu, disturbed=disturbed, rerun=rerun, **d.as_record()))
+    store.append(
+        rec.Disturbance(
+            phase=spec.phase_id, backend=spec.backend, attempt=spec.attempt, threshold=sched.disturbed_cpu,
+            disturbed=disturbed, rerun=rerun, **d.as_record()))
     if disturbed:
-        say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% of a "
+        say(f"[yellow]{spec.backend}: {spec.phase_id} disturbed: other processes used {d.foreign_cpu:.0f}% "
+            "of a "
             f"core (threshold {sched.disturbed_cpu:g}%){'; running it again' if rerun else ''}[/yellow]")
     return rerun
 

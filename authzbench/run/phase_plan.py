@@ -63,14 +63,15 @@ def _mode_check_specs(sc: Scenario, modes: tuple[str, ...], chosen: str, common:
     Each mode starts at its own point of round 0's slice of inputs (`share` of them), spread evenly after the
     session mode's phases, which start at 0: started at 0 too, they re-asked inputs those had just checked and
     answered them from cache (20261129-201802: SpiceDB at_least_as_fresh's first second at p50 0.739 ms, the
-    rest 4.25; Permify fully_consistent 1.01 ms, then 10.7), so a safe mode measured faster than the session's.
-    The session phases there checked at most 1,259 inputs of a 4,000 share; SpiceDB's 2 other modes start at
-    1,333 and 2,666 and each checked at most 1,404."""
+    rest 4.25; Permify fully_consistent 1.01 ms, then 10.7), so a safe mode measured faster than the
+    session's. The session phases there checked at most 1,259 inputs of a 4,000 share; SpiceDB's 2 other modes
+    start at 1,333 and 2,666 and each checked at most 1,404."""
     chosen = chosen or (modes[0] if modes else "")
     common = {**common, "budget_s": sc.budget_s, "min_ops": sc.min_ops}
     others = [m for m in modes if m != chosen]
     return [PhaseSpec(mode="closed", concurrency=1, iterations=sc.iterations, consistency=m,
-                      input_offset=(j + 1) * share // (len(others) + 1), **common) for j, m in enumerate(others)]
+                      input_offset=(j + 1) * share // (len(others) + 1), **common)
+            for j, m in enumerate(others)]
 
 
 def _mode_specs(sched: Schedule, sc: Scenario, backend: BackendTraits, iters: int, common: dict,
@@ -91,8 +92,9 @@ def _churn_specs(churn: Churn, common: dict) -> list[PhaseSpec]:
     churn_rate over the churn_writers last workers (measure/inflight.py churn_writer)."""
     common = {**common, "budget_s": None, "min_ops": 0,
               "visibility_bound_s": max(VISIBILITY_BOUND_S, churn.freshness_s)}
-    return [PhaseSpec(mode="open", concurrency=CHURN_READERS + churn.writers, start_rate=churn.read_rate,
-                      stages=[(churn.read_rate, churn.step_s)], churn_rate=r, churn_writers=churn.writers, **common)
+    return [PhaseSpec(
+                mode="open", concurrency=CHURN_READERS + churn.writers, start_rate=churn.read_rate,
+                stages=[(churn.read_rate, churn.step_s)], churn_rate=r, churn_writers=churn.writers, **common)
             for r in sorted(churn.rates)]
 
 
@@ -118,7 +120,9 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
         iters = _split(max(1, round(sc.iterations * sched.iterations_scale)), parts)
         # each round starts at its own share of the sampled inputs (its ops may cycle through all of them)
         share = min(iters, _split(input_count(sc, sched.iterations_scale), parts))
-        warm = _split(max(0, round(sc.warmup * min(1.0, sched.iterations_scale * 4))), parts) if sc.warmup else 0
+        warm = (
+            _split(max(0, round(sc.warmup * min(1.0, sched.iterations_scale * 4))), parts) if sc.warmup else 0
+        )
         budget = sc.budget_s * sched.iterations_scale / parts if sc.budget_s else None
         rel, obj_type = SCRATCH_WRITES[ds.model]
         common = dict(backend=backend.name, scenario=sname, warmup=warm, timeout_s=sc.timeout_s,
@@ -126,7 +130,8 @@ def _round_specs(sched: Schedule, mixed: MixedLoad, backend: BackendTraits, ds: 
                       budget_s=budget, min_ops=_split(sc.min_ops, parts) if sc.min_ops else 0,
                       scratch_user=ds.entities["user"], scratch_relation=rel)
         if sc.op == "churn":  # a sweep is one run of steps: whole, in the first round
-            specs += [(spec, sname) for spec in _churn_specs(churn, common)] if rnd % sched.rounds == 0 else []
+            specs += (
+                [(spec, sname) for spec in _churn_specs(churn, common)] if rnd % sched.rounds == 0 else [])
             continue
         if sc.op == "mixed":
             common["write_share"] = mixed.write_share
@@ -162,7 +167,8 @@ def _worker_counts(sched: Schedule, op: str, latency_only: bool = False) -> list
     return [min(sched.concurrency)] if op == "roundtrip" or latency_only else sched.concurrency
 
 
-def _open_loop_specs(sched: Schedule, mixed: MixedLoad, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
+def _open_loop_specs(
+    sched: Schedule, mixed: MixedLoad, common: dict, sname: str) -> list[tuple[PhaseSpec, str]]:
     common = {**common, "warmup": common["warmup"] * sched.rounds}
     workers = max(sched.concurrency)
     if mixed.rates:  # a step per rate: the report finds the highest rate that passes
@@ -235,8 +241,8 @@ class RestoreChecks:
         return spec is self.run_last
 
 
-# A 1-writer write phase that ran this long past its budget had writes that outlast it. The ops in flight at the
-# budget drain first, each change up to a 5 s window to show: OpenFGA's ran up to 8.9 s past a 3 s budget
+# A 1-writer write phase that ran this long past its budget had writes that outlast it. The ops in flight at
+# the budget drain first, each change up to a 5 s window to show: OpenFGA's ran up to 8.9 s past a 3 s budget
 # (20261129-103220). 21 s keeps the line where it was at a 6 s budget (4x, 24 s): FerretDB's 1-writer
 # revocation took 21 s on a 2.8 GHz host, and its 8 writers then timed 208 ops in 34 s (20261129-165944); on a
 # slower host it took 34-38 s (20261129-071003, 20261129-103220), and 8 writers queue behind such writes.
@@ -252,16 +258,22 @@ class Pace:
 
     cores: int  # the server's cores: up to this many workers can run side by side without queueing
     seen: dict[tuple[str, str], dict[int, float]] = field(default_factory=dict)
-    slow_writes: dict[tuple[str, str], float] = field(default_factory=dict)  # write phases far past their budget
+    # write phases far past their budget
+    slow_writes: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    READS = ("check", "lookup")  # writes and mixed phases are never skipped: an op past its bound is honest work
+    # writes and mixed phases are never skipped: an op past its bound is honest work
+    READS = ("check", "lookup")
 
     def note(self, spec: PhaseSpec, op: str, ops: int, wall_s: float) -> None:
         """A finished phase: its mean op time (Little's law on the closed loop: window x workers / ops)."""
         if op == "write" and spec.concurrency == 1 and spec.budget_s and \
                 wall_s > spec.budget_s + SLOW_WRITES_PAST_BUDGET_S:
             self.slow_writes[(spec.backend, spec.scenario)] = wall_s
-        if op not in self.READS or spec.mode != "closed" or spec.write_share or spec.consistency or wall_s <= 0:
+        if (op not in self.READS
+            or spec.mode != "closed"
+            or spec.write_share
+            or spec.consistency
+            or wall_s <= 0):
             return
         if ops:
             per_op = wall_s * spec.concurrency / ops
@@ -277,10 +289,10 @@ class Pace:
         return seen[min(seen)] if seen else None
 
     def too_slow(self, spec: PhaseSpec, op: str) -> str:
-        """Why every op of this phase would outlast its timeout (or leave the round under its op floor), or '' to
-        run it. Predicted from a lower worker count's op time, assuming the extra workers share the server's
-        cores: c workers on `cores` cores make each op at least c / max(lower, cores) times slower (1 -> 8
-        workers on 2 cores: 4x)."""
+        """Why every op of this phase would outlast its timeout (or leave the round under its op floor), or ''
+        to run it. Predicted from a lower worker count's op time, assuming the extra workers share the
+        server's cores: c workers on `cores` cores make each op at least c / max(lower, cores) times slower (1
+        -> 8 workers on 2 cores: 4x)."""
         if op == "write":
             return self._queued_writers(spec)
         if op not in self.READS:
@@ -291,8 +303,9 @@ class Pace:
             if lower >= spec.concurrency:
                 break
             predicted = per_op * spec.concurrency / max(lower, self.cores)
-            how = (f"{per_op:.1f} s an op at {lower} worker{'s' if lower > 1 else ''}, x {spec.concurrency} / "
-                   f"{max(lower, self.cores)} on {self.cores} cores")
+            how = (
+                f"{per_op:.1f} s an op at {lower} worker{'s' if lower > 1 else ''}, x {spec.concurrency} / "
+                f"{max(lower, self.cores)} on {self.cores} cores")
             if predicted > spec.timeout_s:
                 return f"predicted {predicted:.0f} s an op, over its {spec.timeout_s:g} s timeout: {how}"
             if why := self._under_op_floor(spec, predicted, how):
@@ -301,27 +314,29 @@ class Pace:
 
     @staticmethod
     def _under_op_floor(spec: PhaseSpec, predicted: float, how: str) -> str:
-        """A round whose every op is predicted past the budget's longest stretch ends with one op a worker, and
-        fewer workers than the round's op floor make a figure under that floor, bought at the cost of a whole op
-        time. Permify's heaviest lookup took 13.3 s an op at 1 worker and its 8-worker round 72 s for 8 ops
-        (20261129-180827); SpiceDB's 0.5 s an op predicts 2 s, inside the 8 s stretch, and runs."""
+        """A round whose every op is predicted past the budget's longest stretch ends with one op a worker,
+        and fewer workers than the round's op floor make a figure under that floor, bought at the cost of a
+        whole op time. Permify's heaviest lookup took 13.3 s an op at 1 worker and its 8-worker round 72 s for
+        8 ops (20261129-180827); SpiceDB's 0.5 s an op predicts 2 s, inside the 8 s stretch, and runs."""
         if not spec.budget_s or spec.budget_s >= spec.max_seconds or spec.concurrency >= spec.min_ops:
             return ""
         stretch = spec.budget_s * BUDGET_STRETCH
         if predicted <= stretch:
             return ""
-        return (f"under its op floor: predicted {predicted:.0f} s an op, past the round's {stretch:.1f} s budget, "
+        return (f"under its op floor: predicted {predicted:.0f} s an op, past the round's {stretch:.1f} s "
+                "budget, "
                 f"so {spec.concurrency} ops (one a worker) against a floor of {spec.min_ops}: {how}")
 
     def _queued_writers(self, spec: PhaseSpec) -> str:
-        """A write scenario at several writers whose 1-writer phase ran far past its budget: its ops outlast the
-        budget alone, and concurrent writers queue behind the same writes (FerretDB's group lock): 8 writers
-        arming revoke ops of 10-23 s each would take minutes for a figure of a few ops."""
+        """A write scenario at several writers whose 1-writer phase ran far past its budget: its ops outlast
+        the budget alone, and concurrent writers queue behind the same writes (FerretDB's group lock): 8
+        writers arming revoke ops of 10-23 s each would take minutes for a figure of a few ops."""
         wall = self.slow_writes.get((spec.backend, spec.scenario))
         if spec.concurrency == 1 or wall is None:
             return ""
-        return (f"at 1 writer the phase took {wall:.0f} s for its {spec.budget_s:g} s budget (its ops outlast "
-                f"it); {spec.concurrency} writers would queue behind the same slow writes")
+        return (
+            f"at 1 writer the phase took {wall:.0f} s for its {spec.budget_s:g} s budget (its ops outlast "
+            f"it); {spec.concurrency} writers would queue behind the same slow writes")
 
     def _bounded_by_ops(self, spec: PhaseSpec) -> str:
         """A later round of a phase whose every op outlasted the budget's longest stretch in an earlier round:
@@ -335,5 +350,6 @@ class Pace:
         if per_op <= stretch:
             return ""
         return (f"bounded by op count: an op took {per_op:.1f} s at {spec.concurrency} "
-                f"worker{'s' if spec.concurrency > 1 else ''} in an earlier round, past the round's {stretch:.1f} s "
+                f"worker{'s' if spec.concurrency > 1 else ''} in an earlier round, past the round's "
+                f"{stretch:.1f} s "
                 "budget; the figure rests on that round's ops")

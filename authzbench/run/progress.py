@@ -1,7 +1,8 @@
-"""The whole run's progress and estimate of the time left, shown while bench runs: phases done / total, elapsed,
-time left. The estimate is the phases' planned seconds (their budgets) plus, for each phase left, the wall time
-a phase has cost beyond its window so far in this run (warm-ups, starts, loads, restore checks): a fixed cost a
-phase, not a share of its window, since a tiny run's 1.3-s windows cost as much around them as longer ones.
+"""The whole run's progress and estimate of the time left, shown while bench runs: phases done / total,
+elapsed, time left. The estimate is the phases' planned seconds (their budgets) plus, for each phase left, the
+wall time a phase has cost beyond its window so far in this run (warm-ups, starts, loads, restore checks): a
+fixed cost a phase, not a share of its window, since a tiny run's 1.3-s windows cost as much around them as
+longer ones.
 
 And the run's timeline: `timed_step` records each step (a start, a load, a restore check) as it ends."""
 

@@ -100,12 +100,13 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     phase: a dataset left changed stays changed): it took Permify 30 s, 9 times a visit; heavy="checks" asks
     that user by checks instead (heavy_restore). sample=False checks
     only the write ops' probes and controls (repair_scratch: the users the phase's writes touched)."""
-    n_checks, write_ops, clean_all, heavy, sample = (opts.n_checks, opts.write_ops, opts.clean_all, opts.heavy,
-                                                     opts.sample)
+    n_checks, write_ops, clean_all, heavy, sample = (
+        opts.n_checks, opts.write_ops, opts.clean_all, opts.heavy, opts.sample)
     rebac = ds.model == "rebac"
     inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks) if sample else []
     declared = systems().get(sess.name)
-    by_checks = bool(declared and declared.no_lookup)  # a system without a reverse lookup: its anchors as checks
+    # a system without a reverse lookup: its anchors as checks
+    by_checks = bool(declared and declared.no_lookup)
     if rebac and sample:  # the anchor lookups: the heaviest manage user's and a median viewer's
         for n in READ_SCENARIOS:
             if scenario(n).op == "lookup" and n != HEAVY_LOOKUP:
@@ -141,9 +142,10 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
 
 def touched_ops(spec, inputs: list, intervals: list[dict], clean: bool) -> list:
     """The structural ops a write phase or churn step may have left changed, for the restore check's repair (2
-    fully consistent checks an op: ~28 ms each on Permify, 11 s for a phase's 200 ops). A write phase's worker w
-    starts every n-th input from w, in order, and counts them ("started"); a churn step's writers reuse theirs
-    and clean up what they hold when they end. All of them when a worker was stopped (its counts may be lost)."""
+    fully consistent checks an op: ~28 ms each on Permify, 11 s for a phase's 200 ops). A write phase's worker
+    w starts every n-th input from w, in order, and counts them ("started"); a churn step's writers reuse
+    theirs and clean up what they hold when they end. All of them when a worker was stopped (its counts may be
+    lost)."""
     structural = [inp for inp in inputs if inp[0] == "structural"]
     if not clean:
         return [o for inp in structural for o in inp[1:] if o]
@@ -155,5 +157,7 @@ def touched_ops(spec, inputs: list, intervals: list[dict], clean: bool) -> list:
             started[iv["worker"]] = started.get(iv["worker"], 0) + (iv.get("extra") or {}).get("started", 0)
     n = spec.concurrency
     picked = {(w + n * i + spec.input_offset) % len(inputs) for w, s in started.items() for i in range(s)}
-    warm = [inputs[k][2] for k in range(min(spec.warmup, len(inputs))) if inputs[k][0] == "structural" and inputs[k][2]]
+    warm = [inputs[k][2]
+            for k in range(min(spec.warmup, len(inputs)))
+            if inputs[k][0] == "structural" and inputs[k][2]]
     return [inputs[k][1] for k in sorted(picked)] + warm

@@ -2,9 +2,9 @@
 servers started by `prepare` / `up` keep running, their PIDs and endpoint in .authzbench/servers/NAME.json,
 so `bench` reuses them and `down` stops them. Also what the monitor watches, and --pin's core split.
 
-This is where a backend's adapter (backends/registry.py) meets its recipes (provision/manager.py): provisioning
-is handed what it needs of the adapter (its endpoint from a URL or the compose file), and neither package
-imports the other (tests/unit/test_imports.py holds them apart)."""
+This is where a backend's adapter (backends/registry.py) meets its recipes (provision/manager.py):
+provisioning is handed what it needs of the adapter (its endpoint from a URL or the compose file), and neither
+package imports the other (tests/unit/test_imports.py holds them apart)."""
 
 from __future__ import annotations
 
@@ -40,12 +40,14 @@ def compose_endpoint(name: str, spec: dict | None = None) -> dict[str, Any]:
     """`name`'s endpoint as read from the compose file (no engine needed), through its adapter's reader."""
     from authzbench.provision import compose
 
-    return compose.endpoint(name, backend_class(name).endpoint_from_compose if entry(name).adapter else None, spec)
+    return compose.endpoint(
+        name, backend_class(name).endpoint_from_compose if entry(name).adapter else None, spec)
 
 
 def why_not_native_here(name: str) -> str | None:
-    """One line when `name` cannot run natively on this machine (no recipe, no adapter or driver, or its recipe
-    says it cannot build here, as a Go engine with neither its module nor a source to build from), else None."""
+    """One line when `name` cannot run natively on this machine (no recipe, no adapter or driver, or its
+    recipe says it cannot build here, as a Go engine with neither its module nor a source to build from), else
+    None."""
     if not manager.runs_natively(name):
         return entry(name).why_not_native
     try:
@@ -69,8 +71,11 @@ def state_file(name: str) -> Path:
 def _save_state(name: str, dep: Deployment, run_dir: Path) -> None:
     p = state_file(name)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"mode": dep.mode, "endpoint": dep.endpoint, "pids": dep.pids,
-                             "containers": dep.containers, "notes": dep.notes, "run_dir": str(run_dir)}, indent=2))
+    p.write_text(
+        json.dumps(
+            {"mode": dep.mode, "endpoint": dep.endpoint, "pids": dep.pids, "containers": dep.containers,
+             "notes": dep.notes, "run_dir": str(run_dir)},
+            indent=2))
 
 
 def _load_state(name: str) -> dict | None:
@@ -126,7 +131,8 @@ class Session:
             shutil.rmtree(run_dir, ignore_errors=True)
             say(f"{name}: starting ({servers.provision})")
             t0 = time.perf_counter()
-            self.dep = provision(name, servers.provision, run_dir.resolve(), {**servers.options, "tier": servers.tier})
+            self.dep = provision(
+                name, servers.provision, run_dir.resolve(), {**servers.options, "tier": servers.tier})
             self.start_seconds = time.perf_counter() - t0
             self.started_here = True
             if not entry(name).in_process:

@@ -1,5 +1,5 @@
-"""`bench --shape depth=1,2,4,8 --shape fanout=2,4,8 --shape acl=3,11,33` (or `--shape all`): the graph's shape
-swept at one size.
+"""`bench --shape depth=1,2,4,8 --shape fanout=2,4,8 --shape acl=3,11,33` (or `--shape all`): the graph's
+shape swept at one size.
 
 Each value of each parameter is an ordinary run (results dir, report) of the default scenarios at `--profile`,
 with that one generator parameter overridden and every other as the profile has it; every run's manifest
@@ -114,6 +114,7 @@ def run_shape(cfg: BenchConfig, points: list[Point], results_dir: Path | None,
     def manifest(run_id: str, i: int) -> dict:
         done.append({"run": run_id, "param": points[i].param, "value": points[i].value})
         say(f"{eta(t0, i, len(points), time.monotonic())}; next {points[i].label}")
-        return {"shape_sweep": {"plan": [{"param": q.param, "value": q.value} for q in points], "points": list(done)}}
+        return {"shape_sweep": {
+                    "plan": [{"param": q.param, "value": q.value} for q in points], "points": list(done)}}
 
     return run_each([(p.label, shaped(cfg, p)) for p in points], cfg, results_dir, render, manifest)

@@ -43,7 +43,8 @@ def parse_sizes(profiles: str | None, scale: str | None, model: str) -> list[str
     else:
         names = [p.strip() for p in (profiles or "").split(",") if p.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
-        raise UserError(f"{opt}: a size sweep needs two or more distinct profiles, got {','.join(names) or 'none'}")
+        raise UserError(
+            f"{opt}: a size sweep needs two or more distinct profiles, got {','.join(names) or 'none'}")
     for n in names:
         resolve(n, {}, model)
     return names
@@ -75,11 +76,14 @@ def sweep_of(last: Path) -> tuple[list[str], list[str]]:
         sweep = json.loads((last / "manifest.json").read_text()).get("sweep") or {}
     except (OSError, ValueError) as e:
         raise UserError(f"--extend-sweep {last}: no run manifest there ({e})") from None
-    runs, missing = sweep.get("runs") or [], [r for r in sweep.get("runs") or [] if not (last.parent / r).is_dir()]
+    runs, missing = (
+        sweep.get("runs") or [], [r for r in sweep.get("runs") or [] if not (last.parent / r).is_dir()])
     if len(runs) < 2 or runs[-1] != last.name:
-        raise UserError(f"--extend-sweep {last}: not the last run of a size sweep (its manifest lists {runs or 'none'})")
+        raise UserError(
+            f"--extend-sweep {last}: not the last run of a size sweep (its manifest lists {runs or 'none'})")
     if missing:
-        raise UserError(f"--extend-sweep {last}: the sweep's run {missing[0]} is not beside it in {last.parent}")
+        raise UserError(
+            f"--extend-sweep {last}: the sweep's run {missing[0]} is not beside it in {last.parent}")
     return list(sweep.get("profiles") or []), runs
 
 
@@ -133,8 +137,9 @@ def sweep_eta(sizes: list[str], i: int, timed: list[SizeTime], approx: list[floa
     last, ratio = timed[-1], [a / approx[i - 1] for a in approx[i:]]
     loads = sum(LoadBound.expected_s(s * r, load_bound_s) for r in ratio for s in last.loads.values())
     phases = last.phases_s * len(ratio)
-    return (f"{head}, ~{(loads + phases) / 60:,.0f} min left: ~{phases / 60:,.0f} min of phases as long as the "
-            f"last size's, ~{loads / 60:,.0f} min of loads at its rates")
+    return (
+        f"{head}, ~{(loads + phases) / 60:,.0f} min left: ~{phases / 60:,.0f} min of phases as long as the "
+        f"last size's, ~{loads / 60:,.0f} min of loads at its rates")
 
 
 def run_each(runs: list[tuple[str, BenchConfig]], cfg: BenchConfig, results_dir: Path | None,

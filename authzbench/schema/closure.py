@@ -74,7 +74,8 @@ def group_membership(ds: Dataset) -> pd.DataFrame:
     indptr, users = csr(direct_g, direct_u, n_groups)
     g, u = expand(anc, desc, indptr, users)
     key = sorted_unique(g * n_users + u)
-    return pd.DataFrame({"group": (key // n_users).astype(np.int32), "user": (key % n_users).astype(np.int32)})
+    return pd.DataFrame(
+        {"group": (key // n_users).astype(np.int32), "user": (key % n_users).astype(np.int32)})
 
 
 def permission_keys(ds: Dataset, membership: pd.DataFrame | None = None) -> dict[str, np.ndarray]:

@@ -48,7 +48,8 @@ REBAC_RELATIONS: dict[str, RelationDef] = {
 }
 
 # The ACL relations: the ones that attach users or groups to resources ("ACL entries" in the reference).
-ACL_RELATIONS = ("resource_manager_user", "resource_manager_group", "resource_viewer_user", "resource_viewer_group")
+ACL_RELATIONS = (
+    "resource_manager_user", "resource_manager_group", "resource_viewer_user", "resource_viewer_group")
 
 PERMISSIONS = ("manage", "view")
 

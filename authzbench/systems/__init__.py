@@ -26,7 +26,8 @@ def folders() -> list[str]:
 
 @cache
 def systems() -> dict[str, System]:
-    """Every declared system by its backend name (a folder may declare several: `SYSTEMS`, or one: `SYSTEM`)."""
+    """Every declared system by its backend name (a folder may declare several: `SYSTEMS`, or one:
+    `SYSTEM`)."""
     found: list[System] = []
     for folder in folders():
         mod = importlib.import_module(f"authzbench.systems.{folder}.system")
@@ -47,5 +48,6 @@ def load(path: str):
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
-        raise UserError(f"{path}: cannot import {e.name!r} ({e}); is the project installed with its extras?") from e
+        raise UserError(
+            f"{path}: cannot import {e.name!r} ({e}); is the project installed with its extras?") from e
     return getattr(mod, attr)

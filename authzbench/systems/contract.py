@@ -7,9 +7,9 @@ folders, and every table that used to be keyed by a backend's name is a field he
 The folder, authzbench/systems/<name>/ (the folder name is the system's; its backends may be named otherwise):
 
     __init__.py   empty
-    system.py     the declaration: `SYSTEM = System(...)`, or `SYSTEMS = (System(...), ...)` for a folder serving
-                  several backends (spicedb: spicedb-pg and spicedb-crdb). It imports this module only, so the
-                  loader reads every declaration without importing a driver.
+    system.py     the declaration: `SYSTEM = System(...)`, or `SYSTEMS = (System(...), ...)` for a folder
+                  serving several backends (spicedb: spicedb-pg and spicedb-crdb). It imports this module
+                  only, so the loader reads every declaration without importing a driver.
     adapter.py    the Backend subclass (authzbench/backends/base.py), named by `adapter="...adapter:Class"`.
     <part>.py     the adapter's parts, short names beside it (scylla/cql.py, permify/grpc.py, mongo/load.py).
                   The adapter side may import authzbench/backends/ (the shared adapter code), core/, schema/,
@@ -18,12 +18,13 @@ The folder, authzbench/systems/<name>/ (the folder name is the system's; its bac
                   functions (`builds`), and for an engine `tier(name) -> EngineTier` (`tiers`). It may import
                   provision/ (the shared machinery: provision/base.py, gobuild.py, pgcluster.py,
                   native/goengine.py), never an adapter module nor backends/.
-    schema files  what the adapter sends its server (postgres.sql, rebac.zed, rebac.fga, rebac.perm, cql.cql, a
-                  mapping .json), read by the adapter as `Path(__file__).parent / "NAME"`.
+    schema files  what the adapter sends its server (postgres.sql, rebac.zed, rebac.fga, rebac.perm, cql.cql,
+                  a mapping .json), read by the adapter as `Path(__file__).parent / "NAME"`.
     helper dirs   non-Python sources the recipe builds (scylla/cassandra_bulk/, elasticsearch/es_launcher/).
     crosscheck.py what `authzbench crosscheck` needs of it (`crosscheck=`: TOOL, CLIENT, driver_call, and
                   GRPC_CALL + requests for ghz or statement for pgbench), on the adapter side.
-    tools/        its own experiments (`python -m authzbench.systems.<name>.tools.<tool>`), in the command layer.
+    tools/        its own experiments (`python -m authzbench.systems.<name>.tools.<tool>`), in the command
+                  layer.
 
 Outside the folder a system has only: its compose services (compose/docker-compose.yaml, named in `services`),
 its pinned versions (compose/versions.env) and its pip extra (pyproject.toml, named in `extra`). Tests walk
@@ -89,8 +90,10 @@ class System:
     no_lookup: str = ""
     claims: tuple[Claim, ...] = field(default_factory=tuple)
     order: int = 100  # its place in listings and in the default run order (then the name)
-    aliases: tuple[str, ...] = ()  # other names it goes by (products, stand-ins): no module outside systems/ says them
-    endpoint: str = ""  # "module:function" ComposeFile -> endpoint, for a system without an adapter to read it
+    # other names it goes by (products, stand-ins): no module outside systems/ says them
+    aliases: tuple[str, ...] = ()
+    # "module:function" ComposeFile -> endpoint, for a system without an adapter to read it
+    endpoint: str = ""
     image: str = ""  # the local image (compose/local/<image>/) its services run under --local-images
     image_files: str = ""  # "module:function" -> {name in the build context: path}: what that image copies in
     image_versions: str = ""  # "module:function" -> {versions.env name: what the local image really runs}
@@ -99,8 +102,10 @@ class System:
     loadtest: int = 0  # its place among the default engines of `authzbench loadtest` (0 = not one of them)
     # What the report states about it alone (read through authzbench/report/core/declared.py):
     stale_reports: tuple[str, ...] = ()  # upstream reports of its fresh-mode reads missing a committed write
-    stale_reproduced: bool = False  # tools/newenemy_repro.py reproduces that outside the suite (through its API)
-    legacy_titles: tuple[str, ...] = ()  # the engine older runs recorded for its stand-in, before the server record
+    # tools/newenemy_repro.py reproduces that outside the suite (through its API)
+    stale_reproduced: bool = False
+    # the engine older runs recorded for its stand-in, before the server record
+    legacy_titles: tuple[str, ...] = ()
     # named the product (its first alias) it stands in for
     cpu_counts: str = ""  # what the monitor's server CPU counts for it, when more than its server process
 

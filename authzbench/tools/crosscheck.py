@@ -1,5 +1,5 @@
-"""`authzbench crosscheck` (issue 47): the suite's own check phases beside an independent load tool on the same
-server and the same inputs, interleaved in rounds (theirs, ours, theirs, ours ...):
+"""`authzbench crosscheck` (issue 47): the suite's own check phases beside an independent load tool on the
+same server and the same inputs, interleaved in rounds (theirs, ours, theirs, ours ...):
 
 - a SQL backend: pgbench (Debian's PostgreSQL build) running the adapter's own check query (its crosscheck's
   `statement`) as a custom script, `-M prepared` as psycopg prepares a repeated query; each transaction picks
@@ -118,7 +118,8 @@ def case_tree(values: Sequence[int], var: str = "k", lo: int = 0, hi: int | None
     if hi - lo == 1:
         return str(int(values[lo]))
     mid = (lo + hi) // 2
-    return f"case when :{var} < {mid} then {case_tree(values, var, lo, mid)} else {case_tree(values, var, mid, hi)} end"
+    return (f"case when :{var} < {mid} then {case_tree(values, var, lo, mid)} "
+            f"else {case_tree(values, var, mid, hi)} end")
 
 
 def pgbench_script(sql: str, params: Sequence[str], inputs: Sequence[dict[str, int]]) -> str:
@@ -143,7 +144,8 @@ def parse_pgbench(stdout: str, log_lines: Iterable[str]) -> Measured:
     if not tps:
         raise ValueError("pgbench printed no tps line")
     rate = float(tps.group(1))
-    return Measured(_hist(lat), len(lat), int(failed.group(1)) if failed else 0, len(lat) / rate if rate else 0.0)
+    return Measured(
+        _hist(lat), len(lat), int(failed.group(1)) if failed else 0, len(lat) / rate if rate else 0.0)
 
 
 def pgbench_command(exe: Path, script: Path, dsn: str, concurrency: int, seconds: int, log_prefix: Path,
@@ -187,7 +189,8 @@ def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path,
         raise BackendUnavailable(f"pgbench not found beside the PostgreSQL server binaries ({exe})")
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
     dsn = endpoint.get("dsn") or endpoint.get("url") or ""
-    # The adapter's server-side statement limit (systems/postgres/adapter.connect), for pgbench's sessions too.
+    # The adapter's server-side statement limit (systems/postgres/adapter.connect), for pgbench's sessions
+    # too.
     env = {**os.environ, "PGOPTIONS": f"-c statement_timeout={int(timeout_s * 1000)}",
            **({"PGPASSWORD": endpoint["password"]} if endpoint.get("password") else {})}
 
@@ -199,8 +202,9 @@ def pgbench_side(endpoint: dict[str, Any], timeout_s: float, workdir: Path,
         script = d / "check.sql"
         script.write_text(pgbench_script(sql, params, rows))
         if warmup:  # a run of its own, as the runner's warm-up runs before its measured window
-            _pgbench(pgbench_command(exe, script, dsn, concurrency, 0, d / "warm", -(-warmup // concurrency)), env,
-                     120.0)
+            _pgbench(
+                pgbench_command(exe, script, dsn, concurrency, 0, d / "warm", -(-warmup // concurrency)), env,
+                120.0)
             for f in glob.glob(str(d / "warm.*")):
                 os.unlink(f)
         cmd = pgbench_command(exe, script, dsn, concurrency, max(1, round(seconds)), d / "tx")
@@ -245,7 +249,8 @@ def ghz_side(name: str, backend: Any, endpoint: dict[str, Any], workdir: Path) -
         if m.errors:  # a tool run with failed requests is not a figure to compare: say why
             raise BackendUnavailable(f"ghz: {m.errors} of {m.ops + m.errors} requests failed: "
                                      f"{json.dumps(report.get('errorDistribution'))[:300]}")
-        shown = {k: ("Bearer ***" if "metadata" in k else v) for k, v in cfg.items()} | {"data-file": data.name}
+        shown = {k: ("Bearer ***" if "metadata" in k else v) for k, v in cfg.items()} | {
+            "data-file": data.name}
         return m, f"ghz --config {json.dumps(shown)}"
 
     return Theirs("ghz", GHZ_VERSION, run)
@@ -258,7 +263,8 @@ def _ghz_json(exe: Path, workdir: Path, config: dict[str, Any], timeout_s: float
     path.write_text(json.dumps(config))
     out = subprocess.run([str(exe), "--config", str(path)], capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0 or not out.stdout.strip().startswith("{"):
-        raise BackendUnavailable(f"ghz failed ({out.returncode}): {(out.stderr or out.stdout).strip()[-300:]}")
+        raise BackendUnavailable(
+            f"ghz failed ({out.returncode}): {(out.stderr or out.stdout).strip()[-300:]}")
     return json.loads(out.stdout)
 
 
@@ -266,7 +272,8 @@ def _ghz_json(exe: Path, workdir: Path, config: dict[str, Any], timeout_s: float
 
 def ours_from_records(records: Sequence[dict[str, Any]], phase_id: str) -> Measured:
     """A phase's check latencies, ops, failures and window from the records the runner wrote."""
-    intervals = [r for r in records if r.get("type") == "interval" and r["phase"] == phase_id and r["kind"] == "check"]
+    intervals = [
+        r for r in records if r.get("type") == "interval" and r["phase"] == phase_id and r["kind"] == "check"]
     end = next(r for r in records if r.get("type") == "phase_end" and r["phase"] == phase_id)
     errors = sum(r["timeouts"] + sum(r["errors"].values()) for r in intervals)
     return Measured(merge(r["hist"] for r in intervals), int(end["ops"]), errors, float(end["wall_s"]))
@@ -274,9 +281,10 @@ def ours_from_records(records: Sequence[dict[str, Any]], phase_id: str) -> Measu
 
 def record(m: Measured, **fields: Any) -> Crosscheck:
     h = m.hist
-    return Crosscheck(**fields, ops=m.ops, errors=m.errors, seconds=m.seconds, throughput=m.throughput,
-                      p50_ms=h.get_value_at_percentile(50) / 1000, p95_ms=h.get_value_at_percentile(95) / 1000,
-                      hist=encode(h))
+    return Crosscheck(
+        **fields, ops=m.ops, errors=m.errors, seconds=m.seconds, throughput=m.throughput,
+        p50_ms=h.get_value_at_percentile(50) / 1000, p95_ms=h.get_value_at_percentile(95) / 1000,
+        hist=encode(h))
 
 
 def seconds_scale(seconds: float, rounds: int) -> float:
@@ -321,8 +329,8 @@ def _our_phase(sess: Any, spec: Any, inputs: list, store: Any, kept: Any, grpc: 
 
 
 def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Plan) -> None:
-    """Load one started backend (skipped when the same dataset is loaded), then every phase of the plan: theirs,
-    then ours, round by round; then, at 1 worker, where our time goes."""
+    """Load one started backend (skipped when the same dataset is loaded), then every phase of the plan:
+    theirs, then ours, round by round; then, at 1 worker, where our time goes."""
     from dataclasses import asdict
 
     from authzbench.measure.pools import KeptWorkers
@@ -339,19 +347,22 @@ def run_backend(sess: Any, cfg: Any, ds: Any, oracle: Any, store: Any, plan: Pla
             tempfile.TemporaryDirectory(prefix="crosscheck-") as tmp, KeptWorkers() as kept:
         info = b.server_info()
         own = parts(name)
-        theirs = pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp), own.statement) if own.TOOL == "pgbench" \
+        theirs = (
+            pgbench_side(sess.dep.endpoint, timeout_s, Path(tmp), own.statement)
+            if own.TOOL == "pgbench"
             else ghz_side(name, b, sess.dep.endpoint, Path(tmp))
-        store.append(CrosscheckServer(backend=name, label=info.label, mode=sess.dep.mode,
-                                      consistency=info.consistency, tool=theirs.tool, tool_version=theirs.version,
-                                      client=own.CLIENT, info=asdict(info),
-                                      settings=sess.dep.endpoint.get("engine_settings")))
+        )
+        store.append(CrosscheckServer(
+                         backend=name, label=info.label, mode=sess.dep.mode, consistency=info.consistency,
+                         tool=theirs.tool, tool_version=theirs.version, client=own.CLIENT, info=asdict(info),
+                         settings=sess.dep.endpoint.get("engine_settings")))
         say(f"crosscheck {name}: {info.label}; {theirs.tool} {theirs.version}")
         on = _OnBackend(sess, ds, oracle, store, theirs, kept, cfg.schedule.iterations_scale, {})
         for spec, sname in specs:
             _one_phase(on, spec, sname)
         for sname in plan.scenarios if plan.breakdown_calls and 1 in plan.concurrency else []:
-            crosscheck_client.breakdown_of(b, name, sess.dep.endpoint, on.inputs[sname], plan.breakdown_calls, store,
-                                           sname)
+            crosscheck_client.breakdown_of(
+                b, name, sess.dep.endpoint, on.inputs[sname], plan.breakdown_calls, store, sname)
 
 
 @dataclass(frozen=True)
@@ -373,7 +384,8 @@ def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
     """One phase of the plan: the tool on the phase's inputs, then the runner's phase on the same inputs."""
     from authzbench.workloads.catalog import input_count, scenario
 
-    sess, ds, oracle, store, theirs, kept, inputs = on.sess, on.ds, on.oracle, on.store, on.theirs, on.kept, on.inputs
+    sess, ds, oracle, store, theirs, kept, inputs = (
+        on.sess, on.ds, on.oracle, on.store, on.theirs, on.kept, on.inputs)
     iterations_scale = on.iterations_scale
 
     sc = scenario(sname)
@@ -385,8 +397,9 @@ def _one_phase(on: _OnBackend, spec: Any, sname: str) -> None:
         say(f"crosscheck {spec.phase_id}: {theirs.tool if side == 'theirs' else side}")
         with cpu_spent(side, list(sess.dep.pids) if sess.dep.mode == "native" else []) as cpu:
             if side == "theirs":
-                m, cmd = theirs.run(_slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
-                                    float(spec.budget_s), spec.warmup)
+                m, cmd = theirs.run(
+                    _slice(inputs[sname], spec.input_offset, spec.iterations), spec.concurrency,
+                    float(spec.budget_s), spec.warmup)
             else:
                 m = _our_phase(sess, spec, inputs[sname], store, kept, side == OURS_GRPC, cpu.window)
         who = {"tool": theirs.tool, "command": cmd} if side == "theirs" else {"tool": "authzbench"}
@@ -411,21 +424,24 @@ def run_command(plan: Plan, profile: str, provision: str | None, results_dir: Pa
     from authzbench.tools.crosscheck_report import render_run
     from authzbench.truth.social_oracle import oracle_for
 
-    cfg = BenchConfig(data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
-                      servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(),
-                                           tier=plan.tier),
-                      schedule=Schedule(scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
-                                        iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1,
-                                        full_curve=True))  # pgbench and ghz run every scenario at each count
+    cfg = BenchConfig(
+        data=DatasetChoice(model="rebac", profile=profile, data_dir=data_dir),
+        servers=ServerChoice(backends=plan.backends, provision=provision or default_mode(), tier=plan.tier),
+        schedule=Schedule(
+            scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=plan.rounds,
+            iterations_scale=seconds_scale(plan.seconds, plan.rounds), visits=1, full_curve=True),
+    )  # pgbench and ghz run every scenario at each count
     cfg.validate()
-    store = RunStore.create((results_dir or default_results_dir()) / "crosscheck",
-                            config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,
-                                    **{k: v for k, v in plan.__dict__.items()}})
+    store = RunStore.create(
+        (results_dir or default_results_dir()) / "crosscheck",
+        config={"command": "crosscheck", "profile": profile, "provision": cfg.servers.provision,
+                **{k: v for k, v in plan.__dict__.items()}})
     say(f"crosscheck results: {store.path}")
     # The load before any server starts: a machine already busy shares its cores with both sides.
     store.update_manifest(load_at_start=list(os.getloadavg()))
     ds = dataset_of(cfg.data)
-    store.update_manifest(dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
+    store.update_manifest(
+        dataset={"profile": ds.profile, "hash": ds.hash, "relationships": ds.total_relationships})
     oracle = oracle_for(ds)
     failures = []
     for name in plan.backends:

@@ -41,13 +41,15 @@ class Row:
 
 
 def machine(side: Side, cores: int) -> tuple[float, float]:
-    """(how busy client + server kept the cores: throughput x CPU per op / cores, the client's share of it)."""
+    """(how busy client + server kept the cores: throughput x CPU per op / cores, the client's share of
+    it)."""
     c, s = side.client_cpu_ms or 0.0, side.server_cpu_ms or 0.0
     return side.throughput * (c + s) / 1000 / cores, c / (c + s) if c + s else float("nan")
 
 
 def client_bound(side: Side, cores: int | None) -> bool | None:
-    """clientbound's rule on a side's CPU per op and throughput (core-seconds per second); None: unrecorded."""
+    """clientbound's rule on a side's CPU per op and throughput (core-seconds per second); None:
+    unrecorded."""
     if side.client_cpu_ms is None or side.server_cpu_ms is None or not cores:
         return None
     rate = side.throughput
@@ -55,17 +57,19 @@ def client_bound(side: Side, cores: int | None) -> bool | None:
 
 
 def bound_reason(r: Row, cores: int | None) -> str:
-    """Why a row's throughput is low as its CPU measured it: how busy the machine was, our client's share of it,
-    the server-only bound, and the rate the same server CPU predicts at the tool's client CPU per op."""
+    """Why a row's throughput is low as its CPU measured it: how busy the machine was, our client's share of
+    it, the server-only bound, and the rate the same server CPU predicts at the tool's client CPU per op."""
     oc, os_ = r.ours.client_cpu_ms, r.ours.server_cpu_ms
     if oc is None or os_ is None:
         return "not flagged: the run recorded no client and server CPU apart."
     if not cores:
         return "not judged: the run recorded no core count."
     busy, part = machine(r.ours, cores)
-    cpu = (f"the machine {busy:.0%} busy, our client {part:.0%} of it ({oc:.4f} ms of CPU per op, the server "
-           f"{os_:.4f} ms); the server alone on the {cores} cores: up to {server_only_bound(os_, cores):,.0f}/s"
-           + _at_tools_cpu(r, cores) + ".")
+    cpu = (
+        f"the machine {busy:.0%} busy, our client {part:.0%} of it ({oc:.4f} ms of CPU per op, the server "
+        f"{os_:.4f} ms); the server alone on the {cores} cores: up to {server_only_bound(os_, cores):,.0f}/s"
+        + _at_tools_cpu(r, cores)
+        + ".")
     if client_bound(r.ours, cores):
         return f"{MARK} client-bound: {cpu}"
     why = f"under {SATURATED:.0%} busy" if busy < SATURATED else f"our client under {SHARE:.0%} of it"
@@ -73,7 +77,8 @@ def bound_reason(r: Row, cores: int | None) -> str:
 
 
 def _at_tools_cpu(r: Row, cores: int) -> str:
-    """On saturated cores throughput ~ cores / (client + server CPU per op): the rate with the tool's client."""
+    """On saturated cores throughput ~ cores / (client + server CPU per op): the rate with the tool's
+    client."""
     tc, os_ = r.theirs.client_cpu_ms, r.ours.server_cpu_ms
     if tc is None or not os_:
         return ""

@@ -66,8 +66,8 @@ def _waited_cpu_s() -> float:
 
 class CpuSpent:
     """The CPU seconds one run cost its client and the server (None: not measured), between window(True) and
-    window(False): the runner's measured window for ours (its on_window), the tool's whole runs for theirs (the
-    processes this one waited for: its warm-up run included)."""
+    window(False): the runner's measured window for ours (its on_window), the tool's whole runs for theirs
+    (the processes this one waited for: its warm-up run included)."""
 
     def __init__(self, side: str, server_pids: list[int]) -> None:
         me = psutil.Process().pid
@@ -124,12 +124,14 @@ def bare_driver_call(backend: Any, name: str, args: tuple) -> Callable[[], Any]:
 
 def breakdown(backend: Any, name: str, inputs: list, n: int,
               grpc: Callable[[tuple], Callable[[], Any]] | None = None) -> dict[str, float]:
-    """p50 (ms) of the adapter's check and of the bare driver call (and, given `grpc`, of the same request over
-    gRPC: OpenFGA's), in this process, call by call alternately on the same n inputs (a slow moment of the
-    machine lands on all), which goes first rotating too (a later one asks the server what it was just asked)."""
+    """p50 (ms) of the adapter's check and of the bare driver call (and, given `grpc`, of the same request
+    over gRPC: OpenFGA's), in this process, call by call alternately on the same n inputs (a slow moment of
+    the machine lands on all), which goes first rotating too (a later one asks the server what it was just
+    asked)."""
     times: dict[str, list[float]] = {"adapter": [], "driver": [], **({"grpc": []} if grpc else {})}
     for i, (_, args, _) in enumerate(inputs[:n]):
-        calls = [("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
+        calls = [
+            ("adapter", lambda a=args: backend.check(*a)), ("driver", bare_driver_call(backend, name, args))]
         calls += [("grpc", grpc(args))] if grpc else []
         for into, call in calls[i % len(calls):] + calls[:i % len(calls)]:
             t = timed(call)  # the bench's one clock around an op (measure/timing.py)
@@ -140,10 +142,11 @@ def breakdown(backend: Any, name: str, inputs: list, n: int,
             "calls": len(times["adapter"])}
 
 
-def breakdown_of(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
-    """The 1-worker breakdown of one scenario, then the bare driver call's floor on the same inputs; for a backend
-    with a gRPC side (its crosscheck's grpc_call) also our own gRPC call of the request ghz sends, so the
-    transport is a figure of its own."""
+def breakdown_of(
+    b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: int, store: Any, sname: str) -> None:
+    """The 1-worker breakdown of one scenario, then the bare driver call's floor on the same inputs; for a
+    backend with a gRPC side (its crosscheck's grpc_call) also our own gRPC call of the request ghz sends, so
+    the transport is a figure of its own."""
     grpc, close = parts(name).grpc_call(b, endpoint) if hasattr(parts(name), "grpc_call") else (None, None)
     try:
         got = breakdown(b, name, inputs, n, grpc)
@@ -156,8 +159,9 @@ def breakdown_of(b: Any, name: str, endpoint: dict[str, Any], inputs: list, n: i
 
 
 def floor(calls: list[Callable[[], Any]]) -> dict[str, float]:
-    """The bare driver calls alone, one after another in a tight loop (prepared beforehand): p50 (ms) and client
-    CPU (ms) per call, the least a Python client on this driver spends, to set against the tool's p50."""
+    """The bare driver calls alone, one after another in a tight loop (prepared beforehand): p50 (ms) and
+    client CPU (ms) per call, the least a Python client on this driver spends, to set against the tool's
+    p50."""
     lat: list[float] = []
     c0 = time.process_time()
     for call in calls:

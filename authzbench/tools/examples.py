@@ -7,8 +7,9 @@ cross-check's renderer, `loadtest-<run-id>.md` by the load test's, anything else
 A size or shape sweep's example lists every run of the sweep, its last run first (the one rendered, whose
 sweep section reads the others beside it).
 
-    python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its report
-                                                               # (results/crosscheck/<run-id>: a cross-check's)
+    python -m authzbench.tools.examples add results/<run-id>   # commit a run's results and render its
+                                                               # report (results/crosscheck/<run-id>: a
+                                                               # cross-check's)
     python -m authzbench.tools.examples render                 # re-render every example of the index
 """
 
@@ -84,7 +85,8 @@ def add(run: Path, reports: Path = REPORTS) -> Path:
 
 
 def sweep_runs(manifest: dict) -> list[str]:
-    """The runs of the size sweep (`sweep.runs`) or shape sweep (`shape_sweep.points`) a run's manifest ends."""
+    """The runs of the size sweep (`sweep.runs`) or shape sweep (`shape_sweep.points`) a run's manifest
+    ends."""
     points = (manifest.get("shape_sweep") or {}).get("points") or []
     return (manifest.get("sweep") or {}).get("runs") or [p["run"] for p in points]
 

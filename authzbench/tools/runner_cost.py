@@ -1,7 +1,7 @@
 """The runner's own cost per op (issue 56): the bench's measured loop (measure/worker._measure_share: the
-schedule, `timed`, OpCounters.add with the answer compared with the oracle's, the interval's bookkeeping) around
-a check that does nothing, against the same no-op call alone in a bare loop. The difference is what the runner
-adds to every op whatever the backend: with the breakdown's bare driver call and adapter call (tools/
+schedule, `timed`, OpCounters.add with the answer compared with the oracle's, the interval's bookkeeping)
+around a check that does nothing, against the same no-op call alone in a bare loop. The difference is what the
+runner adds to every op whatever the backend: with the breakdown's bare driver call and adapter call (tools/
 crosscheck_client.breakdown) it splits our 1-worker op into driver + adapter + runner.
 
     python -m authzbench.tools.runner_cost [--ops N] [--repeats R]
@@ -36,8 +36,8 @@ class _Sink:
 
 
 def _inputs(n: int) -> list[tuple]:
-    # the oracle's answer True and False alternately: half the no-op's answers are mismatches, so the loop pays
-    # for the comparison and for counting a wrong answer, as a run's worst case
+    # the oracle's answer True and False alternately: half the no-op's answers are mismatches, so the loop
+    # pays for the comparison and for counting a wrong answer, as a run's worst case
     return [("check", (k, "view", k), k % 2 == 0) for k in range(n)]
 
 
@@ -60,8 +60,8 @@ def bare_call_us(ops: int) -> float:
 
 
 def runner_cost(ops: int = 200_000, repeats: int = 3) -> dict[str, float]:
-    """The least of `repeats` alternated measurements of each (a noisy machine only adds): the loop per op, the
-    bare call per op and their difference, the runner's own µs per op."""
+    """The least of `repeats` alternated measurements of each (a noisy machine only adds): the loop per op,
+    the bare call per op and their difference, the runner's own µs per op."""
     loop, bare = [], []
     for _ in range(repeats):
         loop.append(runner_loop_us(ops)[0])

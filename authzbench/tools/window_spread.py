@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("records", type=Path)
     args = p.parse_args(argv)
-    print("| Backend | Scenario | Workers | Window (s) | Rounds | p50 max/min | p95 max/min | ops max/min | ops a round |")
+    print("| Backend | Scenario | Workers | Window (s) | Rounds | p50 max/min | p95 max/min | ops max/min | "
+          "ops a round |")
     print("|---|---|---|---|---|---|---|---|---|")
     for b, s, c, w, n, p50, p95, ops, mean in spread_rows(args.records):
         print(f"| {b} | {s} | {c} | {w} | {n} | {p50:.2f} | {p95:.2f} | {ops:.2f} | {mean:,} |")

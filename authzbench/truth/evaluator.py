@@ -81,7 +81,9 @@ class SimpleEvaluator:
 
     def lookup_resources(self, user: int, perm: str) -> list[int]:
         """Every resource with an ACL or an org, checked one by one (slow on purpose: nothing clever)."""
-        candidates = set(self.fwd["resource_org"]) | {r for rel in ("resource_manager_user", "resource_manager_group",
-                                                                    "resource_viewer_user", "resource_viewer_group")
-                                                      for r in self.fwd[rel]}
+        candidates = set(self.fwd["resource_org"]) | {
+            r
+            for rel in ("resource_manager_user", "resource_manager_group", "resource_viewer_user",
+                        "resource_viewer_group")
+            for r in self.fwd[rel]}
         return sorted(r for r in candidates if self.check(user, perm, r))

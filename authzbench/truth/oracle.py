@@ -49,8 +49,9 @@ def _stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
     return order[np.argsort((keys[order] >> 16).astype(np.uint16), kind="stable")]
 
 
-def _local_keys(manage: list[tuple[np.ndarray, np.ndarray]], viewer: list[tuple[np.ndarray, np.ndarray]] | None,
-                lo: int, hi: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _local_keys(
+    manage: list[tuple[np.ndarray, np.ndarray]], viewer: list[tuple[np.ndarray, np.ndarray]] | None, lo: int,
+    hi: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """(major, minor) path pairs of majors lo..hi-1 as sorted unique keys (major - lo) * width + minor:
     (manage, view), view = manage plus the `viewer` paths (None: manage only). uint32 when they fit:
     sorting 4-byte keys took half the time of 8-byte ones here."""
@@ -194,7 +195,8 @@ class Oracle:
 
     def check(self, user: int, perm: str, resource: int) -> bool:
         if not (0 <= user < self.n_users and 0 <= resource < self.n_resources):
-            return False  # an id the dataset does not have (a scratch user): no relationship grants it anything
+            # an id the dataset does not have (a scratch user): no relationship grants it anything
+            return False
         if self._direct(user, resource, "manager") or self._admin(user, resource):
             return True
         return perm == "view" and self._direct(user, resource, "viewer")
@@ -242,7 +244,8 @@ class Oracle:
     def _estimate(self) -> np.ndarray:
         """An upper bound of each user's (manage + view) path count, to size the chunks."""
         gu, g = self.user_groups.span(0, self.n_users)
-        per_group = self.by_sub["resource_manager_group"].degree() + self.by_sub["resource_viewer_group"].degree()
+        per_group = (
+            self.by_sub["resource_manager_group"].degree() + self.by_sub["resource_viewer_group"].degree())
         au, ao = self.admin_orgs.span(0, self.n_users)
         est = (self.by_sub["resource_manager_user"].degree() + self.by_sub["resource_viewer_user"].degree()
                + np.bincount(gu, weights=per_group[g], minlength=self.n_users).astype(np.int64)

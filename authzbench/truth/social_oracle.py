@@ -72,7 +72,8 @@ class SocialOracle:
 
     def view_user(self, v: int, x: int) -> bool:
         return self.self_.has(x, v) or (
-            self._visible(v, bool(self.user_public[x]), self.user_vis_followers.of(x)) and not self.blocked.has(x, v))
+            self._visible(v, bool(self.user_public[x]), self.user_vis_followers.of(x))
+            and not self.blocked.has(x, v))
 
     def view_content(self, v: int, c: int) -> bool:
         owner = int(self.owner[c])
@@ -99,7 +100,8 @@ class SocialOracle:
         raise ValueError(f"unknown social permission {perm!r}")
 
     def lookup_resources(self, user: int, perm: str) -> list[int]:
-        n = {"view_user": self.n_users, "view_content": self.n_content, "view_interaction": self.n_interactions}[perm]
+        n = {"view_user": self.n_users, "view_content": self.n_content,
+             "view_interaction": self.n_interactions}[perm]
         return [o for o in range(n) if self.check(user, perm, o)]
 
     def follower_count(self) -> np.ndarray:

@@ -55,14 +55,15 @@ class Scenario:
     min_ops: int = MIN_OPS  # the budget waits for this many ops (spec.BUDGET_STRETCH bounds the wait)
     reference: bool = False  # one of the reference report's five read scenarios
     model: str = "rebac"
-    max_workers: int | None = None  # closed-loop worker counts above this are not run (see HEAVY_LOOKUP_WORKERS)
+    # closed-loop worker counts above this are not run (see HEAVY_LOOKUP_WORKERS)
+    max_workers: int | None = None
     latency_only: bool = False  # runs at the fewest workers only (see LATENCY_ONLY)
 
 
 def input_count(sc: Scenario, iterations_scale: float) -> int:
     """How many inputs a run samples for a scenario (orchestrate and crosscheck sample the same): a read's ops
-    (scaled), at most SAMPLED_INPUTS; a lookup's one input, its anchor user; every op of a write or churn phase,
-    so no write repeats."""
+    (scaled), at most SAMPLED_INPUTS; a lookup's one input, its anchor user; every op of a write or churn
+    phase, so no write repeats."""
     if sc.op == "lookup":
         return 1
     n = max(sc.iterations, round(sc.iterations * iterations_scale))
@@ -182,10 +183,12 @@ def _social_inputs(ds: Dataset, o, n: int, mix, dau: float, name: str) -> list[I
     rng = _rng(name)
     pool = dau_pool(ds.entities["user"], dau)
     # Popular users' content and profiles are requested more: weight objects by their owner's followers.
-    followers = np.bincount(ds.table("user_follower")["object"].to_numpy(), minlength=ds.entities["user"]) + 1.0
+    followers = (
+        np.bincount(ds.table("user_follower")["object"].to_numpy(), minlength=ds.entities["user"]) + 1.0)
     owner = ds.table("content_owner").sort_values("object")["subject"].to_numpy()
     parent = ds.table("interaction_parent").sort_values("object")["subject"].to_numpy()
-    weights = {"view_user": followers, "view_content": followers[owner], "view_interaction": followers[owner][parent]}
+    weights = {"view_user": followers, "view_content": followers[owner],
+               "view_interaction": followers[owner][parent]}
     cums = {p: np.cumsum(w) for p, w in weights.items()}
     perms = [p for p, _ in mix]
     kinds = rng.choice(len(perms), size=n, p=np.array([w for _, w in mix]) / sum(w for _, w in mix))
@@ -236,8 +239,9 @@ def _write_sampler(kind: str) -> Sampler:
 _WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budget_s=3.0, min_ops=0)
 
 
-# The churn sweep's structural ops (workloads/churn.py CHURN_MIX), split over the writers: a writer reuses an op
-# once it is done, and under a 5 s window 100 changes/s hold ~280 ops in flight a writer (inflight.CHURN_IN_FLIGHT).
+# The churn sweep's structural ops (workloads/churn.py CHURN_MIX), split over the writers: a writer reuses an
+# op once it is done, and under a 5 s window 100 changes/s hold ~280 ops in flight a writer
+# (inflight.CHURN_IN_FLIGHT).
 CHURN_OPS = 800
 
 
@@ -264,71 +268,92 @@ CHURN_TIMEOUT_S = 60.0
 LOOKUP_OPS = 5000
 # Lookups run at up to 8 workers: 32 of them on two cores measure the run queue. The heaviest user's (10,500
 # resources at baseline) cost the most of make bench: Permify answered 0 of 32 within the 60 s timeout (176 s
-# for the two phases of one visit), SpiceDB's took 9 s a round; a median user's took Permify 19 s a round at 32
-# (20261128-013743).
+# for the two phases of one visit), SpiceDB's took 9 s a round; a median user's took Permify 19 s a round at
+# 32 (20261128-013743).
 HEAVY_LOOKUP_WORKERS = 8
 # The other check paths run at 1 worker only: the throughput curve (1, 8, 32 workers) is the via-group
 # check's and the mixed phase's, which interleaves all four check kinds. At 8 and 32 workers these three were
 # 144 of make bench's 517 phases (20261128-013743) and no need of the decision summary reads them.
 LATENCY_ONLY = True
-# Their budgets are shorter than a curve's (issue 53: the time for the churn sweep and the mode phases). In make
-# bench (20261128-160246) at 2 s a round the fewest ops of a latency-only check were 56 a round (FerretDB's
-# negative check), the next 128-231; 1 s a round keeps >= 20 a round everywhere (p95) and saves ~48 s. The round
-# trip had >= 983 ops a round in 2 s: 0.5 s keeps ~245 (p99) and saves ~23 s.
+# Their budgets are shorter than a curve's (issue 53: the time for the churn sweep and the mode phases). In
+# make bench (20261128-160246) at 2 s a round the fewest ops of a latency-only check were 56 a round
+# (FerretDB's negative check), the next 128-231; 1 s a round keeps >= 20 a round everywhere (p95) and saves
+# ~48 s. The round trip had >= 983 ops a round in 2 s: 0.5 s keeps ~245 (p99) and saves ~23 s.
 LATENCY_ONLY_BUDGET_S, ROUNDTRIP_BUDGET_S = 2.0, 1.0
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
-        Scenario("roundtrip", "roundtrip", "A trivial request on the same connection (SELECT 1, ping): the "
+        Scenario("roundtrip", "roundtrip",
+                 "A trivial request on the same connection (SELECT 1, ping): the "
                  "floor that check latency is compared with.", sample_roundtrip, budget_s=ROUNDTRIP_BUDGET_S),
-        Scenario("check_manage_direct_user", "check", "`manage` check where the user is a direct manager_user "
-                 "of the resource (shortest path).", sample_manage_direct, reference=True, latency_only=LATENCY_ONLY,
-                 budget_s=LATENCY_ONLY_BUDGET_S),
-        Scenario("check_manage_org_admin", "check", "`manage` check granted through the resource's "
-                 "organization admin.", sample_org_admin, reference=True, latency_only=LATENCY_ONLY,
-                 budget_s=LATENCY_ONLY_BUDGET_S),
-        Scenario("check_view_via_group_member", "check", "`view` check where the user is a direct member or "
+        Scenario(
+            "check_manage_direct_user", "check",
+            "`manage` check where the user is a direct manager_user of the resource (shortest path).",
+            sample_manage_direct, reference=True, latency_only=LATENCY_ONLY, budget_s=LATENCY_ONLY_BUDGET_S),
+        Scenario("check_manage_org_admin", "check",
+                 "`manage` check granted through the resource's organization admin.", sample_org_admin,
+                 reference=True, latency_only=LATENCY_ONLY, budget_s=LATENCY_ONLY_BUDGET_S),
+        Scenario("check_view_via_group_member", "check",
+                 "`view` check where the user is a direct member or "
                  "manager of one of the resource's viewer groups.", sample_view_group_member, reference=True),
-        Scenario("check_negative", "check", "`view` check for a user with no access (the whole graph must be "
-                 "ruled out).", sample_negative, latency_only=LATENCY_ONLY, budget_s=LATENCY_ONLY_BUDGET_S),
-        Scenario("lookup_resources_manage_super", "lookup", "Every resource the heaviest `manage` user can "
-                 "manage, streamed.", sample_lookup_manage_super, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0,
-                 reference=True, max_workers=HEAVY_LOOKUP_WORKERS),
-        Scenario("lookup_resources_view_regular", "lookup", "Every resource a median user can view, streamed.",
-                 sample_lookup_view_regular, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0,
-                 reference=True, max_workers=HEAVY_LOOKUP_WORKERS),
-        Scenario("mixed", "mixed", "Checks with a share of relationship writes/deletes (default 1%), "
-                 "open or closed loop.", sample_mixed_reads, warmup=100),
+        Scenario(
+            "check_negative", "check",
+            "`view` check for a user with no access (the whole graph must be ruled out).", sample_negative,
+            latency_only=LATENCY_ONLY, budget_s=LATENCY_ONLY_BUDGET_S),
+        Scenario(
+            "lookup_resources_manage_super", "lookup",
+            "Every resource the heaviest `manage` user can manage, streamed.", sample_lookup_manage_super,
+            iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0, reference=True, max_workers=HEAVY_LOOKUP_WORKERS,
+        ),
+        Scenario(
+            "lookup_resources_view_regular", "lookup", "Every resource a median user can view, streamed.",
+            sample_lookup_view_regular, iterations=LOOKUP_OPS, warmup=3, timeout_s=60.0, reference=True,
+            max_workers=HEAVY_LOOKUP_WORKERS),
+        Scenario("mixed", "mixed",
+                 "Checks with a share of relationship writes/deletes (default 1%), open or closed loop.",
+                 sample_mixed_reads, warmup=100),
         Scenario("ingest", "ingest", "Bulk load of the dataset plus any closure / view build.", None),
-        Scenario("write_membership", "write", "Add a scratch user to a group, then remove them: the groups "
-                 "reaching the most resources and with the most members included.", _write_sampler("membership"),
-                 **_WRITE),
-        Scenario("write_hierarchy", "write", "Attach a group (a scratch group holding a big real group) under a "
+        Scenario(
+            "write_membership", "write",
+            "Add a scratch user to a group, then remove them: the groups "
+            "reaching the most resources and with the most members included.", _write_sampler("membership"),
+            **_WRITE),
+        Scenario("write_hierarchy", "write",
+                 "Attach a group (a scratch group holding a big real group) under a "
                  "parent, then detach it; parents reaching the most resources included.",
                  _write_sampler("hierarchy"), **_WRITE),
-        Scenario("write_org_admin", "write", "Grant org admin, then revoke it (reaches every resource of the "
-                 "org).", _write_sampler("org_admin"), **_WRITE),
-        Scenario("write_acl", "write", "Add a user to one resource's ACL, then remove them (the mixed "
-                 "workload's write, for contrast).", _write_sampler("acl"), **_WRITE),
-        Scenario("revoke_then_check", "write", "Revoke access a user had (through a membership, or a direct "
+        Scenario("write_org_admin", "write",
+                 "Grant org admin, then revoke it (reaches every resource of the org).",
+                 _write_sampler("org_admin"), **_WRITE),
+        Scenario(
+            "write_acl", "write",
+            "Add a user to one resource's ACL, then remove them (the mixed workload's write, for contrast).",
+            _write_sampler("acl"), **_WRITE),
+        Scenario("revoke_then_check", "write",
+                 "Revoke access a user had (through a membership, or a direct "
                  "ACL) and check as soon as the write returns: stale allows are counted.",
                  _write_sampler("revoke"), **_WRITE),
-        Scenario("churn", "churn", "Via-group checks at a fixed offered rate while membership, hierarchy and "
-                 "revocation changes arrive at increasing rates: one open-loop step per rate, the sweep stopping "
-                 "at the first step whose reads leave the SLO, whose writes fall behind or whose changes stay "
-                 "unseen.", sample_churn, iterations=1000, warmup=100, timeout_s=CHURN_TIMEOUT_S,
-                 max_seconds=120.0, budget_s=None, min_ops=0),
-        Scenario("social_roundtrip", "roundtrip", "A trivial request on the same connection.", sample_roundtrip,
-                 model="social"),
-        Scenario("social_view_content", "check", "Can the user see a piece of content (owner, public or "
-                 "follower, minus blocked).", _social_sampler((("view_content", 1.0),), "svc"), model="social"),
+        Scenario(
+            "churn", "churn",
+            "Via-group checks at a fixed offered rate while membership, hierarchy and "
+            "revocation changes arrive at increasing rates: one open-loop step per rate, the sweep stopping "
+            "at the first step whose reads leave the SLO, whose writes fall behind or whose changes stay "
+            "unseen.", sample_churn, iterations=1000, warmup=100, timeout_s=CHURN_TIMEOUT_S,
+            max_seconds=120.0, budget_s=None, min_ops=0),
+        Scenario(
+            "social_roundtrip", "roundtrip", "A trivial request on the same connection.", sample_roundtrip,
+            model="social"),
+        Scenario("social_view_content", "check",
+                 "Can the user see a piece of content (owner, public or follower, minus blocked).",
+                 _social_sampler((("view_content", 1.0),), "svc"), model="social"),
         Scenario("social_view_user", "check", "Can the user see another user's profile.",
                  _social_sampler((("view_user", 1.0),), "svu"), model="social"),
-        Scenario("social_view_interaction", "check", "Can the user see an interaction (creator and parent "
-                 "content both visible: intersection).", _social_sampler((("view_interaction", 1.0),), "svi"),
-                 model="social"),
-        Scenario("social_mixed", "mixed", "The reference's weighted mix: 60% content, 30% profile, 10% "
+        Scenario("social_view_interaction", "check",
+                 "Can the user see an interaction (creator and parent content both visible: intersection).",
+                 _social_sampler((("view_interaction", 1.0),), "svi"), model="social"),
+        Scenario("social_mixed", "mixed",
+                 "The reference's weighted mix: 60% content, 30% profile, 10% "
                  "interaction checks, issued by daily-active users, plus WriteRelationship (default 1%).",
                  _social_sampler(SOCIAL_MIX, "smix"), iterations=4000, model="social"),
     ]

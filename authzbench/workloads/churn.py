@@ -1,6 +1,6 @@
-"""The churn sweep: checks at a fixed offered rate while structural changes (membership, hierarchy, revocation)
-arrive at increasing rates, one open-loop phase per rate. This module holds what the run and the report
-share: the defaults, the mix of changes and the one rule that says whether a step held.
+"""The churn sweep: checks at a fixed offered rate while structural changes (membership, hierarchy,
+revocation) arrive at increasing rates, one open-loop phase per rate. This module holds what the run and the
+report share: the defaults, the mix of changes and the one rule that says whether a step held.
 
 A change is one timed structural write: a grant, or its revocation once the grant was seen. A step holds when
 the reads meet the check SLO, the writers kept to their schedule and the changes became visible within the
@@ -98,8 +98,9 @@ def interval_text(iv: tuple[float, float] | None) -> str:
 
 
 def step_of(intervals: Iterable[dict]) -> Step:
-    """A churn step's Step from its phase's Interval records (as dicts): "check" (the reads), "write" (one op a
-    change; late, extras scheduled and unissued, errors with NeverVisible) and "visibility" (the lag, µs)."""
+    """A churn step's Step from its phase's Interval records (as dicts): "check" (the reads), "write" (one
+    op a change; late, extras scheduled and unissued, errors with NeverVisible) and "visibility" (the lag,
+    µs)."""
     from authzbench.core.metrics import merge, summarize
 
     hists: dict[str, list[str]] = {"check": [], "visibility": []}
@@ -116,7 +117,8 @@ def step_of(intervals: Iterable[dict]) -> Step:
             sums["never_visible"] += errors.get("NeverVisible", 0)
             sums["write_errors"] += iv["timeouts"] + sum(n for e, n in errors.items() if e != "NeverVisible")
     read, lag = (summarize(merge(hists[k])) if hists[k] else None for k in ("check", "visibility"))
-    return Step(read_p95_ms=read.p95_ms if read else None, lag_p95_s=lag.p95_ms / 1000 if lag else None, **sums)
+    return Step(
+        read_p95_ms=read.p95_ms if read else None, lag_p95_s=lag.p95_ms / 1000 if lag else None, **sums)
 
 
 # The check SLO a churn step is judged by when the run gave none (the CLI's --slo-check-p95 default).
@@ -151,16 +153,17 @@ class ChurnSweep:
         return self.reason
 
     def foreseen(self, spec: Any) -> str:
-        """Why this step cannot hold, from the write phases before it ('' when they do not tell): a writer issues
-        one change at a time, so when even the quickest write outlasts a writer's share of the schedule by over
-        CHURN_LATE_S, every change after each writer's first starts later still."""
+        """Why this step cannot hold, from the write phases before it ('' when they do not tell): a writer
+        issues one change at a time, so when even the quickest write outlasts a writer's share of the schedule
+        by over CHURN_LATE_S, every change after each writer's first starts later still."""
         slot_s, due = spec.churn_writers / spec.churn_rate, spec.churn_rate * spec.duration_s
         late = due - spec.churn_writers  # the changes after each writer's first
         if (self.fastest_write_s is not None and self.fastest_write_s > slot_s + CHURN_LATE_S
                 and late > CHURN_LATE_SHARE * due):
-            return (f"its quickest write took {num(self.fastest_write_s)} s at 1 writer, over the {slot_s:g} s each "
-                    f"of {spec.churn_writers} writers has per change at {spec.churn_rate:g}/s by more than "
-                    f"{CHURN_LATE_S:g} s: at least {late:g} of {due:g} changes would start late")
+            return (
+                f"its quickest write took {num(self.fastest_write_s)} s at 1 writer, over the {slot_s:g} s "
+                f"each of {spec.churn_writers} writers has per change at {spec.churn_rate:g}/s by more than "
+                f"{CHURN_LATE_S:g} s: at least {late:g} of {due:g} changes would start late")
         return ""
 
     def tap(self, spec: Any) -> list[dict] | None:

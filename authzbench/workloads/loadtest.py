@@ -74,4 +74,5 @@ def plan_inputs(plan: LoadTestPlan, n_users: int, n_content: int, expect: Callab
                 n: int) -> list[tuple[int, int, bool]]:
     """(user, content, oracle's answer) for the first n iterations of the plan."""
     users, content = (plan.id_space, plan.id_space) if plan.id_space else (n_users, n_content)
-    return [(int(u), int(c), expect(int(u), int(c))) for c, u in k6_ids(n, users, content, plan.reuse, plan.seed)]
+    return [
+        (int(u), int(c), expect(int(u), int(c))) for c, u in k6_ids(n, users, content, plan.reuse, plan.seed)]

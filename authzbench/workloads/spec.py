@@ -1,6 +1,6 @@
-"""A phase as data: what to run (PhaseSpec, BackendFactory), what came of it (PhaseResult), and the open loop's
-schedule (cumulative_ops, schedule_times) and the closed loop's last start (budget_end). Read by the workers
-(measure/worker.py), the driver (measure/runner.py), the phase plan and the report."""
+"""A phase as data: what to run (PhaseSpec, BackendFactory), what came of it (PhaseResult), and the open
+loop's schedule (cumulative_ops, schedule_times) and the closed loop's last start (budget_end). Read by the
+workers (measure/worker.py), the driver (measure/runner.py), the phase plan and the report."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class PhaseSpec:
     start_rate: float = 0.0  # open loop: rate at t=0; each stage ramps linearly to its target
     write_share: float = 0.0  # mixed: share of ops that write/delete a relationship
     scratch_user: int = 0  # mixed: first user id not in the dataset (writes never touch real users)
-    scratch_relation: str = "resource_viewer_user"  # mixed: relation written, object drawn from [0, n_resources)
+    # mixed: relation written, object drawn from [0, n_resources)
+    scratch_relation: str = "resource_viewer_user"
     n_resources: int = 1
     repeat: int = 0
     interval_s: float = 1.0
@@ -45,7 +46,8 @@ class PhaseSpec:
     consistency: str = ""  # a read consistency mode this phase runs under (backends with consistency_modes)
     input_offset: int = 0  # closed loop: the first input this phase measures (each round takes its own slice)
     attempt: int = 0  # > 0: a re-run of a phase that other processes disturbed (phase._judge_disturbance)
-    churn_rate: float = 0.0  # churn: structural changes/s over the writer workers (the stages are the checks')
+    # churn: structural changes/s over the writer workers (the stages are the checks')
+    churn_rate: float = 0.0
     churn_writers: int = 0  # churn: the last this many workers write; the others read
 
     @property

@@ -14,7 +14,8 @@ def _row(name: str, counts: np.ndarray, notes: str) -> dict:
     c = counts[counts > 0]
     if len(c) == 0:
         return {"relationship": name, "mean": float("nan"), "min": 0, "max": 0, "notes": notes}
-    return {"relationship": name, "mean": float(c.mean()), "min": int(c.min()), "max": int(c.max()), "notes": notes}
+    return {"relationship": name, "mean": float(c.mean()), "min": int(c.min()), "max": int(c.max()),
+            "notes": notes}
 
 
 def _per(df: pd.DataFrame, col: str, n: int) -> np.ndarray:
@@ -23,8 +24,9 @@ def _per(df: pd.DataFrame, col: str, n: int) -> np.ndarray:
 
 # What the reference report generated and measured (its configuration line says otherwise; these are
 # the totals of its tables): `baseline` is calibrated to them.
-REFERENCE_TOTALS = {"organizations": 16, "users": 1950, "org memberships": 4117, "groups": 170,
-                    "group memberships": 13441, "hierarchy edges": 14, "resources": 22084, "ACL entries": 364983}
+REFERENCE_TOTALS = {
+    "organizations": 16, "users": 1950, "org memberships": 4117, "groups": 170, "group memberships": 13441,
+    "hierarchy edges": 14, "resources": 22084, "ACL entries": 364983}
 
 
 def totals(ds: Dataset) -> dict[str, int]:
@@ -84,15 +86,18 @@ def distribution(ds: Dataset, oracle: Oracle | None = None) -> list[dict]:
         _row("resource→users (direct ACL)", _per(direct, "object", e["resource"]), "manager + viewer users"),
     ]
     if oracle is not None:
-        rows += [_row("user→manage (closure)", oracle.count_by_user("manage"), "what lookup_resources(manage) returns"),
-                 _row("user→view (closure)", oracle.count_by_user("view"), "what lookup_resources(view) returns")]
+        rows += [
+            _row("user→manage (closure)", oracle.count_by_user("manage"),
+                 "what lookup_resources(manage) returns"),
+            _row("user→view (closure)", oracle.count_by_user("view"), "what lookup_resources(view) returns")]
     return rows
 
 
 def anchors(oracle: Oracle) -> dict[str, int]:
     heavy, regular = heavy_manage_user(oracle), regular_view_user(oracle)
-    return {"LOOKUPRES_MANAGE_USER": heavy, "manage resources of it": int(oracle.count_by_user("manage")[heavy]),
-            "LOOKUPRES_VIEW_USER": regular, "view resources of it": int(oracle.count_by_user("view")[regular])}
+    return {
+        "LOOKUPRES_MANAGE_USER": heavy, "manage resources of it": int(oracle.count_by_user("manage")[heavy]),
+        "LOOKUPRES_VIEW_USER": regular, "view resources of it": int(oracle.count_by_user("view")[regular])}
 
 
 def sampled_inputs(ds: Dataset, oracle: Oracle, n: int = 5) -> dict[str, list]:

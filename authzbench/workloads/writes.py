@@ -70,9 +70,10 @@ def _hot_first(weights: dict[int, int], rng: np.random.Generator, n: int) -> lis
 
 
 def _evaluator(ds: Dataset) -> SimpleEvaluator:
-    """The dataset's evaluator, built once for all of a run's samplers: each write scenario's sampler (its ops and
-    its warm-up ops) and the churn step's built one apiece, 10 builds of ~1.5 s on baseline (more on a loaded
-    machine: 15 s). Every use leaves it as it found it (the ops' edges are scratch, never the dataset's)."""
+    """The dataset's evaluator, built once for all of a run's samplers: each write scenario's sampler (its ops
+    and its warm-up ops) and the churn step's built one apiece, 10 builds of ~1.5 s on baseline (more on a
+    loaded machine: 15 s). Every use leaves it as it found it (the ops' edges are scratch, never the
+    dataset's)."""
     return _evaluator_of(str(ds.path), ds.hash)
 
 
@@ -196,8 +197,9 @@ def _independent(ops: list[WriteOp], ev: SimpleEvaluator) -> list[WriteOp]:
     kept = set(map(id, keep_independent(ops, ev)))
     for op in ops:
         if id(op) not in kept:
-            raise AssertionError(f"{op.kind} op {op.change}: its answers change while the other ops are applied: "
-                                 "concurrent ops would interfere")
+            raise AssertionError(
+                f"{op.kind} op {op.change}: its answers change while the other ops are applied: "
+                "concurrent ops would interfere")
     return ops
 
 
@@ -230,7 +232,8 @@ def _verified(op: WriteOp, ev: SimpleEvaluator) -> WriteOp:
     for rel in reversed(op.setup):
         ev.remove(*rel)
     if before == after or after == op.revoke_first:
-        raise AssertionError(f"{op.kind} op {op.change} does not flip its probe {op.probe}: {before} -> {after}")
+        raise AssertionError(
+            f"{op.kind} op {op.change} does not flip its probe {op.probe}: {before} -> {after}")
     return WriteOp(op.kind, op.setup, op.change, op.revoke_first, op.probe, op.control, applied, base)
 
 
@@ -261,5 +264,6 @@ def mixed_write(spec, rng: np.random.Generator, scratch_user: int) -> Relationsh
     targets = spec.write_targets[kind]
     obj = int(targets[int(rng.integers(len(targets)))])
     if kind == "hierarchy":  # the worker's own scratch group
-        return Relationship("group_child", obj, spec.write_targets["scratch_group"][0] + scratch_user - spec.scratch_user)
+        return Relationship(
+            "group_child", obj, spec.write_targets["scratch_group"][0] + scratch_user - spec.scratch_user)
     return Relationship(MIXED_RELATION[kind], obj, scratch_user)

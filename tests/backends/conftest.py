@@ -50,7 +50,8 @@ def backend(request, session):
 def scratch(request, session, dataset):
     extra = getattr(request.module, "SCRATCH_ENDPOINT", None)
     if extra is None:
-        raise pytest.UsageError(f"{request.module.__name__}: `scratch` needs SCRATCH_ENDPOINT (where the copy lives)")
+        raise pytest.UsageError(
+            f"{request.module.__name__}: `scratch` needs SCRATCH_ENDPOINT (where the copy lives)")
     options = getattr(request.module, "SCRATCH_OPTIONS", {"timeout_s": 10})
     with backend_class(_backend_of(request))({**session.dep.endpoint, **extra}, options) as b:
         b.drop()

@@ -87,7 +87,8 @@ def edit_steps(ds: Dataset) -> list[tuple[str, Relationship, bool]]:
         ("delete", Relationship("resource_viewer_user", 7, n_users + 3)),
     ]
     lone_at = next(i for i, (_, r) in enumerate(steps) if r.relation == "group_member" and r.object == lone)
-    return [*((op, r, True) for op, r in steps[:lone_at]), *ungrant, *((op, r, True) for op, r in steps[lone_at:])]
+    return [*((op, r, True) for op, r in steps[:lone_at]), *ungrant,
+            *((op, r, True) for op, r in steps[lone_at:])]
 
 
 def cycle_steps(ds: Dataset) -> list[tuple[str, Relationship]]:
@@ -118,9 +119,10 @@ def _only(pairs: State, users: list[int]) -> State:
     return {k: {(u, r) for u, r in v if u in keep} for k, v in pairs.items()}
 
 
-def replay_edits(b: Backend, ds: Dataset, state: Callable[[Backend], State],
-                 expected: Callable[[Dataset], State], cycles: bool = True,
-                 users_state: Callable[[Backend, list[int]], State] | None = None, full_every: int = 6) -> Dataset:
+def replay_edits(
+    b: Backend, ds: Dataset, state: Callable[[Backend], State], expected: Callable[[Dataset], State],
+    cycles: bool = True, users_state: Callable[[Backend, list[int]], State] | None = None,
+    full_every: int = 6) -> Dataset:
     """Apply edit_steps to `b` and to a copy of the relations; after each compared step, `state(b)` must
     equal `expected(edited dataset)` key by key. Then `b`'s checks and lookups must equal the oracle's for
     the users the script touched. Returns the edited dataset.
@@ -151,8 +153,9 @@ def replay_edits(b: Backend, ds: Dataset, state: Callable[[Backend], State],
         if op == "write":
             b.write(rel)
             if not hit.any():
-                tables[rel.relation] = pd.concat([df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]},
-                                                                   dtype=np.int32)], ignore_index=True)
+                tables[rel.relation] = pd.concat(
+                    [df, pd.DataFrame({"object": [rel.object], "subject": [rel.subject]}, dtype=np.int32)],
+                    ignore_index=True)
         else:
             b.delete(rel)
             tables[rel.relation] = df[~hit].reset_index(drop=True)
@@ -178,7 +181,8 @@ def replay_edits(b: Backend, ds: Dataset, state: Callable[[Backend], State],
     return final
 
 
-def assert_checks_equal_oracle(b: Backend, ds: Dataset, oracle, users_step: int, resources_step: int = 1) -> None:
+def assert_checks_equal_oracle(
+    b: Backend, ds: Dataset, oracle, users_step: int, resources_step: int = 1) -> None:
     """Every `users_step`-th user against every `resources_step`-th resource, both permissions; the sample
     must hold positives and negatives, or it would prove nothing."""
     bad, positives, total = [], 0, 0

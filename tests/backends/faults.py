@@ -20,7 +20,8 @@ from authzbench.run import orchestrate, phase
 from authzbench.workloads import catalog
 
 
-def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap: int = 8000) -> tuple[str, str, float]:
+def bench_with_server_killed_mid_phase(
+    backend: str, tmp_path, monkeypatch, cap: int = 8000) -> tuple[str, str, float]:
     """Returns (report text, its 'incomplete phases' section, the bench's wall seconds)."""
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
     real_run_phase, real_session = phase.run_phase, orchestrate.Session
@@ -57,8 +58,8 @@ def bench_with_server_killed_mid_phase(backend: str, tmp_path, monkeypatch, cap:
     cfg = BenchConfig.of(backends=[backend, "reference"], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
                          # enough ops that the phase outlasts its first 1 s interval, when the kill comes; at
-                         # 30x (no budget: 120 s over the 60 s cap) each kill test waited out the cap, failing ops
-                         # for ~50 s; at 3x the 12 s budget ends it (24,000 ops, 2-8 s before a kill here)
+                         # 30x (no budget: 120 s over the 60 s cap) each kill test waited out the cap, failing
+                         # ops for ~50 s; at 3x the 12 s budget ends it (24,000 ops, 2-8 s before a kill here)
                          concurrency=[2], iterations_scale=3, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     t0 = time.monotonic()
@@ -121,12 +122,13 @@ def bench_with_server_frozen_mid_phase(backend: str, tmp_path, monkeypatch, free
     # scale), and the next phase's workers could not connect. Both phases run their 200 ops.
     for name in ("check_manage_direct_user", "check_manage_org_admin"):
         # 8,000 ops as a cap (catalog.CHECK_OPS was): the 200 ops below
-        monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], budget_s=None,
-                                                                         iterations=8000))
+        monkeypatch.setitem(catalog.SCENARIOS, name,
+                            dataclasses.replace(catalog.SCENARIOS[name], budget_s=None, iterations=8000))
     cfg = BenchConfig.of(backends=[backend], provision="native", profile="tiny",
                          scenarios=["check_manage_direct_user", "check_manage_org_admin"],
                          # 200 ops per phase (CHECK_OPS 8,000 x 0.025): the timeouts of a 5 s freeze are well
-                         # over the 1% that makes a phase incomplete (at 0.1 x, 800 ops, 2 timeouts were 0.75%)
+                         # over the 1% that makes a phase incomplete (at 0.1 x, 800 ops, 2 timeouts were
+                         # 0.75%)
                          concurrency=[2], iterations_scale=0.025, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     try:
@@ -141,13 +143,17 @@ def wait_all_threads_stopped(pid: int, within_s: float = 5.0) -> str:
     """SIGSTOP returns before every thread of a JVM has stopped: wait until /proc shows each one stopped."""
     deadline = time.monotonic() + within_s
     while True:
-        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()]
+        states = [
+            (t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()
+        ]
         if all(st in "Tt" for st in states) or time.monotonic() > deadline:
             return f"{sum(st in 'Tt' for st in states)} of {len(states)}"
         time.sleep(0.01)
 
 
 def _cap_at(monkeypatch, ops: int) -> None:
-    """The two check scenarios of these tests with `ops` as their op cap: a test's op counts stay as reasoned."""
+    """The two check scenarios of these tests with `ops` as their op cap: a test's op counts stay as
+    reasoned."""
     for name in ("check_manage_direct_user", "check_manage_org_admin"):
-        monkeypatch.setitem(catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], iterations=ops))
+        monkeypatch.setitem(
+            catalog.SCENARIOS, name, dataclasses.replace(catalog.SCENARIOS[name], iterations=ops))

@@ -173,7 +173,8 @@ def test_unusable_chdb_data_dir_is_one_clear_line(tmp_path):
     """In a fresh process: chdb keeps one engine per process, so this one must not share the test's."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    code = ("from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B; from authzbench.core.errors import UserError\n"
+    code = ("from authzbench.systems.clickhouse.adapter import ClickHouseBackend as B; from "
+            "authzbench.core.errors import UserError\n"
             f"try:\n    B({{'dsn': 'chdb://{blocker}/data'}}, {{}}).connect()\n"
             "except UserError as e:\n    print('USERERROR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -181,13 +182,15 @@ def test_unusable_chdb_data_dir_is_one_clear_line(tmp_path):
 
 
 def test_a_pair_granted_before_and_after_a_membership_change_is_never_denied_while_it_is_rewritten(scratch):
-    """A membership change re-derives all of the user's rows; a concurrent check of a pair it keeps must see it
-    throughout (the churn sweep at tiny saw 3 false denies while the rows were deleted, then inserted again)."""
+    """A membership change re-derives all of the user's rows; a concurrent check of a pair it keeps must see
+    it throughout (the churn sweep at tiny saw 3 false denies while the rows were deleted, then inserted
+    again)."""
     db = scratch.db
     user, resource = scratch.client.query(f"SELECT user, any(resource) FROM {db}.perm GROUP BY user "
                                           f"ORDER BY count() DESC LIMIT 1").result_rows[0]
-    group = scratch.client.query(f"SELECT min(object) FROM {db}.group_member WHERE object NOT IN "
-                                 f"(SELECT object FROM {db}.group_member WHERE subject = {user})").result_rows[0][0]
+    group = scratch.client.query(
+        f"SELECT min(object) FROM {db}.group_member WHERE object NOT IN "
+        f"(SELECT object FROM {db}.group_member WHERE subject = {user})").result_rows[0][0]
     edge, stop, denied, seen = Relationship("group_member", int(group), int(user)), threading.Event(), [], []
 
     def read() -> None:
@@ -203,4 +206,5 @@ def test_a_pair_granted_before_and_after_a_membership_change_is_never_denied_whi
     finally:
         stop.set()
         reader.join(30)
-    assert seen and not denied, f"{len(denied)} of {len(seen) + len(denied)} checks denied ({user}, view, {resource})"
+    assert seen and not denied, (
+        f"{len(denied)} of {len(seen) + len(denied)} checks denied ({user}, view, {resource})")

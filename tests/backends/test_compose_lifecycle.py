@@ -41,7 +41,8 @@ def test_up_hands_over_healthy_containers_published_on_loopback_only(backend_nam
         assert health in (None, "healthy"), f"{c.name} handed over while {health}"
         for port, binds in (c.attrs["NetworkSettings"]["Ports"] or {}).items():
             for b in binds or []:
-                assert b["HostIp"] == "127.0.0.1", f"{c.name} publishes {port} on {b['HostIp'] or 'every address'}"
+                assert b["HostIp"] == "127.0.0.1", (
+                    f"{c.name} publishes {port} on {b['HostIp'] or 'every address'}")
 
 
 def test_the_endpoint_uses_the_port_the_engine_published(backend_name, live):
@@ -49,7 +50,8 @@ def test_the_endpoint_uses_the_port_the_engine_published(backend_name, live):
                  for binds in (_client().containers.get(cid).attrs["NetworkSettings"]["Ports"] or {}).values()
                  for b in binds or []}
     text = json.dumps(live.dep.endpoint)
-    assert any(f":{p}" in text or f'"port": {p}' in text for p in published), (published, live.dep.public_endpoint())
+    assert any(f":{p}" in text or f'"port": {p}' in text for p in published), (
+        published, live.dep.public_endpoint())
 
 
 def _records(results: Path) -> list[dict]:
@@ -82,7 +84,8 @@ def test_sigterm_mid_bench_removes_its_containers_and_down_v_leaves_nothing(requ
     try:
         t0 = time.monotonic()
         while not any(r["type"] == "interval" for r in _records(tmp_path / "results")):
-            assert proc.poll() is None, f"bench ended ({proc.returncode}) before measuring: {log.read_text()[-2000:]}"
+            assert proc.poll() is None, (
+                f"bench ended ({proc.returncode}) before measuring: {log.read_text()[-2000:]}")
             assert time.monotonic() - t0 < 600, "no measured interval after 600 s"
             time.sleep(0.5)
         assert [s for s in compose.leftovers() if s.startswith("container")], "no container while measuring"

@@ -22,9 +22,10 @@ SCENARIO = "check_view_via_group_member"
 
 def _crosscheck(live, dataset, oracle, tmp_path) -> tuple[RunStore, list[dict]]:
     plan = Plan([live.name], [SCENARIO], [1, 2], rounds=1, seconds=1, breakdown_calls=50)
-    cfg = BenchConfig.of(backends=[live.name], provision=live.servers.provision, profile=dataset.profile, model="rebac",
-                         scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=1, full_curve=True,
-                         iterations_scale=seconds_scale(plan.seconds, plan.rounds))
+    cfg = BenchConfig.of(
+        backends=[live.name], provision=live.servers.provision, profile=dataset.profile, model="rebac",
+        scenarios=plan.scenarios, concurrency=plan.concurrency, rounds=1, full_curve=True,
+        iterations_scale=seconds_scale(plan.seconds, plan.rounds))
     store = RunStore.create(tmp_path / "results", config={"command": "crosscheck", "seconds": 1, "rounds": 1})
     run_backend(live, cfg, dataset, oracle, store, plan)
     return store, list(store.records())
@@ -83,7 +84,8 @@ def test_openfga_is_measured_over_http_and_over_our_own_grpc_beside_ghz(live, da
     with live.backend(timeout_s=10) as b:
         client = OpenfgaGrpc(live.dep.endpoint["grpc_addr"], live.dep.endpoint.get("preshared_key") or "", 10)
         try:  # our gRPC call answers as the adapter's HTTP check does, input by input
-            assert [client.call(b.check_message(*a))() for _, a, _ in inputs] == [b.check(*a) for _, a, _ in inputs]
+            assert [client.call(b.check_message(*a))() for _, a, _ in inputs] == [
+                b.check(*a) for _, a, _ in inputs]
         finally:
             client.close()
     store, records = _crosscheck(live, dataset, oracle, tmp_path)

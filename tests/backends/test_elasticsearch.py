@@ -159,7 +159,8 @@ def test_load_restores_refresh_and_replica_settings(scratch):
 def test_unreachable_url_is_one_clear_line():
     t0 = time.monotonic()
     with pytest.raises(UserError, match="cannot reach") as e:
-        ElasticsearchBackend(ElasticsearchBackend.endpoint_from_url(f"http://127.0.0.1:{free_port()}"), {}).connect()
+        ElasticsearchBackend(
+            ElasticsearchBackend.endpoint_from_url(f"http://127.0.0.1:{free_port()}"), {}).connect()
     assert "\n" not in str(e.value) and time.monotonic() - t0 < 10
 
 
@@ -222,7 +223,8 @@ def test_frozen_node_raises_timeouts_instead_of_hanging(session, scratch, datase
         try:
             stopped = wait_all_threads_stopped(pid)
             ops = {"check": lambda: b.check(0, "view", 0), "lookup": lambda: b.lookup_resources(0, "view"),
-                   "write": lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
+                   "write": lambda: b.write(
+                       Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
             for name, op in ops.items():
                 t0 = time.monotonic()
                 with pytest.raises(ConnectionTimeout):

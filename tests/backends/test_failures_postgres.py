@@ -11,8 +11,9 @@ pytestmark = pytest.mark.backend("postgres")
 
 
 def test_server_killed_mid_phase_is_recorded_and_the_run_moves_on(tmp_path, monkeypatch):
-    # 10x the shared cap: at tiny, 2 workers ran the 24,000 checks of 8,000 x 3 in 0.70 s, so the kill at the first
-    # interval came after the phase had ended (make test failed here twice in a row); the 12 s budget still ends it
+    # 10x the shared cap: at tiny, 2 workers ran the 24,000 checks of 8,000 x 3 in 0.70 s, so the kill at the
+    # first interval came after the phase had ended (make test failed here twice in a row); the 12 s budget
+    # still ends it
     text, problems, _ = bench_with_server_killed_mid_phase("postgres", tmp_path, monkeypatch, cap=80_000)
     assert "postgres/check_manage_direct_user/c2/r0`: **incomplete**" in problems
     assert "postgres/check_manage_org_admin/c2/r0`: **failed**" in problems  # nothing left to connect to

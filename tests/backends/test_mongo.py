@@ -58,7 +58,8 @@ def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
 def test_server_info_labels_ferretdb_and_footprint_is_measured(backend):
     info = backend.server_info()
     assert info.engine == "FerretDB" and info.version == "v1.24.0"
-    assert info.label == FERRETDB_LABEL and info.stands_in_for == "MongoDB" and info.comparable  # networked: ‡
+    # networked: ‡
+    assert info.label == FERRETDB_LABEL and info.stands_in_for == "MongoDB" and info.comparable
     assert backend.footprint() > 0
     backend.baseline_roundtrip()
 
@@ -85,14 +86,18 @@ def test_reads_are_pushed_down_to_a_usable_gin_index(session):
     with session.backend(timeout_s=10) as b, b._pg() as conn:  # noqa: SLF001
         explain = b.res.find({"viewers": 0}, {"_id": 1}).explain()
         assert explain.get("filterPushdown") is True, explain
-        cond = explain["queryPlanner"]["Plan"].get("Filter") or explain["queryPlanner"]["Plan"].get("Recheck Cond")
+        cond = explain["queryPlanner"]["Plan"].get("Filter") or explain["queryPlanner"]["Plan"].get(
+            "Recheck Cond")
         if cond is None:  # an index plan: the condition sits on the index scan below
             cond = str(explain["queryPlanner"]["Plan"])
         assert "'viewers'" in cond and "@>" in cond, cond
         table = b._tables(conn)["resources"]  # noqa: SLF001
         conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in conn.execute(
-            f"""EXPLAIN SELECT _jsonb FROM "{b.db.name}"."{table}" WHERE _jsonb -> 'viewers' @> '0'""").fetchall())
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                f"""EXPLAIN SELECT _jsonb FROM "{b.db.name}"."{table}" WHERE _jsonb -> 'viewers' @> '0'"""
+            ).fetchall())
         assert f"{table}_viewers_gin" in plan, plan
 
 
@@ -105,7 +110,8 @@ def test_load_equals_the_oracle(scratch, dataset):
 def test_writes_and_deletes_keep_documents_equal_to_the_recomputed_oracle(scratch, dataset):
     final = replay_edits(scratch, dataset, _state, _oracle_state)
     o = Oracle(final)
-    with MongoBackend(scratch.endpoint, {"timeout_s": 10, "query": "acl"}) as acl:  # the ACL-array answers too
+    # the ACL-array answers too
+    with MongoBackend(scratch.endpoint, {"timeout_s": 10, "query": "acl"}) as acl:
         for u in range(dataset.entities["user"] - 8, dataset.entities["user"]):
             for perm in PERMISSIONS:
                 assert sorted(acl.lookup_resources(u, perm)) == o.lookup_resources(u, perm)

@@ -45,7 +45,8 @@ def backend(session):
 
 
 def _private(session, tenant: str, ds, **options) -> PermifyBackend:
-    """Another tenant on the same server, loaded with `ds`: tests that write never touch the session's data."""
+    """Another tenant on the same server, loaded with `ds`: tests that write never touch the session's
+    data."""
     b = PermifyBackend(session.dep.endpoint, {"consistency": "fully_consistent", "timeout_s": 120,
                                               "tenant": tenant, "model": ds.model, **options})
     b.connect()

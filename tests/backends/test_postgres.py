@@ -138,10 +138,13 @@ def test_writes_keep_closure_equal_to_recomputed_oracle(session, dataset):
             tables[rel.relation] = df.reset_index(drop=True)
             oracle = Oracle(_mutated(dataset, tables))
             for perm in PERMISSIONS:
-                bad = [u for u in range(users) if sorted(b.lookup_resources(u, perm)) != oracle.lookup_resources(u, perm)]
+                bad = [u
+                       for u in range(users)
+                       if sorted(b.lookup_resources(u, perm)) != oracle.lookup_resources(u, perm)]
                 assert bad == [], f"after {op} {rel}: {perm} lookups differ for users {bad[:5]}"
             members = int(b._one("SELECT count(*) FROM authzbench.group_membership"))
-            assert members == len(group_membership(_mutated(dataset, tables))), f"closure size after {op} {rel}"
+            assert members == len(group_membership(_mutated(dataset, tables))), (
+                f"closure size after {op} {rel}")
         b.drop()
 
 

@@ -26,7 +26,8 @@ LOOKUPS = [n for n, s in SCENARIOS.items() if s.op == "lookup"]
 
 
 def _offers_lookups(name: str) -> bool:
-    """False for a system that declares no reverse lookup (its own test proves the adapter refuses one by name)."""
+    """False for a system that declares no reverse lookup (its own test proves the adapter refuses one by
+    name)."""
     declared = systems().get(name)
     return not (declared and declared.no_lookup)
 
@@ -64,9 +65,11 @@ def _record(store, backend: str, scenario: str, kind: str, hist, checked: int, m
     ops = hist.get_total_count()
     store.append(PhaseStart(phase=phase, backend=backend, scenario=scenario, mode="closed", concurrency=1,
                             iterations=ops, budget_s=None, repeat=0, stages=[]))
-    store.append(Interval(phase=phase, backend=backend, scenario=scenario, worker=0, kind=kind, hist=encode(hist),
-                          ops=ops, errors={}, timeouts=0, mismatches=mismatches, examples=examples[:5],
-                          results=len(answer), duplicates=len(answer) - len(set(answer)), checked=checked, late=0))
+    store.append(
+        Interval(
+            phase=phase, backend=backend, scenario=scenario, worker=0, kind=kind, hist=encode(hist), ops=ops,
+            errors={}, timeouts=0, mismatches=mismatches, examples=examples[:5], results=len(answer),
+            duplicates=len(answer) - len(set(answer)), checked=checked, late=0))
     store.append(PhaseEnd(phase=phase, backend=backend, scenario=scenario, status="complete", reason="",
                           wall_s=wall, scheduled=None, dropped=0, warmup_ops=0, ops=ops))
 
@@ -101,7 +104,8 @@ def test_check_answers_equal_the_oracle(request, benchmark, live, backend_name, 
     with live.backend(**_options(request, False)) as b:
         hist = _bench(benchmark, request, b.check, [a for _, a, _ in inputs],
                       request.config.getoption("rounds"), 20)
-    _record(run_store, backend_name, scenario, "check", hist, len(got), len(wrong), time.perf_counter() - t0, wrong)
+    _record(run_store, backend_name, scenario, "check", hist, len(got), len(wrong), time.perf_counter() - t0,
+            wrong)
     assert not wrong, f"{len(wrong)}/{len(got)} answers differ from the oracle, e.g. {wrong[:3]}"
 
 
@@ -187,8 +191,9 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     # 8 and Permify 16 of 201 at 8 workers; 0 of 201 with the token, 20261126-051556).
     modes = backend_class(backend_name).consistency_modes
     opts = {"consistency": "at_least_as_fresh"} if "at_least_as_fresh" in modes else _options(request, True)
-    res = run_phase(spec, live.factory(**opts), inputs,
-                    lambda r: (recs.append(as_dict(r)), run_store.append(r)), backend_class(backend_name).concurrency)
+    res = run_phase(
+        spec, live.factory(**opts), inputs, lambda r: (recs.append(as_dict(r)), run_store.append(r)),
+        backend_class(backend_name).concurrency)
     t = phase_table(recs).set_index("kind")
     w = t.loc["write"]
     assert w["mismatches"] == 0 and w["errors"] == 0, (w["error_types"], w["examples"])
@@ -198,12 +203,11 @@ def test_structural_writes_are_visible_revocations_hold_and_the_data_is_restored
     assert restored["mismatches"] == 0 and not restored.get("error"), restored
 
 
-def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restores_the_data(request, live,
-                                                                                           backend_name, dataset,
-                                                                                           oracle, run_store):
-    """One churn step through the real runner (checks at a fixed rate while structural changes arrive): no read
-    or probe is wrong, every issued change becomes visible within the bound, the step is judged by the one rule,
-    and afterwards the data equals the pristine oracle again."""
+def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restores_the_data(
+    request, live, backend_name, dataset, oracle, run_store):
+    """One churn step through the real runner (checks at a fixed rate while structural changes arrive): no
+    read or probe is wrong, every issued change becomes visible within the bound, the step is judged by the
+    one rule, and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
     from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
@@ -216,8 +220,9 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     spec = PhaseSpec(backend_name, "churn", mode="open", concurrency=3, start_rate=20.0, stages=[(20.0, 2.0)],
                      churn_rate=5.0, churn_writers=1, timeout_s=60.0, max_seconds=120,
                      scratch_user=dataset.entities["user"])
-    res = run_phase(spec, live.factory(**_options(request, True)), inputs,
-                    lambda r: (recs.append(as_dict(r)), run_store.append(r)), backend_class(backend_name).concurrency)
+    res = run_phase(
+        spec, live.factory(**_options(request, True)), inputs,
+        lambda r: (recs.append(as_dict(r)), run_store.append(r)), backend_class(backend_name).concurrency)
     t = phase_table(recs).set_index("kind")
     for kind in ("check", "write"):
         assert t.loc[kind, "mismatches"] == 0 and t.loc[kind, "errors"] == 0, (t.loc[kind, "error_types"],

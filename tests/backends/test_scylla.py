@@ -56,7 +56,8 @@ def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
 def test_server_info_names_the_engine_and_footprint_is_measured(backend):
     info = backend.server_info()
     assert info.engine == "Apache Cassandra" and info.version.startswith("5.0")
-    assert info.label == f"Cassandra {info.version} (CQL, standing in for ScyllaDB)" and info.stands_in_for == "ScyllaDB"
+    assert (info.label == f"Cassandra {info.version} (CQL, standing in for ScyllaDB)"
+            and info.stands_in_for == "ScyllaDB")
     assert backend.footprint() > 0
     backend.baseline_roundtrip()
 
@@ -90,8 +91,9 @@ def _source_state(b: ScyllaBackend) -> set[tuple[str, int, str, int]]:
     """Every source table, read whole, as (table, object, relation, subject) rows."""
     rows = {(t, o, r, s) for t in ("rel_resource", "rel_group", "rel_org")
             for o, r, s in b.session.execute(f"SELECT object, relation, subject FROM {b.ks}.{t}")}
-    return rows | {("rel_by_subject", o, r, s)
-                   for r, s, o in b.session.execute(f"SELECT relation, subject, object FROM {b.ks}.rel_by_subject")}
+    return rows | {
+        ("rel_by_subject", o, r, s)
+        for r, s, o in b.session.execute(f"SELECT relation, subject, object FROM {b.ks}.rel_by_subject")}
 
 
 def _dataset_source(ds: Dataset) -> set[tuple[str, int, str, int]]:
@@ -134,7 +136,8 @@ def test_each_load_path_fills_every_table_exactly_as_the_dataset_and_oracle_say(
                 # the compactions the import calls for ran before the load returned, not minutes later
                 # in the middle of measured phases
                 assert stats.notes["compaction_seconds"] is not None
-                running = [t for t in b.session.execute("SELECT keyspace_name FROM system_views.sstable_tasks")
+                running = [t
+                           for t in b.session.execute("SELECT keyspace_name FROM system_views.sstable_tasks")
                            if t.keyspace_name == b.ks]
                 assert running == []
             assert _table_state(b) == _oracle_state(dataset)
@@ -164,10 +167,12 @@ def test_a_bulk_load_in_many_small_sstables_leaves_none_for_the_node_to_merge(se
             assert stats.notes["sstables"] > 40 and len(files) == stats.notes["sstables"]
             assert _table_state(b) == _oracle_state(dataset)
             assert _source_state(b) == _dataset_source(dataset)
-            node = b.session.execute(f"SELECT DISTINCT user, perm, token(user, perm) FROM {b.ks}.perm_by_user")
+            node = b.session.execute(
+                f"SELECT DISTINCT user, perm, token(user, perm) FROM {b.ks}.perm_by_user")
             mine = {p: id_tokens(dataset.entities["user"], after=p.encode()) for p in PERMISSIONS}
             assert all(mine[p][u] == t for u, p, t in node)
-            node = b.session.execute(f"SELECT DISTINCT resource, token(resource) FROM {b.ks}.perm_by_resource")
+            node = b.session.execute(
+                f"SELECT DISTINCT resource, token(resource) FROM {b.ks}.perm_by_resource")
             mine_r = id_tokens(dataset.entities["resource"])
             assert all(mine_r[r] == t for r, t in node)
         finally:
@@ -236,9 +241,11 @@ def test_stopped_node_raises_driver_errors_instead_of_hanging(session, scratch, 
         assert b.check(0, "view", 0) in (True, False)
         os.kill(pid, signal.SIGSTOP)
         try:
-            stopped = wait_all_threads_stopped(pid)  # an op sent before every JVM thread stopped may be answered
+            # an op sent before every JVM thread stopped may be answered
+            stopped = wait_all_threads_stopped(pid)
             ops = {"check": lambda: b.check(0, "view", 0), "lookup": lambda: b.lookup_resources(0, "view"),
-                   "write": lambda: b.write(Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
+                   "write": lambda: b.write(
+                       Relationship("resource_viewer_user", 0, dataset.entities["user"] + 5))}
             for name, op in ops.items():
                 t0 = time.monotonic()
                 with pytest.raises((OperationTimedOut, NoHostAvailable)):

@@ -133,8 +133,8 @@ def test_import_in_concurrent_streams_loads_every_relationship(live, dataset, or
 
 
 def test_the_copy_floor_copies_every_relationship_into_a_relation_tuple_twin_and_drops_it(live, dataset):
-    """The floor under the import (tools/spicedb_copy_floor) writes what the import writes, in the server's own
-    datastore, and leaves nothing behind."""
+    """The floor under the import (tools/spicedb_copy_floor) writes what the import writes, in the server's
+    own datastore, and leaves nothing behind."""
     import psycopg
 
     from authzbench.systems.spicedb.tools.copy_floor import TABLE, copy_floor

@@ -39,7 +39,8 @@ def _wait_for(cond, what: str, proc: subprocess.Popen, tmp_path: Path, timeout: 
     t0 = time.monotonic()
     while not cond():
         if proc.poll() is not None:
-            pytest.fail(f"ended (code {proc.returncode}) before {what}: {(tmp_path / 'run.log').read_text()[-2000:]}")
+            pytest.fail(
+                f"ended (code {proc.returncode}) before {what}: {(tmp_path / 'run.log').read_text()[-2000:]}")
         if time.monotonic() - t0 > timeout:
             pytest.fail(f"no {what} after {timeout} s")
         time.sleep(0.2)
@@ -92,7 +93,8 @@ def _assert_all_gone(procs: list[psutil.Process], proc: subprocess.Popen) -> Non
 
 def _kill_run(proc: subprocess.Popen, tmp_path: Path) -> None:
     """A test that failed before its signal: SIGKILL the run and everything it started (its workers and
-    servers would outlive a SIGKILLed main process: a failed wait once left 2.2 GB workers and postmasters)."""
+    servers would outlive a SIGKILLed main process: a failed wait once left 2.2 GB workers and
+    postmasters)."""
     if proc.poll() is not None:
         return
     for p in [*_run_processes(proc, tmp_path)]:
@@ -114,12 +116,13 @@ def _records(tmp_path: Path) -> list[dict]:
     return out
 
 
-BENCH = [sys.executable, "-m", "authzbench.cli", "bench", "--backend", "postgres", "--provision", "native",
-         "--profile", "tiny", "--scenario", "check_manage_direct_user", "--scenario", "check_manage_org_admin",
-         # enough iterations that the first phase is still measuring when the signal comes, after its first
-         # 1 s interval: 50 x CHECK_OPS (8,000) / 3 rounds = 133k ops a round, over 10 s at 2 workers. At 500 x
-         # sampling 1.33M inputs and their answers took each of these tests ~70 s (17 s at 50 x)
-         "--concurrency", "2", "--iterations-scale", "50"]
+BENCH = [
+    sys.executable, "-m", "authzbench.cli", "bench", "--backend", "postgres", "--provision", "native",
+    "--profile", "tiny", "--scenario", "check_manage_direct_user", "--scenario", "check_manage_org_admin",
+    # enough iterations that the first phase is still measuring when the signal comes, after its first 1
+    # s interval: 50 x CHECK_OPS (8,000) / 3 rounds = 133k ops a round, over 10 s at 2 workers. At 500 x
+    # sampling 1.33M inputs and their answers took each of these tests ~70 s (17 s at 50 x)
+    "--concurrency", "2", "--iterations-scale", "50"]
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
@@ -167,7 +170,8 @@ def test_a_second_signal_ends_bench_at_once(tmp_path):
     finally:
         _kill_run(proc, tmp_path)
     assert code == 143
-    assert not list((tmp_path / "reports").glob("*.md"))  # ended at once: no report (the first would render it)
+    # ended at once: no report (the first would render it)
+    assert not list((tmp_path / "reports").glob("*.md"))
     _assert_all_gone(procs, proc)
 
 
@@ -180,7 +184,8 @@ def test_a_signal_during_prepare_stops_the_server_it_was_starting(tmp_path, sig,
     state = tmp_path / "state" / "servers" / "postgres.json"
     try:
         if when == "start":  # initdb: its `postgres --single` once outlived a SIGINT that killed initdb
-            _wait_for(lambda: "postgres: initdb (" in (tmp_path / "run.log").read_text(), "initdb", proc, tmp_path)
+            _wait_for(
+                lambda: "postgres: initdb (" in (tmp_path / "run.log").read_text(), "initdb", proc, tmp_path)
         else:
             _wait_for(state.is_file, "a started server", proc, tmp_path)
         procs = _run_processes(proc, tmp_path)
@@ -195,15 +200,17 @@ def test_a_signal_during_prepare_stops_the_server_it_was_starting(tmp_path, sig,
     assert not state.exists()
     # a postmaster spawned after the snapshot above is found by its data dir, named in the log
     for data_dir in re.findall(r"initdb \(\d+\) in (\S+)", log):
-        running = [p.pid for p in psutil.process_iter(["cmdline"]) if data_dir in " ".join(p.info["cmdline"] or [])]
+        running = [
+            p.pid for p in psutil.process_iter(["cmdline"]) if data_dir in " ".join(p.info["cmdline"] or [])]
         assert not running, f"a postgres on {data_dir} is still running: {running}"
 
 
 def test_prepared_servers_survive_an_interrupted_bench_and_down_stops_them(tmp_path):
     env = _env(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "authzbench.cli", "prepare", "--backend", "postgres", "--provision",
-                        "native", "--profile", "tiny"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "authzbench.cli", "prepare", "--backend", "postgres", "--provision",
+         "native", "--profile", "tiny"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     pids = json.loads((tmp_path / "state" / "servers" / "postgres.json").read_text())["pids"]
     proc = _start(BENCH, tmp_path)

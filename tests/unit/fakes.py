@@ -153,8 +153,8 @@ class SlowWriteBackend(ReferenceBackend):
 
 
 class LockedSlowWriteBackend(SlowWriteBackend):
-    """SlowWriteBackend whose writes take one lock (threads: the workers of a thread-model phase), as the group
-    write lock serializes structural writes: a worker queued behind it shows no progress of its own."""
+    """SlowWriteBackend whose writes take one lock (threads: the workers of a thread-model phase), as the
+    group write lock serializes structural writes: a worker queued behind it shows no progress of its own."""
 
     name = "locked-slow-write"
     lock = threading.Lock()

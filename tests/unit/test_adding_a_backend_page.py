@@ -42,7 +42,8 @@ def test_every_file_the_page_names_exists_for_an_existing_backend():
     missing = []
     for path in touched_files():
         concrete = path.replace("NAME", "*" if "*" in path else "openfga")
-        found = [*REPO.glob(concrete)] if "*" in concrete else [resolve(concrete)] * resolve(concrete).exists()
+        found = (
+            [*REPO.glob(concrete)] if "*" in concrete else [resolve(concrete)] * resolve(concrete).exists())
         if not found:
             missing.append(path)
     assert missing == []

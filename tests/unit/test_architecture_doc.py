@@ -1,4 +1,5 @@
-"""docs/ARCHITECTURE.md names every module of authzbench/: a newcomer finds where each file's job is described."""
+"""docs/ARCHITECTURE.md names every module of authzbench/: a newcomer finds where each file's job is
+described."""
 
 from __future__ import annotations
 

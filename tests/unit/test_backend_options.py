@@ -22,7 +22,8 @@ def test_an_unknown_option_is_one_line_naming_the_valid_keys():
     with pytest.raises(UserError) as e:
         parse_options(ReferenceOptions, {"dealy_s": 1}, "reference")
     msg = str(e.value)
-    assert msg.startswith("reference: unknown option dealy_s; valid: ") and "delay_s" in msg and "\n" not in msg
+    assert (
+        msg.startswith("reference: unknown option dealy_s; valid: ") and "delay_s" in msg and "\n" not in msg)
     with pytest.raises(UserError, match="unknown option dealy_s"):
         ReferenceBackend({}, {"dealy_s": 1})
 
@@ -68,7 +69,8 @@ def test_every_backend_declares_typed_options_with_defaults_and_timeout_s(name):
 
 
 def test_an_option_of_another_chosen_backend_is_accepted_and_given_only_to_it():
-    cfg = BenchConfig.of(backends=["reference", "elasticsearch"], profile="tiny", options={"bulk_docs": "500"})
+    cfg = BenchConfig.of(
+        backends=["reference", "elasticsearch"], profile="tiny", options={"bulk_docs": "500"})
     cfg.validate()
     assert own_options(ReferenceOptions, cfg.servers.options) == {}
     with pytest.raises(UserError, match="unknown backend option bulk_docs"):
@@ -81,12 +83,14 @@ def test_a_backend_lacking_the_model_is_skipped_before_any_server_starts(tmp_pat
 
     monkeypatch.setattr(orchestrate, "Session", no_server)
     # one chosen backend implements the model: the others are recorded skips
-    cfg = BenchConfig.of(backends=["scylla", "clickhouse", "reference"], profile="tiny", model="social", data_dir=tmp_path)
+    cfg = BenchConfig.of(
+        backends=["scylla", "clickhouse", "reference"], profile="tiny", model="social", data_dir=tmp_path)
     cfg.validate()
     assert set(cfg.servers.unsupported("social")) == {"scylla", "clickhouse"}
     # none does: refused in one line before anything starts
     with pytest.raises(UserError, match="do not implement the 'social' model"):
-        BenchConfig.of(backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path).validate()
+        BenchConfig.of(
+            backends=["scylla", "clickhouse"], profile="tiny", model="social", data_dir=tmp_path).validate()
     monkeypatch.setattr(cfg.servers, "backends", ["scylla", "clickhouse"])
     failures = _prepare_skipping_validation(cfg, monkeypatch)  # a mixed set validated above
     assert failures == ["scylla: does not implement the 'social' model",

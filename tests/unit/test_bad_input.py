@@ -32,7 +32,8 @@ BACKEND = {
     "--provision": ["kubernetes", ""],
     "--consistency": ["eventual", ""],
     "--tier": ["eventual", "", "STRICT"],
-    "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],  # a key twice: test_repeated_items
+    # a key twice: test_repeated_items
+    "--option": ["bulk_docs", "no_such_knob=1", "batch_rows=abc", "=5", ""],
     "--ingest-variants": ["", "NoSuchPath"],
     "--max-load-minutes": ["0", "-1", "abc", "nan"],
 }
@@ -76,14 +77,16 @@ BAD: dict[str, dict[str, list[str]]] = {
     "stats": {**DATASET, "--path": ["", "{missing}", "{file}"]},
     "prepare": {**DATASET, **BACKEND},
     "bench": {**DATASET, **BACKEND, **BENCH},
-    "report": {"run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
-               "--out": ["", "{file}/x"]},
+    "report": {
+        "run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
+        "--out": ["", "{file}/x"]},
     "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""],
            "--tier": ["eventual", ""]},
     "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
-    "loadtest": {"--backend": ["nosuch"], "--profile": ["nosuch"], "--variant": ["nope"], "--scale": ["0", "x"],
-                 "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
-                 "--report-dir": ["{file}/x"]},
+    "loadtest": {
+        "--backend": ["nosuch"], "--profile": ["nosuch"], "--variant": ["nope"], "--scale": ["0", "x"],
+        "--threads": ["0"], "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
+        "--report-dir": ["{file}/x"]},
     "basis": {"run": ["", "{missing}", "{file}"], "--out": ["", "{file}", "{file}/x"]},
     "plan": {"results_dir": ["", "{missing}", "{file}"], "--qps": ["0", "-1", "abc", "nan", "inf", "5x", ""],
              "--relationships": ["0", "-5", "abc", "1e400", ""], "--write-share": ["-0.1", "2", "nan", ""],
@@ -91,13 +94,13 @@ BAD: dict[str, dict[str, list[str]]] = {
              "--backend": ["nosuch", "", "postgres,,x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
     "engine": {"action": ["start", ""]},
-    "crosscheck": {"--backend": ["mongo", "", "postgres,,openfga", "reference", "postgres,postgres"], "--profile": ["huge", ""],
-                   "--scenario": ["mixed", "", "nope", "lookup_resources_view_regular"],
-                   "--concurrency": ["0", "abc", "", "1,,8", "100000", "1,1"], "--rounds": ["0", "21", "abc"],
-                   "--seconds": ["0", "1.5", "abc", "601"], "--breakdown-calls": ["-1", "abc"],
-                   "--provision": ["kubernetes"], "--tier": ["eventual", "", "STRICT"],
-                   "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"],
-                   "--report-dir": ["{file}/x"], "--render": ["{missing}", "", "{file}"]},
+    "crosscheck": {
+        "--backend": ["mongo", "", "postgres,,openfga", "reference", "postgres,postgres"],
+        "--profile": ["huge", ""], "--scenario": ["mixed", "", "nope", "lookup_resources_view_regular"],
+        "--concurrency": ["0", "abc", "", "1,,8", "100000", "1,1"], "--rounds": ["0", "21", "abc"],
+        "--seconds": ["0", "1.5", "abc", "601"], "--breakdown-calls": ["-1", "abc"],
+        "--provision": ["kubernetes"], "--tier": ["eventual", "", "STRICT"], "--data-dir": ["{file}/x"],
+        "--results-dir": ["{file}/x"], "--report-dir": ["{file}/x"], "--render": ["{missing}", "", "{file}"]},
 }
 EXEMPT = {
     ("prepare", "--reload"): "a flag: present or absent, no value to get wrong",
@@ -120,7 +123,8 @@ RUN = str(Path(__file__).parent / "capacity_run")  # a small results dir of fixt
 BASE = {"basis": [RUN], "plan": ["--qps=1000", "--relationships=1M", RUN],
         "prepare": ["--backend=reference", "--profile=tiny"],
         "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
-        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"], "loadtest": ["--backend=reference", "--profile=tiny"],
+        "generate": ["--profile=tiny"], "stats": ["--profile=tiny"],
+        "loadtest": ["--backend=reference", "--profile=tiny"],
         "crosscheck": ["--backend=postgres", "--profile=tiny"]}
 
 
@@ -154,7 +158,8 @@ class Started(BaseException):
 def sandbox(tmp_path, monkeypatch):
     """cwd and every default directory inside tmp_path; generating, starting or recording raises Started."""
     monkeypatch.chdir(tmp_path)
-    for var, sub in (("AUTHZBENCH_STATE", "state"), ("AUTHZBENCH_DATA", "data"), ("AUTHZBENCH_RESULTS", "results")):
+    for var, sub in (
+        ("AUTHZBENCH_STATE", "state"), ("AUTHZBENCH_DATA", "data"), ("AUTHZBENCH_RESULTS", "results")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     monkeypatch.delenv("AUTHZBENCH_POSTGRES_URL", raising=False)
 
@@ -170,7 +175,8 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.setattr(orchestrate, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "Session", started("a server was started"))
     monkeypatch.setattr(servers, "provision", started("a server was started"))
-    monkeypatch.setattr(authzbench.results.store.RunStore, "create", started("a results directory was created"))
+    monkeypatch.setattr(
+        authzbench.results.store.RunStore, "create", started("a results directory was created"))
     (tmp_path / "afile").write_text("not a directory")
     return tmp_path
 
@@ -213,9 +219,11 @@ def test_the_issue_s_command_lines_are_refused_by_the_real_cli(tmp_path):
     import os
 
     env = {**os.environ, **{k: str(tmp_path / v) for k, v in env_dirs.items()}}
-    for args in (["--rate", "-5"], ["--rate", "0"], ["--duration", "-1"], ["--stage", "100:-5"], ["--rates", "0"],
-                 ["--slo-check-p95", "-1"], ["--slo-success", "5"], ["--concurrency", "100000"],
-                 ["--backend", "cockroach"], ["--backend", "spicedb-crdb"], ["--model", "social", "--backend", "scylla"]):
+    for args in (
+        ["--rate", "-5"], ["--rate", "0"], ["--duration", "-1"], ["--stage", "100:-5"], ["--rates", "0"],
+        ["--slo-check-p95", "-1"], ["--slo-success", "5"], ["--concurrency", "100000"],
+        ["--backend", "cockroach"], ["--backend", "spicedb-crdb"],
+        ["--model", "social", "--backend", "scylla"]):
         r = subprocess.run([sys.executable, "-m", "authzbench.cli", "bench", *args], capture_output=True,
                            text=True, cwd=tmp_path, env=env, timeout=120)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -290,7 +298,8 @@ def test_repeated_items_across_repeatable_options_are_refused_in_one_line(sandbo
 
 @pytest.mark.parametrize("cores,value,refused", [(2, "200", True), (2, "500", True), (2, "199", False),
                                                  (8, "500", False)])
-def test_disturbed_cpu_the_machine_cannot_show_is_refused(sandbox, capsys, monkeypatch, cores, value, refused):
+def test_disturbed_cpu_the_machine_cannot_show_is_refused(
+    sandbox, capsys, monkeypatch, cores, value, refused):
     """Foreign CPU is summed over processes in % of one core: with 2 cores it never exceeds 200, so a
     threshold of 200 or more turned interference detection off without a word."""
     monkeypatch.setattr(config.psutil, "cpu_count", lambda logical=True: cores)

@@ -39,8 +39,9 @@ def _bench(tmp_path, monkeypatch, steps: dict) -> tuple[list[str], list[str], Ru
     monkeypatch.setattr(orchestrate, "load_backend", lambda sess, *a, **k: events.append(f"load {sess.name}"))
     monkeypatch.setattr(orchestrate._BenchRun, "bench_backend",
                         lambda run, sess, visit: events.append(f"phases {sess.name}"))
-    cfg = BenchConfig.of(backends=["postgres", "clickhouse"], provision="native", profile="tiny", concurrency=[1],
-                         iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"])
+    cfg = BenchConfig.of(
+        backends=["postgres", "clickhouse"], provision="native", profile="tiny", concurrency=[1],
+        iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"])
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     return events, orchestrate.bench(cfg, store), store
 

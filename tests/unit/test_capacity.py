@@ -22,8 +22,8 @@ from tests.unit.test_report_findings import NET, Run, steady
 def point(size: int, check=(0.001, 0.002, 0.0015), write=(0.01, 0.02, 0.03), rss=(1e9, 1.2e9, 1.1e9),
           disk=(4e8,), run: str = "r1") -> SizePoint:
     cpu = {k: list(v) for k, v in (("check", check), ("write", write)) if v}
-    return SizePoint([run], size, "p", cpu, {k: [1, 8] for k in cpu}, {k: 600 for k in cpu}, 2000.0, list(rss),
-                     list(disk))
+    return SizePoint(
+        [run], size, "p", cpu, {k: [1, 8] for k in cpu}, {k: 600 for k in cpu}, 2000.0, list(rss), list(disk))
 
 
 def test_a_figure_is_the_median_of_its_rounds_and_its_interval_their_range():
@@ -107,7 +107,9 @@ def test_the_basis_takes_server_cpu_per_op_per_round_and_writes_net_of_their_che
 def test_runs_of_one_size_pool_their_rounds_and_runs_of_two_models_are_refused():
     e = basis.extract(mixed_run().data())
     b = basis.combine([e, {**e, "run_id": "second"}])["postgres"]
-    assert len(b.points) == 1 and b.points[0].runs == ["fixture", "second"] and len(b.points[0].cpu["check"]) == 6
+    assert (len(b.points) == 1
+            and b.points[0].runs == ["fixture", "second"]
+            and len(b.points[0].cpu["check"]) == 6)
     with pytest.raises(UserError, match="different models"):
         basis.combine([e, {**e, "model": "social"}])
 
@@ -147,7 +149,8 @@ def test_plan_from_a_results_dir_and_from_its_extract_print_the_same(tmp_path, c
     capsys.readouterr()
     outs = []
     for src in (run, tmp_path / "fixture.json"):
-        assert cli.main(["plan", "--qps", "2500", "--relationships", "30M", "--lookup-share", "0", str(src)]) == 0
+        assert (cli.main(["plan", "--qps", "2500", "--relationships", "30M", "--lookup-share", "0", str(src)])
+                == 0)
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and "postgres" in outs[0]
 
@@ -157,7 +160,8 @@ def test_against_tiers_takes_the_tiers_rates_and_sizes_not_a_target(capsys):
     assert cli.main(["plan", "--against-tiers", "--qps", "1000", run]) == 2
     assert "--against-tiers" in capsys.readouterr().err
     assert cli.main(["plan", "--against-tiers", run]) == 0
-    assert "| T13 | 100,000,000,000 | 1,000,000 | 95.9% | 672 | 192 | 864 | 0.864 |" in capsys.readouterr().out
+    assert (
+        "| T13 | 100,000,000,000 | 1,000,000 | 95.9% | 672 | 192 | 864 | 0.864 |" in capsys.readouterr().out)
 
 
 def test_the_report_has_a_capacity_section_only_when_the_run_names_a_target(tmp_path):
@@ -174,13 +178,15 @@ def test_a_target_rate_without_a_target_size_is_refused():
     from authzbench.config import BenchConfig
 
     with pytest.raises(UserError, match="go together"):
-        BenchConfig.of(backends=["reference"], provision="native", profile="tiny", target_qps=1000.0).validate()
+        BenchConfig.of(
+            backends=["reference"], provision="native", profile="tiny", target_qps=1000.0).validate()
     BenchConfig.of(backends=["reference"], provision="native", profile="tiny", target_qps=1e6,
                    target_relationships=1e11).validate()
 
 
 def test_three_sizes_fit_one_exponent_and_a_round_at_zero_leaves_it_assumed():
-    pts = [(10**6, Range(1.0, 1.0, 1.0)), (10**7, Range(10.0, 9.0, 11.0)), (10**8, Range(100.0, 100.0, 100.0))]
+    pts = [
+        (10**6, Range(1.0, 1.0, 1.0)), (10**7, Range(10.0, 9.0, 11.0)), (10**8, Range(100.0, 100.0, 100.0))]
     k = exponent(pts)
     assert k.value == pytest.approx(1.0) and k.low == pytest.approx(1.0) and k.high == pytest.approx(1.0)
     assert exponent([(10**6, Range(1.0, 0.0, 2.0)), (10**7, Range(2.0, 1.0, 3.0))]) is None

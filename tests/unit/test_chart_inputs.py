@@ -54,7 +54,8 @@ def _swept() -> Run:
     return run
 
 
-def test_the_latency_throughput_axis_names_only_worker_counts_that_ran_and_no_slo_on_check_phases(drawn, tmp_path):
+def test_the_latency_throughput_axis_names_only_worker_counts_that_ran_and_no_slo_on_check_phases(
+    drawn, tmp_path):
     rd = _swept().data()
     pts = {b: reads.sweep(rd, b, CHECK) for b in ("postgres", "permify")}
     assert reads_chart.latency_vs_throughput(rd, CHECK, pts, 25.0, tmp_path)
@@ -124,4 +125,5 @@ def test_structural_write_and_size_sweep_charts_use_each_backends_fixed_colour(d
     assert list(out) == ["rows"]
     lines = {ln.get_label().removesuffix(" †"): ln for ln in drawn["scaling-rows"].axes[0].get_lines()}
     for b in ("postgres", "scylla"):
-        assert to_rgba(lines[b].get_color()) == to_rgba(charts.colour(b)) and lines[b].get_marker() == charts.marker(b)
+        assert to_rgba(lines[b].get_color()) == to_rgba(charts.colour(b)) and lines[
+            b].get_marker() == charts.marker(b)

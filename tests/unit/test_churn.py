@@ -31,7 +31,8 @@ def inputs(tiny):
     return SCENARIOS["churn"].sampler(tiny, oracle_for(tiny), 200)
 
 
-def _step(ds, inputs, spec, cls: str = "tests.unit.fakes:ChurnSlowBackend", **opts) -> tuple[object, list[dict]]:
+def _step(
+    ds, inputs, spec, cls: str = "tests.unit.fakes:ChurnSlowBackend", **opts) -> tuple[object, list[dict]]:
     factory = BackendFactory(cls, {}, {"dataset_path": str(ds.path), **opts})
     recs: list[dict] = []
     res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread")
@@ -66,9 +67,11 @@ def test_a_churn_step_carries_the_contracts_phase_id_kinds_and_extras(tiny, inpu
     assert kinds == {"check", "write", "visibility"}
     w = _writes(recs)
     assert set(CHURN_EXTRAS) <= set(w) and w["scheduled"] == 20 and w["unissued"] == 0
-    assert w["ops"] == 20 and 0 < w["revocations"] < 20  # one op a change; grants' revocations and revoke ops'
+    # one op a change; grants' revocations and revoke ops'
+    assert w["ops"] == 20 and 0 < w["revocations"] < 20
     assert w["stale_allows"] == 0 == w["stale_reads"] and w["errors"] == {}
-    assert res.status == "complete" and res.dropped == 0  # the changes and probes are not the checks' schedule
+    # the changes and probes are not the checks' schedule
+    assert res.status == "complete" and res.dropped == 0
     step = step_of([r for r in recs if r["type"] == "interval"])
     assert step.scheduled == 20 and step.late == 0 and step.read_p95_ms is not None
 
@@ -84,10 +87,10 @@ def test_revocations_a_backend_ignores_are_counted_as_stale_allows_in_a_churn_st
 
 @pytest.mark.slow
 def test_the_sweep_stops_at_the_first_step_whose_reads_slow_past_the_slo_with_the_write_rate(tiny, inputs):
-    """Checks cost 5 ms per write of the last second: ~10 ms at 2 changes/s, ~25 ms at 5/s, ~1 s at 200/s, against
-    a 250 ms SLO. With 0.2 ms a write and a 25 ms SLO, CI once saw the 5/s step's p95 at 81.6 ms (2 cores, after
-    the backend tests): at 40 checks/s for 2 s, one ~100 ms stall of the process delays the 4 checks a p95 of 80
-    reads turns on. A stall now has to pass ~215 ms to move the stop."""
+    """Checks cost 5 ms per write of the last second: ~10 ms at 2 changes/s, ~25 ms at 5/s, ~1 s at 200/s,
+    against a 250 ms SLO. With 0.2 ms a write and a 25 ms SLO, CI once saw the 5/s step's p95 at 81.6 ms (2
+    cores, after the backend tests): at 40 checks/s for 2 s, one ~100 ms stall of the process delays the 4
+    checks a p95 of 80 reads turns on. A stall now has to pass ~215 ms to move the stop."""
     sweep, ran, skipped = ChurnSweep(slo_ms=250.0, freshness_s=10.0), [], []
     for spec in _specs([2.0, 5.0, 200.0, 400.0]):
         if why := sweep.stopped(spec):
@@ -128,8 +131,8 @@ def _write_phase_tap(*write_us: int) -> list[dict]:
     for v in write_us:
         h.record_value(v)
     base = dict(errors={}, timeouts=0, late=0, extra={})
-    return [dict(base, kind="write", hist=encode(h), ops=len(write_us)), dict(base, kind="visibility",
-                                                                              hist=encode(h), ops=len(write_us))]
+    return [dict(base, kind="write", hist=encode(h), ops=len(write_us)),
+            dict(base, kind="visibility", hist=encode(h), ops=len(write_us))]
 
 
 def test_a_step_the_write_phases_show_cannot_keep_its_schedule_is_foreseen_and_not_run():
@@ -156,8 +159,10 @@ def test_a_step_the_write_phases_show_cannot_keep_its_schedule_is_foreseen_and_n
 def test_a_read_or_many_writer_phase_foretells_nothing():
     sweep = ChurnSweep(slo_ms=250.0, freshness_s=10.0)
     for scenario, workers in (("check_view_via_group_member", 1), ("write_membership", 8)):
-        assert sweep.tap(_specs([1.0])[0].__class__(**{**COMMON, "scenario": scenario, "concurrency": workers})) \
+        assert (
+            sweep.tap(_specs([1.0])[0].__class__(**{**COMMON, "scenario": scenario, "concurrency": workers}))
             is None
+        )
         sweep.judge(None)
     assert sweep.fastest_write_s is None and sweep.stopped(_specs([1.0])[0]) == ""
 
@@ -176,16 +181,19 @@ def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_th
                                           "freshness_s": 5.0}
 
 
-@pytest.mark.parametrize("bad, message", [(dict(rates=[10.0, 1.0]), "ascend"), (dict(rates=[]), "--churn-rates"),
-                                          (dict(writers=0), "--churn-writers"), (dict(step_s=0.0), "--churn-step"),
-                                          (dict(read_rate=float("inf")), "--churn-read-rate")])
+@pytest.mark.parametrize("bad, message",
+                         [(dict(rates=[10.0, 1.0]), "ascend"), (dict(rates=[]), "--churn-rates"),
+                          (dict(writers=0), "--churn-writers"), (dict(step_s=0.0), "--churn-step"),
+                          (dict(read_rate=float("inf")), "--churn-read-rate")])
 def test_bad_churn_options_are_one_line_naming_the_option(bad, message):
     with pytest.raises(UserError, match=message):
         Churn(**bad).validate()
 
 
-def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(tmp_path, monkeypatch):
-    """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first step."""
+def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as_skipped(
+    tmp_path, monkeypatch):
+    """Through orchestrate.bench on the reference backend: a check SLO no backend meets fails the first
+    step."""
     from authzbench.results.store import RunStore
     from authzbench.run import orchestrate, phase
 
@@ -204,7 +212,8 @@ def test_bench_runs_the_sweep_until_a_step_fails_and_records_the_higher_steps_as
     ran = [r["phase"] for r in recs if r["type"] == "phase_end"]
     skipped = [(r["phase"], r["reason"]) for r in recs if r["type"] == "phase_skipped"]
     assert ran == ["reference/churn/open9@20+churn1/r0"]
-    assert [p for p, _ in skipped] == ["reference/churn/open9@20+churn2/r0", "reference/churn/open9@20+churn4/r0"]
+    assert [p for p, _ in skipped] == [
+        "reference/churn/open9@20+churn2/r0", "reference/churn/open9@20+churn4/r0"]
     assert all("over the 1e-06 ms SLO" in why for _, why in skipped)
     assert store.manifest()["config"]["churn"]["rates"] == [1.0, 2.0, 4.0]
     assert restored == [(ran[0], 0)]  # ended cleanly: its writers cleaned up what they held
@@ -216,8 +225,10 @@ def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_th
 
     inputs = [("structural", f"op{k}", f"warm{k}") for k in range(20)]
     spec = PhaseSpec("b", "write_acl", concurrency=2, iterations=20, warmup=2)
-    ivs = [{"kind": "write", "worker": 0, "extra": {"started": 2}}, {"kind": "write", "worker": 1, "extra": {}},
-           {"kind": "write", "worker": 1, "extra": {"started": 1}}, {"kind": "visibility", "worker": 0, "extra": {}}]
+    ivs = [
+        {"kind": "write", "worker": 0, "extra": {"started": 2}}, {"kind": "write", "worker": 1, "extra": {}},
+        {"kind": "write", "worker": 1, "extra": {"started": 1}},
+        {"kind": "visibility", "worker": 0, "extra": {}}]
     assert touched_ops(spec, inputs, ivs, clean=True) == ["op0", "op1", "op2", "warm0", "warm1"]
     assert len(touched_ops(spec, inputs, ivs, clean=False)) == 40  # a worker stopped: every op and warm-up op
 

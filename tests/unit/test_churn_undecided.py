@@ -1,6 +1,7 @@
-"""A churn step's check p95 judged by its interval (issue 67, item 8): within the SLO the step holds, over it it
-fails, across it it is undecided; the sustainable churn names the undecided steps with their interval, and the
-steps that held are ranked figures in the JSON and the appendix's ranked-figure list. On fixture records."""
+"""A churn step's check p95 judged by its interval (issue 67, item 8): within the SLO the step holds, over
+it it fails, across it it is undecided; the sustainable churn names the undecided steps with their
+interval, and the steps that held are ranked figures in the JSON and the appendix's ranked-figure list. On
+fixture records."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_a_step_whose_p95_interval_lies_across_the_slo_is_undecided():
 
 def test_a_step_whose_p95_interval_is_entirely_within_the_slo_holds():
     assert judged(_step(), SLO, (21.0, 24.9)) == (HELD, "")
-    assert judged(_step(), SLO, (21.0, 25.0)) == (HELD, "")  # a p95 at the SLO meets it (the rule fails over it)
+    # a p95 at the SLO meets it (the rule fails over it)
+    assert judged(_step(), SLO, (21.0, 25.0)) == (HELD, "")
 
 
 def test_a_step_whose_p95_interval_is_entirely_over_the_slo_fails_and_says_so_with_the_interval():
@@ -52,18 +54,20 @@ def test_without_an_interval_the_p95_alone_decides_as_the_sweep_does():
 # fixture runs -----------------------------------------------------------------------------------------
 
 def _tailed(p95_ms: float) -> list[float]:
-    """600 checks: 540 at 5 ms and 60 spread evenly over p95_ms ± 10 ms, so the p95 (rank 570) is within 0.2 ms of
-    p95_ms and its order-statistics interval (ranks 570 ± 10.4) spans about ±3.5 ms: at 24 or 26 ms it lies across
-    a 25 ms SLO, at 12 or 40 ms it does not."""
+    """600 checks: 540 at 5 ms and 60 spread evenly over p95_ms ± 10 ms, so the p95 (rank 570) is within 0.2
+    ms of p95_ms and its order-statistics interval (ranks 570 ± 10.4) spans about ±3.5 ms: at 24 or 26 ms it
+    lies across a 25 ms SLO, at 12 or 40 ms it does not."""
     return [5.0] * 540 + list(np.linspace(p95_ms - 10.0, p95_ms + 10.0, 60))
 
 
 def _step_of(run: Run, b: str, rate: float, checks: list[float]) -> Run:
     changes = max(1, int(rate * 6))
     extra = {"scheduled": changes, "unissued": 0, "revocations": 0, "stale_allows": 0}
-    start = {"mode": "open", "concurrency": 8, "stages": [[100.0, 6.0]], "churn_rate": rate, "churn_writers": 2}
-    return _phase(run, b, "churn", f"{b}/churn/open8@100+churn{rate:g}/r0", start, [
-        ("check", checks, {}), ("write", [5.0] * changes, {"extra": extra}), ("visibility", [1.0] * changes, {})])
+    start = {
+        "mode": "open", "concurrency": 8, "stages": [[100.0, 6.0]], "churn_rate": rate, "churn_writers": 2}
+    return _phase(run, b, "churn", f"{b}/churn/open8@100+churn{rate:g}/r0", start,
+                  [("check", checks, {}), ("write", [5.0] * changes, {"extra": extra}),
+                   ("visibility", [1.0] * changes, {})])
 
 
 def _sweep(last_p95: float, at: float = 100.0) -> Run:
@@ -111,17 +115,20 @@ def test_a_step_skipped_after_an_undecided_stop_is_not_counted_as_failed():
 
 def test_the_workload_row_lists_an_undecided_backend_apart_from_those_that_met_it():
     rd = _sweep(24.0).data()
-    row = {w: b for w, _, b in workloads.rows(rd, dimensions.compute(rd))}["Membership churn of 100 changes/s"]
+    row = {w: b for w, _, b in workloads.rows(rd, dimensions.compute(rd))}[
+        "Membership churn of 100 changes/s"]
     assert re.fullmatch(r"postgres 1 ms \(a\); undecided \(check p95 interval across the SLO\): "
                         r"openfga [0-9.]+ ms \[[0-9.]+-[0-9.]+\]", row)
 
 
-def test_the_held_steps_are_ranked_figures_with_their_interval_and_the_json_gives_the_deciding_steps(tmp_path):
+def test_the_held_steps_are_ranked_figures_with_their_interval_and_the_json_gives_the_deciding_steps(
+    tmp_path):
     rd = _sweep(24.0).data()
     figs = [f for f in digest.figure_records(rd) if f["dimension"] == "churn_p95/100"]
     assert [f["backend"] for f in figs] == ["postgres"]  # the undecided step meets nothing: not ranked
     assert figs[0]["letters"] == "a" and figs[0]["interval"][0] <= figs[0]["value"] <= figs[0]["interval"][1]
-    assert {f["backend"] for f in digest.figure_records(rd) if f["dimension"] == "churn_p95/10"} == {"postgres", "openfga"}
+    assert {f["backend"] for f in digest.figure_records(rd) if f["dimension"] == "churn_p95/10"} == {
+        "postgres", "openfga"}
     digest.write_json(rd, tmp_path / "x.json")
     got = {r["backend"]: r for r in json.loads((tmp_path / "x.json").read_text())["sustainable_churn"]}
     steps = got["openfga"]["deciding_steps"]

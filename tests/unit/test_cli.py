@@ -13,33 +13,38 @@ def authzbench(*args: str, cwd=None) -> subprocess.CompletedProcess:
                           cwd=cwd, timeout=120)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["generate", "--profile", "huge"], "unknown profile 'huge'"),
-    (["generate", "--profile", "tiny", "--set", "orgs=0"], "orgs must be > 0"),
-    (["generate", "--profile", "tiny", "--set", "colour=blue"], "unknown --set key 'colour'"),
-    (["generate", "--profile", "tiny", "--set", "orgs"], "--set expects key=value"),
-    (["bench", "--backend", "oracledb", "--profile", "tiny"], "unknown backend 'oracledb'"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--write-share", "2"], "--write-share"),
-    (["bench", "--backend", "reference", "--scenario", "nope"], "unknown scenario 'nope'"),
-    (["bench", "--backend", "reference", "--scenario", "roundtrip,nope"], "unknown scenario 'nope'"),
-    (["prepare", "--backend", "spicedb-crdb", "--provision", "native", "--profile", "tiny"],
-     "cannot run natively"),
-    (["report", "--results-dir", "/nonexistent-dir"], "no runs under"),
-    (["prepare", "--backend", "cockroach", "--provision", "external", "--profile", "tiny"], "no adapter yet"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--option", "bulk_doc=5"],
-     "unknown backend option bulk_doc"),
-    (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s=slow"],
-     "option delay_s='slow': expected float"),
-    (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s"], "expected KEY=VALUE"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "10,1"], "--churn-rates must ascend"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "1,1"], "--churn-rates: 1"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-writers", "0"], "--churn-writers"),
-    (["bench", "--backend", "reference", "--profile", "tiny", "--churn-step", "-1"], "--churn-step"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [(["generate", "--profile", "huge"], "unknown profile 'huge'"),
+     (["generate", "--profile", "tiny", "--set", "orgs=0"], "orgs must be > 0"),
+     (["generate", "--profile", "tiny", "--set", "colour=blue"], "unknown --set key 'colour'"),
+     (["generate", "--profile", "tiny", "--set", "orgs"], "--set expects key=value"),
+     (["bench", "--backend", "oracledb", "--profile", "tiny"], "unknown backend 'oracledb'"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--write-share", "2"], "--write-share"),
+     (["bench", "--backend", "reference", "--scenario", "nope"], "unknown scenario 'nope'"),
+     (["bench", "--backend", "reference", "--scenario", "roundtrip,nope"], "unknown scenario 'nope'"),
+     (["prepare", "--backend", "spicedb-crdb", "--provision", "native", "--profile", "tiny"],
+      "cannot run natively"),
+     (["report", "--results-dir", "/nonexistent-dir"], "no runs under"),
+     (["prepare", "--backend", "cockroach", "--provision", "external", "--profile", "tiny"],
+      "no adapter yet"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--option", "bulk_doc=5"],
+      "unknown backend option bulk_doc"),
+     (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s=slow"],
+      "option delay_s='slow': expected float"),
+     (["prepare", "--backend", "reference", "--profile", "tiny", "--option", "delay_s"],
+      "expected KEY=VALUE"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "10,1"],
+      "--churn-rates must ascend"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--churn-rates", "1,1"],
+      "--churn-rates: 1"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--churn-writers", "0"], "--churn-writers"),
+     (["bench", "--backend", "reference", "--profile", "tiny", "--churn-step", "-1"], "--churn-step")])
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
     r = authzbench(*args, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    lines = [line for line in r.stderr.splitlines() if line.strip() and "authzbench" in line and "error" in line]
+    lines = [
+        line for line in r.stderr.splitlines() if line.strip() and "authzbench" in line and "error" in line]
     assert lines and message in lines[-1]
     assert "Traceback" not in r.stderr
 
@@ -48,8 +53,9 @@ def test_scenarios_are_repeatable_and_comma_separated_like_backends():
     from authzbench.cli import build_parser
     from authzbench.commands import _config
 
-    args = build_parser().parse_args(["bench", "--backend", "reference", "--scenario", "write_acl,write_hierarchy",
-                                      "--scenario", "roundtrip"])
+    args = build_parser().parse_args(
+        ["bench", "--backend", "reference", "--scenario", "write_acl,write_hierarchy", "--scenario",
+         "roundtrip"])
     assert _config(args).schedule.scenarios == ["write_acl", "write_hierarchy", "roundtrip"]
 
 
@@ -105,9 +111,11 @@ def test_pytest_interface_skips_backend_tests_without_the_flag_and_reports_p95_w
 
 
 def test_workers_on_without_the_distributed_extra_is_one_line_naming_it(tmp_path):
-    code = ("import sys; sys.modules['distributed'] = None; from authzbench.cli import main; "
-            "sys.exit(main(['bench', '--backend', 'postgres', '--provision', 'external', '--profile', 'tiny', "
-            "'--workers-on', 'tcp://127.0.0.1:8786']))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    code = (
+        "import sys; sys.modules['distributed'] = None; from authzbench.cli import main; "
+        "sys.exit(main(['bench', '--backend', 'postgres', '--provision', 'external', '--profile', 'tiny', "
+        "'--workers-on', 'tcp://127.0.0.1:8786']))")
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "authzbench[distributed]" in r.stderr.strip().splitlines()[-1]

@@ -66,7 +66,8 @@ def test_capacity_per_core_is_a_thousand_over_server_cpu_ms_per_check():
 def test_the_appendix_table_names_the_client_bound_figures_and_their_server_only_bound():
     rd = _run(client_cpu=120.0, cpu=40.0).data()
     text = clientbound.section(rd)
-    assert "Client-bound, so understating the server: postgres (`check_view_via_group_member`), scylla" in text
+    assert (
+        "Client-bound, so understating the server: postgres (`check_view_via_group_member`), scylla" in text)
     # the fixture's 2 cores / 2 ms of server CPU per check; the machine 80% busy, the client 75% of it
     assert "| 80% | 75% | 1,000 |" in text
 
@@ -117,8 +118,9 @@ def test_an_old_run_without_client_cpu_renders_with_unknown(tmp_path: Path):
     root = _without_client_cpu(_run(client_cpu=120.0, cpu=40.0)).write(tmp_path / "run")
     render(root, tmp_path / "out")
     appendix = (tmp_path / "out" / "fixture-appendix.md").read_text()
-    assert "| unknown |" in appendix and clientbound.MARK not in (tmp_path / "out" / "fixture.md").read_text() \
-        .split("Cell: figure")[0]
+    assert (
+        "| unknown |" in appendix
+        and clientbound.MARK not in (tmp_path / "out" / "fixture.md").read_text().split("Cell: figure")[0])
     figures = json.loads((tmp_path / "out" / "fixture.json").read_text())["figures"]
     assert any(f["dimension"] == f"check_rate/{S}" and f["client_bound"] is None for f in figures)
 
@@ -157,4 +159,5 @@ def test_the_appendix_states_whether_client_and_servers_were_pinned_to_separate_
 
 def test_the_read_tables_print_the_server_only_bound_right_after_the_throughput():
     cols = list(clientbound.beside_throughput({"ops": "Ops", "ops_per_s": "Ops/s", "errors": "Errors"}))
-    assert cols[:3] == ["ops", "ops_per_s", "bound"] and cols[-3:] == ["client_ms", "server_ms", "client_share"]
+    assert cols[:3] == ["ops", "ops_per_s", "bound"] and cols[-3:] == [
+        "client_ms", "server_ms", "client_share"]

@@ -35,7 +35,8 @@ def test_a_wrong_lookup_is_a_mismatch_with_its_counts_whether_expected_is_a_list
     for expected in ([1, 2, 3], frozenset({1, 2, 3})):
         c = _counted(("lookup", (1, "view"), expected), [2, 3, 4, 4])
         assert (c.mismatches, c.duplicates, c.results) == (1, 1, 4)
-        assert c.examples[0]["got"] == {"count": 3, "missing": 1, "extra": 1} and c.examples[0]["expected"] == 3
+        assert (
+            c.examples[0]["got"] == {"count": 3, "missing": 1, "extra": 1} and c.examples[0]["expected"] == 3)
     assert _counted(("check", (1, "view", 2), False), True).mismatches == 1  # type: ignore[arg-type]
 
 
@@ -87,7 +88,8 @@ def test_permify_sends_a_prebuilt_message_per_arguments_and_snap_token():
     from authzbench.systems.permify.adapter import PermifyBackend
 
     b = PermifyBackend({"url": "x"})
-    b.api, b.mode, b.model, b.tenant, b.allowed, b._prebuilt = _Stub(), "at_least_as_fresh", "rebac", "t", 1, Prebuilt()
+    b.api, b.mode, b.model, b.tenant, b.allowed, b._prebuilt = (
+        _Stub(), "at_least_as_fresh", "rebac", "t", 1, Prebuilt())
     assert b.check(1, "view", 2) and b.check(1, "view", 2)
     b.token = "snap"
     b.check(1, "view", 2)

@@ -25,7 +25,8 @@ def _run(run_id: str):
 def test_throughput_at_8_workers_is_the_cores_over_client_plus_server_cpu_per_op(run_id: str):
     manifest, records = _run(run_id)
     cores = manifest["environment"]["cpu_logical"]
-    rows = [r for r in cr.rows(records) if r.concurrency == 8 and r.ours.client_cpu_ms and r.ours.server_cpu_ms]
+    rows = [
+        r for r in cr.rows(records) if r.concurrency == 8 and r.ours.client_cpu_ms and r.ours.server_cpu_ms]
     assert rows
     for r in rows:
         predicted = cores * 1000 / (r.ours.client_cpu_ms + r.ours.server_cpu_ms)
@@ -33,7 +34,8 @@ def test_throughput_at_8_workers_is_the_cores_over_client_plus_server_cpu_per_op
 
 
 @pytest.mark.parametrize("run_id", RUNS)
-def test_openfga_over_http_at_8_workers_is_client_bound_and_no_line_says_the_gap_is_not_our_client(run_id: str):
+def test_openfga_over_http_at_8_workers_is_client_bound_and_no_line_says_the_gap_is_not_our_client(
+    run_id: str):
     manifest, records = _run(run_id)
     cores = manifest["environment"]["cpu_logical"]
     http = [r for r in cr.rows(records) if r.backend == "openfga" and r.side == "ours" and r.concurrency == 8]

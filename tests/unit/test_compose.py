@@ -28,9 +28,10 @@ from authzbench.systems import systems
 
 # The reference report's server versions: a fact about that report, so written down here. A backend
 # added since pins its own version in versions.env; every pin there must be used by a service's image.
-REFERENCE_REPORT = {"SPICEDB_VERSION": "v1.46.2", "COCKROACH_VERSION": "v25.3.2", "POSTGRES_VERSION": "17.2",
-                    "CLICKHOUSE_VERSION": "25.10", "SCYLLA_VERSION": "2025.3", "ELASTICSEARCH_VERSION": "9.2.1",
-                    "MONGO_VERSION": "8.2.1"}
+REFERENCE_REPORT = {
+    "SPICEDB_VERSION": "v1.46.2", "COCKROACH_VERSION": "v25.3.2", "POSTGRES_VERSION": "17.2",
+    "CLICKHOUSE_VERSION": "25.10", "SCYLLA_VERSION": "2025.3", "ELASTICSEARCH_VERSION": "9.2.1",
+    "MONGO_VERSION": "8.2.1"}
 PINNED = compose.versions()
 RAW_IMAGE = re.compile(r"[\w./-]+:\$\{([A-Z][A-Z0-9_]*_VERSION)\}")  # repo:${NAME_VERSION}
 
@@ -58,7 +59,8 @@ def _clean_env(monkeypatch):
 
 def _compose_plugin() -> bool:
     try:
-        return subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0
+        return (
+            subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0)
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -206,16 +208,19 @@ def test_registry_services_exist_with_an_endpoint_on_their_published_port(offici
         ep = servers.compose_endpoint(name)
         svc = official["services"][services[0]]
         published = {h for _, h, _ in _ports(svc)}
-        port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url") or ep.get("read_url")).split(":")[-1]
-                                     .split("/")[0].split("?")[0])
+        port = ep.get("port") or int((ep.get("addr") or ep.get("dsn") or ep.get("url") or ep.get("read_url"))
+                                     .split(":")[-1]
+                                     .split("/")[0]
+                                     .split("?")[0])
         assert port in published, (name, ep)
 
 
 def test_endpoints_have_the_shape_each_backend_expects():
     assert servers.compose_endpoint("postgres")["dsn"] == "postgresql://postgres@127.0.0.1:5432/postgres"
     assert servers.compose_endpoint("cockroach") == {"dsn": "postgresql://root@127.0.0.1:26257/defaultdb?sslmode=disable"}
-    assert servers.compose_endpoint("scylla") == {"hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench",
-                                          "compose_cmd": compose.compose_cmd(), "compose_service": "scylla"}
+    assert servers.compose_endpoint("scylla") == {
+        "hosts": ["127.0.0.1"], "port": 9042, "keyspace": "authzbench", "compose_cmd": compose.compose_cmd(),
+        "compose_service": "scylla"}
     assert servers.compose_endpoint("clickhouse") == {"dsn": "http://default:@127.0.0.1:8123"}
     assert servers.compose_endpoint("mongo") == {"url": "mongodb://127.0.0.1:27017/", "engine": "mongodb"}
     permify = servers.compose_endpoint("permify")
@@ -271,8 +276,9 @@ def test_compose_reads_the_environment_the_same_way():
 def test_compose_rejects_a_broken_file(tmp_path, monkeypatch):
     """The loader used above does catch mistakes (so the passing runs above mean something)."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text(compose.COMPOSE_FILE.read_text().replace("spicedb-pg-db: {condition: service_healthy}",
-                                                            "spicedb-pg-dbx: {condition: service_healthy}", 1))
+    bad.write_text(
+        compose.COMPOSE_FILE.read_text().replace(
+            "spicedb-pg-db: {condition: service_healthy}", "spicedb-pg-dbx: {condition: service_healthy}", 1))
     monkeypatch.setattr(compose, "COMPOSE_FILE", bad)
     rc, _, err = compose_config()
     assert rc != 0 and "spicedb-pg-dbx" in err
@@ -357,9 +363,10 @@ def test_provision_compose_goes_through_compose_up(monkeypatch, tmp_path):
 
 def _stats(usage: int, system: int, pre_usage: int = 0, pre_system: int = 0, cpus: int = 4,
            mem: int = 0, cache_key: str = "inactive_file", cache: int = 0) -> dict:
-    return {"cpu_stats": {"cpu_usage": {"total_usage": usage}, "system_cpu_usage": system, "online_cpus": cpus},
-            "precpu_stats": {"cpu_usage": {"total_usage": pre_usage}, "system_cpu_usage": pre_system},
-            "memory_stats": {"usage": mem, "stats": {cache_key: cache}}}
+    return {
+        "cpu_stats": {"cpu_usage": {"total_usage": usage}, "system_cpu_usage": system, "online_cpus": cpus},
+        "precpu_stats": {"cpu_usage": {"total_usage": pre_usage}, "system_cpu_usage": pre_system},
+        "memory_stats": {"usage": mem, "stats": {cache_key: cache}}}
 
 
 def test_cpu_percent_is_the_docker_cli_formula():
@@ -380,7 +387,8 @@ def test_memory_excludes_page_cache_on_cgroup_v1_and_v2():
 
 from authzbench.provision import engine, images  # noqa: E402 - grouped with the tests that use them
 
-LOCAL_BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify", "scylla", "elasticsearch")  # noxfile.COMPOSE_BACKENDS
+# noxfile.COMPOSE_BACKENDS
+LOCAL_BACKENDS = ("postgres", "spicedb-pg", "openfga", "permify", "scylla", "elasticsearch")
 
 
 def test_the_override_swaps_services_of_the_compose_file_only():
@@ -429,8 +437,10 @@ def test_our_merge_of_the_override_is_compose_s(monkeypatch):
     for svc in images.override_images():
         assert theirs[svc]["image"] == mine[svc]["image"]
         assert (theirs[svc].get("command") or []) == (mine[svc].get("command") or []), svc
-        assert theirs[svc].get("environment", {}) == {k: str(v) for k, v in mine[svc].get("environment", {}).items()}
-        assert (theirs[svc].get("healthcheck") or {}).get("test") == (mine[svc].get("healthcheck") or {}).get("test")
+        assert theirs[svc].get("environment", {}) == {
+            k: str(v) for k, v in mine[svc].get("environment", {}).items()}
+        assert (theirs[svc].get("healthcheck") or {}).get("test") == (mine[svc].get("healthcheck") or {}).get(
+            "test")
 
 
 def test_local_images_without_provision_compose_is_refused_in_one_line(capsys):
@@ -454,7 +464,9 @@ def test_provision_compose_without_an_engine_is_refused_in_one_line_before_the_d
             "--results-dir", str(tmp_path / "results"), "--report-dir", str(tmp_path / "reports")]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("authzbench: error: --provision compose: ") and "engine up" in err[0]
+    assert (len(err) == 1
+            and err[0].startswith("authzbench: error: --provision compose: ")
+            and "engine up" in err[0])
     assert not any(tmp_path.iterdir())  # no dataset, no results, no report
 
 

@@ -27,7 +27,8 @@ def test_the_manifest_records_every_option_flat_under_the_names_committed_runs_u
     assert committed, "no committed bench run to compare with"
     for c in committed:
         assert set(c) <= set(flat), sorted(set(c) - set(flat))
-    assert all(not isinstance(v, (DatasetChoice, ServerChoice, Schedule, MixedLoad, Targets)) for v in flat.values())
+    assert all(
+        not isinstance(v, (DatasetChoice, ServerChoice, Schedule, MixedLoad, Targets)) for v in flat.values())
 
 
 def test_a_flat_dict_builds_each_option_into_its_part_and_back(tmp_path):

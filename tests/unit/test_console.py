@@ -1,5 +1,6 @@
-"""The terminal output has one home, core/console.py: every other module prints through its `console` (stderr,
-`say`) or `stdout`, so progress lines and a command's result never go through two differently set up consoles."""
+"""The terminal output has one home, core/console.py: every other module prints through its `console`
+(stderr, `say`) or `stdout`, so progress lines and a command's result never go through two differently set
+up consoles."""
 
 from __future__ import annotations
 
@@ -22,5 +23,6 @@ def test_only_core_console_constructs_a_rich_console():
 
 
 def test_a_module_constructing_its_own_console_is_found():
-    assert consoles_made({"run/perf.py": "console = Console()\n", "core/console.py": "x = Console(stderr=True)"}) == [
-        "core/console.py", "run/perf.py"]
+    assert consoles_made(
+        {"run/perf.py": "console = Console()\n", "core/console.py": "x = Console(stderr=True)"}
+    ) == ["core/console.py", "run/perf.py"]

@@ -1,5 +1,5 @@
-"""The SSTable path's ordering helpers (systems/scylla/tokens.py, scylla_sstable._lex_order): rows regrouped in ring
-order without losing or splitting a partition, spilled ranges that cover the ring in order, and the
+"""The SSTable path's ordering helpers (systems/scylla/tokens.py, scylla_sstable._lex_order): rows regrouped
+in ring order without losing or splitting a partition, spilled ranges that cover the ring in order, and the
 combined-key sort equal to np.lexsort. The tokens themselves are checked against a real node in
 tests/backends/test_scylla.py."""
 

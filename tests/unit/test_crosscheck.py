@@ -104,7 +104,8 @@ def test_check_statement_names_the_parameters_in_the_order_check_passes_them():
     for perm in ("manage", "view", "view_content"):
         assert b.check(user=5, perm=perm, resource=9)
         sql, params = check_statement(perm)
-        assert b.conn.pgconn.seen == (pq_placeholders(sql), tuple(b"%d" % {"user": 5, "resource": 9}[p] for p in params), 1)
+        assert b.conn.pgconn.seen == (
+            pq_placeholders(sql), tuple(b"%d" % {"user": 5, "resource": 9}[p] for p in params), 1)
     assert len(b.conn.pgconn.prepared) == 3  # prepared once each
 
 
@@ -163,23 +164,27 @@ def _hist(*values_us: int) -> str:
 
 
 def test_our_figures_are_the_runners_check_intervals_and_phase_window():
-    recs = [{"type": "interval", "phase": "p", "kind": "check", "hist": _hist(100, 200), "timeouts": 1,
-             "errors": {"X": 2}},
-            {"type": "interval", "phase": "p", "kind": "check", "hist": _hist(300), "timeouts": 0, "errors": {}},
-            {"type": "interval", "phase": "other", "kind": "check", "hist": _hist(9000), "timeouts": 0, "errors": {}},
-            {"type": "phase_end", "phase": "p", "ops": 3, "wall_s": 0.5}]
+    recs = [
+        {"type": "interval", "phase": "p", "kind": "check", "hist": _hist(100, 200), "timeouts": 1,
+         "errors": {"X": 2}},
+        {"type": "interval", "phase": "p", "kind": "check", "hist": _hist(300), "timeouts": 0, "errors": {}},
+        {"type": "interval", "phase": "other", "kind": "check", "hist": _hist(9000), "timeouts": 0,
+         "errors": {}},
+        {"type": "phase_end", "phase": "p", "ops": 3, "wall_s": 0.5}]
     m = ours_from_records(recs, "p")
     assert (m.ops, m.errors, m.seconds, m.throughput) == (3, 3, 0.5, 6.0)
     assert m.hist.get_max_value() == pytest.approx(300, rel=0.01)
 
 
-def _rec(side: str, rnd: int, conc: int, p50_us: int, ops: int, seconds: float, backend: str = "postgres") -> dict:
-    return {"type": "crosscheck", "backend": backend, "scenario": "check_negative", "concurrency": conc,
-            "round": rnd, "side": side, "tool": "pgbench" if side == "theirs" else "authzbench",
-            "hist": _hist(*[p50_us] * ops), "p50_ms": p50_us / 1000, "ops": ops, "errors": 0, "seconds": seconds,
-            # the rest of a crosscheck record's fields (records.py), not read by these tests
-            "phase": f"{backend}/check_negative/c{conc}/r{rnd}", "load": [0.0, 0.0, 0.0],
-            "throughput": ops / seconds, "p95_ms": p50_us / 1000}
+def _rec(
+    side: str, rnd: int, conc: int, p50_us: int, ops: int, seconds: float, backend: str = "postgres") -> dict:
+    return {
+        "type": "crosscheck", "backend": backend, "scenario": "check_negative", "concurrency": conc,
+        "round": rnd, "side": side, "tool": "pgbench" if side == "theirs" else "authzbench",
+        "hist": _hist(*[p50_us] * ops), "p50_ms": p50_us / 1000, "ops": ops, "errors": 0, "seconds": seconds,
+        # the rest of a crosscheck record's fields (records.py), not read by these tests
+        "phase": f"{backend}/check_negative/c{conc}/r{rnd}", "load": [0.0, 0.0, 0.0],
+        "throughput": ops / seconds, "p95_ms": p50_us / 1000}
 
 
 def test_ratio_rows_pool_the_rounds_and_divide_ours_by_theirs():
@@ -214,7 +219,9 @@ def test_openfga_is_judged_over_grpc_as_ghz_sends_it_and_its_http_side_is_stated
            _rec("ours-grpc", 0, 1, 440, 10, 1.0, "openfga")]
     pg = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0)]
     judged, http = verdict(rows(fga + pg))
-    assert "on 1 of 2" in judged and "postgres check_negative 1.25" in judged and "openfga" not in judged.split(":")[-1]
+    assert ("on 1 of 2" in judged
+            and "postgres check_negative 1.25" in judged
+            and "openfga" not in judged.split(":")[-1])
     assert "(openfga: ours over gRPC" in judged
     assert http.startswith("Over HTTP") and "openfga check_negative 2.25" in http
     (only,) = verdict(rows(pg))  # no gRPC side anywhere: one line, as before
@@ -232,24 +239,30 @@ def test_the_tool_against_itself_tells_a_gap_beyond_its_own_spread_from_one_with
     table, text = noise_lines(recs, rows(recs))[0], noise_lines(recs, rows(recs))[2]
     assert "| postgres | check_negative | pgbench | ours | 0.400, 0.600 | 1.50 |" in table
     assert "passes 1.15x on 1 of 2 pairs" in text
-    assert "Of the 2 pairs over 1.15x like for like, 1 is beyond the tool's own spread: openfga check_negative." in text
+    assert (
+        "Of the 2 pairs over 1.15x like for like, 1 is beyond the tool's own spread: openfga check_negative."
+        in text)
     assert noise_lines(noisy[:2], rows(noisy[:2])) == []  # one run of the tool: no spread to show
 
 
 def test_render_states_the_servers_tools_and_breakdown_from_the_records():
-    recs = [{"type": "crosscheck_server", "backend": "postgres", "label": "PostgreSQL 15.14", "mode": "native",
-             "consistency": "", "tool": "pgbench", "tool_version": "pgbench (PostgreSQL) 15.14"},
-            {**_rec("theirs", 0, 1, 400, 10, 1.0), "command": "pgbench -n -M prepared", "load": [1.5, 1, 1]},
-            {**_rec("ours", 0, 1, 500, 10, 1.0), "load": [2.5, 1, 1]},
-            {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
-             "adapter_p50_ms": 0.45, "driver_p50_ms": 0.43, "calls": 10}]
-    text = render({"run_id": "x", "config": {"seconds": 3, "rounds": 1}, "dataset": {"profile": "tiny"}}, recs)
+    recs = [
+        {"type": "crosscheck_server", "backend": "postgres", "label": "PostgreSQL 15.14", "mode": "native",
+         "consistency": "", "tool": "pgbench", "tool_version": "pgbench (PostgreSQL) 15.14"},
+        {**_rec("theirs", 0, 1, 400, 10, 1.0), "command": "pgbench -n -M prepared", "load": [1.5, 1, 1]},
+        {**_rec("ours", 0, 1, 500, 10, 1.0), "load": [2.5, 1, 1]},
+        {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
+         "adapter_p50_ms": 0.45, "driver_p50_ms": 0.43, "calls": 10}]
+    text = render(
+        {"run_id": "x", "config": {"seconds": 3, "rounds": 1}, "dataset": {"profile": "tiny"}}, recs)
     assert "`pgbench -n -M prepared`" in text and "PostgreSQL 15.14" in text
     assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.050 | +0.020 | +0.030 |" in text
     assert "median 2.00, range 1.50-2.50" in text
-    assert ("- postgres check_negative: ours 0.500 ms against pgbench's 0.400 ms (+0.100 ms): the runner around the "
-            "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms.") in \
-        " ".join(text.split())  # a long bullet folds at 160 characters
+    assert (
+        "- postgres check_negative: ours 0.500 ms against pgbench's 0.400 ms (+0.100 ms): the runner around "
+        "the "
+        "call +0.050 ms, the adapter's own work +0.020 ms, the driver's call against pgbench's +0.030 ms."
+    ) in " ".join(text.split())  # a long bullet folds at 160 characters
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -290,7 +303,8 @@ def test_a_committed_run_with_gzipped_records_renders_like_the_results_dir(tmp_p
 def test_ghz_runs_one_connection_per_worker_for_the_phase_or_a_warm_up_count(tmp_path):
     md = {"authorization": "Bearer k3y"}
     timed = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, seconds=3)
-    assert (timed["concurrency"], timed["connections"], timed["duration"], timed["duration-stop"]) == (8, 8, "3s", "wait")
+    assert (timed["concurrency"], timed["connections"], timed["duration"], timed["duration-stop"]) == (
+        8, 8, "3s", "wait")
     assert "total" not in timed and timed["reflect-metadata"] == md
     warm = ghz_config("a.B.C", "127.0.0.1:1", tmp_path / "r.json", md, 8, requests=34)
     assert warm["total"] == 34 and "duration" not in warm
@@ -298,14 +312,17 @@ def test_ghz_runs_one_connection_per_worker_for_the_phase_or_a_warm_up_count(tmp
 
 def test_pgbench_runs_prepared_for_the_phase_or_a_warm_up_count(tmp_path):
     timed = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 3, tmp_path / "tx")
-    assert timed[1:] == ["-n", "-M", "prepared", "-c", "8", "-j", "8", "-T", "3", "-f", str(tmp_path / "s.sql"),
-                         "-l", "--log-prefix", str(tmp_path / "tx"), "DSN"]
-    warm = pgbench_command(tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 0, tmp_path / "w", transactions=5)
+    assert timed[1:] == [
+        "-n", "-M", "prepared", "-c", "8", "-j", "8", "-T", "3", "-f", str(tmp_path / "s.sql"), "-l",
+        "--log-prefix", str(tmp_path / "tx"), "DSN"]
+    warm = pgbench_command(
+        tmp_path / "pgbench", tmp_path / "s.sql", "DSN", 8, 0, tmp_path / "w", transactions=5)
     assert warm[8:10] == ["-t", "5"]
 
 
 def test_the_side_that_runs_first_on_a_phases_inputs_alternates_by_round():
-    assert [sides_in_order(r) for r in range(3)] == [("theirs", "ours"), ("ours", "theirs"), ("theirs", "ours")]
+    assert [sides_in_order(r) for r in range(3)] == [
+        ("theirs", "ours"), ("ours", "theirs"), ("theirs", "ours")]
 
 
 def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
@@ -322,7 +339,8 @@ def test_a_later_run_replaces_the_backends_it_measured_again(tmp_path):
         (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     text = render_run([tmp_path / "a", tmp_path / "b"], tmp_path / "out").read_text()
     assert "| permify | check_negative | 1 | pgbench | ours | 0.440 |" in text and "| 0.100 |" not in text
-    assert "| postgres | check_negative | 1 | pgbench | ours | 0.500 |" in text and "measured again in b (permify)" in text
+    assert ("| postgres | check_negative | 1 | pgbench | ours | 0.500 |" in text
+            and "measured again in b (permify)" in text)
 
 
 def _server(backend: str = "openfga", tier: str = "strict") -> dict:
@@ -334,8 +352,9 @@ def _server(backend: str = "openfga", tier: str = "strict") -> dict:
 
 
 def test_render_states_the_tier_asked_for_and_each_engines_recorded_cache_and_reads():
-    recs = [_server(), {**_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), "command": "ghz", "load": [0.5, 1, 1]},
-            {**_rec("ours", 0, 1, 500, 10, 1.0, "openfga"), "load": [0.5, 1, 1]}]
+    recs = [
+        _server(), {**_rec("theirs", 0, 1, 400, 10, 1.0, "openfga"), "command": "ghz", "load": [0.5, 1, 1]},
+        {**_rec("ours", 0, 1, 500, 10, 1.0, "openfga"), "load": [0.5, 1, 1]}]
     text = render({"run_id": "x", "config": {"seconds": 3, "tier": "strict"}}, recs)
     assert "- Tier: strict." in text
     assert "openfga in the strict tier: answer cache off (check query and iterator caches); reads " \
@@ -364,7 +383,8 @@ def test_a_run_without_a_recorded_start_load_takes_its_first_runs():
 
 
 def test_render_states_the_warm_up_both_sides_got_and_the_recorded_commit():
-    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0), "warmup": 1200}, {**_rec("ours", 0, 1, 500, 10, 1.0), "warmup": 1200}]
+    recs = [{**_rec("theirs", 0, 1, 400, 10, 1.0), "warmup": 1200},
+            {**_rec("ours", 0, 1, 500, 10, 1.0), "warmup": 1200}]
     env = {"source": {"commit": "a1f8a01", "dirty": True}}
     text = " ".join(render({"run_id": "x", "config": {}, "environment": env}, recs).split())
     assert "Warm-up: every phase, on both sides, ran 1,200 unmeasured ops" in text
@@ -399,20 +419,25 @@ def test_tier_is_parsed_and_passed_to_the_plan(monkeypatch, tmp_path):
     import authzbench.tools.crosscheck as cc
 
     seen = {}
-    monkeypatch.setattr(cc, "run_command", lambda plan, *a: seen.setdefault("plan", plan) and tmp_path / "r.md")
-    assert main(["crosscheck", "--tier", "strict", "--provision", "native", "--results-dir", str(tmp_path)]) == 0
+    monkeypatch.setattr(
+        cc, "run_command", lambda plan, *a: seen.setdefault("plan", plan) and tmp_path / "r.md")
+    assert (
+        main(["crosscheck", "--tier", "strict", "--provision", "native", "--results-dir", str(tmp_path)]) == 0
+    )
     assert seen["plan"].tier == "strict"
     seen.clear()
     main(["crosscheck", "--results-dir", str(tmp_path)])
     assert seen["plan"].tier == "cached"
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--tier", "loose"], "--tier"),
-    (["--tier", "strict", "--provision", "external", "--backend", "openfga"], "--tier strict needs --provision native"),
-])
-def test_a_bad_or_unrunnable_tier_is_refused_before_anything_is_written(argv, says, capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("AUTHZBENCH_OPENFGA_URL", "http://127.0.0.1:1")  # an external server named, never reached
+@pytest.mark.parametrize("argv, says",
+                         [(["--tier", "loose"], "--tier"),
+                          (["--tier", "strict", "--provision", "external", "--backend", "openfga"],
+                           "--tier strict needs --provision native")])
+def test_a_bad_or_unrunnable_tier_is_refused_before_anything_is_written(
+    argv, says, capsys, tmp_path, monkeypatch):
+    # an external server named, never reached
+    monkeypatch.setenv("AUTHZBENCH_OPENFGA_URL", "http://127.0.0.1:1")
     with pytest.raises(SystemExit) as e:
         raise SystemExit(main(["crosscheck", "--results-dir", str(tmp_path), *argv]))
     err = capsys.readouterr().err
@@ -431,7 +456,8 @@ def test_openfga_over_http_and_grpc_is_a_table_of_its_own_with_the_transports_co
     text = render({"run_id": "x", "config": {}}, recs)
     assert "## OpenFGA over HTTP and over gRPC at 1 worker" in text
     assert "| openfga | check_negative | 1.000 | 0.900 | 0.700 | 0.450 | 0.400 | +0.250 | +0.050 |" in text
-    assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.250" not in text  # no gRPC: no row
+    # no gRPC: no row
+    assert "| postgres | check_negative | 0.500 | 0.450 | 0.430 | 0.400 | +0.250" not in text
     no_grpc = [r for r in recs if r.get("backend") != "openfga"]
     assert "over gRPC" not in render({"run_id": "x", "config": {}}, no_grpc)
 
@@ -461,12 +487,13 @@ def test_the_breakdown_times_a_grpc_call_in_turn_and_a_failed_call_stops_it(monk
 
 def _cpu_rec(side: str, conc: int, ops: int, client_ms: float | None, server_ms: float | None,
              backend: str = "postgres") -> dict:
-    return {**_rec(side, 0, conc, 400, ops, 1.0, backend), "client_cpu_ms": client_ms, "server_cpu_ms": server_ms}
+    return {
+        **_rec(side, 0, conc, 400, ops, 1.0, backend), "client_cpu_ms": client_ms, "server_cpu_ms": server_ms}
 
 
-def test_throughput_under_half_the_tools_is_client_bound_when_our_client_took_40_percent_of_a_saturated_machine():
-    # 20 ops/s x (40 + 60 ms) = 2 core-s a second on 2 cores; the server took more than our client (the old rule:
-    # "not client-bound ... the gap is not our client's CPU")
+def test_throughput_under_half_the_tools_is_client_bound_when_our_client_took_40_percent_of_a_saturated_machine():  # noqa: E501
+    # 20 ops/s x (40 + 60 ms) = 2 core-s a second on 2 cores; the server took more than our client (the old
+    # rule: "not client-bound ... the gap is not our client's CPU")
     recs = [_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 10, 0.2, 0.05),
             _cpu_rec("theirs", 8, 100, 1.0, 50.0), _cpu_rec("ours", 8, 20, 40.0, 60.0)]
     head, line, blank = throughput_verdict(rows(recs), cores=2)
@@ -474,7 +501,8 @@ def test_throughput_under_half_the_tools_is_client_bound_when_our_client_took_40
     assert "postgres check_negative at 8 (ours): 0.20x pgbench's" in line
     assert f"{MARK} client-bound: the machine 100% busy, our client 40% of it (40.0000 ms" in line
     assert "the server alone on the 2 cores: up to 33/s" in line  # 2 x 1000 / 60 ms
-    assert "with the tool's client CPU (1.0000 ms per op) the same server CPU predicts 33/s" in line  # 2000 / 61
+    # 2000 / 61
+    assert "with the tool's client CPU (1.0000 ms per op) the same server CPU predicts 33/s" in line
     text = render({"environment": {"cpu_logical": 2}}, recs)
     assert f"{MARK} client-bound: the machine 100% busy" in text and "gap is not our client" not in text
     assert "| 100% | 40% | 20 | 33 | ◐ yes |" in text
@@ -485,7 +513,8 @@ def test_low_throughput_on_an_unsaturated_machine_or_with_a_small_client_share_i
             _cpu_rec("theirs", 8, 100, 0.01, 0.05, "spicedb"), _cpu_rec("ours", 8, 20, 10.0, 90.0, "spicedb"),
             _cpu_rec("theirs", 8, 100, None, None), _cpu_rec("ours", 8, 20, None, None)]
     _, fga, spice, pg, _ = throughput_verdict(rows(recs), cores=2)
-    assert "not client-bound (under 75% busy): the machine 60% busy, our client 50%" in fga and MARK not in fga
+    assert (
+        "not client-bound (under 75% busy): the machine 60% busy, our client 50%" in fga and MARK not in fga)
     assert "not client-bound (our client under 25% of it): the machine 100% busy, our client 10%" in spice
     assert "not flagged: the run recorded no client and server CPU apart" in pg
     assert "not judged: the run recorded no core count" in throughput_verdict(rows(recs))[1]
@@ -493,9 +522,11 @@ def test_low_throughput_on_an_unsaturated_machine_or_with_a_small_client_share_i
 
 def test_throughput_at_least_half_the_tools_is_not_listed_and_one_worker_alone_says_nothing():
     fine = [_cpu_rec("theirs", 8, 100, 0.01, 0.05), _cpu_rec("ours", 8, 50, 0.2, 0.05)]
-    assert throughput_verdict(rows(fine)) == ["At the most workers, like for like, our throughput is under 0.5x the "
-                                              "tool's on 0 of 1 rows.", ""]
-    assert throughput_verdict(rows([_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 1, 0.2, 0.05)])) == []
+    assert throughput_verdict(rows(fine)) == [
+        "At the most workers, like for like, our throughput is under 0.5x the tool's on 0 of 1 rows.", ""]
+    assert (
+        throughput_verdict(rows([_cpu_rec("theirs", 1, 10, 0.01, 0.05), _cpu_rec("ours", 1, 1, 0.2, 0.05)]))
+        == [])
 
 
 def test_openfgas_throughput_is_judged_over_grpc_and_its_low_http_side_is_listed_apart():

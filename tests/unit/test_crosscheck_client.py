@@ -1,5 +1,6 @@
-"""The client's side of the cross-check (issue 56): OpenFGA's runner over gRPC as a side of its own, the CPU each
-side's client and the server spent per op, and the bare driver call alone as the floor, from records to report."""
+"""The client's side of the cross-check (issue 56): OpenFGA's runner over gRPC as a side of its own, the CPU
+each side's client and the server spent per op, and the bare driver call alone as the floor, from records to
+report."""
 
 from __future__ import annotations
 
@@ -25,12 +26,17 @@ def _fga(side: str, p50_us: int, **cpu: float) -> dict:
 def test_openfgas_grpc_side_is_a_row_of_its_own_beside_http_and_judges_it_like_for_like():
     recs = [_fga("theirs", 400), _fga("ours", 1000), _fga("ours-grpc", 440)]
     http, grpc = rows(recs)
-    assert (http.side, grpc.side) == ("ours", "ours-grpc") and grpc.ratio("p50_ms") == pytest.approx(1.1, rel=0.01)
+    assert (http.side, grpc.side) == ("ours", "ours-grpc") and grpc.ratio("p50_ms") == pytest.approx(
+        1.1, rel=0.01)
     text = " ".join(render(MANIFEST, recs).split())
-    assert "| openfga | check_negative | 1 | ghz | ours over gRPC | 0.440 | 0.400 | 1.10 (1.10-1.10) |" in text
-    assert "our p50 is within 1.15x of the independent tool's on all 1 (backend, scenario) pairs (highest 1.10)" in text
-    assert "Over HTTP through its SDK, what `bench` measures for it, against ghz's gRPC, our 1-worker p50 / ghz's: " \
-           "openfga check_negative 2.50" in text
+    assert (
+        "| openfga | check_negative | 1 | ghz | ours over gRPC | 0.440 | 0.400 | 1.10 (1.10-1.10) |" in text)
+    assert (
+        "our p50 is within 1.15x of the independent tool's on all 1 (backend, scenario) pairs (highest 1.10)"
+        in text)
+    assert ("Over HTTP through its SDK, what `bench` measures for it, against ghz's gRPC, our 1-worker p50 / "
+            "ghz's: "
+            "openfga check_negative 2.50" in text)
 
 
 def test_the_grpc_side_runs_at_either_end_and_the_tool_first_every_other_round():
@@ -45,13 +51,16 @@ def test_a_client_taking_a_quarter_or_more_of_the_saturated_cores_is_flagged_cli
             _fga("ours", 1000, client_cpu_ms=100.0, server_cpu_ms=100.0),
             _fga("ours-grpc", 440, client_cpu_ms=20.0, server_cpu_ms=180.0)]
     text = " ".join(render({**MANIFEST, "environment": {"cpu_logical": 2}}, recs).split())
-    assert ("| openfga | check_negative | 1 | ours | 100.0000 | 5.0000 | 20.00 | 100.0000 | 180.0000 | 100% | 50% | "
-            "10 | 20 | ◐ yes |") in text
-    assert ("| openfga | check_negative | 1 | ours over gRPC | 20.0000 | 5.0000 | 4.00 | 180.0000 | 180.0000 | 100% | "
-            "10% | 10 | 11 | no |") in text
-    assert ("Our client spent 4.00-20.00x the tool's CPU per op over 2 rows. Client-bound (◐: client + server CPU at "
-            "least 75% of the 2 cores, our client at least 25% of it, so the throughput understates the server): "
-            "openfga check_negative at 1 (ours).") in text
+    assert (
+        "| openfga | check_negative | 1 | ours | 100.0000 | 5.0000 | 20.00 | 100.0000 | 180.0000 | 100% | "
+        "50% | 10 | 20 | ◐ yes |") in text
+    assert (
+        "| openfga | check_negative | 1 | ours over gRPC | 20.0000 | 5.0000 | 4.00 | 180.0000 | 180.0000 | "
+        "100% | 10% | 10 | 11 | no |") in text
+    assert (
+        "Our client spent 4.00-20.00x the tool's CPU per op over 2 rows. Client-bound (◐: client + server "
+        "CPU at least 75% of the 2 cores, our client at least 25% of it, so the throughput understates the "
+        "server): openfga check_negative at 1 (ours).") in text
 
 
 def test_no_cpu_section_when_the_runs_recorded_no_cpu():
@@ -62,10 +71,12 @@ def test_no_cpu_section_when_the_runs_recorded_no_cpu():
 def test_the_floor_is_the_driver_alone_set_against_the_tool_and_ours():
     recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
             {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
-             "adapter_p50_ms": 0.47, "driver_p50_ms": 0.45, "calls": 10, "floor_p50_ms": 0.44, "floor_cpu_ms": 0.02}]
+             "adapter_p50_ms": 0.47, "driver_p50_ms": 0.45, "calls": 10, "floor_p50_ms": 0.44,
+             "floor_cpu_ms": 0.02}]
     text = " ".join(render(MANIFEST, recs).split())
     assert "| +0.050 | 0.440 | +0.040 | 0.020 |" in text
-    assert ("- postgres check_negative: the driver alone 0.440 ms, 1.10x pgbench's 0.400 ms; ours 0.500 ms, 1.14x "
+    assert ("- postgres check_negative: the driver alone 0.440 ms, 1.10x pgbench's 0.400 ms; ours 0.500 ms, "
+            "1.14x "
             "the driver alone.") in text
 
 
@@ -128,7 +139,7 @@ def test_a_client_descendants_reaped_grandchild_still_counts_so_the_sum_never_fa
 def test_the_floor_note_adds_the_runners_own_cost_per_op_where_measured():
     recs = [_rec("theirs", 0, 1, 400, 10, 1.0), _rec("ours", 0, 1, 500, 10, 1.0),
             {"type": "crosscheck_breakdown", "backend": "postgres", "scenario": "check_negative",
-             "adapter_p50_ms": 0.47, "driver_p50_ms": 0.45, "calls": 10, "floor_p50_ms": 0.44, "floor_cpu_ms": 0.02,
-             "runner_us": 2.2}]
+             "adapter_p50_ms": 0.47, "driver_p50_ms": 0.45, "calls": 10, "floor_p50_ms": 0.44,
+             "floor_cpu_ms": 0.02, "runner_us": 2.2}]
     text = " ".join(render(MANIFEST, recs).split())
     assert "The runner's own loop around a no-op check: +2.2 µs an op (0.5% of the driver alone)." in text

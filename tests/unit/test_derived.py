@@ -1,4 +1,5 @@
-"""report.data.derived: a table derived from a run is computed once, and again when the run's frames change."""
+"""report.data.derived: a table derived from a run is computed once, and again when the run's frames
+change."""
 
 from __future__ import annotations
 

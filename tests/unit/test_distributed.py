@@ -44,10 +44,11 @@ def tiny(tmp_path_factory):
 def client():
     # The arguments DISTRIBUTED.md found necessary: every listener on 127.0.0.1 (an empty dashboard host
     # binds 0.0.0.0), and daemon off so a Dask worker may start the load processes.
-    with dask.config.set({"distributed.worker.daemon": False, "distributed.worker.profile.enabled": False}), \
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                     dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as c, \
-            distributed.Client(c) as cl:
+    with (dask.config.set({"distributed.worker.daemon": False, "distributed.worker.profile.enabled": False}),
+          distributed.LocalCluster(
+              n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+              dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0") as c,
+          distributed.Client(c) as cl):
         yield cl
 
 
@@ -120,15 +121,17 @@ def test_the_report_shows_ops_latency_and_clock_offset_per_host(client, tiny, tm
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
     store = RunStore.create(tmp_path / "results")
-    run_phase_distributed(_open(concurrency=2, rate=100.0, seconds=1.0), _factory(ds), inputs, store.append, client,
-                          clock_skews={0: -2.0})
+    run_phase_distributed(
+        _open(concurrency=2, rate=100.0, seconds=1.0), _factory(ds), inputs, store.append, client,
+        clock_skews={0: -2.0})
     render(store.path, tmp_path / "reports")
     md = (tmp_path / "reports" / f"{store.path.name}-appendix.md").read_text()
     section = md[md.index("## Load hosts"):]
     hosts = next(r for r in store.records() if r["type"] == "clock")["hosts"]
     for h in hosts:
         assert f"| {h['host']} | check | 1 | 50 |" in section  # 100 ops/s for 1 s, half on each host
-    assert f"| {hosts[0]['offset_ms']:,.0f} |" in section and round(hosts[0]["offset_ms"]) in range(-2002, -1997)
+    assert f"| {hosts[0]['offset_ms']:,.0f} |" in section and round(hosts[0]["offset_ms"]) in range(
+        -2002, -1997)
 
 
 def test_bench_drives_the_agents_through_its_own_client(client, tiny):
@@ -140,8 +143,10 @@ from authzbench.measure.runner import BackendFactory, PhaseSpec
 c = connect({client.scheduler.address!r})
 hosts = sorted(host_versions(c)["hosts"])
 inputs = [("check", (0, "view", r), False) for r in range(20)]
-f = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {{}}, {{"dataset_path": {str(ds.path)!r}}})
-res = run_phase_distributed(PhaseSpec("reference", "s", concurrency=2, iterations=40), f, inputs, lambda r: None, c)
+f = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {{}},
+                   {{"dataset_path": {str(ds.path)!r}}})
+res = run_phase_distributed(PhaseSpec("reference", "s", concurrency=2, iterations=40), f, inputs,
+                            lambda r: None, c)
 print(len(hosts), res.status, res.ops, res.reason)
 c.close()
 """

@@ -1,9 +1,10 @@
-"""Every committed example with a churn sweep, checked against its own records (issue 67, item 8): each deciding
-step's check p95 is the p95 of the step's recorded checks, its interval holds at least the order-statistics
-interval of those checks, its verdict follows from that interval and the SLO (held: within, undecided: across,
-failed on the reads: over), the sustainable churn names every undecided step with its interval in the main
-report, and every churn figure ranked in the JSON lies within its interval. The committed files are what their
-results render to (test_example_reports re-renders each), so these checks read them as committed."""
+"""Every committed example with a churn sweep, checked against its own records (issue 67, item 8): each
+deciding step's check p95 is the p95 of the step's recorded checks, its interval holds at least the
+order-statistics interval of those checks, its verdict follows from that interval and the SLO (held: within,
+undecided: across, failed on the reads: over), the sustainable churn names every undecided step with its
+interval in the main report, and every churn figure ranked in the JSON lies within its interval. The committed
+files are what their results render to (test_example_reports re-renders each), so these checks read them as
+committed."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def check_example(ex: Example, out: Path) -> list[str]:
                                                                                for h in hists):
                 found.append(f"{where}: p95 {step['check_p95_ms']} from {p95:.4g} in the records")
             if not (lo <= significant(os_lo) and significant(os_hi) <= hi):
-                found.append(f"{where}: interval {lo}-{hi} narrower than the checks' own {os_lo:.4g}-{os_hi:.4g}")
+                found.append(
+                    f"{where}: interval {lo}-{hi} narrower than the checks' own {os_lo:.4g}-{os_hi:.4g}")
             state = step["state"]
             if (state == "held" and hi > slo) or (state == "undecided" and not lo <= slo < hi):
                 found.append(f"{where}: {state} with {lo}-{hi} against {slo:g} ms")

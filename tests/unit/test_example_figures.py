@@ -1,6 +1,6 @@
-"""Every committed example printed by one rule (issue 67, items 5 and 10): a figure of the JSON prints the same
-digits in the main report and in the appendix, and no appendix line is over 400 characters. These read the
-committed files, so they hold once every example is re-rendered (test_example_reports re-renders each)."""
+"""Every committed example printed by one rule (issue 67, items 5 and 10): a figure of the JSON prints the
+same digits in the main report and in the appendix, and no appendix line is over 400 characters. These read
+the committed files, so they hold once every example is re-rendered (test_example_reports re-renders each)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def _ranked_table(ex) -> dict[tuple[str, str], str]:
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
 def test_every_json_figure_prints_the_same_digits_in_the_main_report_and_the_appendix(ex):
     """The JSON's value, printed by num(), is what the appendix's ranked-figure table and the main report's
-    Findings show: a half-way value (45,084.5) rounded two ways showed 45,085 in one and 45,084 in the other."""
+    Findings show: a half-way value (45,084.5) rounded two ways showed 45,085 in one and 45,084 in the
+    other."""
     figs = json.loads((REPORTS / ex.report.replace(".md", ".json")).read_text())["figures"]
     main, table = _findings((REPORTS / ex.report).read_text()), _ranked_table(ex)
     checked = 0

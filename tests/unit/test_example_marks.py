@@ -51,12 +51,14 @@ def rounds(run_dir: Path) -> pd.DataFrame:
     rows = []
     for (phase, kind), n in ops.items():
         s = starts[phase]
-        rows.append({"backend": s["backend"], "scenario": s["scenario"], "consistency": s.get("consistency") or "",
-                     "mode": s["mode"], "concurrency": int(s["concurrency"]), "churn_rate": s.get("churn_rate") or 0.0,
-                     "rate": s.get("start_rate") or 0.0, "repeat": s["repeat"], "attempt": s.get("attempt", 0),
-                     "kind": kind, "ops": n})
+        rows.append(
+            {"backend": s["backend"], "scenario": s["scenario"], "consistency": s.get("consistency") or "",
+             "mode": s["mode"], "concurrency": int(s["concurrency"]),
+             "churn_rate": s.get("churn_rate") or 0.0, "rate": s.get("start_rate") or 0.0,
+             "repeat": s["repeat"], "attempt": s.get("attempt", 0), "kind": kind, "ops": n})
     df = pd.DataFrame(rows)
-    key = ["backend", "scenario", "consistency", "mode", "concurrency", "churn_rate", "rate", "repeat", "kind"]
+    key = [
+        "backend", "scenario", "consistency", "mode", "concurrency", "churn_rate", "rate", "repeat", "kind"]
     return df[df["attempt"] == df.groupby(key)["attempt"].transform("max")]
 
 
@@ -64,7 +66,9 @@ def rounds(run_dir: Path) -> pd.DataFrame:
 class Records:
     df: pd.DataFrame
 
-    def select(self, backend: str, scenario: str | None = None, kinds: tuple[str, ...] = READS, **eq) -> pd.DataFrame:
+    def select(
+        self, backend: str, scenario: str | None = None, kinds: tuple[str, ...] = READS, **eq
+    ) -> pd.DataFrame:
         d = self.df
         d = d[(d["backend"] == backend) & d["kind"].isin(kinds)]
         if scenario is not None:
@@ -74,7 +78,8 @@ class Records:
         return d[d["ops"] > 0]
 
     def short(self, rows: pd.DataFrame, q: float, pooled: bool = False) -> bool:
-        """Under the floor: some round had fewer ops than percentile q needs (pooled: all of them together)."""
+        """Under the floor: some round had fewer ops than percentile q needs (pooled: all of them
+        together)."""
         assert not rows.empty, "a printed percentile the records do not hold"
         n = int(rows["ops"].sum()) if pooled else int(rows.groupby("repeat")["ops"].sum().min())
         return n < FLOOR[q]
@@ -137,10 +142,11 @@ def _need(found: list[Miss], short: bool, text: str, where: str) -> None:
 
 
 # what no rule of ⚠ applies to: the header and why
-NOT_OP_PERCENTILES = {"Batch p95 (s)": "a load's batches, not ops", "Reference p95 (ms)": "the reference's figure",
-                      "Reference batch p95 (s)": "the reference's figure", "Ours batch p95 (s)": "a load's batches",
-                      "CV p50": "a spread across runs", "CV p95": "a spread across runs",
-                      "p95 ours ÷ reference": "a ratio beside the marked Ours p95"}
+NOT_OP_PERCENTILES = {
+    "Batch p95 (s)": "a load's batches, not ops", "Reference p95 (ms)": "the reference's figure",
+    "Reference batch p95 (s)": "the reference's figure", "Ours batch p95 (s)": "a load's batches",
+    "CV p50": "a spread across runs", "CV p95": "a spread across runs",
+    "p95 ours ÷ reference": "a ratio beside the marked Ours p95"}
 
 
 def check_table(t: Table, rec: Records, found: list[Miss], unplaced: list[str]) -> None:
@@ -162,29 +168,38 @@ def check_table(t: Table, rec: Records, found: list[Miss], unplaced: list[str]) 
             _need(found, rec.short(rows, q, pooled), r[h], f"{where} [{h}]")
 
 
-def _rows_of(t: Table, head: set[str], h: str, r: dict[str, str], rec: Records) -> tuple[pd.DataFrame | None, bool]:
+def _rows_of(
+    t: Table, head: set[str], h: str, r: dict[str, str], rec: Records) -> tuple[pd.DataFrame | None, bool]:
     """The records behind one cell, and whether the figure pools its rounds' ops."""
     if {"Write kind", "Read consistency", "Workers"} <= head:  # the appendix's structural writes
-        cons = "" if r["Read consistency"] == "—" or r["Read consistency"].endswith("(session)") else r["Read consistency"]
+        cons = (""
+                if r["Read consistency"] == "—" or r["Read consistency"].endswith("(session)")
+                else r["Read consistency"])
         kind = ("write",) if h.startswith("Write") else ("visibility",)
         return rec.select(bare(r["Backend"]), r["Write kind"], kind, consistency=cons,
                           concurrency=int(r["Workers"])), False
     if "Changes/s" in head:  # the churn steps: one phase a step, its ops pooled
-        kind = ("write",) if h.startswith("Write") else ("visibility",) if h.startswith("Visibility") else ("check",)
+        kind = (("write",)
+                if h.startswith("Write")
+                else ("visibility",)
+                if h.startswith("Visibility")
+                else ("check",))
         return rec.select(bare(r["Backend"]), "churn", kind, churn_rate=float(r["Changes/s"])), True
     if "Engine" in head:  # freshness against latency: the via-group check per mode, the mode's writes pooled
         cons = "" if r["Read consistency"].endswith("(session)") else r["Read consistency"]
         if h.startswith("Visibility"):
             d = rec.select(bare(r["Engine"]), None, ("visibility",), consistency=cons)
             return d[d["scenario"] != "churn"], True
-        return rec.select(bare(r["Engine"]), "check_view_via_group_member", consistency=cons, concurrency=1), False
+        return rec.select(
+            bare(r["Engine"]), "check_view_via_group_member", consistency=cons, concurrency=1), False
     if {"Loop", "Op"} <= head:  # the mixed phases
         return _mixed(rec, r, (r["Op"],)), False
     if {"Loop", "Verdict"} <= head:  # the SLO verdicts
         return _mixed(rec, r, ("write",) if h.startswith("Write") else ("check",)), False
     if h == "Ours p95 (ms)":  # against the reference: ours at the lowest worker count
         b = bare(r["Backend"])
-        return rec.select(b, t.context, mode="closed", consistency="", concurrency=rec.lowest(b, t.context)), False
+        return rec.select(
+            b, t.context, mode="closed", consistency="", concurrency=rec.lowest(b, t.context)), False
     if {"Backend", "Workers", "Ops"} <= head and "Loop" not in head:  # a per-scenario read table
         return rec.select(bare(r["Backend"]), t.context, mode="closed", consistency="",
                           concurrency=int(r["Workers"])), False
@@ -202,7 +217,8 @@ def _mixed(rec: Records, r: dict[str, str], kinds: tuple[str, ...]) -> pd.DataFr
 
 # the main report's compact tables: cells holding several figures -----------------------------------------
 
-def check_main_tables(md: str, rec: Records, figs: list[dict], found: list[Miss], unplaced: list[str]) -> None:
+def check_main_tables(
+    md: str, rec: Records, figs: list[dict], found: list[Miss], unplaced: list[str]) -> None:
     for t in tables(md):
         if t.head[0] == "Scenario":  # reads: "p50 / p95; rate/s @workers" at each backend's lowest workers
             for r in t.rows:
@@ -235,8 +251,9 @@ def check_main_tables(md: str, rec: Records, figs: list[dict], found: list[Miss]
 
 
 def sweep_table(t: Table) -> bool:
-    """A size or shape sweep's table (sweep.py, shapes.py: a lowercase "backend" column) shows the figures of the
-    sweep's other runs, each from its own records: not checked here (a gap this test names rather than hides)."""
+    """A size or shape sweep's table (sweep.py, shapes.py: a lowercase "backend" column) shows the figures of
+    the sweep's other runs, each from its own records: not checked here (a gap this test names rather than
+    hides)."""
     return t.head[0] == "backend"
 
 
@@ -263,7 +280,8 @@ def _dimension_of(r: dict[str, str], figs: list[dict]) -> str | None:
 
 
 def check_workloads(md: str, rec: Records, found: list[Miss]) -> None:
-    """The decision by workload: check p95 via a group at 1 worker, and each churn step's check p95 (pooled)."""
+    """The decision by workload: check p95 via a group at 1 worker, and each churn step's check p95
+    (pooled)."""
     for t in tables(md):
         if t.head[0] != "Workload":
             continue
@@ -271,17 +289,22 @@ def check_workloads(md: str, rec: Records, found: list[Miss]) -> None:
             m = re.match(r"Membership churn of ([\d,.]+) change", r["Workload"])
             if not m and not r["Workload"].startswith("Read-heavy"):
                 continue
-            for item in re.finditer(r"([\w-]+)(?: [‡†])? ([\d,.]+) ms \([^)]*\)( ⚠)?", r["Backends that meet it, best first"]):
+            for item in re.finditer(
+                r"([\w-]+)(?: [‡†])? ([\d,.]+) ms \([^)]*\)( ⚠)?", r["Backends that meet it, best first"]):
                 b = item.group(1)
-                rows = (rec.select(b, "churn", ("check",), churn_rate=float(m.group(1).replace(",", ""))) if m else
-                        rec.select(b, "check_view_via_group_member", consistency="", mode="closed", concurrency=1))
-                _need(found, rec.short(rows, 95.0, pooled=bool(m)), item.group(0), f"workload {r['Workload']} {b}")
+                rows = (rec.select(b, "churn", ("check",), churn_rate=float(m.group(1).replace(",", "")))
+                        if m
+                        else rec.select(
+                            b, "check_view_via_group_member", consistency="", mode="closed", concurrency=1))
+                _need(found, rec.short(rows, 95.0, pooled=bool(m)), item.group(0),
+                      f"workload {r['Workload']} {b}")
 
 
 # the ranked figures: JSON, the appendix's table of them, the Findings --------------------------------------
 
 def required(f: dict, rec: Records) -> bool:
-    """Whether a ranked figure rests on a round under its op floor, from the records (None: not a percentile)."""
+    """Whether a ranked figure rests on a round under its op floor, from the records (None: not a
+    percentile)."""
     dim, b = f["dimension"], f["backend"]
     kind, _, s = dim.partition("/")
     if kind in ("check_p50", "check_p95", "lookup_p95", "write_p95"):
@@ -294,11 +317,13 @@ def required(f: dict, rec: Records) -> bool:
         d = d[d["scenario"] != "churn"]
         d = d[d["concurrency"] == d["concurrency"].min()]
         return any(rec.short(g, 95.0) for _, g in d.groupby("scenario"))
-    if dim == "mixed_slo" and f["value"] is not None and not f["text"]:  # at the workers whose checks sum to n
+    # at the workers whose checks sum to n
+    if dim == "mixed_slo" and f["value"] is not None and not f["text"]:
         d = rec.select(b, "mixed", ("check", "write"), mode="closed")
         for _, g in d.groupby("concurrency"):
             if int(g[g["kind"] == "check"]["ops"].sum()) == f["n"]:
-                return any(rec.short(g[g["kind"] == k], 95.0) for k in ("check", "write") if (g["kind"] == k).any())
+                return any(
+                    rec.short(g[g["kind"] == k], 95.0) for k in ("check", "write") if (g["kind"] == k).any())
         raise AssertionError(f"mixed_slo {b}: no worker count with {f['n']} checks")
     return False
 
@@ -311,7 +336,9 @@ def check_figures(figs: list[dict], appendix: str, main: str, rec: Records, foun
     rows = [r for t in tables(listed) for r in t.rows]
     for f, r in zip(figs, rows, strict=True):
         if required(f, rec):
-            _need(found, "too_few" not in r["Flags"], "", f"ranked-figure table {f['dimension']} {f['backend']}")
+            _need(
+                found, "too_few" not in r["Flags"], "", f"ranked-figure table {f['dimension']} {f['backend']}"
+            )
     by_title: dict[str, list[dict]] = {}
     for f in figs:
         by_title.setdefault(f["title"], []).append(f)
@@ -320,7 +347,8 @@ def check_figures(figs: list[dict], appendix: str, main: str, rec: Records, foun
             if not (m := re.match(r"- \[(.+?)(?: \([^()]*\))?\]\(#", line)) or m.group(1) not in by_title:
                 continue
             for f in by_title[m.group(1)]:
-                if required(f, rec) and not re.search(rf"⚠ (?:\S+ )*\*\*{re.escape(f['backend'])}(?: [‡†])?\*\*", line):
+                if required(f, rec) and not re.search(
+                    rf"⚠ (?:\S+ )*\*\*{re.escape(f['backend'])}(?: [‡†])?\*\*", line):
                     found.append(Miss(f"{name} {f['dimension']} {f['backend']}", line[:120]))
 
 
@@ -361,8 +389,8 @@ def rendered(tmp_path_factory):
     def get(ex: Example) -> Path:
         if ex.report not in done:
             done[ex.report] = tmp_path_factory.mktemp(ex.report.removesuffix(".md"))
-            # the charts' layout and PNG encoding were 40% of a render (cProfile: 98 of 243 s on a busy machine);
-            # the text and the JSON do not depend on them
+            # the charts' layout and PNG encoding were 40% of a render (cProfile: 98 of 243 s on a busy
+            # machine); the text and the JSON do not depend on them
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(MplFigure, "savefig", lambda *a, **k: None)
                 mp.setattr(MplFigure, "tight_layout", lambda *a, **k: None)
@@ -393,5 +421,6 @@ def test_no_two_warned_figures_of_one_ranking_are_clearly_apart(ex, rendered):
     for group in warned.values():
         for a in group:  # open on the worse side: above for a latency, down to 0 for a rate
             lo, hi = _interval(a)
-            assert (lo <= 0) if a["higher_is_better"] else hi == math.inf, (a["dimension"], a["backend"], lo, hi)
+            assert (lo <= 0) if a["higher_is_better"] else hi == math.inf, (
+                a["dimension"], a["backend"], lo, hi)
             assert all(overlap(_interval(a), _interval(b)) for b in group), (a["dimension"], a["backend"])

@@ -28,7 +28,8 @@ EXAMPLES = examples()
 
 
 def _companions(ex: Example) -> list[str]:
-    """The files a render writes beside the main report and the test compares too (charts are not compared)."""
+    """The files a render writes beside the main report and the test compares too (charts are not
+    compared)."""
     stem = ex.report.removesuffix(".md")
     return [ex.report] + ([] if _quick(ex) else [f"{stem}-appendix.md", f"{stem}.json"])
 
@@ -41,7 +42,8 @@ def _quick(ex: Example) -> bool:
 
 def test_a_run_whose_records_are_gzipped_reads_like_the_plain_one(tmp_path):
     recs = [{"type": "oracle", "seconds": 0.5, "ts": 1.0},
-            {"type": "step", "backend": None, "step": "builds before measuring", "t0": 1.0, "seconds": 1.0, "ts": 2.0}]
+            {"type": "step", "backend": None, "step": "builds before measuring", "t0": 1.0, "seconds": 1.0,
+             "ts": 2.0}]
     plain, packed = tmp_path / "plain", tmp_path / "packed"
     for d in (plain, packed):
         d.mkdir()
@@ -81,8 +83,8 @@ def test_a_load_tests_example_re_renders_to_the_report_the_command_wrote(tmp_pat
     path = add(run, reports)
     assert path == reports / "loadtest-20990101-000000.md" and path.read_text() == written
     assert "Dataset: a fake one." in written and "| Fake 1.0 | corrected |" in written
-    (reports / "README.md").write_text(f"| [`{path.stem}`]({path.name}) | [`data/{run.name}`](data/{run.name}) "
-                                       "| a load test |\n")
+    (reports / "README.md").write_text(
+        f"| [`{path.stem}`]({path.name}) | [`data/{run.name}`](data/{run.name}) | a load test |\n")
     [example] = examples(reports)
     assert render(example, tmp_path / "again", reports).read_text() == written
 
@@ -93,25 +95,31 @@ def test_adding_a_size_sweeps_last_run_commits_every_run_of_the_sweep(tmp_path, 
         store.append(Oracle(seconds=1.0))
     last.update_manifest(sweep={"profiles": ["tiny", "baseline"], "runs": ["a", "b"]})
     rendered: list[Example] = []
-    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    monkeypatch.setattr(
+        examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
     add(last.path, tmp_path / "reports")
     assert rendered == [Example("b.md", ("data/b", "data/a"))]  # the last run first: the one rendered
     for store in (first, last):
-        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(store.records())
+        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(
+            store.records())
 
 
 def test_adding_a_shape_sweeps_last_run_commits_every_point_of_the_sweep(tmp_path, monkeypatch):
     stores = [RunStore.create(tmp_path / "results", run_id=n) for n in ("a", "b", "c")]
     for store in stores:
         store.append(Oracle(seconds=1.0))
-    stores[-1].update_manifest(shape_sweep={"plan": [], "points": [{"run": n, "param": "depth", "value": v}
-                                                                   for n, v in (("a", 1), ("b", 2), ("c", 4))]})
+    stores[-1].update_manifest(
+        shape_sweep={
+            "plan": [],
+            "points": [{"run": n, "param": "depth", "value": v} for n, v in (("a", 1), ("b", 2), ("c", 4))]})
     rendered: list[Example] = []
-    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    monkeypatch.setattr(
+        examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
     add(stores[-1].path, tmp_path / "reports")
     assert rendered == [Example("c.md", ("data/c", "data/a", "data/b"))]
     for store in stores:
-        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(store.records())
+        assert list(RunStore.open(tmp_path / "reports" / "data" / store.run_id).records()) == list(
+            store.records())
 
 
 def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
@@ -120,7 +128,8 @@ def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
     for ex in EXAMPLES:
         assert ex.runs, f"{ex.report}: the index names no results"
         for run in ex.runs:
-            assert (REPORTS / run / "manifest.json").is_file() and (REPORTS / run / "records.jsonl.gz").is_file(), run
+            assert (REPORTS / run / "manifest.json").is_file() and (
+                REPORTS / run / "records.jsonl.gz").is_file(), run
         assert (REPORTS / ex.report).is_file(), ex.report
         listed |= {*_companions(ex), ex.report.removesuffix(".md") + "-charts"}
     # Nothing else committed in reports/: a report not in the index (a lab notebook growing back) fails here.
@@ -131,7 +140,8 @@ def test_reports_holds_at_most_ten_examples_each_with_its_committed_results():
 
 
 def _committed(folder: Path) -> set[str]:
-    """The entries of folder that git tracks, to two levels (data/<run-id>); every entry where git is absent."""
+    """The entries of folder that git tracks, to two levels (data/<run-id>); every entry where git is
+    absent."""
     try:
         out = subprocess.run(["git", "ls-files", "."], cwd=folder, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
@@ -190,7 +200,8 @@ def _nudged(dims: list) -> list:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", [pytest.param(ex, id=ex.report) for ex in EXAMPLES if not _quick(ex)])
-def test_an_examples_json_is_the_same_when_every_figure_differs_in_its_last_bit(example, tmp_path, monkeypatch):
+def test_an_examples_json_is_the_same_when_every_figure_differs_in_its_last_bit(
+    example, tmp_path, monkeypatch):
     monkeypatch.setattr(digest, "compute", lambda rd: _nudged(compute(rd)))
     out = tmp_path / example.report.replace(".md", ".json")
     digest.write_json(load_run(REPORTS / example.runs[0]), out)
@@ -212,9 +223,11 @@ def test_a_json_figure_keeps_six_significant_digits_and_no_host_bits():
 
 
 def test_adding_a_cross_checks_run_renders_it_as_a_cross_check(tmp_path, monkeypatch):
-    run = RunStore.create(tmp_path / "results" / "crosscheck", run_id="c")  # where `authzbench crosscheck` writes
+    # where `authzbench crosscheck` writes
+    run = RunStore.create(tmp_path / "results" / "crosscheck", run_id="c")
     run.append(Oracle(seconds=1.0))
     rendered: list[Example] = []
-    monkeypatch.setattr(examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
+    monkeypatch.setattr(
+        examples_module, "render", lambda ex, out, reports: rendered.append(ex) or out / ex.report)
     add(run.path, tmp_path / "reports")
     assert rendered == [Example("crosscheck-c.md", ("data/c",))]

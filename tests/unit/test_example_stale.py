@@ -31,9 +31,10 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 
 def from_records(run_dir: Path) -> dict[tuple[str, str, int], tuple[int, int]]:
-    """(backend, mode, writers) -> (stale allows, revocations) from the records: every structural write phase's
-    last attempt, a phase with no mode in its backend's session mode ("" for a backend without modes), a record
-    without the revocation count counting one a revoke_then_check op and one per two other write ops."""
+    """(backend, mode, writers) -> (stale allows, revocations) from the records: every structural write
+    phase's last attempt, a phase with no mode in its backend's session mode ("" for a backend without modes),
+    a record without the revocation count counting one a revoke_then_check op and one per two other
+    write ops."""
     recs = _records(run_dir)
     session = {r["backend"]: r.get("info", {}).get("consistency", "") for r in recs if r["type"] == "server"}
     last: dict[tuple, dict] = {}
@@ -69,7 +70,9 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def _session(run_dir: Path) -> dict[str, str]:
-    return {r["backend"]: r.get("info", {}).get("consistency", "") for r in _records(run_dir) if r["type"] == "server"}
+    return {r["backend"]: r.get("info", {}).get("consistency", "")
+            for r in _records(run_dir)
+            if r["type"] == "server"}
 
 
 def _raw_mode(mode: str) -> str:
@@ -78,9 +81,11 @@ def _raw_mode(mode: str) -> str:
 
 
 def check_json_rows(report_dir: Path, ex) -> None:
-    """The JSON's stale_allows rows are the records' counts, one per (backend, mode, writers), Wilson's interval."""
+    """The JSON's stale_allows rows are the records' counts, one per (backend, mode, writers), Wilson's
+    interval."""
     want = from_records(REPORTS / ex.runs[0])
-    got = {(r["backend"], _raw_mode(r["mode"]), r["writers"]): r for r in _json(report_dir, ex)["stale_allows"]}
+    got = {
+        (r["backend"], _raw_mode(r["mode"]), r["writers"]): r for r in _json(report_dir, ex)["stale_allows"]}
     assert set(got) == set(want)
     for key, (k, n) in want.items():
         r = got[key]
@@ -118,7 +123,8 @@ def check_text(report_dir: Path, ex) -> None:
     session = _session(REPORTS / ex.runs[0])
     for (b, mode, writers), (k, n) in from_records(REPORTS / ex.runs[0]).items():
         shown = "—" if not mode else f"{mode} (session)" if mode == session.get(b) else mode
-        row = rf"^\| {re.escape(b)}( [‡†])? \| {re.escape(shown)} \| {writers} \| [^|]* \| {k:,} of {n:,} revocations \|"
+        row = (rf"^\| {re.escape(b)}( [‡†])? \| {re.escape(shown)} \| {writers} "
+               rf"\| [^|]* \| {k:,} of {n:,} revocations \|")
         assert re.search(row, appendix, re.M), (b, shown, writers, k, n)
         if writers == 8:  # the decision summary's line per mode at 8 writers
             named = "" if shown == "—" else re.escape(shown) + " "
@@ -141,5 +147,6 @@ def test_every_example_shows_one_stale_allow_quantity_from_its_records(ex, check
 
 
 def test_the_records_of_20261129_201802_give_permify_fully_consistent_15_of_181_at_8_writers():
-    # the figure the ranked row hid behind a 0 (issue 67): the records' count, which check_text finds as itself
+    # the figure the ranked row hid behind a 0 (issue 67): the records' count, which check_text finds as
+    # itself
     assert from_records(REPORTS / "data" / "20261129-201802")[("permify", "fully_consistent", 8)] == (15, 181)

@@ -1,7 +1,7 @@
-"""Every committed example read closely, as a reviewer would (issues 55, 67): letters that mean what they say in
-both directions, every stand-in marked where the main report names it, short lines, ⚠ by one rule, one value per
-figure across the summary, the appendix and the JSON. The committed files are what their results render to
-(test_example_reports re-renders each), so these checks read them as committed."""
+"""Every committed example read closely, as a reviewer would (issues 55, 67): letters that mean what they say
+in both directions, every stand-in marked where the main report names it, short lines, ⚠ by one rule, one
+value per figure across the summary, the appendix and the JSON. The committed files are what their results
+render to (test_example_reports re-renders each), so these checks read them as committed."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def test_two_figures_share_a_letter_exactly_when_they_are_not_clearly_apart_in_e
 
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.report) for e in BENCH])
 def test_a_better_figure_never_shows_a_worse_standing_in_any_example(ex):
-    """Issue 67: mongo 9.58 ms showed rank 2 above openfga 3.61 ms at rank 4 (8 such cases in 20261129-201802)."""
+    """Issue 67: mongo 9.58 ms showed rank 2 above openfga 3.61 ms at rank 4 (8 such cases in
+    20261129-201802)."""
     for figs in _rank_sets(ex):
         lettered = [f for f in figs if f["letters"] is not None]
         for a in lettered:
@@ -88,7 +89,8 @@ def test_every_interval_is_measured_or_stated_as_assumed_with_its_basis_in_every
         if f["value"] is None or f["text"]:
             continue
         lo, hi = _interval(f)
-        single = f["dimension"] in ("ingest", "memory", "visibility_p95", "footprint") or f["dimension"].startswith("rows/")
+        single = f["dimension"] in ("ingest", "memory", "visibility_p95", "footprint") or f[
+            "dimension"].startswith("rows/")
         # a zero-width interval from ops is measured (rounds in one histogram bucket: 0.108-0.108 ms in
         # 20261128-083444); one without ops is a figure measured once
         if single or (lo == hi and f["n"] is None):
@@ -135,7 +137,9 @@ def test_every_stand_in_and_embedded_engine_is_marked_wherever_the_main_report_n
              if {"stand_in", "embedded"} & set(f["flags"])}
     text = re.sub(r"\s+", " ", _prose((REPORTS / ex.report).read_text()))  # a folded line reads as one
     for backend, mark in marks.items():
-        bare = [m.start() for m in re.finditer(rf"(?<![\w-])(?<!{mark} ){re.escape(backend)}(?![\w-])(?!\** {mark})", text)]
+        bare = [
+            m.start()
+            for m in re.finditer(rf"(?<![\w-])(?<!{mark} ){re.escape(backend)}(?![\w-])(?!\** {mark})", text)]
         assert not bare, (backend, [text[max(0, i - 60):i + 40] for i in bare[:3]])
 
 
@@ -152,7 +156,8 @@ def test_every_ranked_figure_shows_the_jsons_value_in_the_appendix(ex):
     writes numbers (or the figure's text, for a figure shown as words)."""
     appendix = (REPORTS / ex.report.replace(".md", "-appendix.md")).read_text()
     rows = appendix.split("## Every ranked figure")[1].split("\n## ")[0].splitlines()
-    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows if r.startswith("| ") and "---" not in r]
+    cells = [
+        [c.strip() for c in r.strip("|").split("|")] for r in rows if r.startswith("| ") and "---" not in r]
     head, body = cells[0], cells[1:]
     figs = _figures(ex)
     assert len(body) == len(figs)
@@ -180,14 +185,18 @@ def test_a_comparisons_p50_of_each_run_is_that_runs_own_figure(ex):
         path = REPORTS / f"{run}.json"
         if path.is_file():
             own[side] = {(f["backend"], f["dimension"].split("/", 1)[1]): f["value"]
-                         for f in json.loads(path.read_text())["figures"] if f["dimension"].startswith("check_p50/")}
-    rows = [r for r in _reads_rows((REPORTS / ex.report).read_text()) if r["Op"] == "check" and r["Workers"] == "1"]
+                         for f in json.loads(path.read_text())["figures"]
+                         if f["dimension"].startswith("check_p50/")}
+    rows = [r
+            for r in _reads_rows((REPORTS / ex.report).read_text())
+            if r["Op"] == "check" and r["Workers"] == "1"]
     checked = 0
     for side, figs in own.items():
         for r in rows:
             v = figs.get((r["Backend"].rstrip(" ‡†"), r["Scenario"]))
             if v is not None:
-                assert float(r[f"p50 {side} (ms)"].replace(",", "")) == pytest.approx(v, rel=5e-3, abs=6e-4), r
+                assert float(r[f"p50 {side} (ms)"].replace(",", "")) == pytest.approx(
+                    v, rel=5e-3, abs=6e-4), r
                 checked += 1
     assert checked or not own
 
@@ -195,11 +204,16 @@ def test_a_comparisons_p50_of_each_run_is_that_runs_own_figure(ex):
 # Lines that state a definition, a setting or a recorded fact (a version, the machine), not a measurement:
 # they may read the same in every run. Anything else with a number that does not move when every
 # measurement does is fixed text posing as a measurement ("loads moved up to 2.3x between runs").
-DEFINITIONS = (r"^- CPU", r"^- Memory: ", r"logical cores", r"timeouts \(check", r"HdrHistogram", r"\(PSS",
-               r"^Dataset `", r"SLO: check p95", r"measured once", r"^One worker, the backend's own",
-               r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)",
-               r"assumed to lie within", r"taken to lie within", r"^- CPU % is summed", r"Every measured op is recorded",
-               r"^- Server memory is", r"^◐: client-bound", r"^Checks with [\d.]+% writes", r"^Per dimension, backends best figure first", r"^A backend is clearly better than")
+DEFINITIONS = (
+    r"^- CPU", r"^- Memory: ", r"logical cores",
+    r"timeouts \(check",
+    r"HdrHistogram",
+    r"\(PSS",
+    r"^Dataset `", r"SLO: check p95", r"measured once", r"^One worker, the backend's own",
+    r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)",
+    r"assumed to lie within", r"taken to lie within", r"^- CPU % is summed", r"Every measured op is recorded",
+    r"^- Server memory is", r"^◐: client-bound", r"^Checks with [\d.]+% writes",
+    r"^Per dimension, backends best figure first", r"^A backend is clearly better than")
 
 
 def _numeric_lines(md: str) -> set[str]:
@@ -217,8 +231,13 @@ def _logical_lines(md: str) -> list[str]:
     "Cell: figure" that marks it a definition)."""
     out: list[str] = []
     for ln in md.splitlines():
-        starts = not ln.strip() or ln.startswith(("|", "#", "![", "<", "- ")) or not out or not out[-1].strip() \
+        starts = (
+            not ln.strip()
+            or ln.startswith(("|", "#", "![", "<", "- "))
+            or not out
+            or not out[-1].strip()
             or out[-1].startswith(("|", "#", "![", "<"))
+        )
         if starts:
             out.append(ln)
         else:
@@ -254,7 +273,8 @@ def _render_scaled(tmp_path, monkeypatch, scale: float) -> str:
 
 
 @pytest.mark.slow
-def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measurement_changes(tmp_path, monkeypatch):
+def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measurement_changes(
+    tmp_path, monkeypatch):
     one, three = (_numeric_lines(_render_scaled(tmp_path, monkeypatch, s)) for s in (1.0, 3.0))
     fixed = [ln for ln in one & three if not any(re.search(d, ln) for d in DEFINITIONS)]
     assert not fixed, fixed
@@ -262,9 +282,11 @@ def test_no_numeric_sentence_of_the_main_report_stays_the_same_when_every_measur
 
 def _summary_rows(md: str) -> tuple[list[str], list[list[str]]]:
     # the needs table (a run with the operating envelope has the workload table before it)
-    rows = [r for r in md.split("## Decision summary")[1].split("\n\n| Need |")[1].split("\n\n")[0].splitlines()]
+    rows = [
+        r for r in md.split("## Decision summary")[1].split("\n\n| Need |")[1].split("\n\n")[0].splitlines()]
     rows[0] = " Need |" + rows[0]
-    cells = [[c.strip() for c in ("| " + r if i == 0 else r).strip("|").split("|")] for i, r in enumerate(rows)]
+    cells = [
+        [c.strip() for c in ("| " + r if i == 0 else r).strip("|").split("|")] for i, r in enumerate(rows)]
     return [re.sub(r" [‡†]$", "", h) for h in cells[0][2:]], [c for c in cells[2:]]
 
 
@@ -299,7 +321,8 @@ def test_every_decision_summary_cell_is_the_jsons_figure_letters_and_marks(ex):
             if f["letters"] is None:
                 assert text.startswith("none (unranked)"), (row[0], b, text)
             else:
-                number, cld = re.match(r"([\d,.]+)(?: \[[\d,]+ of [\d,]+\])? \((†?[a-zA-Z]+)\)", text).groups()
+                number, cld = re.match(
+                    r"([\d,.]+)(?: \[[\d,]+ of [\d,]+\])? \((†?[a-zA-Z]+)\)", text).groups()
                 assert _shows(number, f["value"]), (row[0], b, text, f["value"])
                 assert cld == f"{'' if f['networked'] else '†'}{f['letters']}", (row[0], b, text)
             assert ("⚠" in text) == ("too_few" in f["flags"]), (row[0], b, text)

@@ -31,7 +31,8 @@ def _resource_order(e: Expansion) -> dict[str, np.ndarray]:
 
 def assert_expansion_equals_oracle(ds, chunk_pairs: int | None = None) -> Expansion:
     o, e = Oracle(ds), Expansion(ds, chunk_pairs)
-    assert (e.n_users, e.n_resources, e.n_groups, e.n_orgs) == (o.n_users, o.n_resources, o.n_groups, o.n_orgs)
+    assert (e.n_users, e.n_resources, e.n_groups, e.n_orgs) == (
+        o.n_users, o.n_resources, o.n_groups, o.n_orgs)
     users, res = _user_order(e), _resource_order(e)
     for i, perm in enumerate(PERMISSIONS):
         truth = np.concatenate([k[i] for k in o.iter_keys()])

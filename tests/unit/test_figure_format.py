@@ -38,7 +38,8 @@ def test_a_whole_count_prints_every_digit():
 
 
 def _two_modes():
-    """postgres's via-group check: 800 ops in its default mode at 1 ms, 3,000 more in a second mode at 5 ms."""
+    """postgres's via-group check: 800 ops in its default mode at 1 ms, 3,000 more in a second mode at 5
+    ms."""
     from tests.unit.test_report_findings import NET, Run, steady
 
     run = Run().server("postgres", NET).phase("postgres", "check_view_via_group_member", steady(1.0))
@@ -104,7 +105,8 @@ def test_a_ratio_to_a_base_clear_of_zero_is_the_figures_ratio():
     from authzbench.report.core.tables import ratio_from_zero
 
     assert ratio_from_zero((1.0, 1.2), (5.0, 5.5), False) is None
-    assert ratio_from_zero((100.0, 120.0), (0.0, 2.0), True) == ">÷50"  # higher is better: the other is the base
+    # higher is better: the other is the base
+    assert ratio_from_zero((100.0, 120.0), (0.0, 2.0), True) == ">÷50"
 
 
 def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
@@ -120,7 +122,8 @@ def test_a_heatmap_cell_carries_the_too_few_mark_its_summary_cell_carries():
     d = next(x for x in dimensions.compute(rd) if x.title.startswith("Check p95, check_manage_direct_user"))
     _, _, _, texts, _ = decision._matrix(rd, [(SimpleNamespace(label="p95"), d)], ["postgres", "scylla"])
     row = decision._row(rd, SimpleNamespace(label="p95"), d, ["postgres", "scylla"])
-    assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (texts, row)
+    assert texts[0][1].endswith(" ⚠") and not texts[0][0].endswith("⚠") and "⚠" in row.split("|")[-2], (
+        texts, row)
 
 
 def _section_of(md: str, anchor: str) -> str:
@@ -149,14 +152,16 @@ def test_the_mixed_and_churn_anchors_sit_at_their_tables_not_above_the_reads_tab
 
 
 def _killed_in_elasticsearchs_first_phase():
-    """`bench --backend postgres,elasticsearch` killed (-9) during Elasticsearch's first phase: postgres's phases
-    ended, the progress record after its visit says 2 of 4 steps, Elasticsearch's first phase has a start and
-    intervals and no end, and nothing after it was written."""
+    """`bench --backend postgres,elasticsearch` killed (-9) during Elasticsearch's first phase: postgres's
+    phases ended, the progress record after its visit says 2 of 4 steps, Elasticsearch's first phase has a
+    start and intervals and no end, and nothing after it was written."""
     from tests.unit.test_report_findings import ES, NET, Run, steady
 
     run = Run().server("postgres", NET)
-    run.phase("postgres", "check_manage_direct_user", steady(1.0)).phase("postgres", "check_negative", steady(1.0))
-    run.recs.append({"type": "eta", "done": 2, "total": 4, "elapsed_s": 60.0, "left_s": 60.0, "overhead_s": 1.0})
+    run.phase("postgres", "check_manage_direct_user", steady(1.0)).phase(
+        "postgres", "check_negative", steady(1.0))
+    run.recs.append(
+        {"type": "eta", "done": 2, "total": 4, "elapsed_s": 60.0, "left_s": 60.0, "overhead_s": 1.0})
     run.server("elasticsearch", ES).phase("elasticsearch", "check_manage_direct_user", steady(2.0))
     run.recs = [r for r in run.recs if not (r["type"] == "phase_end" and r["backend"] == "elasticsearch")]
     manifest = run.manifest()
@@ -173,7 +178,8 @@ def test_a_killed_runs_report_says_on_its_first_line_that_it_ended_early_and_wha
     assert first.startswith("**This run ended early**"), first
     assert "2 of its 4 planned steps" in first, first
     assert "elasticsearch's `check_manage_direct_user` phase at 1 worker was cut" in first, first
-    assert "never measured: mongo (nothing); elasticsearch's `check_manage_direct_user`, `check_negative`" in first
+    assert ("never measured: mongo (nothing); elasticsearch's `check_manage_direct_user`, `check_negative`"
+            in first)
     assert any(ln.startswith("Backends measured: postgres.") for ln in main), [ln[:80] for ln in main[:8]]
 
 
@@ -182,5 +188,6 @@ def test_a_run_that_ran_its_whole_plan_has_no_ended_early_line():
     from tests.unit.test_report_findings import two_backends
 
     run = two_backends(1.0, 2.0)
-    run.recs.append({"type": "eta", "done": 2, "total": 2, "elapsed_s": 60.0, "left_s": 0.0, "overhead_s": 1.0})
+    run.recs.append(
+        {"type": "eta", "done": 2, "total": 2, "elapsed_s": 60.0, "left_s": 0.0, "overhead_s": 1.0})
     assert ended_early(run.data()) == ""

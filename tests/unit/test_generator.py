@@ -49,7 +49,8 @@ def test_baseline_is_skewed_like_the_reference(tmp_path):
     assert 1.6 <= user_orgs.mean() <= 2.4
     members = ds.table("group_member").groupby("object").size()
     assert members.max() >= 150  # a few very large groups (reference: 306)
-    direct = np.concatenate([ds.table("resource_manager_user")["subject"], ds.table("resource_viewer_user")["subject"]])
+    direct = np.concatenate(
+        [ds.table("resource_manager_user")["subject"], ds.table("resource_viewer_user")["subject"]])
     per_user = np.bincount(direct)
     assert per_user.max() >= 10 * np.median(per_user[per_user > 0])  # heavy users hold hundreds+
 

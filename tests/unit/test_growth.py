@@ -50,7 +50,10 @@ def test_a_series_without_rounds_is_not_tested_for_a_power_law():
 
 def test_two_sizes_give_a_two_point_slope_without_an_interval():
     f = fit(SIZES[:2], SIZES[:2] ** 2)
-    assert f.two_point and f.se is None and f.k == pytest.approx(2) and "two-point slope, no interval" in f.text()
+    assert (f.two_point
+            and f.se is None
+            and f.k == pytest.approx(2)
+            and "two-point slope, no interval" in f.text())
     assert fit(SIZES[:1], SIZES[:1]) is None and fit(SIZES, np.zeros(4)) is None
 
 
@@ -69,16 +72,19 @@ def _sweep(k: dict[str, float], sizes=(2_500, 40_000, 400_000), spread: float = 
     for b, e in k.items():
         for n in sizes:
             v = 0.5 * (n / 1000) ** e
-            rows.append({"backend": b, "relationships": n, "check_p95_ms": v, "check_p95_ms_lo": v * (1 - spread),
-                         "check_p95_ms_hi": v * (1 + spread), "footprint_mib": n / 5000})
+            rows.append(
+                {"backend": b, "relationships": n, "check_p95_ms": v, "check_p95_ms_lo": v * (1 - spread),
+                 "check_p95_ms_hi": v * (1 + spread), "footprint_mib": n / 5000})
     return pd.DataFrame(rows)
 
 
 def test_the_largest_size_projected_from_the_smaller_ones_has_its_error_against_the_measured():
     df = _sweep({"flat": 0.0, "linear": 1.0})
-    df.loc[(df["backend"] == "linear") & (df["relationships"] == 400_000), "check_p95_ms"] *= 2  # a jump at large
+    # a jump at large
+    df.loc[(df["backend"] == "linear") & (df["relationships"] == 400_000), "check_p95_ms"] *= 2
     rows = {(r["backend"], r["need"]): r for r in check_rows(df)}
-    assert rows[("flat", "check p95 (ms)")]["error"] == pytest.approx(0) and rows[("flat", "check p95 (ms)")]["inside"]
+    assert (rows[("flat", "check p95 (ms)")]["error"] == pytest.approx(0)
+            and rows[("flat", "check p95 (ms)")]["inside"])
     assert rows[("linear", "check p95 (ms)")]["error"] == pytest.approx(-0.5)
     assert not rows[("linear", "check p95 (ms)")]["inside"]
     text = "\n".join(check_table(df))
@@ -100,8 +106,10 @@ def test_a_sweep_under_three_sizes_has_no_projection_check():
 def test_the_growth_lines_name_each_backends_fastest_measure_and_the_kinks():
     df = _sweep({"a": 0.2})
     df["check_p95_ms"] = np.where(df["relationships"] > 40_000, df["check_p95_ms"] * 30, df["check_p95_ms"])
-    text = "\n".join(lines(df, "relationships", "size", {"check_p95_ms": "check p95", "footprint_mib": "disk"}))
-    assert "a**, check p95: not a power law" in text and "Fastest-growing measure with size, per backend: a: disk" in text
+    text = "\n".join(
+        lines(df, "relationships", "size", {"check_p95_ms": "check p95", "footprint_mib": "disk"}))
+    assert ("a**, check p95: not a power law" in text
+            and "Fastest-growing measure with size, per backend: a: disk" in text)
     assert "Not tested for a power law (one figure per size, no rounds to judge a kink by): disk." in text
 
 

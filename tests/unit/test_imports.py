@@ -45,10 +45,10 @@ ALLOWED_UP: dict[tuple[str, str], str] = {}
 APART = ("adapter", "recipe")
 
 
-# run/ is one chain, lowest first (docs/ARCHITECTURE.md): a run module imports only the run modules before it, so
-# the drivers (orchestrate, then the sweeps and the load test on top) call down to one phase (phase.py), which
-# calls down to the runner, and nothing below climbs back to a driver. A module not yet written (or gone) is
-# skipped; a run module missing from the chain fails.
+# run/ is one chain, lowest first (docs/ARCHITECTURE.md): a run module imports only the run modules before it,
+# so the drivers (orchestrate, then the sweeps and the load test on top) call down to one phase (phase.py),
+# which calls down to the runner, and nothing below climbs back to a driver. A module not yet written (or
+# gone) is skipped; a run module missing from the chain fails.
 RUN_CHAIN = ("servers", "loading", "restore", "dataset", "phase_plan", "progress", "phase", "orchestrate",
              "sweep", "shape", "loadtest", "perf")
 
@@ -114,11 +114,13 @@ def graph() -> dict[str, set[str]]:
 def _under(rel: str, name: str) -> bool:
     """`rel` is the module or package `name` or inside it; a `*` part of `name` matches any one part."""
     parts, pattern = rel.split(".") if rel else [], name.split(".")
-    return len(parts) >= len(pattern) and all(p == "*" or p == q for p, q in zip(pattern, parts, strict=False))
+    return len(parts) >= len(pattern) and all(
+        p == "*" or p == q for p, q in zip(pattern, parts, strict=False))
 
 
 def layer_of(module: str) -> tuple[int, str]:
-    """(rank, name) of a module's layer: the layer of the longest LAYERS name that is it or a package of it."""
+    """(rank, name) of a module's layer: the layer of the longest LAYERS name that is it or a package of
+    it."""
     rel = module.partition(".")[2]  # "" for authzbench/__init__.py
     found = [(len(n), rank, layer) for rank, (layer, names) in enumerate(LAYERS) for n in names
              if (rel == n if not n else _under(rel, n))]
@@ -129,7 +131,8 @@ def layer_of(module: str) -> tuple[int, str]:
 
 
 def upward(g: dict[str, set[str]]) -> list[str]:
-    """One message per import of a higher layer's module: the importer and the imported, each with its layer."""
+    """One message per import of a higher layer's module: the importer and the imported, each with its
+    layer."""
     out = []
     for name in sorted(g):
         rank, layer = layer_of(name)
@@ -162,8 +165,11 @@ def test_each_allowed_upward_import_is_still_in_the_code():
 
 
 def test_the_layer_check_finds_an_import_of_a_higher_layer():
-    assert upward({"authzbench.schema.model": {"authzbench.truth.oracle"}, "authzbench.truth.oracle": {"authzbench.schema.model"}}) == [
-        "upward import:\n  authzbench.schema.model (layer 1 model)\n  imports authzbench.truth.oracle (layer 3 truth)"]
+    assert upward(
+        {"authzbench.schema.model": {"authzbench.truth.oracle"},
+         "authzbench.truth.oracle": {"authzbench.schema.model"}}
+    ) == ["upward import:\n  authzbench.schema.model (layer 1 model)\n  imports authzbench.truth.oracle "
+          "(layer 3 truth)"]
     assert layer_of("authzbench.backends.registry") == (5, "backends")
     assert layer_of("authzbench.systems.scylla.cql") == (5, "backends")
     assert layer_of("authzbench.systems.scylla.native") == (6, "provision")
@@ -171,13 +177,15 @@ def test_the_layer_check_finds_an_import_of_a_higher_layer():
     assert layer_of("authzbench.systems") == (4, "systems")
     assert layer_of("authzbench.systems.contract") == (4, "systems")
     assert layer_of("authzbench.systems.permify.tools.clients") == (12, "command")
-    assert [layer_of(f"authzbench.{m}")[1] for m in ("results.store", "workloads.spec", "measure.runner")] == [
-        "results", "workloads", "measure"]
+    assert [
+        layer_of(f"authzbench.{m}")[1] for m in ("results.store", "workloads.spec", "measure.runner")
+    ] == ["results", "workloads", "measure"]
     assert layer_of("authzbench") == (0, "base")
 
 
 def test_architecture_md_states_the_same_layers():
-    rows = re.findall(r"^\| (\d+) \| (\w+) \| (.+) \|$", (ROOT.parent / "docs/ARCHITECTURE.md").read_text(), re.M)
+    rows = re.findall(
+        r"^\| (\d+) \| (\w+) \| (.+) \|$", (ROOT.parent / "docs/ARCHITECTURE.md").read_text(), re.M)
     assert [(int(n), layer) for n, layer, _ in rows] == [(i, layer) for i, (layer, _) in enumerate(LAYERS)]
     for (_, layer, mods), (_, names) in zip(rows, LAYERS, strict=True):
         named = {m.removesuffix(".py").removesuffix("/") for m in re.findall(r"`([\w/.<>]+)`", mods)}
@@ -273,16 +281,20 @@ def test_the_reachability_check_finds_an_import_two_modules_away():
 
 
 def test_a_folder_importing_a_higher_folder_is_an_upward_import(tmp_path: Path):
-    # A fake tree with the real folder names: the layer comes from the folder alone, whatever the module's name.
-    for rel, text in {"core/clock.py": "from authzbench.run import driver\n", "run/driver.py": "",
-                      "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n",
-                      "results/keep.py": "from authzbench.workloads import plan\n",
-                      "workloads/plan.py": "from authzbench.measure.loop import go\n", "measure/loop.py": "go = 1\n",
-                      "measure/reads.py": "from authzbench.workloads import plan\nfrom authzbench.results import keep\n"}.items():
+    # A fake tree with the real folder names: the layer comes from the folder alone, whatever the module's
+    # name.
+    for rel, text in {
+        "core/clock.py": "from authzbench.run import driver\n", "run/driver.py": "",
+        "schema/shape.py": "from ..truth.judge import ok\n", "truth/judge.py": "ok = 1\n",
+        "results/keep.py": "from authzbench.workloads import plan\n",
+        "workloads/plan.py": "from authzbench.measure.loop import go\n", "measure/loop.py": "go = 1\n",
+        "measure/reads.py": "from authzbench.workloads import plan\nfrom authzbench.results import keep\n",
+    }.items():
         (tmp_path / "authzbench" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "authzbench" / rel).write_text(text)
-    paths = {"authzbench." + p.relative_to(tmp_path / "authzbench").with_suffix("").as_posix().replace("/", "."): p
-             for p in (tmp_path / "authzbench").rglob("*.py")}
+    paths = {
+        "authzbench." + p.relative_to(tmp_path / "authzbench").with_suffix("").as_posix().replace("/", "."): p
+        for p in (tmp_path / "authzbench").rglob("*.py")}
     g = {name: imported(name, path, set(paths)) for name, path in paths.items()}
     assert [m.split("\n")[1].strip() for m in upward(g)] == [
         "authzbench.core.clock (layer 0 base)", "authzbench.results.keep (layer 7 results)",
@@ -294,7 +306,8 @@ def test_the_package_root_holds_only_a_handful_of_modules():
 
 
 def chain_breaks(g: dict[str, set[str]]) -> list[str]:
-    """One message per run module missing from RUN_CHAIN and per import of a run module at or after its own place."""
+    """One message per run module missing from RUN_CHAIN and per import of a run module at or after its own
+    place."""
     place = {f"authzbench.run.{m}": i for i, m in enumerate(RUN_CHAIN)}
     out = []
     for name in sorted(n for n in g if n.startswith("authzbench.run.")):
@@ -313,8 +326,9 @@ def test_each_run_module_imports_only_run_modules_before_it_in_the_chain():
 def test_the_chain_check_finds_an_import_back_up_the_chain_and_an_unplaced_module():
     g = {"authzbench.run.phase": {"authzbench.run.orchestrate", "authzbench.run.servers"},
          "authzbench.run.orchestrate": {"authzbench.run.phase"}, "authzbench.run.extra": set()}
-    assert chain_breaks(g) == ["authzbench.run.extra is not in RUN_CHAIN",
-                               "authzbench.run.phase imports authzbench.run.orchestrate, later in the run chain"]
+    assert chain_breaks(g) == [
+        "authzbench.run.extra is not in RUN_CHAIN",
+        "authzbench.run.phase imports authzbench.run.orchestrate, later in the run chain"]
 
 
 def test_architecture_md_states_the_same_run_chain():

@@ -32,7 +32,8 @@ def test_phases_on_kept_workers_reuse_the_processes_and_connections_and_count_ev
     ds, o = tiny
     log = tmp_path / "connects"
     inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 100)
-    same = BackendFactory(f"{FAKES}:ConnectLogBackend", {}, {"dataset_path": str(ds.path), "log_path": str(log)})
+    same = BackendFactory(
+        f"{FAKES}:ConnectLogBackend", {}, {"dataset_path": str(ds.path), "log_path": str(log)})
     other = BackendFactory(same.impl, {}, {**same.options, "timeout_s": 5.0})
     with KeptWorkers() as kept:
         for conc, factory in [(2, same), (3, same), (2, same), (2, other), (2, same)]:
@@ -60,7 +61,8 @@ def test_a_kept_worker_is_sent_a_phases_inputs_once_and_runs_each_phase_on_its_o
     ds, o = tiny
     checks = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 8000)
     trips = SCENARIOS["roundtrip"].sampler(ds, o, 8000)
-    good = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
+    good = BackendFactory(
+        "authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
     spec = PhaseSpec("reference", "s", concurrency=2, iterations=200, warmup=4)
     with KeptWorkers() as kept:
         _phase(kept, spec, good, checks)
@@ -80,12 +82,14 @@ def test_a_worker_lost_in_a_phase_leaves_fresh_workers_for_the_next_phase(tiny):
     ds, o = tiny
     inputs = SCENARIOS["check_view_via_group_member"].sampler(ds, o, 100)
     dying = BackendFactory(f"{FAKES}:DyingBackend", {}, {"dataset_path": str(ds.path)})
-    good = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
+    good = BackendFactory(
+        "authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(ds.path)})
     with KeptWorkers() as kept:
         res, _ = _phase(kept, PhaseSpec("dying", "s", concurrency=2, iterations=50), dying, inputs)
         assert res.status != "complete"
         lost = {p.pid for p in kept.procs}
-        res, row = _phase(kept, PhaseSpec("reference", "s", concurrency=2, iterations=100, warmup=4), good, inputs)
+        res, row = _phase(
+            kept, PhaseSpec("reference", "s", concurrency=2, iterations=100, warmup=4), good, inputs)
         assert res.status == "complete" and row["ops"] == 100 and row["mismatches"] == 0
         assert lost.isdisjoint(p.pid for p in kept.procs)
         procs = list(kept.procs)

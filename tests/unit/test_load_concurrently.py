@@ -31,8 +31,9 @@ class FakeBackend:
     def load(self, ds, progress):
         closure = yield Step("closure_seconds", lambda: time.sleep(0.02) or "closed")
         assert closure == "closed"  # a step's result is handed back
-        rows = yield Batches("fake: Write", (Batch(10, lambda i=i: self.send(i)) for i in range(self.batches)),
-                             self.workers, name="insert_seconds")
+        rows = yield Batches(
+            "fake: Write", (Batch(10, lambda i=i: self.send(i)) for i in range(self.batches)), self.workers,
+            name="insert_seconds")
         return LoadStats(rows=rows, batch_rows=10, notes={"method": "Write"})
 
     def build(self):
@@ -132,7 +133,8 @@ def test_a_stream_times_each_message_and_its_answer_and_a_stop_ends_the_other_st
 
     class Streams:
         def load(self, ds, progress):
-            rows = yield Batches("x: Import", [Stream(6, [(3, b"a"), (3, b"b")], send, answer="commit_seconds")] * 3, 2)
+            rows = yield Batches(
+                "x: Import", [Stream(6, [(3, b"a"), (3, b"b")], send, answer="commit_seconds")] * 3, 2)
             return LoadStats(rows=rows, batch_rows=3)
 
     progress: list[int] = []

@@ -37,17 +37,20 @@ def _record_loads(monkeypatch, step_sleep: float = 0.0) -> list:
             progress(1)
         return original(self, ds, progress)
 
-    monkeypatch.setattr(ReferenceBackend, "ingest_variants", {"PathA": {"ingest": "a"}, "PathB": {"ingest": "b"}})
+    monkeypatch.setattr(
+        ReferenceBackend, "ingest_variants", {"PathA": {"ingest": "a"}, "PathB": {"ingest": "b"}})
     monkeypatch.setattr(ReferenceBackend, "load", load)
     return seen
 
 
-@pytest.mark.parametrize("choice,loads", [("none", [None]), ("all", ["a", "b", None]), ("PathB", ["b", None])])
-def test_only_the_chosen_ingest_variants_are_loaded_and_the_default_path_loads_last(tmp_path, monkeypatch, choice,
-                                                                                    loads):
+@pytest.mark.parametrize(
+    "choice,loads", [("none", [None]), ("all", ["a", "b", None]), ("PathB", ["b", None])])
+def test_only_the_chosen_ingest_variants_are_loaded_and_the_default_path_loads_last(
+    tmp_path, monkeypatch, choice, loads):
     seen = _record_loads(monkeypatch)
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", data_dir=tmp_path / "data",
-                         ingest_variants=choice, reload=True)
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", data_dir=tmp_path / "data",
+        ingest_variants=choice, reload=True)
     assert orchestrate.prepare(cfg) == []
     assert seen == loads
 
@@ -65,5 +68,6 @@ def test_a_load_past_its_bound_stops_and_the_report_gives_rate_and_projection(tm
     bounded = [r for r in store.records() if r["type"] == "ingest_bounded"]
     assert len(bounded) == 1 and bounded[0]["loaded"] < bounded[0]["relationships"]
     assert bounded[0]["rels_per_s"] > 0 and bounded[0]["projected_seconds"] > bounded[0]["bound_seconds"]
-    assert not [r for r in store.records() if r["type"] == "phase_start"]  # nothing measured on a partial load
+    # nothing measured on a partial load
+    assert not [r for r in store.records() if r["type"] == "phase_start"]
     assert "over --max-load-minutes" in render(store.path, tmp_path / "r").read_text()

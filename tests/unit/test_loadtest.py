@@ -89,7 +89,8 @@ def test_every_request_is_timed_by_the_shared_measurement_and_its_latency_record
     assert len(seen) == rec["iterations"] == sent.get_total_count() == intended.get_total_count() == 80
     assert sent.get_min_value() >= 20_000  # µs: the fake's 20 ms per check is in every latency
     recorded = sorted(max(1, (t.end_ns - t.sent_ns) // 1000) for t in seen)
-    assert sent.get_max_value() == sent.get_highest_equivalent_value(recorded[-1])  # the spied calls' own latencies
+    # the spied calls' own latencies
+    assert sent.get_max_value() == sent.get_highest_equivalent_value(recorded[-1])
     assert rec["checked"] == 80 and rec["mismatches"] == 0
 
 

@@ -50,5 +50,6 @@ def test_a_chart_module_is_named_for_its_topic_inside_the_report_and_nothing_els
 
 def test_a_lazy_or_submodule_import_of_matplotlib_is_seen_and_a_lookalike_name_is_not():
     src = ("import os\nimport matplotlib_inline\n"
-           "def f():\n    import matplotlib.pyplot as plt\n\ndef g():\n    from matplotlib.colors import to_rgba\n")
+           "def f():\n    import matplotlib.pyplot as plt\n\ndef g():\n    from matplotlib.colors import "
+           "to_rgba\n")
     assert matplotlib_importers({"x.py": src}) == ["x.py:4", "x.py:7"]

@@ -20,7 +20,8 @@ def tiny(tmp_path_factory):
 
 def _plan(ds, scenarios: list[str], modes: tuple[str, ...], chosen: str = ""):
     sched = Schedule(scenarios=scenarios, rounds=2, visits=2)
-    return [s for s, _ in phase_specs(sched, MixedLoad(), BackendTraits("engine", "process", modes, chosen), ds)]
+    return [
+        s for s, _ in phase_specs(sched, MixedLoad(), BackendTraits("engine", "process", modes, chosen), ds)]
 
 
 def test_revoke_then_check_runs_at_8_writers_in_every_mode_beside_its_1_writer_phase(tiny):
@@ -40,11 +41,13 @@ def test_the_via_group_check_runs_at_1_worker_in_each_other_mode_bounded_like_a_
     specs = _plan(tiny, ["check_view_via_group_member"], SPICEDB, chosen="minimize_latency")
     per_mode = [s for s in specs if s.consistency]
     assert sorted(s.consistency for s in per_mode) == ["at_least_as_fresh", "fully_consistent"]
-    assert all(s.concurrency == 1 and s.budget_s == 4.0 and s.min_ops == 20 and s.repeat == 0 for s in per_mode)
+    assert all(
+        s.concurrency == 1 and s.budget_s == 4.0 and s.min_ops == 20 and s.repeat == 0 for s in per_mode)
     assert {s.phase_id for s in per_mode} == {"engine/check_view_via_group_member@at_least_as_fresh/c1/r0",
                                               "engine/check_view_via_group_member@fully_consistent/c1/r0"}
     # the run's own mode keeps its rounds: half the budget each
-    assert {(s.concurrency, s.budget_s) for s in specs if not s.consistency} == {(1, 2.0), (8, 2.0), (32, 2.0)}
+    assert {(s.concurrency, s.budget_s) for s in specs if not s.consistency} == {
+        (1, 2.0), (8, 2.0), (32, 2.0)}
 
 
 def test_revoke_then_check_at_8_writers_is_skipped_where_its_1_writer_phase_ran_far_past_its_budget():
@@ -68,7 +71,8 @@ def test_a_drain_or_a_21s_revocation_past_a_3s_budget_is_not_slow_enough_to_skip
 
     one = PhaseSpec("mongo", "revoke_then_check", concurrency=1, budget_s=3.0)
     eight = PhaseSpec("mongo", "revoke_then_check", concurrency=REVOKE_WRITERS, budget_s=3.0)
-    for wall, skipped in ((11.9, False), (21.1, False), (33.7, True)):  # OpenFGA's drain; FerretDB's fast, slow
+    # OpenFGA's drain; FerretDB's fast, slow
+    for wall, skipped in ((11.9, False), (21.1, False), (33.7, True)):
         pace = Pace(cores=2)
         pace.note(one, "write", ops=2, wall_s=wall)
         assert bool(pace.too_slow(eight, "write")) is skipped, wall

@@ -33,8 +33,10 @@ def random_graph(seed: int, shape: str) -> dict[str, tuple[list[int], list[int]]
         "group_member": pick("group", "user", 12),
         "group_manager": pick("group", "user", 14 if shape == "managers" else 3),
         "resource_org": {(r, int(rng.integers(3))) for r in range(n["resource"])},
-        "resource_manager_user": pick("resource", "user", 5), "resource_manager_group": pick("resource", "group", 5),
-        "resource_viewer_user": pick("resource", "user", 6), "resource_viewer_group": pick("resource", "group", 6),
+        "resource_manager_user": pick("resource", "user", 5),
+        "resource_manager_group": pick("resource", "group", 5),
+        "resource_viewer_user": pick("resource", "user", 6),
+        "resource_viewer_group": pick("resource", "group", 6),
     }
     if shape == "deep":
         hier = {(g, g + 1) for g in range(n["group"] - 1)}  # 0 -> 1 -> ... -> 8
@@ -62,7 +64,8 @@ def test_simple_evaluator_equals_the_oracle_on_every_pair(tmp_path, seed, shape)
     ds = _ds(tmp_path, random_graph(seed, shape))
     o, ev = Oracle(ds), SimpleEvaluator.from_dataset(ds)
     for perm in PERMISSIONS:
-        assert [ev.check(u, perm, r) for u, r in _all_pairs()] == [o.check(u, perm, r) for u, r in _all_pairs()]
+        assert [ev.check(u, perm, r) for u, r in _all_pairs()] == [
+            o.check(u, perm, r) for u, r in _all_pairs()]
         assert all(ev.lookup_resources(u, perm) == o.lookup_resources(u, perm) for u in range(ENT["user"]))
     assert sum(o.total(p) for p in PERMISSIONS) > 0  # the shapes grant something, or this proves nothing
 
@@ -145,8 +148,11 @@ def test_reach_covers_every_pair_an_edge_changes(tmp_path, seed, shape):
         present = SimpleEvaluator.from_dataset(_ds(tmp_path / f"p{i}", edited if insert else tables))
         res = _Resolver(present)
         rc = reach(rel, o, s)
-        pairs = {(u, r) for u in res.users(rc.users, rc.user_arg) for r in res.resources(rc.resources, rc.resource_arg)}
-        assert changed <= pairs, f"{'insert' if insert else 'delete'} {rel}({o},{s}): {sorted(changed - pairs)[:5]}"
+        pairs = {(u, r)
+                 for u in res.users(rc.users, rc.user_arg)
+                 for r in res.resources(rc.resources, rc.resource_arg)}
+        assert changed <= pairs, (
+            f"{'insert' if insert else 'delete'} {rel}({o},{s}): {sorted(changed - pairs)[:5]}")
         assert rc.closure_changes == (rel in GROUP_EDGES)
 
 

@@ -69,9 +69,10 @@ def test_an_in_process_engine_has_no_separate_client_share():
 def test_server_memory_counts_a_page_shared_by_its_processes_once():
     # A "server" and its forked child both map one 64 MiB shared region, as PostgreSQL's backends map its
     # shared buffers: their RSS summed counts the region twice, their PSS once.
-    code = ("import mmap,os,sys,time; m=mmap.mmap(-1, 64<<20); m.write(b'x'*(64<<20)); pid=os.fork(); "
-            "m.seek(0); m.read(64<<20); time.sleep(0.5 if pid else 0); print('ready', flush=True) if pid else None; "
-            "time.sleep(30)")
+    code = (
+        "import mmap,os,sys,time; m=mmap.mmap(-1, 64<<20); m.write(b'x'*(64<<20)); pid=os.fork(); "
+        "m.seek(0); m.read(64<<20); time.sleep(0.5 if pid else 0); print('ready', flush=True) if pid else "
+        "None; time.sleep(30)")
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "ready"

@@ -23,9 +23,11 @@ KEPT: dict[str, str] = {
     "Watchdog._run": "backends/deadline.py: the watchdog thread waits until the armed deadline",
     "spin_lock": "backends/locks.py: how long a structural writer waits for the lock before giving up",
     "MongoBackend.group_lock.take": "the lock document's wall-clock stamp, so a dead holder's lock expires",
-    "ElasticsearchBackend.group_lock.take": "the lock document's wall-clock stamp, so a dead holder's lock expires",
-    "OpenFGABackend.lookup_resources": "an answer that took the server's ListObjects deadline may be cut short: "
-                                       "refused, not timed",
+    "ElasticsearchBackend.group_lock.take": "the lock document's wall-clock stamp, so a dead holder's lock "
+                                            "expires",
+    "OpenFGABackend.lookup_resources": "an answer that took the server's ListObjects deadline may be cut "
+                                       "short: "
+    "refused, not timed",
 }
 
 

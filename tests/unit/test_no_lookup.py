@@ -51,7 +51,8 @@ def test_a_declared_reverse_lookup_runs_its_lookup_phases():
     assert orchestrate.not_offered("reference", "lookup") == ""
 
 
-def test_the_restore_check_asks_the_anchor_users_by_checks_where_there_is_no_lookup(lookupless, tiny, tmp_path):
+def test_the_restore_check_asks_the_anchor_users_by_checks_where_there_is_no_lookup(
+    lookupless, tiny, tmp_path):
     rec = restore.verify_restored(_Session(), tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1",
                                   restore.RestoreOptions(n_checks=20))
     assert "error" not in rec and rec["mismatches"] == 0, rec
@@ -62,8 +63,9 @@ def test_the_restore_check_asks_the_anchor_users_by_checks_where_there_is_no_loo
 def test_the_estimate_gives_no_time_to_a_lookup_phase_the_system_cannot_run(lookupless, tiny):
     from authzbench.config import BenchConfig
 
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=1,
-                         scenarios=["check_negative", "lookup_resources_view_regular"])
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=1,
+        scenarios=["check_negative", "lookup_resources_view_regular"])
     specs = orchestrate._plan(cfg, "reference", tiny)
     planned = orchestrate._planned(cfg, tiny, ["reference"])["reference"]
     lookups = [s for (spec, s) in specs if orchestrate.scenario(s).op == "lookup"]

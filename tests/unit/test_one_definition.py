@@ -21,8 +21,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "reports" / "data" / "20261128-0
 
 def _unequal_rounds() -> Run:
     """A short fast round and a long slow one: the median of the two rounds and the pooled ops disagree."""
-    return (Run().server("postgres", NET)
-            .phase("postgres", "roundtrip", steady(0.05), repeat=0).phase("postgres", "roundtrip", steady(0.05), repeat=1)
+    return (Run()
+            .server("postgres", NET)
+            .phase("postgres", "roundtrip", steady(0.05), repeat=0)
+            .phase("postgres", "roundtrip", steady(0.05), repeat=1)
             .phase("postgres", SCEN, steady(1.0, n=60, slots=1), repeat=0)
             .phase("postgres", SCEN, steady(5.0, n=500, slots=2), repeat=1))
 

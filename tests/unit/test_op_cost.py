@@ -45,7 +45,9 @@ class _WrongOnSevens:
 
 def _inputs(n: int) -> list[tuple]:
     rng = np.random.default_rng(1)
-    return [("check", (u, "view", int(r)), bool(rng.random() < 0.5)) for u, r in enumerate(rng.integers(0, 50, n))]
+    return [
+        ("check", (u, "view", int(r)), bool(rng.random() < 0.5)) for u, r in enumerate(rng.integers(0, 50, n))
+    ]
 
 
 def _run(backend, inputs: list, iterations: int, stop: threading.Event, interval_s: float = 1.0) -> _Out:
@@ -73,14 +75,16 @@ def test_op_counters_histogram_holds_every_answered_op_when_read_between_and_aft
         kd.add(None, Timed(True, None, 0, i * 1000))
         if i == 250:
             assert kd.hist.get_total_count() == 250  # read mid-interval: the latencies so far are in it
-    assert kd.hist.get_total_count() == 500 and kd.hist.get_max_value() == kd.hist.get_value_at_percentile(100)
+    assert kd.hist.get_total_count() == 500 and kd.hist.get_max_value() == kd.hist.get_value_at_percentile(
+        100)
     assert kd.payload()["ops"] == 500
 
 
 def test_every_wrong_answer_is_counted_on_every_op_after_the_per_op_cuts():
     inputs = _inputs(300)
     answers = {(a[0], a[2]): exp for _, a, exp in inputs}
-    iterations = 1000  # over three times the inputs: a prepared input's call is reused, still compared each time
+    # over three times the inputs: a prepared input's call is reused, still compared each time
+    iterations = 1000
     out = _run(_WrongOnSevens(answers), inputs, iterations, threading.Event(), interval_s=0.001)
     wrong = sum(1 for k in range(iterations) if inputs[k % len(inputs)][1][2] % 7 == 0)
     assert wrong > 0
@@ -94,4 +98,5 @@ def test_a_stop_from_the_parent_ends_the_share_within_the_poll_interval():
     backend = _WrongOnSevens({(a[0], a[2]): exp for _, a, exp in inputs}, stop_after=200, stop=stop)
     out = _run(backend, inputs, 10_000_000, stop)
     assert 200 <= out.total("ops") < 10_000_000
-    assert backend.calls[-1] - backend.stopped_at <= worker.POLL_S + 0.05  # 50 ms of slack for a loaded machine
+    # 50 ms of slack for a loaded machine
+    assert backend.calls[-1] - backend.stopped_at <= worker.POLL_S + 0.05

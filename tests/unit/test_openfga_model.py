@@ -59,7 +59,8 @@ def zed_to_model(text: str) -> dict[str, Any]:
                 name, _, expr = rest.partition("=")
                 rels[name.strip()] = _rewrite(_tokens(_zed_expr(expr)), [])
                 meta[name.strip()] = {"directly_related_user_types": []}
-        types.append({"type": m.group(1), "relations": rels, "metadata": {"relations": meta} if rels else None})
+        types.append(
+            {"type": m.group(1), "relations": rels, "metadata": {"relations": meta} if rels else None})
     return {"schema_version": "1.1", "type_definitions": types, "conditions": {}}
 
 

@@ -13,8 +13,8 @@ from authzbench.workloads.spec import PhaseResult, PhaseSpec
 
 
 def _spec(c: int, **kw) -> PhaseSpec:
-    return PhaseSpec(backend="permify", scenario="lookup_resources_manage_super", concurrency=c, timeout_s=60.0,
-                     **kw)
+    return PhaseSpec(
+        backend="permify", scenario="lookup_resources_manage_super", concurrency=c, timeout_s=60.0, **kw)
 
 
 def test_eight_workers_are_skipped_when_one_workers_op_time_predicts_a_timeout():
@@ -65,8 +65,9 @@ def test_bench_records_the_skipped_phase_and_the_report_names_it(tmp_path, monke
     monkeypatch.setattr(phase, "_run_phase", slow)
     monkeypatch.setattr(orchestrate.os, "cpu_count", lambda: 2)
     # at full scale a round's budget stretches to 5.3 s, past the 3 s op: the 1-worker rounds all run
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8],
-                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_view_via_group_member"], rounds=3)
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1, 8], iterations_scale=1.0,
+        data_dir=tmp_path / "data", scenarios=["check_view_via_group_member"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())
@@ -85,7 +86,8 @@ def _round(c: int, **kw) -> PhaseSpec:
 
 def test_a_later_round_is_bounded_by_op_count_when_an_op_outlasted_the_budgets_stretch():
     pace = Pace(cores=2)
-    pace.note(_round(1), "lookup", ops=1, wall_s=24.0)  # 24 s an op, past the 5.3 s stretch of a 1.33 s budget
+    # 24 s an op, past the 5.3 s stretch of a 1.33 s budget
+    pace.note(_round(1), "lookup", ops=1, wall_s=24.0)
     why = pace.too_slow(_round(1, repeat=1), "lookup")
     assert why.startswith("bounded by op count") and "24.0 s" in why and "5.3 s" in why
 
@@ -99,7 +101,8 @@ def test_a_later_round_runs_when_its_ops_fit_the_budgets_stretch():
 
 def test_a_higher_count_whose_predicted_op_outlasts_the_stretch_is_skipped_under_its_op_floor():
     pace = Pace(cores=2)
-    pace.note(_round(1, min_ops=10), "lookup", ops=1, wall_s=13.3)  # x 8 / 2 = 53 s an op, under the 60 s timeout
+    # x 8 / 2 = 53 s an op, under the 60 s timeout
+    pace.note(_round(1, min_ops=10), "lookup", ops=1, wall_s=13.3)
     why = pace.too_slow(_round(8, min_ops=10), "lookup")
     assert why.startswith("under its op floor") and "predicted 53 s" in why and "8 ops" in why
     assert "floor of 10" in why and "5.3 s budget" in why
@@ -127,8 +130,9 @@ def test_bench_bounds_the_later_rounds_of_a_phase_whose_op_outlasted_the_budget(
         return PhaseResult(spec.phase_id, "complete", wall_s=24.0, ops=1)
 
     monkeypatch.setattr(phase, "_run_phase", slow)
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1],
-                         iterations_scale=1.0, data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1], iterations_scale=1.0,
+        data_dir=tmp_path / "data", scenarios=["check_negative"], rounds=3)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     recs = list(store.records())
@@ -160,6 +164,7 @@ def test_the_heaviest_users_checks_cover_resources_they_hold_and_do_not_as_the_o
     lookup = scenario(HEAVY_LOOKUP).sampler(ds, oracle, 1)[0]
     checks = as_checks(lookup, ds.entities["resource"], n=10)
     held = set(lookup[2])
-    assert [c[2] for c in checks].count(True) == min(10, len(held)) and [c[2] for c in checks].count(False) == 10
+    assert [c[2] for c in checks].count(True) == min(10, len(held)) and [c[2] for c in checks].count(
+        False) == 10
     assert all(oracle.check(*args) == expected for _, args, expected in checks)
     assert checks == as_checks(lookup, ds.entities["resource"], n=10)  # the same in every run

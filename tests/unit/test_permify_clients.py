@@ -1,5 +1,5 @@
-"""The pure parts of authzbench.systems.permify.tools.clients: how the list is cut into rounds and rotated, how
-answers are compared, how overhead against the round trip is computed (no server, nothing timed)."""
+"""The pure parts of authzbench.systems.permify.tools.clients: how the list is cut into rounds and rotated,
+how answers are compared, how overhead against the round trip is computed (no server, nothing timed)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def test_the_list_is_cut_into_consecutive_chunks_covering_every_input_once():
 
 def test_each_round_starts_with_the_next_client():
     cs = [_client(n, "REST") for n in "abc"]
-    assert [[c.name for c in rotated(cs, i)] for i in range(4)] == [list("abc"), list("bca"), list("cab"), list("abc")]
+    assert [[c.name for c in rotated(cs, i)] for i in range(4)] == [
+        list("abc"), list("bca"), list("cab"), list("abc")]
 
 
 def test_a_wrong_or_missing_answer_of_any_client_is_a_mismatch():
@@ -67,7 +68,9 @@ def test_overhead_is_a_check_client_figure_minus_its_own_transports_round_trip()
     assert rows["grpc"].server_us is None and rows["rest"].server_us == 100.0
     assert rows["rest-rt"].over_p50_ms is None  # a round trip is the floor, not measured against one
     table = render(list(rows.values()), ["context"], ref="rest")
-    assert "| rest | REST | 10 | 1.900 | 1.900 | 0.900 | 450 (400-500) | 300 | 1.00 (1.00-1.00) | 100 |" in table
+    assert (
+        "| rest | REST | 10 | 1.900 | 1.900 | 0.900 | 450 (400-500) | 300 | 1.00 (1.00-1.00) | 100 |" in table
+    )
     assert "| grpc-rt | gRPC | 10 | 0.500 | 0.500 |  | 50 (50-50) |  |  |  |" in table
 
 
@@ -89,4 +92,5 @@ def test_each_call_of_a_block_is_timed_and_a_wrong_or_failed_answer_is_counted()
     assert failures("c", s) == ["c: 1 calls failed (0 timed out) ConnectionError: gone"]
     rt = Samples()
     run_block(Client("rt", "gRPC", lambda _: None, roundtrip=True), inputs, range(3), rt, None)
-    assert rt.ops.ops == 3 and rt.ops.checked == 0 and failures("rt", rt) == []  # a round trip answers nothing
+    # a round trip answers nothing
+    assert rt.ops.ops == 3 and rt.ops.checked == 0 and failures("rt", rt) == []

@@ -127,14 +127,17 @@ def test_grpc_statuses_map_to_the_adapters_errors():
     api.addr, api.timeout = "127.0.0.1:3478", 2.0
     lost = api.error(_RpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"), "Permission.Check")
     assert type(lost) is BackendUnavailable
-    assert str(lost) == "permify: lost the connection to Permify at 127.0.0.1:3478: UNAVAILABLE (Socket closed)"
+    assert (
+        str(lost) == "permify: lost the connection to Permify at 127.0.0.1:3478: UNAVAILABLE (Socket closed)")
     for code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         e = api.error(_RpcError(code, "invalid key"), "Tenancy.List")
         assert isinstance(e, UserError) and "rejected the preshared key" in str(e)
     late = api.error(_RpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), "Permission.Check")
     assert type(late) is BackendUnavailable and is_timeout(late)  # the runner counts it as a timeout
-    e = api.error(_RpcError(grpc.StatusCode.INVALID_ARGUMENT, "ERROR_CODE_DEPTH_NOT_ENOUGH"), "Permission.Check")
-    assert isinstance(e, PermifyError) and (e.status, e.message) == ("INVALID_ARGUMENT", "ERROR_CODE_DEPTH_NOT_ENOUGH")
+    e = api.error(
+        _RpcError(grpc.StatusCode.INVALID_ARGUMENT, "ERROR_CODE_DEPTH_NOT_ENOUGH"), "Permission.Check")
+    assert isinstance(e, PermifyError) and (e.status, e.message) == (
+        "INVALID_ARGUMENT", "ERROR_CODE_DEPTH_NOT_ENOUGH")
     assert str(e) == "permify: INVALID_ARGUMENT ERROR_CODE_DEPTH_NOT_ENOUGH"
 
 
@@ -143,7 +146,8 @@ def test_the_public_attribute_value_is_a_serialized_boolean_true():
 
     assert attribute_json(relation_defs("social")["content_public"], 3)["value"] == {
         "type_url": "type.googleapis.com/base.v1.BooleanValue",
-        "value": wrappers_pb2.BoolValue(value=True).SerializeToString()}  # field 1 = true, as BooleanValue.data
+        # field 1 = true, as BooleanValue.data
+        "value": wrappers_pb2.BoolValue(value=True).SerializeToString()}
 
 
 def test_without_a_cached_binary_or_go_the_backend_says_why_in_one_line(tmp_path, monkeypatch):

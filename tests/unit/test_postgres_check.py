@@ -1,6 +1,6 @@
 """The postgres adapter's check as libpq's prepared call (issue 56): its binary answer read as the oracle's
-boolean (a deny, a NULL and no row are all False, so a wrong answer is still seen), a failed call raised as the
-failure it is, and only the deadline's or the server's statement_timeout turned into a TimeoutError."""
+boolean (a deny, a NULL and no row are all False, so a wrong answer is still seen), a failed call raised as
+the failure it is, and only the deadline's or the server's statement_timeout turned into a TimeoutError."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ def test_a_skipped_load_reuses_only_a_load_of_the_same_data_provisioned_the_same
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path))
     path = state_file("scylla").with_suffix(".load.json")
     path.parent.mkdir(parents=True)
-    rec = {"type": "ingest", "backend": "scylla", "dataset_hash": "h1", "load_seconds": 13.9, "provision": "native"}
+    rec = {"type": "ingest", "backend": "scylla", "dataset_hash": "h1", "load_seconds": 13.9,
+           "provision": "native"}
     path.write_text(json.dumps(rec))
     assert _prior_load("scylla", "native", "h1") == rec
     assert _prior_load("scylla", "compose", "h1") is None  # the native load is not the compose server's

@@ -23,12 +23,15 @@ def figures(markdown: str) -> list[str]:
 
 
 def test_the_figure_check_finds_run_figures_in_prose_and_not_option_values():
-    measured = ("The run took 36 min (25.0 minutes by `time`), 363,031 answers, 0 mismatches; p50 1.28 ms, "
-                "0.64x the client CPU, 49,101 relationships/s, 5,076 MiB written, 1.14 core-s, 143% of a core.")
-    assert figures(measured) == ["36 min", "25.0 minutes", "363,031 answers", "0 mismatches", "1.28 ms", "0.64x",
-                                 "49,101 relationships/s", "5,076 MiB", "1.14 core-s", "143%"]
-    settings = ("`--concurrency 1,8,32`, `--rate 500 --duration 30`, `--slo-check-p95 25`, Python 3.11 on Debian "
-                "12, 8 workers, 3 rounds over 2 visits, p95: 20, p99: 100.\n```bash\nsleep 5s\n```\n")
+    measured = (
+        "The run took 36 min (25.0 minutes by `time`), 363,031 answers, 0 mismatches; p50 1.28 ms, "
+        "0.64x the client CPU, 49,101 relationships/s, 5,076 MiB written, 1.14 core-s, 143% of a core.")
+    assert figures(measured) == [
+        "36 min", "25.0 minutes", "363,031 answers", "0 mismatches", "1.28 ms", "0.64x",
+        "49,101 relationships/s", "5,076 MiB", "1.14 core-s", "143%"]
+    settings = (
+        "`--concurrency 1,8,32`, `--rate 500 --duration 30`, `--slo-check-p95 25`, Python 3.11 on Debian "
+        "12, 8 workers, 3 rounds over 2 visits, p95: 20, p99: 100.\n```bash\nsleep 5s\n```\n")
     assert figures(settings) == []
 
 

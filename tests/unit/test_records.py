@@ -30,7 +30,8 @@ def full(cls: type[records.Record]) -> records.Record:
 def minimal_line(kind: str) -> dict:
     """The line of a record with only its required fields."""
     cls = KINDS[kind]
-    req = {f.name: SAMPLE[str(f.type).split(" ")[0]] for f in dataclasses.fields(cls) if f.default is not None}
+    req = {
+        f.name: SAMPLE[str(f.type).split(" ")[0]] for f in dataclasses.fields(cls) if f.default is not None}
     return encode(cls(**req))
 
 

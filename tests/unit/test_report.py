@@ -36,11 +36,13 @@ def run(tmp_path_factory):
 def test_report_covers_every_section_and_scenario(run):
     _, path = run
     text = both(path)
-    for heading in ("Test environment", "Dataset", "Dataset: parameters and distribution", "Write performance",
-                    "Read performance", "Mixed read/write", "## 5. Reads", "Correctness"):
+    for heading in (
+        "Test environment", "Dataset", "Dataset: parameters and distribution", "Write performance",
+        "Read performance", "Mixed read/write", "## 5. Reads", "Correctness"):
         assert heading in text
-    for scen in ("check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member",
-                 "check_negative", "lookup_resources_manage_super", "lookup_resources_view_regular", "roundtrip"):
+    for scen in (
+        "check_manage_direct_user", "check_manage_org_admin", "check_view_via_group_member", "check_negative",
+        "lookup_resources_manage_super", "lookup_resources_view_regular", "roundtrip"):
         assert f"`{scen}`" in text
     assert (path.parent / f"{path.stem}-charts" / "check_negative.png").is_file()
 
@@ -141,7 +143,8 @@ def test_an_ingest_variant_is_measured_by_its_own_reload_and_reported_as_its_own
     assert orchestrate.bench(cfg, store) == []
     assert seen == ["other", None]  # the variant first; the default path loads last and serves the reads
     text = both(render(store.path, tmp_path / "r"))
-    write_rows = [ln for ln in text.split("## 4.")[1].split("## 5.")[0].splitlines() if ln.startswith("| reference")]
+    write_rows = [
+        ln for ln in text.split("## 4.")[1].split("## 5.")[0].splitlines() if ln.startswith("| reference")]
     assert len(write_rows) == 2 and any("via OtherPath" in ln for ln in write_rows)
 
 
@@ -150,8 +153,9 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 
     from authzbench.report.core.data import load_run
 
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
-                         scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1], repeat=3,
+        scenarios=["check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     text = both(render(store.path, tmp_path / "r"))
@@ -166,8 +170,9 @@ def test_repeats_give_a_coefficient_of_variation_recomputed_from_the_phases(tmp_
 def test_a_checks_ratio_to_its_round_trip_is_one_number_per_row_when_the_run_has_rounds(tmp_path):
     from authzbench.report.core.data import load_run
 
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
-                         scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=3,
+        scenarios=["roundtrip", "check_negative"], iterations_scale=0.05, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     assert orchestrate.bench(cfg, store) == []
     text = both(render(store.path, tmp_path / "r"))

@@ -1,6 +1,6 @@
-"""The operating envelope in the report (issue 53), on fixture records: a churn sweep whose reads slow with the
-churn rate, revocations at 8 writers that still allowed, each engine's consistency modes, and the workload rows
-built from them; an older run without any of it renders none of it."""
+"""The operating envelope in the report (issue 53), on fixture records: a churn sweep whose reads slow with
+the churn rate, revocations at 8 writers that still allowed, each engine's consistency modes, and the workload
+rows built from them; an older run without any of it renders none of it."""
 
 from __future__ import annotations
 
@@ -34,10 +34,11 @@ def _hist(values_ms: list[float]) -> str:
 
 
 def _interval(pid: str, b: str, scenario: str, kind: str, lat: list[float], ts: float, **kw) -> dict:
-    return {"type": "interval", "phase": pid, "backend": b, "scenario": scenario, "worker": 0, "kind": kind,
-            "hist": _hist(lat), "ops": len(lat), "errors": kw.get("errors", {}), "timeouts": 0, "mismatches": 0,
-            "examples": [], "results": 0, "duplicates": 0, "checked": len(lat), "late": kw.get("late", 0),
-            "ts": ts, "extra": kw.get("extra")}
+    return {
+        "type": "interval", "phase": pid, "backend": b, "scenario": scenario, "worker": 0, "kind": kind,
+        "hist": _hist(lat), "ops": len(lat), "errors": kw.get("errors", {}), "timeouts": 0, "mismatches": 0,
+        "examples": [], "results": 0, "duplicates": 0, "checked": len(lat), "late": kw.get("late", 0),
+        "ts": ts, "extra": kw.get("extra")}
 
 
 def _phase(run: Run, b: str, scenario: str, pid: str, start: dict, intervals: list[tuple]) -> Run:
@@ -46,8 +47,9 @@ def _phase(run: Run, b: str, scenario: str, pid: str, start: dict, intervals: li
     run.recs.append({"type": "phase_start", "phase": pid, "backend": b, "scenario": scenario, "ts": t0,
                      "iterations": 0, "budget_s": None, "repeat": 0, **start})
     run.recs += [_interval(pid, b, scenario, kind, lat, t0 + 1, **kw) for kind, lat, kw in intervals]
-    run.recs.append({"type": "phase_end", "phase": pid, "backend": b, "scenario": scenario, "status": "complete",
-                     "reason": "", "wall_s": 6.0, "scheduled": None, "dropped": 0, "warmup_ops": 0, "ops": 1})
+    run.recs.append(
+        {"type": "phase_end", "phase": pid, "backend": b, "scenario": scenario, "status": "complete",
+         "reason": "", "wall_s": 6.0, "scheduled": None, "dropped": 0, "warmup_ops": 0, "ops": 1})
     return run
 
 
@@ -57,7 +59,8 @@ def churn_step(run: Run, b: str, rate: float, read_ms: float, late: int = 0, sta
     changes = max(1, int(rate * 6))
     extra = {"scheduled": changes, "unissued": 0, "revocations": changes // 5, "stale_allows": stale,
              "stale_reads": 0, "rows": changes, "rows_counted": changes}
-    start = {"mode": "open", "concurrency": 8, "stages": [[100.0, 6.0]], "churn_rate": rate, "churn_writers": 4}
+    start = {
+        "mode": "open", "concurrency": 8, "stages": [[100.0, 6.0]], "churn_rate": rate, "churn_writers": 4}
     return _phase(run, b, "churn", f"{b}/churn/open8@100+churn{rate:g}/r0", start, [
         ("check", [read_ms * (1 + 0.01 * (i % 3 - 1)) for i in range(600)], {}),
         ("write", [5.0] * changes, {"late": late, "extra": extra}),
@@ -65,8 +68,9 @@ def churn_step(run: Run, b: str, rate: float, read_ms: float, late: int = 0, sta
 
 
 def skipped(run: Run, b: str, rate: float) -> Run:
-    run.recs.append({"type": "phase_skipped", "phase": f"{b}/churn/open8@100+churn{rate:g}/r0", "backend": b,
-                     "scenario": "churn", "concurrency": 8, "repeat": 0, "reason": "a lower step did not hold"})
+    run.recs.append(
+        {"type": "phase_skipped", "phase": f"{b}/churn/open8@100+churn{rate:g}/r0", "backend": b,
+         "scenario": "churn", "concurrency": 8, "repeat": 0, "reason": "a lower step did not hold"})
     return run
 
 
@@ -100,7 +104,8 @@ SLOWING = {"postgres": 0.01, "scylla": 0.3, "spicedb-pg": 30.0}
 def test_reads_that_slow_with_churn_give_the_highest_held_rate_and_the_first_failed_one():
     sus = churn.sustainable(sweep(SLOWING).data())
     assert sus["postgres"].text == "at least 100/s"
-    assert (sus["scylla"].held, sus["scylla"].failed, sus["scylla"].text) == (10.0, 100.0, "10/s, below 100/s")
+    assert (sus["scylla"].held, sus["scylla"].failed, sus["scylla"].text) == (
+        10.0, 100.0, "10/s, below 100/s")
     assert "over the 25 ms SLO" in sus["scylla"].reason
     assert sus["spicedb-pg"].held is None and sus["spicedb-pg"].text == "under 1/s"
 
@@ -164,7 +169,8 @@ def test_allows_after_revocation_are_counted_per_thousand_with_their_interval():
 
 def test_a_stale_allow_under_a_fully_consistent_mode_cites_the_reproduction_and_upstream():
     run = Run().server("spicedb-pg", SPICE)
-    lines = "\n".join(freshness.summary_lines(revocations(run, "spicedb-pg", "fully_consistent", 800, 9).data()))
+    lines = "\n".join(
+        freshness.summary_lines(revocations(run, "spicedb-pg", "fully_consistent", 800, 9).data()))
     assert "tools/newenemy_repro.py" in lines and "https://github.com/authzed/spicedb/issues/1215" in lines
     clean = Run().server("spicedb-pg", SPICE)
     assert "newenemy" not in "\n".join(freshness.summary_lines(
@@ -179,7 +185,8 @@ def test_a_backend_whose_revocations_at_8_writers_were_not_run_is_named_with_the
     lines = freshness.summary_lines(run.data())
     assert lines[0].startswith("**Stale allows per 1,000 revocations, 8 concurrent writers, per mode**")
     assert "scylla" not in lines[0]
-    assert lines[1].startswith("Not run at 8 writers, scylla") and ": at 1 writer the phase took 29 s" in lines[1]
+    assert (lines[1].startswith("Not run at 8 writers, scylla")
+            and ": at 1 writer the phase took 29 s" in lines[1])
 
 
 def test_an_older_record_without_a_revocation_count_counts_every_op():
@@ -228,7 +235,10 @@ def test_each_engine_mode_shows_its_check_latency_beside_the_staleness_it_allowe
     revocations(run, "spicedb-pg", "fully_consistent", 800, 9)
     df = freshness.freshness(run.data()).set_index("mode")
     assert df.loc["fully_consistent"]["p50_ms"] == pytest.approx(4.0, rel=0.01)
-    assert df.loc["fully_consistent"]["stale"] == "8 writers: 9 of 800 revocations, 11.3 per 1,000 (95% 5.93-21.2)"  # 11.25: half up
+    assert (
+        df.loc["fully_consistent"]["stale"]
+        == "8 writers: 9 of 800 revocations, 11.3 per 1,000 (95% 5.93-21.2)"
+    )  # 11.25: half up
     assert df.loc["minimize_latency (session)"]["stale"] == "—"  # no revocation in the session mode
     assert "freshness.png" in freshness.section(run.data(), tmp_path)
     assert "freshness.png" in freshness.section(run.data(), tmp_path)
@@ -242,7 +252,8 @@ def test_a_run_without_churn_or_revocations_renders_none_of_it(tmp_path):
     main = render(run.write(tmp_path / "run"), tmp_path / "out")
     text = main.read_text() + (tmp_path / "out" / "fixture-appendix.md").read_text()
     # the run's path holds the test's name: the sections' own titles and lines are what must be absent
-    assert not any(w in text for w in ("Sustainable churn", "Structural churn", "by workload", "Revocations under"))
+    assert not any(
+        w in text for w in ("Sustainable churn", "Structural churn", "by workload", "Revocations under"))
     assert set(json.loads((tmp_path / "out" / "fixture.json").read_text())) == {"run_id", "figures"}
 
 

@@ -1,6 +1,7 @@
 """The report's own rules, checked on a report rendered from recorded results (fixture records, no servers):
-two figures share a letter exactly when not clearly apart, the summary and the Findings show the figure its table shows,
-one (backend, scenario, workers, metric) has one value, the main report stays short with the decision first."""
+two figures share a letter exactly when not clearly apart, the summary and the Findings show the figure its
+table shows, one (backend, scenario, workers, metric) has one value, the main report stays short with the
+decision first."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from authzbench.report.core.tables import significant
 from authzbench.report.document import render
 from tests.unit.test_report_findings import CASS, CHDB, ES, NET, Run, steady
 
-BACKENDS = {"postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
+BACKENDS = {
+    "postgres": (NET, 0.2), "scylla": (CASS, 0.7), "elasticsearch": (ES, 1.1), "clickhouse": (CHDB, 4.0)}
 
 
 def _recorded_run() -> Run:
@@ -35,9 +37,12 @@ def _recorded_run() -> Run:
             run.phase(b, "roundtrip", steady(ms * 0.6 * wobble, slots=2), repeat=rnd)
             for s in ("check_manage_direct_user", "check_view_via_group_member", "check_negative"):
                 for c in (1, 8):
-                    run.phase(b, s, steady(ms * wobble * (1 + c / 4), n=100 * c, slots=2), concurrency=c, repeat=rnd)
-            run.phase(b, "lookup_resources_view_regular", steady(ms * 20 * wobble, n=30, slots=2), kind="lookup",
-                      results=50, repeat=rnd)
+                    run.phase(
+                        b, s, steady(ms * wobble * (1 + c / 4), n=100 * c, slots=2), concurrency=c, repeat=rnd
+                    )
+            run.phase(
+                b, "lookup_resources_view_regular", steady(ms * 20 * wobble, n=30, slots=2), kind="lookup",
+                results=50, repeat=rnd)
             for c in (1, 8):
                 run.phase(b, "mixed", steady(ms * wobble * c, n=100 * c, slots=2), concurrency=c, repeat=rnd,
                           writes=[ms * 3] * 30)
@@ -72,7 +77,8 @@ def _assert_letter_meaning(figs: list, higher: bool, where: object = "") -> None
                 share = bool(set(cld[f.backend]) & set(cld[g.backend]))
                 assert share == (not beats(f, g) and not beats(g, f)), (where, f.backend, g.backend, cld)
                 if (f.value > g.value) == higher and f.value != g.value:
-                    assert standing(cld[f.backend]) <= standing(cld[g.backend]), (where, f.backend, g.backend, cld)
+                    assert standing(cld[f.backend]) <= standing(cld[g.backend]), (
+                        where, f.backend, g.backend, cld)
 
 
 def test_every_rendered_letter_means_not_clearly_apart_and_follows_the_figures_order(rendered):
@@ -147,9 +153,9 @@ def test_each_sentence_of_the_summary_names_the_best_or_says_there_is_no_clear_w
 
 @pytest.mark.parametrize("seed", range(60))
 def test_random_intervals_give_letters_shared_exactly_when_not_clearly_apart(seed):
-    """Property over random figures: sharing a letter <=> not clearly apart, a better figure never a later first
-    letter; with wide, nested, open-above (a percentile from too few ops), tied and assumed intervals, so a
-    wide interval that used to chain a group together is among the cases."""
+    """Property over random figures: sharing a letter <=> not clearly apart, a better figure never a later
+    first letter; with wide, nested, open-above (a percentile from too few ops), tied and assumed intervals,
+    so a wide interval that used to chain a group together is among the cases."""
     rng = np.random.default_rng(seed)
     figs = []
     for i in range(int(rng.integers(2, 14))):
@@ -165,8 +171,9 @@ def test_random_intervals_give_letters_shared_exactly_when_not_clearly_apart(see
 def test_one_wide_interval_no_longer_joins_two_figures_far_apart():
     """permify [1.97, 4.58], a wide one over both, postgres [5.96, 12.7]: permify stays clearly ahead of
     postgres, and the wide one shares a letter with each, neither claim broken."""
-    figs = [ranking.Figure("permify", 3.0, bounds=(1.97, 4.58)), ranking.Figure("wide", 5.0, bounds=(2.0, 9.0)),
-            ranking.Figure("postgres", 8.0, bounds=(5.96, 12.7))]
+    figs = [
+        ranking.Figure("permify", 3.0, bounds=(1.97, 4.58)), ranking.Figure("wide", 5.0, bounds=(2.0, 9.0)),
+        ranking.Figure("postgres", 8.0, bounds=(5.96, 12.7))]
     assert letters(figs, False) == {"permify": "a", "wide": "ab", "postgres": "b"}
 
 
@@ -189,11 +196,14 @@ def test_a_backend_whose_answers_can_be_stale_gets_one_line_with_its_lag_and_its
     from authzbench.report.decision import NEEDS, _freshness
 
     need = {n.keys: n for n in NEEDS}
-    lag = Dimension("Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
-    stale = Dimension("Writes", "stale", "", False, [Figure("a", 6.0), Figure("b", 0.0), Figure("c", 0.0)], "x")
+    lag = Dimension(
+        "Writes", "lag", "ms", False, [Figure("a", 5000.0), Figure("b", 0.2), Figure("c", 4000.0)], "x")
+    stale = Dimension(
+        "Writes", "stale", "", False, [Figure("a", 6.0), Figure("b", 0.0), Figure("c", 0.0)], "x")
     rd = RunData(Path("."), {}, [])
     lines = _freshness(rd, [(need[("visibility_p95",)], lag), (need[("stale_allows/",)], stale)])
-    assert len(lines) == 2 and lines[0].startswith("- **a** answers can be stale: visibility lag p95 5,000 ms")
+    assert len(lines) == 2 and lines[0].startswith(
+        "- **a** answers can be stale: visibility lag p95 5,000 ms")
     assert "stale allows 6" in lines[0] and "stale allows" not in lines[1]  # c: its lag only; b: fresh
 
 
@@ -203,11 +213,14 @@ def test_figures_that_moved_most_put_an_undefined_ratio_last_and_a_drop_to_zero_
 
 
 def _servers_run() -> RunData:
-    info = {"scylla": {"engine": "Apache Cassandra", "label": "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)"},
-            "mongo": {"engine": "FerretDB", "label": "FerretDB 1.24", "comparable": False},  # as recorded until now
-            "mongo-new": {"engine": "FerretDB", "label": "FerretDB 1.24", "stands_in_for": "MongoDB"},
-            "clickhouse": {"engine": "ClickHouse", "label": "ClickHouse 26.9 embedded (chdb)", "comparable": False},
-            "postgres": {"engine": "PostgreSQL", "label": "PostgreSQL 15.18"}}
+    info = {
+        "scylla": {"engine": "Apache Cassandra", "label": "Cassandra 5.0.9 (CQL, standing in for ScyllaDB)"},
+        # as recorded until now
+        "mongo": {"engine": "FerretDB", "label": "FerretDB 1.24", "comparable": False},
+        "mongo-new": {"engine": "FerretDB", "label": "FerretDB 1.24", "stands_in_for": "MongoDB"},
+        "clickhouse": {
+            "engine": "ClickHouse", "label": "ClickHouse 26.9 embedded (chdb)", "comparable": False},
+        "postgres": {"engine": "PostgreSQL", "label": "PostgreSQL 15.18"}}
     rd = RunData(Path("."), {}, [])
     rd.servers = {b: Server(backend=b, mode="native", info=i, notes=[], concurrency_model="process")
                   for b, i in info.items()}
@@ -217,7 +230,8 @@ def _servers_run() -> RunData:
 def test_every_stand_in_product_is_marked_apart_from_an_embedded_engine_and_the_real_servers():
     from authzbench.report.core.tables import label
     rd = _servers_run()
-    assert [label(rd, b) for b in rd.servers] == ["scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
+    assert [label(rd, b) for b in rd.servers] == [
+        "scylla ‡", "mongo ‡", "mongo-new ‡", "clickhouse †", "postgres"]
     # a stand-in is a networked server: lettered with the servers; an embedded engine is lettered apart
     assert [rd.comparable(b) for b in rd.servers] == [True, True, True, False, True]
 
@@ -239,7 +253,8 @@ def test_the_heatmap_colours_one_meaning_alike_in_every_row_whatever_the_row_hol
         assert len({cell_colour(r[k - 1], False, False) for r in rows.values()}) == 1
     assert cell_colour(1, False, False) != cell_colour(2, False, False)
     assert cell_colour(1, True, False) == UNRANKED == cell_colour(None, False, False)  # none qualified: grey
-    assert cell_colour(1, False, True) not in {cell_colour(k, False, False) for k in range(1, 7)}  # † distinct
+    # † distinct
+    assert cell_colour(1, False, True) not in {cell_colour(k, False, False) for k in range(1, 7)}
 
 
 def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered, monkeypatch):

@@ -95,8 +95,9 @@ def test_document_lists_topics_and_summaries_only():
 
 def test_the_import_walk_sees_a_lazy_import_inside_a_function_and_a_core_module(tmp_path: Path):
     p = tmp_path / "x.py"
-    p.write_text("def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
-                 "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
+    p.write_text(
+        "def f():\n    from authzbench.report.decision import ranked\n    import authzbench.report.churn\n"
+        "    from authzbench.report.core import noise\n    from authzbench.report.sweep import runs\n")
     assert report_imports(p) == {"decision", "churn", "core.noise", "sweep.runs"}
 
 

@@ -21,13 +21,16 @@ def test_the_read_leader_pays_only_where_a_backend_is_clearly_better_on_the_writ
     line = decision._leader_line("postgres", [(True, "membership write p95 5.32 ms (ab)"),
                                               (False, "rows touched 360 rows (d) (best: spicedb-pg 1 row)"),
                                               (True, "stale allows 0 (a)")])
-    assert "pays on the write side in 1 of 3 write needs: rows touched 360 rows (d) (best: spicedb-pg 1 row);" in line
+    assert (
+        "pays on the write side in 1 of 3 write needs: rows touched 360 rows (d) (best: spicedb-pg 1 row);"
+        in line)
     assert "it leads the other 2: membership write p95 5.32 ms (ab); stale allows 0 (a)." in line
 
 
 def test_a_read_leader_first_in_every_write_need_pays_nothing():
     line = decision._leader_line("postgres", [(True, "a (a)"), (True, "b (a)")])
-    assert "pays nothing on the write side: none clearly better in all 2 write needs" in line and " pays on" not in line
+    assert ("pays nothing on the write side: none clearly better in all 2 write needs" in line
+            and " pays on" not in line)
 
 
 def test_a_read_leader_behind_in_every_write_need_pays_in_every_one():
@@ -48,14 +51,19 @@ def test_the_tier_line_names_the_mode_each_engine_read_in_from_its_server_record
 
 def test_the_outside_reproduction_is_claimed_for_spicedb_only_and_cites_the_same_reports_everywhere():
 
-    rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).server("permify", {**NET, "label": "Permify"}).data()
-    note = staleness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent"), ("permify", "fully_consistent")])
+    rd = (Run()
+          .server("spicedb-pg", {**NET, "label": "SpiceDB"})
+          .server("permify", {**NET, "label": "Permify"})
+          .data())
+    note = staleness.strict_stale_note(
+        rd, [("spicedb-pg", "fully_consistent"), ("permify", "fully_consistent")])
     assert "spicedb-pg: reproduced outside the suite with SpiceDB's public API alone" in note
     assert "permify: not reproduced outside the suite" in note and "permify: reproduced" not in note
     urls = declared.stale_reports("spicedb-pg")
     assert len(urls) == 3 and all(u in note for u in urls) and "(none for permify)" in note
     permify_only = staleness.strict_stale_note(rd, [("permify", "fully_consistent")])
-    assert "newenemy_repro.py` speaks SpiceDB's API only" in permify_only and "no upstream report found" in permify_only
+    assert ("newenemy_repro.py` speaks SpiceDB's API only" in permify_only
+            and "no upstream report found" in permify_only)
 
 
 def test_the_appendix_and_the_report_cite_the_reproduction_in_one_sentence():
@@ -65,7 +73,8 @@ def test_the_appendix_and_the_report_cite_the_reproduction_in_one_sentence():
 
     rd = Run().server("spicedb-pg", {**NET, "label": "SpiceDB"}).data()
     rows = pd.DataFrame([{"backend": "spicedb-pg", "consistency": "fully_consistent", "stale_allows": 3}])
-    assert _strict_stale_allows(rd, rows)[1] == staleness.strict_stale_note(rd, [("spicedb-pg", "fully_consistent")])
+    assert _strict_stale_allows(rd, rows)[1] == staleness.strict_stale_note(
+        rd, [("spicedb-pg", "fully_consistent")])
 
 
 def _churn_run(rates: list[float]):
@@ -73,8 +82,9 @@ def _churn_run(rates: list[float]):
     for rate in rates:
         run.phase("permify", "churn", [[30.0] * 20])
         next(r for r in reversed(run.recs) if r["type"] == "phase_start")["churn_rate"] = rate
-    skipped = {"type": "phase_skipped", "phase": "permify/churn/open10@100+churn10/r0", "backend": "permify",
-               "scenario": "churn", "concurrency": 10, "repeat": 0, "reason": "check p95 338 ms over the 25 ms SLO"}
+    skipped = {
+        "type": "phase_skipped", "phase": "permify/churn/open10@100+churn10/r0", "backend": "permify",
+        "scenario": "churn", "concurrency": 10, "repeat": 0, "reason": "check p95 338 ms over the 25 ms SLO"}
     run.recs.append(skipped)
     return run.data()
 
@@ -119,8 +129,9 @@ def test_the_method_gives_a_named_mode_its_own_budget_and_the_rounds_it_ran_in()
     rd = _mode_run()
     rules = "\n".join(overview._stop_rule(rd.phases))
     assert "- `check_view_via_group_member`: 32,000 ops or a 2 s time budget a round" in rules
-    assert ("- `check_view_via_group_member` in a named consistency mode (openfga fully_consistent): 64,000 ops "
-            "or a 4 s time budget, whichever comes first, in 1 round.") in rules
+    assert (
+        "- `check_view_via_group_member` in a named consistency mode (openfga fully_consistent): 64,000 ops "
+        "or a 4 s time budget, whichever comes first, in 1 round.") in rules
     fewer = overview._fewer_rounds(rd.phases, 2)
     assert fewer == "`check_view_via_group_member` openfga fully_consistent at 1 worker (one round)"
 
@@ -135,7 +146,8 @@ def test_the_round_trip_is_called_a_reference_point_with_the_checks_faster_than_
     rd = run.data()
     below = overview._below_roundtrip(rd)
     assert below == "postgres 0.75"
-    line = next(x for x in overview._worker_caps(rd.phases.assign(concurrency=[1, 1, 8]), below) if "roundtrip" in x)
+    line = next(
+        x for x in overview._worker_caps(rd.phases.assign(concurrency=[1, 1, 8]), below) if "roundtrip" in x)
     assert "a reference point, not a floor (checks faster than it here" in line and "postgres 0.75" in line
     assert "floor a check" not in line
 
@@ -153,7 +165,8 @@ def test_the_config_line_says_what_the_write_keys_ran_as():
         if r["type"] == "phase_start":
             r.update(write_kind="acl", write_share=0.01 if r["scenario"] == "mixed" else 0.0)
     notes = overview.config_notes(run.data())
-    assert notes["write_concurrency"] == "ran: `write_membership` at 1 writer; `revoke_then_check` at 1 and 8 writers"
+    assert (notes["write_concurrency"]
+            == "ran: `write_membership` at 1 writer; `revoke_then_check` at 1 and 8 writers")
     assert notes["write_kind"].startswith("the mixed phase wrote acl; the churn steps changed membership 75%")
 
 
@@ -193,7 +206,8 @@ def test_a_named_mode_phase_that_re_asks_the_session_modes_inputs_says_how_many_
     from authzbench.report import freshness
 
     lines = freshness.rechecks(_modes_run(0))
-    assert lines[-1].startswith("- permify fully_consistent: 100 of 200 ops re-checked inputs an earlier phase")
+    assert lines[-1].startswith(
+        "- permify fully_consistent: 100 of 200 ops re-checked inputs an earlier phase")
     assert "its first second 100 ops at p50 1 ms, the other 100 at p50 4 ms" in lines[-1]
 
 
@@ -227,8 +241,9 @@ def test_a_read_warms_up_on_the_inputs_its_round_starts_at():
         def check(self, *a, **k):
             return True
 
-    spec = PhaseSpec(backend="e", scenario="check_negative", mode="closed", concurrency=1, iterations=10, warmup=3,
-                     input_offset=5)
+    spec = PhaseSpec(
+        backend="e", scenario="check_negative", mode="closed", concurrency=1, iterations=10, warmup=3,
+        input_offset=5)
     inputs = [("check", i) for i in range(10)]
     real = worker._op
     worker._op = lambda backend, inp, spec, state: (None, lambda: asked.append(inp[1]))

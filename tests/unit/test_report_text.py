@@ -1,5 +1,5 @@
-"""Every sentence and table cell of a report is computed from the run (issue 55, item 5) and no main-report line
-is over 400 characters (item 8): checked on the committed example's recorded data and on fakes."""
+"""Every sentence and table cell of a report is computed from the run (issue 55, item 5) and no main-report
+line is over 400 characters (item 8): checked on the committed example's recorded data and on fakes."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def test_the_ingest_table_has_one_relationships_rate_definition_and_no_zero_batc
 
 def test_every_ranked_figure_has_its_figure_in_the_appendix_table(example, example_dims):
     md = digest.figure_table(example, Path("."))
-    body = [ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| Dimension")]
+    body = [
+        ln.split(" | ") for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| Dimension")]
     records = digest.figure_records(example, example_dims)
     assert len(body) == len(records)
     for cells, rec in zip(body, records, strict=True):
@@ -85,7 +86,8 @@ def test_every_ranked_figure_has_its_figure_in_the_appendix_table(example, examp
 
 def test_stability_rows_name_what_differs_so_none_repeats(example):
     md = outcomes.stability(example, Path("."))
-    rows = [tuple(ln.split(" | ")[:6]) for ln in md.splitlines() if ln.startswith("| ") and "Backend" not in ln]
+    rows = [
+        tuple(ln.split(" | ")[:6]) for ln in md.splitlines() if ln.startswith("| ") and "Backend" not in ln]
     assert rows and len(rows) == len(set(rows))
     assert {"check", "write"} <= {r[3] for r in rows}
 

@@ -30,7 +30,8 @@ def _sampled(checks: RestoreChecks) -> list[int]:
 
 def test_only_the_visits_last_writing_phase_and_the_backends_last_writing_phase_are_sample_checked():
     first, second = RestoreChecks.of(_sched(2), PLAN, 0), RestoreChecks.of(_sched(2), PLAN, 1)
-    # visit 0's last writer is round 2's write_membership; the run's last is visit 1's churn (visit 1 runs after)
+    # visit 0's last writer is round 2's write_membership; the run's last is visit 1's churn (visit 1 runs
+    # after)
     assert _sampled(first) == [5, 7]
     assert _sampled(second) == [5]
 

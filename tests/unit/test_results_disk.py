@@ -21,14 +21,16 @@ def _limit_file_size() -> None:
 
 def test_a_results_dir_that_stops_taking_writes_is_one_error_and_keeps_what_was_recorded(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTHZBENCH_STATE": str(tmp_path / "state")}
-    gen = subprocess.run([sys.executable, "-m", "authzbench.cli", "generate", "--profile", "tiny", "--data-dir",
-                          str(tmp_path / "data")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    gen = subprocess.run(
+        [sys.executable, "-m", "authzbench.cli", "generate", "--profile", "tiny", "--data-dir",
+         str(tmp_path / "data")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert gen.returncode == 0, gen.stderr
-    r = subprocess.run([sys.executable, "-m", "authzbench.cli", "bench", "--backend", "reference", "--profile", "tiny",
-                        "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "results"),
-                        "--report-dir", str(tmp_path / "reports"), "--concurrency", "1,2", "--iterations-scale",
-                        "0.2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-                       preexec_fn=_limit_file_size)
+    r = subprocess.run(
+        [sys.executable, "-m", "authzbench.cli", "bench", "--backend", "reference", "--profile", "tiny",
+         "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "results"), "--report-dir",
+         str(tmp_path / "reports"), "--concurrency", "1,2", "--iterations-scale", "0.2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, preexec_fn=_limit_file_size)
     errors = [ln for ln in r.stderr.splitlines() if "error" in ln]
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr

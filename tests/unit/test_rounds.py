@@ -37,11 +37,12 @@ def _cfg(rounds: int, visits: int) -> BenchConfig:
                           concurrency=[1, 8], rounds=rounds, visits=visits)
 
 
-def test_the_round_trip_and_the_latency_only_checks_run_at_the_fewest_workers_the_via_group_check_at_every_count(
-        dataset):
+def test_the_round_trip_and_the_latency_only_checks_run_at_the_fewest_workers_the_via_group_check_at_every_count(  # noqa: E501
+    dataset):
     view = "check_view_via_group_member"
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny",
-                         scenarios=["roundtrip", "check_negative", view], concurrency=[8, 2, 32], rounds=1, visits=1)
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny",
+        scenarios=["roundtrip", "check_negative", view], concurrency=[8, 2, 32], rounds=1, visits=1)
     levels = {(s.scenario, s.concurrency) for s, _ in _specs(cfg, dataset)}
     assert levels == {("roundtrip", 2), ("check_negative", 2), (view, 2), (view, 8), (view, 32)}
 
@@ -111,7 +112,9 @@ def test_a_figure_whose_rounds_disagree_is_flagged_unstable_and_ranked_by_its_wi
         run.phase("scylla", "check_negative", steady(b, slots=1), repeat=rnd)
     # postgres's interval (1-5 ms) overlaps scylla's (2.9-3.1): one group, postgres kept and flagged
     assert _order(run.data(), "Check p50, check_negative") == [["postgres", "scylla"]]
-    line = next(ln for ln in findings.render_section(run.data(), str).splitlines() if "Check p50, check_negative" in ln)
+    line = next(ln
+                for ln in findings.render_section(run.data(), str).splitlines()
+                if "Check p50, check_negative" in ln)
     assert "**postgres** 1 (unstable) (a); **scylla** 3 ×3 (a)" in line
 
 
@@ -235,8 +238,10 @@ finally:
     other.kill()
     server.kill()
 # The median sample: one 0.2 s sample can catch the monitor itself delayed on a busy machine (one sample
-# of 76% failed make test, the others 0-16%); a busy loop counted as the client would put every sample near 100.
-print(json.dumps({"foreign": d.foreign_cpu, "client": statistics.median(s["client_cpu_percent"] for s in samples)}))
+# of 76% failed make test, the others 0-16%); a busy loop counted as the client would put every sample near
+# 100.
+print(json.dumps({"foreign": d.foreign_cpu,
+                  "client": statistics.median(s["client_cpu_percent"] for s in samples)}))
 """
 
 
@@ -255,8 +260,9 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     from authzbench.run.orchestrate import bench
 
     monkeypatch.setenv("AUTHZBENCH_STATE", str(tmp_path / "state"))
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
-                         concurrency=[1], iterations_scale=1.0, rounds=1, max_reruns=1, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", scenarios=["check_negative"],
+        concurrency=[1], iterations_scale=1.0, rounds=1, max_reruns=1, data_dir=tmp_path / "data")
     store = RunStore.create(tmp_path / "results")
     busy = _busy_outside_this_tree()
     try:
@@ -266,7 +272,8 @@ def test_a_phase_disturbed_by_a_busy_process_is_run_again_and_the_report_says_so
     rd = load_run(store.path)
     dist = [r for r in rd.records if isinstance(r, Disturbance)]
     assert [r.attempt for r in dist] == [0, 1] and all(r.disturbed for r in dist)
-    assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]  # the figure: the re-run
+    # the figure: the re-run
+    assert list(rd.phases["attempt"]) == [1] and list(rd.superseded["attempt"]) == [0]
     main = render(store.path, tmp_path / "out")
     text = main.read_text() + main.with_name(f"{main.stem}-appendix.md").read_text()
     assert "### Other processes on the cores" in text and "re-run: 1" in text
@@ -375,7 +382,8 @@ def test_a_phases_own_workers_are_not_read_as_foreign_cpu_even_when_they_end_bet
     if busy > DISTURBED_CPU:  # someone else's load would be read, rightly, as foreign
         pytest.skip(f"the machine is busy ({busy:.0f}% of a core before the test): foreign CPU is real here")
     tries = [_own_workers_foreign_cpu()]
-    if max(tries[0]) >= DISTURBED_CPU:  # once more: a misread of our own workers would repeat, a neighbour's burst not
+    # once more: a misread of our own workers would repeat, a neighbour's burst not
+    if max(tries[0]) >= DISTURBED_CPU:
         tries.append(_own_workers_foreign_cpu())
     assert max(tries[-1]) < DISTURBED_CPU, tries
 
@@ -412,7 +420,8 @@ def test_lookups_are_not_run_above_their_worker_cap(dataset):
     assert workers["lookup_resources_view_regular"] == {1, 8}
 
 
-def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(tmp_path, monkeypatch):
+def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_writing_phase(
+    tmp_path, monkeypatch):
     from authzbench.results.store import RunStore
     from authzbench.run import orchestrate, phase
 
@@ -420,12 +429,14 @@ def test_the_heaviest_lookup_is_restore_checked_once_after_the_backends_last_wri
     checked: list[tuple[str, str]] = []
     monkeypatch.setattr(phase, "verify_restored",
                         lambda sess, ds, o, store, pid, opts: checked.append((pid, opts.heavy)))
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
-                         concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"], concurrency=[1, 2],
+        iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
     # rounds 0 and 2 in the first visit, round 1 in the second: each visit's last mixed phase is checked, the
     # heaviest user's lookup only after the last one run
-    assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [("mixed/c1/r2", ""), ("mixed/c2/r1", "lookup")]
+    assert [(pid.split("/", 1)[1], heavy) for pid, heavy in checked] == [
+        ("mixed/c1/r2", ""), ("mixed/c2/r1", "lookup")]
 
 
 def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_last_writing_phase(
@@ -441,7 +452,8 @@ def test_a_write_phase_checks_only_the_users_it_touched_unless_it_is_the_visits_
                          scenarios=["write_membership", "write_hierarchy"], iterations_scale=0.05, rounds=1,
                          visits=1, data_dir=tmp_path / "data")
     assert orchestrate.bench(cfg, RunStore.create(tmp_path / "results")) == []
-    # both repair and check their own ops (probes and controls); only the last also checks the 200-check sample
+    # both repair and check their own ops (probes and controls); only the last also checks the 200-check
+    # sample
     assert [(pid, sample) for pid, sample, _ in checked] == [("write_membership/c1/r0", False),
                                                             ("write_hierarchy/c1/r0", True)]
     assert all(n > 0 for _, _, n in checked)
@@ -462,11 +474,13 @@ def test_a_mixed_phase_that_did_not_end_cleanly_is_restore_checked_mid_visit(tmp
         return replace(real(spec, *a, **k), stopped_workers=int(spec.concurrency == 1))
 
     monkeypatch.setattr(phase, "_run_phase", stopped_at_one_worker)
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"],
-                         concurrency=[1, 2], iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", scenarios=["mixed"], concurrency=[1, 2],
+        iterations_scale=0.05, rounds=3, visits=2, data_dir=tmp_path / "data")
     orchestrate.bench(cfg, RunStore.create(tmp_path / "results"))
     # round 2 runs its phases in rotated order (c2 then c1): c1/r2 is both stopped and the visit's last
-    assert [pid.split("/", 1)[1] for pid in checked] == ["mixed/c1/r0", "mixed/c1/r2", "mixed/c1/r1", "mixed/c2/r1"]
+    assert [pid.split("/", 1)[1] for pid in checked] == [
+        "mixed/c1/r0", "mixed/c1/r2", "mixed/c1/r1", "mixed/c2/r1"]
 
 
 def test_a_server_a_sweep_keeps_running_is_not_measured_as_the_in_process_engines(tmp_path, monkeypatch):
@@ -503,7 +517,8 @@ def _slowed(slowdown: float, index: float) -> Run:
     run = Run().server("postgres", NET).server("scylla", CASS)
     for rnd in range(3):
         for b, ms in (("postgres", 1.0), ("scylla", 3.0)):
-            run.phase(b, "check_negative", steady(ms * slowdown, n=round(300 / slowdown), slots=1), repeat=rnd)
+            run.phase(
+                b, "check_negative", steady(ms * slowdown, n=round(300 / slowdown), slots=1), repeat=rnd)
     return _on_machine(run, index)
 
 
@@ -523,7 +538,8 @@ def test_compare_normalizes_each_ratio_by_the_two_runs_speed_indexes(tmp_path):
     assert "at **0.67x** A's speed" in text and "p50 B/A normalized" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| postgres | check_negative"))
     cells = [c.strip() for c in row.split("|")]
-    assert float(cells[9]) == pytest.approx(1.5, rel=0.02) and float(cells[13]) == pytest.approx(1.0, rel=0.02)
+    assert float(cells[9]) == pytest.approx(1.5, rel=0.02) and float(cells[13]) == pytest.approx(
+        1.0, rel=0.02)
 
 
 def test_compare_of_runs_without_the_index_gives_raw_ratios_only(tmp_path):
@@ -542,8 +558,9 @@ def test_the_environment_section_states_the_index_median_and_range_over_the_visi
 
     run = _two(1.0, 3.0)
     for visit, index in enumerate((0.9, 1.1, 1.0)):
-        run.recs.append({"type": "speed_index", "backend": "postgres", "visit": visit, "cpu_s": 0.075 / index,
-                         "rtt_p50_us": 13.0, "cpu_score": index, "rtt_score": 1.0, "index": index, "seconds": 2.5})
+        run.recs.append(
+            {"type": "speed_index", "backend": "postgres", "visit": visit, "cpu_s": 0.075 / index,
+             "rtt_p50_us": 13.0, "cpu_score": index, "rtt_score": 1.0, "index": index, "seconds": 2.5})
     text = environment(run.data(), None)
     assert "Machine-speed index: **1.00** (median of 3 backend visit(s), range 0.90-1.10" in text
     assert "| Machine-speed index at its visits |" in text and "| 0.90, 1.10, 1.00 |" in text

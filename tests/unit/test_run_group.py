@@ -13,7 +13,8 @@ import pytest
 from authzbench.provision.base import run_group
 
 # a parent that starts a child in its own process group, prints the child's PID, then waits for it
-SPAWNER = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+SPAWNER = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; "
+           "time.sleep(60)']);"
            " print(c.pid, flush=True); time.sleep(60)")
 
 

@@ -36,7 +36,8 @@ def test_the_overhead_moves_from_the_prior_to_what_the_run_spent_around_its_wind
         eta.finished("postgres", 4.0)
     want = (PRIOR_OVERHEAD_S * PRIOR_PHASES + 16.0 + 89 * 2.0) / (PRIOR_PHASES + 90)
     assert eta.overhead_s() == pytest.approx(want) and 2.0 < eta.overhead_s() < 2.4
-    assert eta.line() == f"90/100 phases, {(20 + 89 * 6) / 60:.1f} min elapsed, ~{10 * (4.0 + want):.0f} s left"
+    assert (
+        eta.line() == f"90/100 phases, {(20 + 89 * 6) / 60:.1f} min elapsed, ~{10 * (4.0 + want):.0f} s left")
 
 
 def test_a_failed_backend_takes_its_remaining_phases_out_of_the_total_and_the_time_left():
@@ -56,17 +57,20 @@ def test_a_phase_plans_its_budget_its_schedule_or_its_cap():
     assert planned_seconds(PhaseSpec(mode="open", stages=[(100.0, 5.0), (200.0, 7.0)], **common)) == 12.0
 
 
-def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_with_every_phase_done(tmp_path):
+def test_bench_records_its_estimate_at_the_start_and_after_each_visit_and_ends_with_every_phase_done(
+    tmp_path):
     from authzbench.config import BenchConfig
     from authzbench.results.store import RunStore
     from authzbench.run import orchestrate
 
-    cfg = BenchConfig.of(backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2,
-                         visits=2, iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"],
-                         max_reruns=0)
+    cfg = BenchConfig.of(
+        backends=["reference"], provision="native", profile="tiny", concurrency=[1], rounds=2, visits=2,
+        iterations_scale=0.05, data_dir=tmp_path / "data", scenarios=["check_negative"], max_reruns=0)
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     etas = [r for r in store.records() if r["type"] == "eta"]
     assert len(etas) == 3  # the start, then each of the two visits
-    assert etas[0]["done"] == 0 and etas[0]["left_s"] > 0 and etas[0]["overhead_s"] == pytest.approx(PRIOR_OVERHEAD_S, rel=0.05)
+    assert (etas[0]["done"] == 0
+            and etas[0]["left_s"] > 0
+            and etas[0]["overhead_s"] == pytest.approx(PRIOR_OVERHEAD_S, rel=0.05))
     assert etas[-1]["done"] == etas[-1]["total"] == 2 and etas[-1]["left_s"] == 0

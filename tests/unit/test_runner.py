@@ -131,7 +131,8 @@ def test_a_phase_stopped_by_its_time_budget_is_complete_and_one_stopped_by_the_c
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 50)
     factory = _factory(ds, "tests.unit.fakes:SleepyBackend", sleep_s=0.05)
-    budget, t = _run(PhaseSpec("sleepy", "s", iterations=100_000, budget_s=0.5, max_seconds=5), factory, inputs)
+    budget, t = _run(
+        PhaseSpec("sleepy", "s", iterations=100_000, budget_s=0.5, max_seconds=5), factory, inputs)
     assert budget.status == "complete" and "time budget" in budget.reason
     assert 0 < t.iloc[0]["ops"] < 100_000
     cap, _ = _run(PhaseSpec("sleepy", "s", iterations=100_000, max_seconds=0.5), factory, inputs)
@@ -214,7 +215,8 @@ def test_an_op_past_its_bound_is_waited_for_while_it_progresses_and_only_a_silen
     assert (res.stopped_workers, res.hung_workers) == ((0, 0) if status == "complete" else
                                                        (1, 0) if progresses else (1, 1))
     if status == "complete":
-        assert t.set_index("kind").loc["write", "ops"] == 2  # the one op the budget let start: grant and revoke
+        # the one op the budget let start: grant and revoke
+        assert t.set_index("kind").loc["write", "ops"] == 2
 
 
 def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny, monkeypatch):
@@ -232,7 +234,8 @@ def test_workers_queued_behind_a_lock_are_not_hung_when_the_holders_op_ends(tiny
 
 
 def test_a_worker_whose_pool_aborted_before_it_started_measures_no_op(tiny):
-    """PhaseEvents.abort sets every signal, stop first: the worker runs to its end at once, measuring nothing."""
+    """PhaseEvents.abort sets every signal, stop first: the worker runs to its end at once, measuring
+    nothing."""
     import queue
     import threading
     from types import SimpleNamespace

@@ -19,7 +19,8 @@ from authzbench.systems.scylla.cql import _Encoded, _encoded_batches, _fixed_row
 
 def _body(queries, version: int, keyspace: str | None = None) -> bytes:
     f = io.BytesIO()
-    BatchMessage(BatchType.UNLOGGED, queries, ConsistencyLevel.LOCAL_QUORUM, keyspace=keyspace).send_body(f, version)
+    BatchMessage(BatchType.UNLOGGED, queries, ConsistencyLevel.LOCAL_QUORUM, keyspace=keyspace).send_body(
+        f, version)
     return f.getvalue()
 
 

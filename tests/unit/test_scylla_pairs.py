@@ -44,5 +44,6 @@ def test_a_state_change_writes_exactly_the_rows_that_differ(old, new):
     assert _apply(_rows(7, 3, old), stmts) == _rows(7, 3, new)
     differing = len(_rows(7, 3, old) ^ _rows(7, 3, new)) - (1 if old and new else 0)  # pbr: one row updated
     assert len(stmts) == differing
-    assert all(part == (("r", 7) if "perm_by_resource" in q else ("u", 3, "manage" if "'manage'" in q else "view"))
-               for q, _, part in stmts)
+    assert all(
+        part == (("r", 7) if "perm_by_resource" in q else ("u", 3, "manage" if "'manage'" in q else "view"))
+        for q, _, part in stmts)

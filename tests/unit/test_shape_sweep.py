@@ -27,13 +27,15 @@ def test_all_plans_every_parameter_at_three_or_more_values_the_others_fixed(tmp_
     for name, (key, values) in PARAMS.items():
         mine = [p for p in points if p.param == name]
         assert len(mine) >= 3 and [p.value for p in mine] == values
-        assert all(p.overrides == {key: f"{p.value:g}"} for p in mine)  # one key each: the others as the profile
+        # one key each: the others as the profile
+        assert all(p.overrides == {key: f"{p.value:g}"} for p in mine)
 
 
 def test_a_given_parameter_keeps_the_users_other_overrides(tmp_path):
     cfg = _cfg(tmp_path, profile="tiny", overrides={"seed": "7"})
     points = plan(cfg, parse_shapes(["acl=2,4,8"]))
-    assert [p.overrides for p in points] == [{"seed": "7", "viewer_users_per_res": v} for v in ("2", "4", "8")]
+    assert [p.overrides for p in points] == [
+        {"seed": "7", "viewer_users_per_res": v} for v in ("2", "4", "8")]
 
 
 @pytest.mark.parametrize("items,message", [
@@ -72,8 +74,9 @@ def test_bad_shape_input_is_one_line_and_exit_code_2(tmp_path, args, message):
 def test_group_depth_nests_one_chain_exactly_that_deep_in_each_org(depth):
     p = resolve("tiny", {"group_depth": str(depth)})
     edges: list[tuple[int, int]] = []
-    generate(p, lambda rel, o, s: edges.extend(zip(o.tolist(), s.tolist(), strict=True)) if rel == "group_child"
-             else None)
+    generate(p,
+             lambda rel, o, s: (
+                 edges.extend(zip(o.tolist(), s.tolist(), strict=True)) if rel == "group_child" else None))
     parent = {child: par for par, child in edges}
     deepest = max(_depth(parent, g) for g in parent)
     assert deepest == depth and len(edges) == depth * p.orgs
@@ -93,16 +96,19 @@ def test_the_estimate_spreads_the_mean_point_time_over_the_points_left():
 
 @pytest.mark.slow
 def test_a_shape_sweep_runs_each_point_and_the_last_report_shows_what_depends_on_it(tmp_path):
-    cfg = _cfg(tmp_path, profile="tiny", scenarios=["check_view_via_group_member", "lookup_resources_manage_super"])
+    cfg = _cfg(
+        tmp_path, profile="tiny", scenarios=["check_view_via_group_member", "lookup_resources_manage_super"])
     reports = []
     failures = run_shape(cfg, plan(cfg, parse_shapes(["depth=1,2,4"])), tmp_path / "results",
                          lambda run: reports.append(render(run, tmp_path / "r")) or reports[-1])
     assert failures == [] and len(reports) == 3
     last = reports[-1].read_text()
     assert "How cost grows with the graph's shape" not in reports[0].read_text()  # one value: nothing to fit
-    assert "### depth: groups nested" in last and "| reference † | 4 |" in last  # marked as every report marks it
+    # marked as every report marks it
+    assert "### depth: groups nested" in last and "| reference † | 4 |" in last
     assert "depth^" in last and "(95%:" in last  # three values: an exponent with its interval
-    assert re.search(r"^- depth=4: [\d,]+ relationships, run `[\d-]+`, [\d,]+ answers, 0 mismatches$", last, re.M)
+    assert re.search(
+        r"^- depth=4: [\d,]+ relationships, run `[\d-]+`, [\d,]+ answers, 0 mismatches$", last, re.M)
     assert "Wrong answers" not in last
     assert list((tmp_path / "r").glob("*-charts/shape-depth-check_p95_ms.png"))
     hashes = {load_run(r).manifest["dataset"]["hash"] for r in sorted((tmp_path / "results").iterdir())}

@@ -67,16 +67,20 @@ def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 def too_many_parameters(name: str, source: str) -> list[str]:
-    return [f"{name}:{node.lineno} {node.name} ({len(parameters(node))} parameters)"
-            for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and len(parameters(node)) > MAX_PARAMETERS]
+    return [
+        f"{name}:{node.lineno} {node.name} ({len(parameters(node))} parameters)"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and len(parameters(node)) > MAX_PARAMETERS
+    ]
 
 
 def test_no_function_in_the_package_takes_more_than_eight_parameters():
-    found = [line for name, path in _modules().items() for line in too_many_parameters(name, path.read_text())]
+    found = [
+        line for name, path in _modules().items() for line in too_many_parameters(name, path.read_text())]
     assert not found, f"functions over {MAX_PARAMETERS} parameters besides self: {found}"
 
 
 def test_the_parameter_count_sees_keyword_only_and_star_parameters_but_not_self():
-    src = "class C:\n    def m(self, a, b, c, d, *e, f, g, h, **i): ...\n    def n(self, a, b, c, d, e, f, g, h): ...\n"
+    src = ("class C:\n    def m(self, a, b, c, d, *e, f, g, h, **i): ...\n"
+           "    def n(self, a, b, c, d, e, f, g, h): ...\n")
     assert too_many_parameters("x.py", src) == ["x.py:2 m (9 parameters)"]

@@ -1,4 +1,5 @@
-"""The machine-speed index (authzbench/core/speed.py) drops when the machine is slowed by other CPU-bound work."""
+"""The machine-speed index (authzbench/core/speed.py) drops when the machine is slowed by other CPU-bound
+work."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def test_the_index_drops_clearly_when_cpu_bound_processes_compete():
     # Two busy processes a core leave the workload about a third of a core: its CPU score drops by ~3x. (One a
     # core failed once beside another test run: the quiet score was itself slowed, 0.596 against 0.705.) A
     # generous margin, so co-tenants on a shared machine do not flip the verdict: 20% lower at least. The CPU
-    # score is the part that sees CPU load: in a full unit run the quiet loopback once read 29 us against 13 us
-    # loaded (other tests' processes), which moved the combined index the other way.
+    # score is the part that sees CPU load: in a full unit run the quiet loopback once read 29 us against 13
+    # us loaded (other tests' processes), which moved the combined index the other way.
     assert loaded.cpu_score < 0.8 * quiet.cpu_score, (quiet, loaded)
     assert loaded.cpu_s > quiet.cpu_s
 

@@ -20,7 +20,8 @@ PERMIFY = {"label": "Permify 1.6", "version": "1.6", "comparable": True, "notes"
 def writes(run: Run, b: str, scenario: str, mode: str, writers: int, n_writes: int, revocations: int | None,
            stale: int, lag_ms: float = 1.0) -> Run:
     """One structural write phase: n_writes timed writes, `revocations` of them revocations (None: a record
-    from before the count), `stale` of those whose first check still allowed, each change visible after lag_ms."""
+    from before the count), `stale` of those whose first check still allowed, each change visible after
+    lag_ms."""
     extra = {"stale_allows": stale, **({"revocations": revocations} if revocations is not None else {})}
     start = {"mode": "closed", "concurrency": writers, "stages": [], "consistency": mode}
     return _phase(run, b, scenario, f"{b}/{scenario}@{mode}/c{writers}/r0", start, [
@@ -47,7 +48,8 @@ def _rows(run: Run) -> dict[tuple[str, str, int], dict]:
 def test_stale_allows_are_per_1000_revocations_per_mode_and_writer_count_with_wilsons_interval():
     rows = _rows(spicedb_run())
     one = rows[("spicedb-pg", "minimize_latency (session)", 1)]
-    assert (one["stale_allows"], one["revocations"], one["per_1k"]) == (64, 64, 1000.0)  # 128 writes, 64 revocations
+    # 128 writes, 64 revocations
+    assert (one["stale_allows"], one["revocations"], one["per_1k"]) == (64, 64, 1000.0)
     # the phase naming the session mode joins it: one mode, shown once
     assert rows[("spicedb-pg", "minimize_latency (session)", 8)]["revocations"] == 200
     strict = rows[("spicedb-pg", "fully_consistent", 8)]
@@ -66,11 +68,13 @@ def test_a_record_without_the_revocation_count_counts_one_per_revoke_op_and_one_
 def test_the_ranked_rows_name_the_own_mode_and_the_writers_and_show_each_base(tmp_path):
     rd = spicedb_run().data()
     dims = {d.key: d for d in dimensions.compute(rd) if d.key.startswith("stale_allows/")}
-    assert list(dims) == ["stale_allows/8", "stale_allows/1"]  # most writers first: the decision summary's row
+    # most writers first: the decision summary's row
+    assert list(dims) == ["stale_allows/8", "stale_allows/1"]
     eight = dims["stale_allows/8"]
     assert eight.title == "Stale allows, own read mode, 8 writers" and eight.unit == "per 1,000 revocations"
     spice = next(f for f in eight.figures if f.backend == "spicedb-pg")
-    assert (spice.value, spice.base, spice.n) == (1000.0, "200 of 200", 200)  # the own mode, not fully_consistent
+    # the own mode, not fully_consistent
+    assert (spice.value, spice.base, spice.n) == (1000.0, "200 of 200", 200)
     assert spice.detail.startswith("minimize_latency (session), 8 writers: 200 of 200 revocations, 95% ")
     row = next(ln for ln in decision.section(rd, tmp_path).splitlines() if ln.startswith("| Stale allows"))
     assert row.startswith("| Stale allows, own read mode, 8 writers | per 1,000 revocations ↓ |")
@@ -106,7 +110,8 @@ def test_a_nonzero_count_of_a_strict_mode_is_shown_as_itself_not_as_the_own_mode
     eight = next(d for d in dimensions.compute(rd) if d.key == "stale_allows/8")
     assert [f.detail.split(":")[0] for f in eight.figures] == ["at_least_as_fresh (session), 8 writers"]
     table = freshness.section(rd, tmp_path)
-    assert "| permify | fully_consistent | 8 | revoke_then_check | 15 of 181 revocations | 82.9 | 50.9-132 |" in table
+    assert ("| permify | fully_consistent | 8 | revoke_then_check | 15 of 181 revocations | 82.9 | 50.9-132 |"
+            in table)
 
 
 def test_churn_steps_stale_allows_are_apart_from_the_quantity_under_their_own_label(tmp_path):
@@ -115,7 +120,9 @@ def test_churn_steps_stale_allows_are_apart_from_the_quantity_under_their_own_la
     rows = _rows(run)
     assert rows[("spicedb-pg", "minimize_latency (session)", 1)]["revocations"] == 64  # churn not pooled in
     text = churn.section(run.data(), tmp_path)
-    assert "Stale allows under churn, per 1,000 of the step's revocations" in text and "1,000 [12 of 12]" in text
+    assert (
+        "Stale allows under churn, per 1,000 of the step's revocations" in text and "1,000 [12 of 12]" in text
+    )
 
 
 def test_the_freshness_tables_visibility_p95_is_the_ranked_worst_write_kind_not_a_pool():
@@ -124,12 +131,14 @@ def test_the_freshness_tables_visibility_p95_is_the_ranked_worst_write_kind_not_
     spice = next(f for f in ranked.figures if f.backend == "spicedb-pg")
     run = spicedb_run()
     start = {"mode": "closed", "concurrency": 1, "stages": [], "consistency": ""}
-    _phase(run, "spicedb-pg", "check_view_via_group_member", "spicedb-pg/via/c1/r0", start, [("check", [2.0] * 400, {})])
+    _phase(run, "spicedb-pg", "check_view_via_group_member", "spicedb-pg/via/c1/r0", start,
+           [("check", [2.0] * 400, {})])
     start = {**start, "consistency": "fully_consistent"}
     _phase(run, "spicedb-pg", "check_view_via_group_member", "spicedb-pg/via@f/c1/r0", start,
            [("check", [4.0] * 400, {})])
     fr = freshness.freshness(run.data()).set_index("mode")
     session = fr.loc["minimize_latency (session)"]
-    assert session["lag_p95_ms"] == spice.value == pytest.approx(5_300.0, rel=0.01)  # the hierarchy writes' lag
+    # the hierarchy writes' lag
+    assert session["lag_p95_ms"] == spice.value == pytest.approx(5_300.0, rel=0.01)
     assert session["lag_writers"] == 1 and fr.loc["fully_consistent"]["lag_writers"] == 8
     assert session["stale"].startswith("1 writer: 64 of 64 revocations, 1,000 per 1,000 (95% ")

@@ -28,7 +28,8 @@ def test_a_stop_request_ends_the_phase_in_flight_marked_interrupted(tiny, model)
     ds, o = tiny
     inputs = SCENARIOS["check_negative"].sampler(ds, o, 100)
     # every 10th op sleeps 50 ms: 100,000 ops would take ~4 minutes
-    factory = BackendFactory("tests.unit.fakes:SleepyBackend", {}, {"dataset_path": str(ds.path), "sleep_s": 0.05})
+    factory = BackendFactory(
+        "tests.unit.fakes:SleepyBackend", {}, {"dataset_path": str(ds.path), "sleep_s": 0.05})
     spec = PhaseSpec("sleepy", "s", concurrency=2, iterations=100_000, timeout_s=1.0, max_seconds=300)
     recs: list[dict] = []
     asked: list[float] = []

@@ -73,15 +73,17 @@ def test_a_size_row_without_a_note_leaves_the_note_cell_empty():
 
 
 def test_no_sweep_estimate_is_given_before_a_size_has_finished():
-    assert sweep_eta(["tiny", "baseline"], 0, [], [2_500, 400_000], 0.0, 600.0) == "size sweep: 1/2 sizes (tiny), 0 min elapsed"
+    assert (sweep_eta(["tiny", "baseline"], 0, [], [2_500, 400_000], 0.0, 600.0)
+            == "size sweep: 1/2 sizes (tiny), 0 min elapsed")
 
 
 def test_the_sweep_estimate_repeats_the_last_sizes_phases_and_grows_its_loads_by_the_sizes_ratio():
     last = SizeTime(wall_s=600.0, loads={"a": 20.0, "b": 40.0})  # 540 s of phases
     text = sweep_eta(["s", "m", "l"], 1, [last], [1_000, 10_000, 20_000], 900.0, 3_600.0)
     # m: 540 s of phases + (20 + 40) x 10 of loads; l: 540 s + 60 x 20: 1,080 s of phases, 1,800 s of loads
-    assert text == ("size sweep: 2/3 sizes (m), 15 min elapsed, ~48 min left: ~18 min of phases as long as the "
-                    "last size's, ~30 min of loads at its rates")
+    assert text == (
+        "size sweep: 2/3 sizes (m), 15 min elapsed, ~48 min left: ~18 min of phases as long as the "
+        "last size's, ~30 min of loads at its rates")
 
 
 def test_a_load_the_bound_will_stop_is_estimated_at_the_time_it_runs_before_it_is_stopped():
@@ -120,10 +122,12 @@ def test_a_wrong_answer_at_any_size_is_named_in_bold_in_the_sweeps_last_report()
                                phases=pd.DataFrame(rows, columns=["backend", "checked", "mismatches"]))
 
     runs = [run("tiny", [("a", 100, 0), ("b", 50, 3)]), run("baseline", [("a", 80, 0), ("b", 40, 0)])]
-    assert mismatch_lines(runs)[0].startswith("**Wrong answers at some size of the sweep: `tiny` b † 3**")  # marked
+    # marked
+    assert mismatch_lines(runs)[0].startswith("**Wrong answers at some size of the sweep: `tiny` b † 3**")
     assert answers_line(runs[0]) == "150 answers, 3 mismatches"
     assert mismatch_lines(runs[1:]) == []
-    assert mismatch_lines(runs, lambda r: "`depth=4`", "point")[0].startswith(  # a shape sweep names its point
+    # a shape sweep names its point
+    assert mismatch_lines(runs, lambda r: "`depth=4`", "point")[0].startswith(
         "**Wrong answers at some point of the sweep: `depth=4` b † 3** (each in its point's run")
 
 
@@ -133,7 +137,8 @@ def test_a_load_is_stopped_when_the_machines_memory_falls_under_the_floor_even_d
     bound(0)  # a set-up heartbeat, memory fine: no rate yet, nothing stopped
     assert bound.first is None
     bound.memory_at = -1e9  # the next read is due
-    with pytest.raises(LoadTooSlow, match=r"2\.0 of 16\.0 GiB of memory left, under the 15% floor") as stopped:
+    with pytest.raises(
+        LoadTooSlow, match=r"2\.0 of 16\.0 GiB of memory left, under the 15% floor") as stopped:
         bound(0)
     assert stopped.value.figures["memory_left_bytes"] == 2 * 2**30 and stopped.value.figures["loaded"] == 0
 
@@ -158,11 +163,12 @@ def test_a_load_stopped_by_memory_is_named_so_in_the_sweep_table():
                       memory_left_bytes=3 * 2**30)
     assert _bounded_note(x) == ("load stopped after 4.0 min with 3.0 GiB of the machine's memory left: "
                                 "before its first relationship")
-    assert _bounded_note(replace(x, memory_left_bytes=None, rels_per_s=46_000.0, projected_seconds=858.0)) == \
-        "load stopped at the bound (10 min): 46,000/s, projected 14.3 min"
+    assert (_bounded_note(replace(x, memory_left_bytes=None, rels_per_s=46_000.0, projected_seconds=858.0))
+            == "load stopped at the bound (10 min): 46,000/s, projected 14.3 min")
 
 
-def test_a_sweep_extended_by_one_more_run_reports_the_backends_that_run_added_beside_the_earlier_sizes(tmp_path):
+def test_a_sweep_extended_by_one_more_run_reports_the_backends_that_run_added_beside_the_earlier_sizes(
+    tmp_path):
     from authzbench.run.sweep import extend_sweep
 
     results, scen = tmp_path / "results", ["check_manage_direct_user", "lookup_resources_manage_super"]
@@ -173,7 +179,8 @@ def test_a_sweep_extended_by_one_more_run_reports_the_backends_that_run_added_be
     more = BenchConfig.of(backends=["clickhouse"], provision="native", concurrency=[1], iterations_scale=0.05,
                           scenarios=scen, data_dir=tmp_path / "data", profile="baseline")
     report = []
-    assert extend_sweep(more, last, lambda run: report.append(render(run, tmp_path / "r")) or report[-1]) == []
+    assert (
+        extend_sweep(more, last, lambda run: report.append(render(run, tmp_path / "r")) or report[-1]) == [])
     added = sorted(results.iterdir())[-1]
     runs = sweep_runs(load_run(added))
     assert [r.path.name for r in runs] == [*load_run(last).manifest["sweep"]["runs"], added.name]

@@ -27,7 +27,9 @@ ROOT = Path(authzbench.__file__).parent
 AMBIGUOUS = {"reference", "postgres"}  # ordinary words here: searched as whole string literals only
 # (module, literal) -> why the literal is the word, not the backend
 WORD_USES = {
-    ("provision/pgcluster.py", "postgres"): "PostgreSQL's superuser role, which every private cluster runs as",
+    (
+        "provision/pgcluster.py", "postgres",
+    ): "PostgreSQL's superuser role, which every private cluster runs as",
     ("workloads/stats.py", "reference"): "the column of the published reference report's dataset totals",
 }
 
@@ -54,7 +56,8 @@ def words(tree: ast.AST) -> list[tuple[int, str, str]]:
             out.append((line, "literal", n.value))
         for attr in ("id", "attr", "arg", "module", "asname"):
             value = getattr(n, attr, None)
-            if isinstance(value, str) and not (attr == "arg" and isinstance(n, ast.keyword) and value is None):
+            if isinstance(value, str) and not (
+                attr == "arg" and isinstance(n, ast.keyword) and value is None):
                 out.append((line, "identifier", value))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias)):
             out.append((line, "identifier", n.name))

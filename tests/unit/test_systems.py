@@ -34,7 +34,8 @@ def _dist(requirement: str) -> str:
 
 def test_the_loader_finds_every_folder_and_each_declares_itself():
     names = {s.name for s in SYSTEMS.values()}
-    assert len(folders()) >= 10 and names >= {"reference", "postgres", "spicedb-pg", "spicedb-crdb", "cockroach"}
+    assert len(folders()) >= 10 and names >= {
+        "reference", "postgres", "spicedb-pg", "spicedb-crdb", "cockroach"}
     # every folder holds a declaration whose adapter and recipe, when named, are modules of that folder
     for s in SYSTEMS.values():
         for path in (s.adapter, s.native, s.endpoint):
@@ -85,7 +86,8 @@ def test_every_backend_with_services_has_an_endpoint_and_every_service_a_backend
             continue
         owned |= set(compose.services_for(name, spec))
         if not e.endpoint:  # read by the adapter itself, not inherited from Backend
-            assert backend_class(name).endpoint_from_compose.__func__ is not Backend.endpoint_from_compose.__func__
+            assert (backend_class(name).endpoint_from_compose.__func__
+                    is not Backend.endpoint_from_compose.__func__)
         assert servers.compose_endpoint(name, spec), name
     assert owned == set(spec["services"]), f"services no backend uses: {set(spec['services']) - owned}"
 
@@ -98,7 +100,8 @@ def test_every_native_recipe_and_adapter_resolves(name):
 
 
 def test_a_backend_has_a_native_recipe_exactly_when_its_declaration_gives_no_reason_it_cannot():
-    assert {n for n, e in SYSTEMS.items() if not e.why_not_native} == {n for n in SYSTEMS if manager.runs_natively(n)}
+    assert {n for n, e in SYSTEMS.items() if not e.why_not_native} == {
+        n for n in SYSTEMS if manager.runs_natively(n)}
 
 
 @pytest.mark.parametrize("name", [n for n, e in SYSTEMS.items() if e.tiers or e.tools or e.image_versions])
@@ -114,7 +117,8 @@ def test_every_declared_tier_tool_and_image_function_resolves(name):
 
 def test_a_missing_driver_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(SYSTEMS, "scylla", replace(SYSTEMS["scylla"], drivers=("no-such-driver-dist",)))
-    assert missing_driver("scylla") == "driver no-such-driver-dist is not installed: pip install 'authzbench[scylla]'"
+    assert (missing_driver("scylla")
+            == "driver no-such-driver-dist is not installed: pip install 'authzbench[scylla]'")
     with pytest.raises(BackendUnavailable, match=r"pip install 'authzbench\[scylla\]'"):
         implementation("scylla")
     assert missing_driver("postgres") is None  # only that backend is disabled

@@ -31,16 +31,18 @@ def _host(net: dict[str, float], cpu: float, loopback: float) -> Run:
             run.phase(b, "roundtrip", _one_worker(rt * net[b]), kind="roundtrip", repeat=rnd)
             run.phase(b, "check_negative", _one_worker(rt * net[b] + work * cpu), repeat=rnd)
         cpu_s, rtt_us = 0.075 * cpu, 13.0 * loopback
-        run.recs.append({"type": "speed_index", "backend": b, "visit": visit, "cpu_s": cpu_s, "rtt_p50_us": rtt_us,
-                         "cpu_score": 1 / cpu, "rtt_score": 1 / loopback, "index": (cpu * loopback) ** -0.5,
-                         "seconds": 2.5})
+        run.recs.append(
+            {"type": "speed_index", "backend": b, "visit": visit, "cpu_s": cpu_s, "rtt_p50_us": rtt_us,
+             "cpu_score": 1 / cpu, "rtt_score": 1 / loopback, "index": (cpu * loopback) ** -0.5,
+             "seconds": 2.5})
     return run
 
 
 def test_each_backend_is_scaled_by_its_own_round_trip_and_ingest_by_the_cpu_part():
     a = _host({"postgres": 1.0, "scylla": 1.0}, 1.0, 1.0).data()
     b = _host({"postgres": 4.0, "scylla": 2.0}, 1.5, 6.0).data()
-    assert roundtrip_p50(a) == {"postgres": pytest.approx(0.1, rel=0.02), "scylla": pytest.approx(1.0, rel=0.02)}
+    assert roundtrip_p50(a) == {
+        "postgres": pytest.approx(0.1, rel=0.02), "scylla": pytest.approx(1.0, rel=0.02)}
     s = scales(a, b)
     assert scale_for(s, "postgres", "ms") == pytest.approx(1 / 4, rel=0.02)
     assert scale_for(s, "scylla", "checks/s") == pytest.approx(1 / 2, rel=0.02)
@@ -70,21 +72,25 @@ def test_a_kind_of_figure_that_moved_apart_from_its_round_trip_is_said_not_to_tr
         for rnd in range(3):
             b.phase(bk, "roundtrip", _one_worker(rt), kind="roundtrip", repeat=rnd)
             b.phase(bk, "check_negative", _one_worker((rt + work) * 10), repeat=rnd)
-        b.recs.append({"type": "speed_index", "backend": bk, "visit": visit, "cpu_s": 0.075, "rtt_p50_us": 13.0,
-                       "cpu_score": 1.0, "rtt_score": 1.0, "index": 1.0, "seconds": 2.5})
+        b.recs.append(
+            {"type": "speed_index", "backend": bk, "visit": visit, "cpu_s": 0.075, "rtt_p50_us": 13.0,
+             "cpu_score": 1.0, "rtt_score": 1.0, "index": 1.0, "seconds": 2.5})
     t = transfer_table(a.data(), b.data()).set_index("kind")
-    assert not t.loc["Check p50", "transfers"] and t.loc["Ingest incl. closure / view / index build", "transfers"]
+    assert (not t.loc["Check p50", "transfers"]
+            and t.loc["Ingest incl. closure / view / index build", "transfers"])
     text = render_compare(a.write(tmp_path / "a"), b.write(tmp_path / "b"), tmp_path / "out").read_text()
     section = text.split("### Which figures transfer between the machines")[1].split("##")[0]
     assert "- Do not transfer (" in section and "Check p50" in section.split("- Do not transfer")[1]
 
 
 REPO = Path(__file__).resolve().parents[2]
-XEON, EPYC = REPO / "reports" / "data" / "20261128-083444", REPO.parent / "shared" / "runs" / "20261128-115554"
+XEON, EPYC = (
+    REPO / "reports" / "data" / "20261128-083444", REPO.parent / "shared" / "runs" / "20261128-115554")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not EPYC.exists(), reason=f"the other host's run is not at {EPYC} (../shared beside the clone)")
+@pytest.mark.skipif(
+    not EPYC.exists(), reason=f"the other host's run is not at {EPYC} (../shared beside the clone)")
 def test_the_two_hosts_figures_agree_more_often_normalized_than_raw():
     from authzbench.report.core.data import load_run
 

@@ -1,6 +1,7 @@
-"""The one rule for ⚠ and unstable on small fake figures (issue 67): a percentile from a round under its op floor
-is marked wherever a table prints it, its interval opens on its worse side so two such figures are never ranked
-apart, and a figure whose rounds spread wider than its value is unstable, CPU per 1,000 checks as a latency."""
+"""The one rule for ⚠ and unstable on small fake figures (issue 67): a percentile from a round under its op
+floor is marked wherever a table prints it, its interval opens on its worse side so two such figures are never
+ranked apart, and a figure whose rounds spread wider than its value is unstable, CPU per 1,000 checks as a
+latency."""
 
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ def test_the_worst_kinds_visibility_lag_is_warned_when_any_kind_rested_on_too_fe
 
 
 def test_write_table_cells_are_marked_by_their_kinds_smallest_round():
-    df = pd.DataFrame({"write_p50_ms": [14_483.0, 2.2], "write_p95_ms": [14_631.0, 5.3], "write_p99_ms": [14_631.0, 11.0],
-                       "vis_p50_ms": [0.76, 0.01], "vis_p95_ms": [2.7, 0.03], "write_fewest": [2, 64],
-                       "vis_fewest": [1, 50]})
+    df = pd.DataFrame(
+        {"write_p50_ms": [14_483.0, 2.2], "write_p95_ms": [14_631.0, 5.3],
+         "write_p99_ms": [14_631.0, 11.0], "vis_p50_ms": [0.76, 0.01], "vis_p95_ms": [2.7, 0.03],
+         "write_fewest": [2, 64], "vis_fewest": [1, 50]})
     out = mark_write_percentiles(df)
     assert list(out.iloc[0])[:5] == ["14,483", "⚠ 14,631", "⚠ 14,631", "⚠ 0.760", "⚠ 2.700"]
     assert list(out.iloc[1])[:5] == ["2.200", "5.300", "⚠ 11.000", "0.010", "0.030"]

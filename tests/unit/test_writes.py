@@ -89,7 +89,8 @@ def test_hierarchy_ops_that_would_see_each_other_are_refused(tiny):
 def test_hotspot_groups_are_always_among_the_membership_writes(tiny):
     ops = sample_write_ops(tiny, "membership", 10)
     ev = SimpleEvaluator.from_dataset(tiny)
-    sizes = {g: len(ev.fwd["group_member"][g]) + len(ev.fwd["group_manager"][g]) for g in range(tiny.entities["group"])}
+    sizes = {g: len(ev.fwd["group_member"][g]) + len(ev.fwd["group_manager"][g])
+             for g in range(tiny.entities["group"])}
     written = {op.change.object for op in ops}
     assert max((g for g in written), key=lambda g: sizes[g]) in sorted(sizes, key=lambda g: -sizes[g])[:3]
 
@@ -127,7 +128,8 @@ def test_a_write_never_visible_is_an_error_within_the_bound_not_a_hang(tiny):
     t0 = time.perf_counter()
     res, k = _run(tiny, "write_org_admin", "LaggyBackend", n=2, concurrency=1, lag_s=60.0)
     assert time.perf_counter() - t0 < 10  # bound 0.3 s per write: 2 ops x 2 writes
-    assert k["write"]["error_types"].get("NeverVisible") == 2  # the grants; each revocation is visible at once
+    # the grants; each revocation is visible at once
+    assert k["write"]["error_types"].get("NeverVisible") == 2
     assert res.status == "incomplete"  # every op failed: the figures describe no working backend
 
 
@@ -157,8 +159,10 @@ def test_a_write_phase_is_followed_by_a_check_of_every_ops_probe(tmp_path):
     store = RunStore.create(tmp_path / "results", config={"profile": "tiny"})
     assert orchestrate.bench(cfg, store) == []
     restored = [r for r in store.records() if r["type"] == "restored"]
-    assert [r["phase"] for r in restored] == ["reference/revoke_then_check/c1/r0", "reference/revoke_then_check/c8/r0"]
-    assert all("error" not in r and r["scratch_checked"] > 0 and r["scratch_left"] == 0 for r in restored), restored
+    assert [r["phase"] for r in restored] == [
+        "reference/revoke_then_check/c1/r0", "reference/revoke_then_check/c8/r0"]
+    assert all("error" not in r and r["scratch_checked"] > 0 and r["scratch_left"] == 0 for r in restored), (
+        restored)
 
 
 def test_after_workers_were_stopped_every_op_is_cleaned_up_waiting_out_a_dead_writers_lock(tiny):
@@ -190,11 +194,13 @@ def test_write_scenarios_warm_up_with_acl_ops_on_scratch_users_of_their_own(tiny
     """A warm-up op of a write scenario is a cheap ACL grant and revocation whose scratch user no measured op
     uses (a slow store's hierarchy warm-up took minutes)."""
     inputs = SCENARIOS[scenario].sampler(tiny, None, 8)
-    measured = {op.probe[0] for _, op, _ in inputs} | {r.subject for _, op, _ in inputs for r in (op.change, *op.setup)}
+    measured = {op.probe[0] for _, op, _ in inputs} | {
+        r.subject for _, op, _ in inputs for r in (op.change, *op.setup)}
     warm = [w for _, _, w in inputs]
     assert all(w.kind == "acl" and w.change.relation == "resource_viewer_user" for w in warm)
     assert not {w.change.subject for w in warm} & measured
-    factory = BackendFactory("authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
+    factory = BackendFactory(
+        "authzbench.systems.reference.adapter:ReferenceBackend", {}, {"dataset_path": str(tiny.path)})
     spec = PhaseSpec("reference", scenario, concurrency=2, iterations=2, warmup=4)
     recs: list[dict] = []
     assert run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread").status == "complete"
@@ -207,8 +213,10 @@ def test_the_report_tells_workers_still_running_from_hung_ones():
     from authzbench.report.core.data import typed
     from authzbench.report.writes import stopped_table
 
-    end = {"type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0, "status": "complete",
-           "reason": "", "wall_s": 1.0, "scheduled": None, "dropped": 0, "warmup_ops": 0, "ops": 1}
+    end = {
+        "type": "phase_end", "backend": "mongo", "stopped_workers": 0, "hung_workers": 0,
+        "status": "complete", "reason": "", "wall_s": 1.0, "scheduled": None, "dropped": 0, "warmup_ops": 0,
+        "ops": 1}
     rd = SimpleNamespace(records=typed([
         {**end, "phase": "mongo/write_hierarchy/c8/r0", "scenario": "write_hierarchy", "stopped_workers": 3,
          "hung_workers": 1},
@@ -246,7 +254,8 @@ def test_the_restore_check_counts_every_answer_from_its_parallel_clients(tiny, t
                 user, permission, resource)
 
     sess = _Session(Flipped)
-    rec = verify_restored(sess, tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1", RestoreOptions(n_checks=200))
+    rec = verify_restored(
+        sess, tiny, Oracle(tiny), RunStore.create(tmp_path / "r"), "p1", RestoreOptions(n_checks=200))
     assert rec["checked"] == 202 and "error" not in rec, rec  # 200 checks and the two anchor lookups
     assert rec["mismatches"] == (200 if wrong_checks else 0)
     assert len(rec["examples"]) == (5 if wrong_checks else 0)
@@ -271,9 +280,11 @@ def test_a_warm_up_write_checks_its_probe_once_instead_of_waiting_for_it_to_show
     b = Counting({}, {"dataset_path": str(tiny.path), "lag_s": 60.0})  # its writes never show in the test
     b.connect()
     inputs = SCENARIOS["write_membership"].sampler(tiny, None, 2)
-    spec = PhaseSpec("laggy", "write_membership", concurrency=1, iterations=2, warmup=2, visibility_bound_s=10.0)
+    spec = PhaseSpec(
+        "laggy", "write_membership", concurrency=1, iterations=2, warmup=2, visibility_bound_s=10.0)
     assert _warm_up(b, inputs, spec, {}, 0, threading.Event()) == 2
-    # per op: the grant's probe, its control, the revocation's probe, its control; polled, it would be thousands
+    # per op: the grant's probe, its control, the revocation's probe, its control; polled, it would be
+    # thousands
     assert Counting.checks == 2 * 4
 
 
@@ -359,16 +370,20 @@ def test_the_report_says_whose_heaviest_user_was_checked_by_checks_and_keeps_the
            restored("postgres", "postgres/mixed/c8/r1", 202, "lookup")]
     text = restore_method(from_records(Path("fixture"), {}, new))
     assert "except for permify: that lookup took over 5 s an op" in text and "postgres" not in text
-    old = [restored("permify", "permify/write_membership/c1/r0", 202), restored("permify", "permify/mixed/c8/r1", 202)]
+    old = [restored("permify", "permify/write_membership/c1/r0", 202),
+           restored("permify", "permify/mixed/c8/r1", 202)]
     assert restore_method(from_records(Path("fixture"), {}, old)) == _EVERY_PHASE_SAMPLED
 
 
 def _window_run(ds, scenario: str, lag_s: float, budget_s: float | None = None):
-    budget_s = SCENARIOS[scenario].budget_s if budget_s is None else budget_s  # the default run's write budget
-    factory = BackendFactory("tests.unit.fakes:LaggyBackend", {}, {"dataset_path": str(ds.path), "lag_s": lag_s})
+    # the default run's write budget
+    budget_s = SCENARIOS[scenario].budget_s if budget_s is None else budget_s
+    factory = BackendFactory(
+        "tests.unit.fakes:LaggyBackend", {}, {"dataset_path": str(ds.path), "lag_s": lag_s})
     inputs = SCENARIOS[scenario].sampler(ds, None, 200)
-    spec = PhaseSpec("laggy", scenario, concurrency=1, iterations=200, budget_s=budget_s, visibility_bound_s=10.0,
-                     timeout_s=120.0, max_seconds=180.0)
+    spec = PhaseSpec(
+        "laggy", scenario, concurrency=1, iterations=200, budget_s=budget_s, visibility_bound_s=10.0,
+        timeout_s=120.0, max_seconds=180.0)
     recs: list[dict] = []
     res = run_phase(spec, factory, inputs, lambda r: recs.append(as_dict(r)), "thread")
     t = phase_table(recs)
@@ -377,15 +392,17 @@ def _window_run(ds, scenario: str, lag_s: float, budget_s: float | None = None):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario, changes", [("write_membership", 2), ("revoke_then_check", 1)])
-def test_a_5s_visibility_window_still_gives_at_least_20_write_ops_in_the_default_write_budget(tiny, scenario, changes):
-    """One op at a time waited ~10 s an op (its grant, then its revocation, 5 s each to show): 1 op a phase. In
-    flight together, up to MAX_IN_FLIGHT ops start at once and each change of theirs is timed."""
+def test_a_5s_visibility_window_still_gives_at_least_20_write_ops_in_the_default_write_budget(
+    tiny, scenario, changes):
+    """One op at a time waited ~10 s an op (its grant, then its revocation, 5 s each to show): 1 op a phase.
+    In flight together, up to MAX_IN_FLIGHT ops start at once and each change of theirs is timed."""
     from authzbench.measure.inflight import MAX_IN_FLIGHT
 
     res, k = _window_run(tiny, scenario, lag_s=5.0)
     w, lag = k["write"], summarize(merge(k["visibility"]["hists"]))
     assert res.status == "complete"
-    assert w["ops"] >= 20 and w["ops"] == changes * MAX_IN_FLIGHT  # every grant (revoke ops: untimed) and revocation
+    # every grant (revoke ops: untimed) and revocation
+    assert w["ops"] >= 20 and w["ops"] == changes * MAX_IN_FLIGHT
     assert w["extra"]["revocations"] == MAX_IN_FLIGHT and w["mismatches"] == 0 and w["errors"] == 0
     assert 5000 <= lag.p50_ms < 5200  # the probe rounds resolve the 5 s lag to within a few ms
 
@@ -399,7 +416,8 @@ def test_a_write_phase_without_lag_is_ended_by_its_op_cap_not_its_probes(tiny):
 
 
 def test_a_control_check_that_raises_fails_its_op_not_the_worker(tiny):
-    """Every op's control check raises: each op is counted as failed by the error's type, the phase runs on."""
+    """Every op's control check raises: each op is counted as failed by the error's type, the phase runs
+    on."""
     from authzbench.measure.inflight import Pipeline, run_pipelined
     from authzbench.measure.worker import _WriteRecorder
 

@@ -39,7 +39,8 @@ LABELS = {"http": "HTTP", "grpc": "gRPC"}  # how the start line names a listener
 
 @dataclass(frozen=True)
 class GoEngine(ABC):
-    """One engine's parameters: the built binary and its tier's settings, the rest declared by the subclass."""
+    """One engine's parameters: the built binary and its tier's settings, the rest declared by the
+    subclass."""
 
     exe: Path
     tier: EngineTier
@@ -47,7 +48,8 @@ class GoEngine(ABC):
     name: ClassVar[str]  # of its database, its log, its datastore and its start lines
     ports: ClassVar[tuple[str, ...]]  # a free loopback port picked for each
     listening: ClassVar[tuple[str, ...]]  # the ports awaited and announced, in that order
-    migrate: ClassVar[tuple[str, ...]] = ()  # the migration's subcommand, run before the server (none: itself)
+    # the migration's subcommand, run before the server (none: itself)
+    migrate: ClassVar[tuple[str, ...]] = ()
     migrate_flags: ClassVar[tuple[str, ...]] = ()
     health: ClassVar[str] = ""  # a gRPC service that must report SERVING before the engine counts as up
     datastore_settings: ClassVar[dict[str, str] | None] = None  # over postgres.BENCH_SETTINGS
@@ -112,8 +114,9 @@ def _serve(eng: GoEngine, ports: dict[str, int], env: dict[str, str], log: Path,
     args = eng.arguments(ports)
     proc = spawn([str(eng.exe), *args, *eng.tier.flags], log=log, env=env)
     dep.on_stop(lambda: stop_pid(proc.pid, timeout=15))
-    wait_until(lambda: all(port_open(ports[p]) for p in eng.listening), timeout=60, what=f"{eng.name} {args[0]}",
-               proc=proc, log=log)
+    wait_until(
+        lambda: all(port_open(ports[p]) for p in eng.listening), timeout=60, what=f"{eng.name} {args[0]}",
+        proc=proc, log=log)
     if eng.health:
         wait_until(lambda: grpc_serving(ports["grpc"], eng.health), timeout=60,
                    what=f"{eng.name} health ({eng.health.rsplit('.', 1)[-1]} SERVING)", proc=proc, log=log)
@@ -121,7 +124,8 @@ def _serve(eng: GoEngine, ports: dict[str, int], env: dict[str, str], log: Path,
 
 
 def _datastore(name: str, cluster: PgCluster) -> dict[str, Any]:
-    """The datastore's endpoint keys; the password is its own key, so Deployment.public_endpoint() masks it."""
+    """The datastore's endpoint keys; the password is its own key, so Deployment.public_endpoint() masks
+    it."""
     return {"datastore_version": cluster.version,
             "datastore_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/{name}",
             "datastore_password": cluster.password}

@@ -46,7 +46,8 @@ def _phases(rd: RunData, op: str) -> pd.DataFrame:
     sub = ph[ph["scenario"].isin(names) & (ph["mode"] == "closed") & (ph["consistency"].fillna("") == "")]
     if sub.empty:
         return pd.DataFrame()
-    ops = sub.pivot_table(index=["backend", "phase"], columns="kind", values="ops", aggfunc="sum", fill_value=0)
+    ops = sub.pivot_table(
+        index=["backend", "phase"], columns="kind", values="ops", aggfunc="sum", fill_value=0)
     first = sub.drop_duplicates("phase").set_index(["backend", "phase"])[["repeat", "concurrency", "wall_s",
                                                                          "ops_per_s"]]
     j = first.join(ops).reset_index().merge(m, on=["backend", "phase"], how="inner")
@@ -79,7 +80,8 @@ def _writes(j: pd.DataFrame, check_cost: dict[int, float]) -> dict[int, float]:
 
 
 def _rss(rd: RunData, backend: str) -> list[float]:
-    """Peak server memory (bytes, PSS natively) of each round over its read and mixed phases (never the load)."""
+    """Peak server memory (bytes, PSS natively) of each round over its read and mixed phases (never the
+    load)."""
     ph, m = rd.phases, rd.monitor_phases
     rounds = ph[ph["backend"] == backend].drop_duplicates("phase")[["phase", "repeat"]]
     j = rounds.merge(m, on="phase", how="inner")
@@ -99,12 +101,13 @@ def backend_basis(rd: RunData, backend: str, checks: pd.DataFrame, lookups: pd.D
     ing = rd.ingest[(rd.ingest["backend"] == backend) & (rd.ingest["variant"] == "")] if not rd.ingest.empty \
         else rd.ingest
     fp = ing["footprint_bytes"].dropna() if not ing.empty else pd.Series(dtype=float)
-    return {"label": label(rd, backend),
-            "cpu_s_per_op": {k: [v for _, v in sorted(cpu[k].items())] for k in KINDS if cpu[k]},
-            "ops": {k: int(src[k][k].sum()) for k in KINDS if cpu[k]},
-            "concurrency": {k: sorted(int(x) for x in src[k]["concurrency"].unique()) for k in KINDS if cpu[k]},
-            "best_check_ops_per_s": float(c["ops_per_s"].max()) if not c.empty else None,
-            "rss_bytes": _rss(rd, backend), "disk_bytes": [float(fp.iloc[-1])] if len(fp) else []}
+    return {
+        "label": label(rd, backend),
+        "cpu_s_per_op": {k: [v for _, v in sorted(cpu[k].items())] for k in KINDS if cpu[k]},
+        "ops": {k: int(src[k][k].sum()) for k in KINDS if cpu[k]},
+        "concurrency": {k: sorted(int(x) for x in src[k]["concurrency"].unique()) for k in KINDS if cpu[k]},
+        "best_check_ops_per_s": float(c["ops_per_s"].max()) if not c.empty else None,
+        "rss_bytes": _rss(rd, backend), "disk_bytes": [float(fp.iloc[-1])] if len(fp) else []}
 
 
 def extract(rd: RunData) -> dict:
@@ -114,7 +117,8 @@ def extract(rd: RunData) -> dict:
     backends = list(dict.fromkeys(rd.phases["backend"])) if not rd.phases.empty else []
     env = rd.manifest.get("environment") or {}
     return {"format": FORMAT, "run_id": rd.manifest.get("run_id", rd.path.name), "model": ds.get("model"),
-            "profile": ds.get("profile"), "relationships": ds.get("relationships"), "dataset_hash": ds.get("hash"),
+            "profile": ds.get("profile"), "relationships": ds.get("relationships"),
+            "dataset_hash": ds.get("hash"),
             "machine": f"{env.get('cpu_model', '?')}, {env.get('cpu_logical', '?')} logical cores",
             "backends": {b: backend_basis(rd, b, checks, lookups, mixed) for b in backends}}
 
@@ -154,14 +158,16 @@ def combine(extracts: list[dict]) -> dict[str, BackendBasis]:
     first. Runs of different models are refused: a cost per op is the model's."""
     models = {e.get("model") for e in extracts}
     if len(models) > 1:
-        raise UserError(f"the runs given are of different models ({', '.join(sorted(map(str, models)))}): a cost "
-                        "per op belongs to one model")
+        raise UserError(
+            f"the runs given are of different models ({', '.join(sorted(map(str, models)))}): a cost "
+            "per op belongs to one model")
     by: dict[str, dict[int, SizePoint]] = {}
     labels: dict[str, str] = {}
     for e in extracts:
         for b, f in e["backends"].items():
             labels[b] = f["label"]
-            p = by.setdefault(b, {}).setdefault(e["relationships"], SizePoint([], e["relationships"], e["profile"]))
+            p = by.setdefault(b, {}).setdefault(
+                e["relationships"], SizePoint([], e["relationships"], e["profile"]))
             p.runs.append(e["run_id"])
             for k, v in f["cpu_s_per_op"].items():
                 p.cpu.setdefault(k, []).extend(v)

@@ -5,9 +5,9 @@ On shared cores a saturated machine's throughput is about cores / (client + serv
 every 8-worker row of the cross-checks 20261129-073812 and -082307 (OpenFGA over gRPC 833/s predicted, 846
 measured), so every ms of client CPU is taken from the server. A figure is client-bound when the machine was
 saturated (client + server CPU at least SATURATED of the cores) and our client's share of that CPU is at least
-SHARE: the throughput is then about (1 - share) x the server-only bound (server cores / server CPU per op), the
-rate the server would reach with the cores to itself. With --pin the two did not share cores: client-bound when
-the client's cores were saturated, and the server's bound is its one core.
+SHARE: the throughput is then about (1 - share) x the server-only bound (server cores / server CPU per op),
+the rate the server would reach with the cores to itself. With --pin the two did not share cores: client-bound
+when the client's cores were saturated, and the server's bound is its one core.
 
 Unknown (None), never False, where the run did not record the client's CPU apart from the server's: runs
 from before the monitor split it, and in-process engines (†), whose server CPU is the client's process."""
@@ -29,17 +29,19 @@ MARK = "◐"  # a throughput figure that is client-bound
 # worker; the cross-checks, which count every process, read 0.97-1.05 at 8 workers.
 SATURATED = 0.75
 # A quarter of a saturated machine: the figure is then at most 3/4 of the server-only bound, a gap wider than
-# any 8-worker ours/tool throughput gap the cross-checks explain otherwise; OpenFGA over HTTP took 46-63% there.
+# any 8-worker ours/tool throughput gap the cross-checks explain otherwise; OpenFGA over HTTP took 46-63%
+# there.
 SHARE = 0.25
-LEGEND = (f"{MARK}: client-bound: the machine was saturated (client + server CPU at least {SATURATED:.0%} of its "
-          f"cores) and our client (its workers) took at least {SHARE:.0%} of that CPU, so the throughput "
-          "understates the server (beside it: the server-only bound, server cores / server CPU per op)")
+LEGEND = (
+    f"{MARK}: client-bound: the machine was saturated (client + server CPU at least {SATURATED:.0%} of its "
+    f"cores) and our client (its workers) took at least {SHARE:.0%} of that CPU, so the throughput "
+    "understates the server (beside it: the server-only bound, server cores / server CPU per op)")
 
 
 def judge(client_s: float, server_s: float, wall_s: float, cores: int, pinned: bool = False) -> bool | None:
-    """The rule on core-seconds over wall seconds (None when unmeasured): shared cores: client + server at least
-    SATURATED of the cores and the client's share at least SHARE; pinned: the client's cores (all but one)
-    at least SATURATED busy."""
+    """The rule on core-seconds over wall seconds (None when unmeasured): shared cores: client + server at
+    least SATURATED of the cores and the client's share at least SHARE; pinned: the client's cores (all but
+    one) at least SATURATED busy."""
     if any(math.isnan(v) for v in (client_s, server_s, wall_s)) or wall_s <= 0 or client_s + server_s <= 0:
         return None
     if pinned:
@@ -48,7 +50,8 @@ def judge(client_s: float, server_s: float, wall_s: float, cores: int, pinned: b
 
 
 def server_only_bound(server_ms_per_op: float, server_cores: float) -> float:
-    """Ops/s the server would answer with its cores to itself at its measured CPU per op (NaN when unmeasured)."""
+    """Ops/s the server would answer with its cores to itself at its measured CPU per op (NaN when
+    unmeasured)."""
     return server_cores * 1000 / server_ms_per_op if server_ms_per_op > 0 else float("nan")
 
 
@@ -68,7 +71,8 @@ def phase_cpu(rd: RunData) -> pd.DataFrame:
     """Per closed-loop phase with a monitor: ops, wall time, and the client's and the server's core-seconds
     (mean CPU % / 100 x wall time); client_s is NaN where its CPU was not recorded apart."""
     m, ph = rd.monitor_phases, rd.phases
-    cols = ["backend", "scenario", "concurrency", "repeat", "ops", "wall_s", "client_s", "server_s", "samples"]
+    cols = [
+        "backend", "scenario", "concurrency", "repeat", "ops", "wall_s", "client_s", "server_s", "samples"]
     if m.empty or ph.empty:
         return pd.DataFrame(columns=cols)
     j = ph[(ph["mode"] == "closed") & (ph["ops"] > 0)].merge(m, on=["backend", "phase"], how="inner")
@@ -93,8 +97,8 @@ def per_op(rd: RunData, backend: str, scenario: str, concurrency: int) -> tuple[
 
 
 def _sums(rd: RunData, backend: str, scenario: str, concurrency: int) -> pd.Series:
-    """A figure's ops, wall seconds and client and server core-seconds over its rounds; client NaN if a round's
-    is unknown."""
+    """A figure's ops, wall seconds and client and server core-seconds over its rounds; client NaN if a
+    round's is unknown."""
     p = _phases(rd)
     sub = p[(p["backend"] == backend) & (p["scenario"] == scenario) & (p["concurrency"] == int(concurrency))]
     s = sub[["ops", "wall_s", "client_s", "server_s"]].sum()
@@ -113,7 +117,8 @@ def client_bound(rd: RunData, backend: str, scenario: str, concurrency: int) -> 
 
 
 def share(rd: RunData, backend: str, scenario: str, concurrency: int) -> tuple[float, float]:
-    """(the machine's busy share: client + server core-seconds / (cores x wall), the client's share of them)."""
+    """(the machine's busy share: client + server core-seconds / (cores x wall), the client's share of
+    them)."""
     s = _sums(rd, backend, scenario, concurrency)
     both = s["client_s"] + s["server_s"]
     busy = both / (s["wall_s"] * cores(rd)[0]) if s["wall_s"] > 0 else math.nan
@@ -128,7 +133,8 @@ def bound(rd: RunData, backend: str, scenario: str, concurrency: int) -> float:
 
 
 def capacity_per_core(server_ms_per_op: float) -> float:
-    """Checks one core of the server answers per second at its measured CPU per check (NaN when unmeasured)."""
+    """Checks one core of the server answers per second at its measured CPU per check (NaN when
+    unmeasured)."""
     return server_only_bound(server_ms_per_op, 1)
 
 
@@ -139,8 +145,8 @@ def _phases(rd: RunData) -> pd.DataFrame:
     return rd.__dict__["_phase_cpu"]
 
 
-COLUMNS = {"client_ms": "Client CPU ms/op", "server_ms": "Server CPU ms/op", "client_share": "Client share of busy CPU",
-           "bound": "Server-only bound ops/s"}
+COLUMNS = {"client_ms": "Client CPU ms/op", "server_ms": "Server CPU ms/op",
+           "client_share": "Client share of busy CPU", "bound": "Server-only bound ops/s"}
 
 
 def beside_throughput(cols: dict[str, str]) -> dict[str, str]:
@@ -156,8 +162,8 @@ def beside_throughput(cols: dict[str, str]) -> dict[str, str]:
 
 def with_cpu(rd: RunData, merged: pd.DataFrame) -> pd.DataFrame:
     """A merged closed-loop phase table (one row per backend and worker count) with the client's and the
-    server's CPU ms per op over its rounds, the client's share of that CPU and the server-only bound beside the
-    throughput, ◐ on it when client-bound (COLUMNS): the per-phase statement beside its latency."""
+    server's CPU ms per op over its rounds, the client's share of that CPU and the server-only bound beside
+    the throughput, ◐ on it when client-bound (COLUMNS): the per-phase statement beside its latency."""
     out = merged.copy()
     keys = [(r.backend, r.scenario, int(r.concurrency)) for r in out.itertuples()]
     cpu = [per_op(rd, *k) or (math.nan, math.nan) for k in keys]
@@ -223,8 +229,9 @@ def sentence(rows: list[dict]) -> str:
     text = (f"Client-bound, so understating the server: {', '.join(bound) or 'none'}; "
             f"not client-bound: {len(names('no'))} of {len(rows)} figures.")
     if unknown:
-        text += (" Unknown (no client CPU recorded apart, or an in-process engine whose server is the client): "
-                 f"{', '.join(unknown)}.")
+        text += (
+            " Unknown (no client CPU recorded apart, or an in-process engine whose server is the client): "
+            f"{', '.join(unknown)}.")
     n = [r["samples"] for r in rows]
     return text + f" Each row's CPU rests on {min(n)} to {max(n)} monitor samples over its rounds."
 
@@ -234,7 +241,8 @@ def pinning(rd: RunData) -> str:
     manifest: a client-bound figure means something else when the two did not share the cores."""
     cores = rd.manifest.get("environment", {}).get("cpu_logical") or "all the"
     if rd.manifest.get("config", {}).get("pin"):
-        return (f"Cores pinned (--pin): each native server's processes on the last of {cores} cores, this process "
+        return (f"Cores pinned (--pin): each native server's processes on the last of {cores} cores, this "
+                "process "
                 "and its workers on the others, so client and server did not take CPU from each other.")
     return f"Cores not pinned: client and servers shared {cores} cores (the run had no --pin)."
 
@@ -244,17 +252,18 @@ def section(rd: RunData) -> str:
     rows = best_rows(rd)
     if not rows:
         return ""
-    return "\n".join(["### Client CPU against server CPU at the best worker count", "",
-                      "Per check scenario, each backend at its best worker count: checks/s, the CPU our client "
-                      "(this process and its workers) and the server each spent per check (monitor's mean CPU x "
-                      "phase wall time / checks, over the rounds), how busy that kept the machine (client + server "
-                      "core-seconds / (cores x wall seconds)) and the client's share of it, and the server-only "
-                      f"bound = {server_cores(rd)} core(s) x 1000 / server CPU ms per check. {LEGEND}.", "",
-                      f"{sentence(rows)} {pinning(rd)}", "",
-                      table(pd.DataFrame(rows), {"scenario": "Scenario", "backend": "Backend", "workers": "Workers",
-                                                 "rate": "Checks/s", "client_ms": "Client CPU ms per check",
-                                                 "server_ms": "Server CPU ms per check",
-                                                 "busy": "Machine busy", "client_share": "Client share",
-                                                 "bound": "Server-only bound checks/s",
-                                                 "samples": "Monitor samples", "flag": "Client-bound"}),
-                      ""])
+    return "\n".join(
+        ["### Client CPU against server CPU at the best worker count", "",
+         "Per check scenario, each backend at its best worker count: checks/s, the CPU our client "
+         "(this process and its workers) and the server each spent per check (monitor's mean CPU x "
+         "phase wall time / checks, over the rounds), how busy that kept the machine (client + server "
+         "core-seconds / (cores x wall seconds)) and the client's share of it, and the server-only "
+         f"bound = {server_cores(rd)} core(s) x 1000 / server CPU ms per check. {LEGEND}.", "",
+         f"{sentence(rows)} {pinning(rd)}", "",
+         table(pd.DataFrame(rows),
+               {"scenario": "Scenario", "backend": "Backend", "workers": "Workers", "rate": "Checks/s",
+                "client_ms": "Client CPU ms per check", "server_ms": "Server CPU ms per check",
+                "busy": "Machine busy", "client_share": "Client share",
+                "bound": "Server-only bound checks/s", "samples": "Monitor samples",
+                "flag": "Client-bound"}),
+         ""])

@@ -49,7 +49,8 @@ class RunData:
     # phase rows another attempt replaced (re-run because other processes disturbed them): kept for the
     # validity section, never in a figure
     superseded: pd.DataFrame = field(default_factory=pd.DataFrame)
-    skipped: list[PhaseSkipped] = field(default_factory=list)  # phases not run: every op predicted past its timeout
+    # phases not run: every op predicted past its timeout
+    skipped: list[PhaseSkipped] = field(default_factory=list)
     # tables derived from the frames above, computed once (derived()); never compared or printed
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -144,34 +145,35 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
             for r in ivs:
                 for k, v in (r.extra or {}).items():
                     extra[k] = max(extra.get(k, 0), v) if k.endswith("_max") else extra.get(k, 0) + v
-            rows.append({
-                "phase": phase, "backend": st.backend, "scenario": st.scenario, "kind": kind,
-                "mode": st.mode, "concurrency": st.concurrency, "repeat": st.repeat,
-                "attempt": recorded_or(st.attempt, 0),
-                "foreign_cpu": recorded_or(getattr(disturbed.get(phase), "foreign_cpu", None), float("nan")),
-                "steal": recorded_or(getattr(disturbed.get(phase), "steal", None), float("nan")),
-                "disturbed": bool(getattr(disturbed.get(phase), "disturbed", False)),
-                "consistency": st.consistency or "",
-                "target_rate": st.stages[-1][0] if st.stages else None,
-                "churn_rate": st.churn_rate,  # changes/s of a churn step (None elsewhere)
-                "status": end.status if end else "incomplete",
-                "reason": (end.reason if end else None) or ("" if end else "run ended before this phase finished"),
-                "ops": ok, "errors": n_err, "timeouts": n_to, "error_types": errors,
-                "attempted": ok + n_err + n_to,
-                "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
-                "max_ms": s.max_ms, "min_ms": s.min_ms,
-                "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
-                "checked": checked, "mismatches": sum(r.mismatches for r in ivs),
-                "examples": [e for r in ivs for e in r.examples][:5],
-                "results": sum(r.results for r in ivs), "duplicates": sum(r.duplicates for r in ivs),
-                "late": sum(r.late for r in ivs),
-                "warmup_ops": (end.warmup_ops if end else 0),
-                "scheduled": (end.scheduled if end else None), "dropped": (end.dropped if end else 0),
-                "hists": [r.hist for r in ivs], "extra": extra,
-                # per interval: seconds after the phase start and ops, for the interval-to-interval spread
-                "iv_t": [recorded_or(r.ts, 0.0) - recorded_or(st.ts, 0.0) for r in ivs], "iv_ops": [r.ops for r in ivs],
-                "budget_s": st.budget_s, "min_ops": st.min_ops, "iterations": st.iterations,
-            })
+            rows.append(
+                {
+                    "phase": phase, "backend": st.backend, "scenario": st.scenario, "kind": kind,
+                    "mode": st.mode, "concurrency": st.concurrency, "repeat": st.repeat,
+                    "attempt": recorded_or(st.attempt, 0),
+                    "foreign_cpu": recorded_or(
+                        getattr(disturbed.get(phase), "foreign_cpu", None), float("nan")),
+                    "steal": recorded_or(getattr(disturbed.get(phase), "steal", None), float("nan")),
+                    "disturbed": bool(getattr(disturbed.get(phase), "disturbed", False)),
+                    "consistency": st.consistency or "",
+                    "target_rate": st.stages[-1][0] if st.stages else None,
+                    "churn_rate": st.churn_rate,  # changes/s of a churn step (None elsewhere)
+                    "status": end.status if end else "incomplete",
+                    "reason": (end.reason if end else None)
+                    or ("" if end else "run ended before this phase finished"), "ops": ok, "errors": n_err,
+                    "timeouts": n_to, "error_types": errors, "attempted": ok + n_err + n_to,
+                    "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
+                    "max_ms": s.max_ms, "min_ms": s.min_ms,
+                    "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
+                    "checked": checked, "mismatches": sum(r.mismatches for r in ivs),
+                    "examples": [e for r in ivs for e in r.examples][:5],
+                    "results": sum(r.results for r in ivs), "duplicates": sum(r.duplicates for r in ivs),
+                    "late": sum(r.late for r in ivs), "warmup_ops": (end.warmup_ops if end else 0),
+                    "scheduled": (end.scheduled if end else None), "dropped": (end.dropped if end else 0),
+                    "hists": [r.hist for r in ivs], "extra": extra,
+                    # per interval: seconds after the phase start and ops, for the interval-to-interval spread
+                    "iv_t": [recorded_or(r.ts, 0.0) - recorded_or(st.ts, 0.0) for r in ivs],
+                    "iv_ops": [r.ops for r in ivs], "budget_s": st.budget_s, "min_ops": st.min_ops,
+                    "iterations": st.iterations})
     return pd.DataFrame(rows)
 
 
@@ -181,7 +183,8 @@ def recorded_or(value, default):
 
 
 # churn_rate: a churn sweep's steps share every other key, so without it a re-run step replaced the others
-PHASE_KEY = ["backend", "scenario", "consistency", "mode", "concurrency", "target_rate", "churn_rate", "repeat"]
+PHASE_KEY = [
+    "backend", "scenario", "consistency", "mode", "concurrency", "target_rate", "churn_rate", "repeat"]
 
 
 def latest_attempts(ph: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -205,7 +208,8 @@ def ingest_rates(rec: dict) -> dict:
             out[k] = round(v, 3) if isinstance(v, float) else v
             continue
         for name, (count_key, seconds_key) in v.items():
-            count, secs = notes.get(count_key, rec.get(count_key)), notes.get(seconds_key, rec.get(seconds_key))
+            count, secs = (
+                notes.get(count_key, rec.get(count_key)), notes.get(seconds_key, rec.get(seconds_key)))
             out[name] = round(count / secs) if count is not None and secs else None
     return out
 
@@ -224,22 +228,27 @@ def ingest_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
         b = np.array(r.get("batch_seconds") or [], dtype=float)
         b = b[np.isfinite(b)]  # a load through one bulk call times no batches: NaN, without numpy's warning
         total_s = r["load_seconds"] + (r.get("build_seconds") or 0.0)
-        rows.append({
-            "backend": r["backend"], "variant": r.get("variant") or "",
-            "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
-            "rows": r["rows"], "rows_per_s": r["rows"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
-            "documents": r.get("documents"), "load_s": r["load_seconds"],
-            "build_s": r.get("build_seconds") or 0.0, "build_what": (r.get("build") or {}).get("what", ""),
-            "total_s": total_s, "rels_per_s": r["relationships"] / total_s if total_s else float("nan"),
-            "load_rels_per_s": r["relationships"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
-            "batch_rows": r.get("batch_rows"), "batches": b.size or None,  # a load in one bulk call timed no batches: "—", not 0
-            "batch_mean_s": float(b.mean()) if b.size else float("nan"),
-            "batch_p95_s": float(np.percentile(b, 95)) if b.size else float("nan"),
-            "footprint_bytes": r.get("footprint_bytes"), "notes": ingest_rates(r),
-            # what the load path wrote (SSTable files, request bodies): a backend's notes, when it says
-            "bytes_written": (r.get("notes") or {}).get("bytes_written"),
-            "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare")),
-        })
+        rows.append(
+            {
+                "backend": r["backend"], "variant": r.get("variant") or "",
+                "relationships": r["relationships"], "acl_relationships": r["acl_relationships"],
+                "rows": r["rows"],
+                "rows_per_s": r["rows"] / r["load_seconds"] if r["load_seconds"] else float("nan"),
+                "documents": r.get("documents"), "load_s": r["load_seconds"],
+                "build_s": r.get("build_seconds") or 0.0,
+                "build_what": (r.get("build") or {}).get("what", ""), "total_s": total_s,
+                "rels_per_s": r["relationships"] / total_s if total_s else float("nan"),
+                "load_rels_per_s": r["relationships"] / r["load_seconds"]
+                if r["load_seconds"]
+                else float("nan"),
+                # a load in one bulk call timed no batches: "—", not 0
+                "batch_rows": r.get("batch_rows"), "batches": b.size or None,
+                "batch_mean_s": float(b.mean()) if b.size else float("nan"),
+                "batch_p95_s": float(np.percentile(b, 95)) if b.size else float("nan"),
+                "footprint_bytes": r.get("footprint_bytes"), "notes": ingest_rates(r),
+                # what the load path wrote (SSTable files, request bodies): a backend's notes, when it says
+                "bytes_written": (r.get("notes") or {}).get("bytes_written"),
+                "start_s": r.get("start_seconds"), "reused": bool(r.get("reused_from_previous_prepare"))})
     df = pd.DataFrame(rows)
     return df.drop_duplicates(["backend", "variant"], keep="last") if not df.empty else df
 
@@ -254,9 +263,12 @@ def monitor_phase_table(recs: list[Record]) -> pd.DataFrame:
     """Per monitored phase: server CPU mean, memory max (server_memory), and the client processes' CPU mean
     when recorded."""
     rows = [{"backend": r.backend, "phase": r.phase, "cpu": r.cpu_percent, "rss": server_memory(r),
-             "client_cpu": recorded_or(r.client_cpu_percent, float("nan"))} for r in recs if isinstance(r, Monitor)]
+             "client_cpu": recorded_or(r.client_cpu_percent, float("nan"))}
+            for r in recs
+            if isinstance(r, Monitor)]
     if not rows:
-        return pd.DataFrame(columns=["backend", "phase", "cpu_mean", "rss_max_mb", "client_cpu_mean", "samples"])
+        return pd.DataFrame(
+            columns=["backend", "phase", "cpu_mean", "rss_max_mb", "client_cpu_mean", "samples"])
     g = pd.DataFrame(rows).groupby(["backend", "phase"], sort=False)
     out = g.agg(cpu_mean=("cpu", "mean"), rss_max=("rss", "max"), client_cpu_mean=("client_cpu", "mean"),
                 samples=("cpu", "size")).reset_index()
@@ -283,8 +295,8 @@ def monitor_table(recs: list[Record]) -> pd.DataFrame:
 
 def merged_summary(hists: list[str]):
     """Count, mean and percentiles of the ops of these histograms pooled: the report's one function for a
-    percentile over ops (figures.cell takes the median of its rounds' figures from it; the load-host, write and
-    size-sweep tables pool with it), through core/metrics.py's percentile."""
+    percentile over ops (figures.cell takes the median of its rounds' figures from it; the load-host, write
+    and size-sweep tables pool with it), through core/metrics.py's percentile."""
     return _merged_summary(tuple(hists))
 
 
@@ -309,6 +321,7 @@ def sweep_runs(rd: RunData) -> list[RunData]:
 
 
 def named_runs(rd: RunData, names: list[str]) -> list[RunData]:
-    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that order."""
+    """The runs of a sweep named in `rd`'s manifest, found beside it (`rd` itself among them), in that
+    order."""
     return [rd if n == rd.path.name else load_run(rd.path.parent / n) for n in names
             if n == rd.path.name or (rd.path.parent / n).is_dir()]

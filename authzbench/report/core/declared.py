@@ -1,5 +1,5 @@
-"""What the report states about one system, read from its declaration (authzbench/systems/<name>/system.py), so
-that no topic names a system: the upstream reports of its fresh-mode stale reads and whether
+"""What the report states about one system, read from its declaration (authzbench/systems/<name>/system.py),
+so that no topic names a system: the upstream reports of its fresh-mode stale reads and whether
 tools/newenemy_repro.py reproduces them, the engine titles older runs recorded for a stand-in, and what its
 server CPU counts."""
 
@@ -25,7 +25,8 @@ def repro_api() -> str:
 
 
 def legacy_stand_ins() -> dict[str, str]:
-    """The engine a run recorded before the server record named its product -> the product it stands in for."""
+    """The engine a run recorded before the server record named its product -> the product it stands in
+    for."""
     return {t: s.aliases[0] for s in systems().values() for t in s.legacy_titles}
 
 

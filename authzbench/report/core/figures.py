@@ -30,7 +30,8 @@ class Cell:
     q: float | None  # the percentile it is; None for a rate
     unstable: bool
     disturbed: bool
-    fewest: int = 0  # ops in its smallest round (a phase row): the figure is a median of per-round percentiles
+    # ops in its smallest round (a phase row): the figure is a median of per-round percentiles
+    fewest: int = 0
 
     @property
     def too_few(self) -> bool:
@@ -86,11 +87,12 @@ def _compute(rows: pd.DataFrame, metric: str) -> Cell | None:
     disturbed = bool(rows["disturbed"].any()) if "disturbed" in rows else False
     fewest = int(rows["ops"].min())
     if q is not None and fewest < min_ops(q):
-        # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere above
-        # its low end, so two such figures are never clearly apart (figures.clearly_better, letters)
+        # a round below the percentile's op count shows at most its slowest op: the figure may lie anywhere
+        # above its low end, so two such figures are never clearly apart (figures.clearly_better, letters)
         hi = math.inf
-    return Cell(value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed,
-                fewest)
+    return Cell(
+        value, min(lo, value), max(hi, value), int(rows["ops"].sum()), q, unstable(rows, q), disturbed, fewest
+    )
 
 
 def mean_ms(rd: RunData, backend: str, scenario: str, concurrency: int, kind: str | None = None,
@@ -161,9 +163,10 @@ def _hull(f: Ranked) -> tuple[float, float]:
     return min(lo, f.value), max(hi, f.value)
 
 
-LETTER_MEANING = ("figures sharing a letter are not clearly apart; a figure with no letter in common with another "
-                  "is clearly apart from it; a is the best figure's letter, and a better figure's first letter "
-                  "never comes after a worse one's")
+LETTER_MEANING = (
+    "figures sharing a letter are not clearly apart; a figure with no letter in common with another "
+    "is clearly apart from it; a is the best figure's letter, and a better figure's first letter "
+    "never comes after a worse one's")
 
 
 def best_first(figs: list, higher_is_better: bool) -> list:

@@ -1,6 +1,6 @@
-"""No main-report line over MAX_LINE characters: a reviewer reads the markdown source as well as its rendering,
-and a 1,300-character table row is read by neither. Prose is folded at spaces (a markdown paragraph or list
-item continues on the next line); a table row still too long moves its longest cells, one by one, into
+"""No main-report line over MAX_LINE characters: a reviewer reads the markdown source as well as its
+rendering, and a 1,300-character table row is read by neither. Prose is folded at spaces (a markdown paragraph
+or list item continues on the next line); a table row still too long moves its longest cells, one by one, into
 numbered notes under its table. The appendix is folded alike (7 of its prose lines ran 404-1,071 characters).
 Lines inside a ``` fence are left whole."""
 

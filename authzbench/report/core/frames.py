@@ -1,8 +1,8 @@
 """Frames derived from the run's tables that more than one section reads: the mixed workload's phases merged
 over repeats with one SLO verdict per (backend, loop, workers, target rate) (the mixed section, the Findings,
 the tiers table, the open-loop chart), and the server resources per 1,000 checks (the read section, the
-Findings), and the write scenarios' figures per (backend, scenario, workers) (the write and freshness sections,
-the Findings, the digest)."""
+Findings), and the write scenarios' figures per (backend, scenario, workers) (the write and freshness
+sections, the Findings, the digest)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,18 @@ def slo_verdicts(rd: RunData, by_round: bool = False) -> pd.DataFrame:
     objective = slo(rd)
     if by_round:
         ph = rd.phases
-        m = ph[ph["scenario"].isin([n for n, s in SCENARIOS.items() if s.op == "mixed"])] if not ph.empty else ph
+        m = (ph[ph["scenario"].isin([n for n, s in SCENARIOS.items() if s.op == "mixed"])]
+             if not ph.empty
+             else ph)
     else:
         m = mixed_phases(rd)
     if m.empty:
         return pd.DataFrame()
     m = m.assign(target_rate=m["target_rate"].fillna(0.0))
     keys = ["backend", "concurrency", "mode", "target_rate", *(["repeat"] if by_round else [])]
-    return pd.DataFrame([{**_slo_row(rd, objective, g), **({"repeat": g["repeat"].iloc[0]} if by_round else {})}
-                         for _, g in m.groupby(keys, sort=False)])
+    return pd.DataFrame(
+        [{**_slo_row(rd, objective, g), **({"repeat": g["repeat"].iloc[0]} if by_round else {})}
+         for _, g in m.groupby(keys, sort=False)])
 
 
 def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
@@ -57,16 +60,21 @@ def _slo_row(rd: RunData, objective: dict, g: pd.DataFrame) -> dict:
     ok = cp95 < objective["check_p95_ms"] and (math.isnan(wp95) or wp95 < objective["write_p95_ms"]) and \
         success >= objective["success"]
     raw = rd.phases
-    rows = raw[(raw["backend"] == b) & (raw["scenario"] == g["scenario"].iloc[0]) & (raw["mode"] == mode) &
-               (raw["concurrency"] == c) & (raw["kind"] == "check") & (raw["target_rate"].fillna(0.0) == rate)]
-    return {"backend": b, "scenario": g["scenario"].iloc[0], "write_kind": write_kind(rd), "mode": mode, "concurrency": c, "rate": rate or None,
-            "check_p95": cp95, "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
-            "check_fewest": _fewest(rd, g, "check", chk),
-            "write_p95": wp95, "write_ops": int(wr["ops"].sum()) if not wr.empty else 0,
-            "write_fewest": _fewest(rd, g, "write", wr),
-            "success": success, "verdict": "PASS" if ok else "FAIL",
-            "check_ops_per_s": _figure(rd, g, "check", "ops_per_s", chk),
-            "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
+    rows = raw[(raw["backend"] == b)
+               & (raw["scenario"] == g["scenario"].iloc[0])
+               & (raw["mode"] == mode)
+               & (raw["concurrency"] == c)
+               & (raw["kind"] == "check")
+               & (raw["target_rate"].fillna(0.0) == rate)]
+    return {
+        "backend": b, "scenario": g["scenario"].iloc[0], "write_kind": write_kind(rd), "mode": mode,
+        "concurrency": c, "rate": rate or None, "check_p95": cp95,
+        "check_ops": int(chk["ops"].sum()) if not chk.empty else 0,
+        "check_fewest": _fewest(rd, g, "check", chk), "write_p95": wp95,
+        "write_ops": int(wr["ops"].sum()) if not wr.empty else 0, "write_fewest": _fewest(rd, g, "write", wr),
+        "success": success, "verdict": "PASS" if ok else "FAIL",
+        "check_ops_per_s": _figure(rd, g, "check", "ops_per_s", chk),
+        "rate_spread": rate_spread(rows) if len(rows) else float("nan")}
 
 
 def _closed_cell(rd: RunData, g: pd.DataFrame, kind: str, metric: str):
@@ -74,12 +82,16 @@ def _closed_cell(rd: RunData, g: pd.DataFrame, kind: str, metric: str):
     from authzbench.report.core.figures import cell
 
     r = g.iloc[0]
-    return cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind) if r["mode"] == "closed" \
+    return (
+        cell(rd, r["backend"], r["scenario"], int(r["concurrency"]), metric, kind)
+        if r["mode"] == "closed"
         else None
+    )
 
 
 def _figure(rd: RunData, g: pd.DataFrame, kind: str, metric: str, merged: pd.DataFrame) -> float:
-    """A closed-loop figure is the one computed figure (median over rounds); an open-loop step has one round."""
+    """A closed-loop figure is the one computed figure (median over rounds); an open-loop step has one
+    round."""
     if merged.empty:
         return float("nan")
     x = _closed_cell(rd, g, kind, metric)
@@ -121,7 +133,8 @@ def peak_memory(rd: RunData) -> dict[str, float]:
 
 
 def resource_table(rd: RunData) -> pd.DataFrame:
-    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak memory, client CPU."""
+    """Per backend over its check phases: server CPU core-seconds per 1,000 checks, peak memory, client
+    CPU."""
     m, ph = rd.monitor_phases, rd.phases
     if m.empty or ph.empty:
         return pd.DataFrame()
@@ -130,10 +143,11 @@ def resource_table(rd: RunData) -> pd.DataFrame:
     rows = []
     for b, g in j.groupby("backend", sort=False):
         per_round = [_cpu_per_1k(r) for _, r in g.groupby("repeat")] if "repeat" in g else []
-        rows.append({"backend": b, "phases": len(g), "ops": int(g["ops"].sum()), "cpu_s_per_1k": _cpu_per_1k(g),
-                     "cpu_rounds": [v for v in per_round if not math.isnan(v)],
-                     "cpu_mean": g["cpu_mean"].mean(), "client_cpu_mean": g["client_cpu_mean"].mean(),
-                     "rss_max_mb": peak_memory(rd).get(b, float("nan"))})
+        rows.append(
+            {"backend": b, "phases": len(g), "ops": int(g["ops"].sum()), "cpu_s_per_1k": _cpu_per_1k(g),
+             "cpu_rounds": [v for v in per_round if not math.isnan(v)], "cpu_mean": g["cpu_mean"].mean(),
+             "client_cpu_mean": g["client_cpu_mean"].mean(),
+             "rss_max_mb": peak_memory(rd).get(b, float("nan"))})
     return pd.DataFrame(rows)
 
 
@@ -150,16 +164,20 @@ def _write_table(rd: RunData) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     sub = ph[ph["scenario"].isin(names)]
-    for (b, scen, mode, c), g in sub.groupby(["backend", "scenario", "consistency", "concurrency"], sort=False):
+    for (b, scen, mode, c), g in sub.groupby(
+        ["backend", "scenario", "consistency", "concurrency"], sort=False):
         w, v = g[g["kind"] == "write"], g[g["kind"] == "visibility"]
-        ws, vs = merged_summary([h for hs in w["hists"] for h in hs]), merged_summary([h for hs in v["hists"] for h in hs])
+        ws, vs = (merged_summary([h for hs in w["hists"] for h in hs]),
+                  merged_summary([h for hs in v["hists"] for h in hs]))
         extra: dict[str, int] = {}
         for e in w["extra"]:
             for k, x in e.items():
                 extra[k] = max(extra.get(k, 0), x) if k.endswith("_max") else extra.get(k, 0) + x
         counted = extra.get("rows_counted", 0)
         # percentiles: the one computed figure (median over rounds), as every other section shows them
-        wc = {m: cell(rd, b, scen, int(c), m, "write", consistency=mode) for m in ("p50_ms", "p95_ms", "p99_ms")}
+        wc = {
+            m: cell(rd, b, scen, int(c), m, "write", consistency=mode) for m in ("p50_ms", "p95_ms", "p99_ms")
+        }
         vc = {m: cell(rd, b, scen, int(c), m, "visibility", consistency=mode) for m in ("p50_ms", "p95_ms")}
         rows.append({
             "backend": b, "scenario": scen, "consistency": mode or session_mode(rd, b), "session": not mode,
@@ -168,7 +186,8 @@ def _write_table(rd: RunData) -> pd.DataFrame:
             "write_p99_ms": _v(wc["p99_ms"], ws.p99_ms),
             "vis_p50_ms": _v(vc["p50_ms"], vs.p50_ms), "vis_p95_ms": _v(vc["p95_ms"], vs.p95_ms),
             "vis_max_ms": vs.max_ms, "vis_ops": int(v["ops"].sum()),
-            # ops in the smallest round behind each kind's percentiles: what their ⚠ reads (figures.Cell.too_few)
+            # ops in the smallest round behind each kind's percentiles: what their ⚠ reads
+            # (figures.Cell.too_few)
             "write_fewest": _fewest_of(wc["p50_ms"]), "vis_fewest": _fewest_of(vc["p50_ms"]),
             "rows_mean": extra.get("rows", 0) / counted if counted else float("nan"),
             "rows_max": extra.get("rows_max") if counted else float("nan"),

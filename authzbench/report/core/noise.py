@@ -50,7 +50,8 @@ def round_values(rows: pd.DataFrame, q: float | None) -> np.ndarray:
     return v if len(v) >= 2 else np.empty(0)
 
 
-def round_figure(rows: pd.DataFrame, q: float | None, merged: float) -> tuple[float, tuple[float, float] | None]:
+def round_figure(
+    rows: pd.DataFrame, q: float | None, merged: float) -> tuple[float, tuple[float, float] | None]:
     """(the figure, its interval): the median over rounds with their range, widened by the percentile's
     confidence interval; the merged figure when the rounds cannot carry it alone."""
     v = round_values(rows, q)
@@ -89,7 +90,8 @@ def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float
     no clear difference), since most stores' write phases have 2-16 ops: from 2 ops on, the interval is the
     order statistics' (it ends at the slowest op, marked ⚠)."""
     if int(rows["ops"].sum()) < 2:
-        return value, math.inf  # one op: no spread to take an interval from, and the percentile may lie above it
+        # one op: no spread to take an interval from, and the percentile may lie above it
+        return value, math.inf
     col = f"p{q:g}_ms"
     if len(rows) >= 2:
         v = rows[col].dropna().to_numpy(dtype=float)

@@ -45,15 +45,17 @@ class Figure:
     q: float | None = None  # the percentile it is, for the sample-size mark
     detail: str = ""
     text: str = ""  # shown instead of the number (e.g. "none met the SLO"); still ranked by value
-    bounds: tuple[float, float] | None = None  # where the figure could land on another run (else value ± spread)
+    # where the figure could land on another run (else value ± spread)
+    bounds: tuple[float, float] | None = None
     unstable: bool = False  # its rounds disagree by more than noise.UNSTABLE_RANGE: shown, not ranked
     disturbed: bool = False  # other processes' CPU disturbed a phase it rests on, even after re-runs
     client_bound: bool | None = None  # a throughput whose client used more CPU than the server; None: unknown
     fewest: int | None = None  # ops in its smallest round; None: n is the one count it rests on
     base: str = ""  # the count a rate rests on ("14 of 200"), shown beside its value wherever it is shown
     basis: str = ""  # why its interval is assumed (a factor or width set by hand); "" with bounds: measured
-    # a rate whose ⚠ is its SLO verdict's p95: a p95 from fewer ops than it needs mostly lies above the slowest op
-    # seen (3 writes: 86% of the time), so the verdict errs towards PASS and the rate towards too high
+    # a rate whose ⚠ is its SLO verdict's p95: a p95 from fewer ops than it needs mostly lies above the
+    # slowest op seen (3 writes: 86% of the time), so the verdict errs towards PASS and the rate towards too
+    # high
     worse_below: bool = False
 
     def interval(self) -> tuple[float, float]:
@@ -63,7 +65,8 @@ class Figure:
             s = 0.0 if math.isnan(self.spread) else self.spread  # unmeasured: taken at face value
             lo, hi = self.value - s, self.value + s
         # a figure marked ⚠ rests on a round too small for its percentile: it may be anywhere worse than its
-        # interval says, so it is never clearly apart from another ⚠ figure (figures._compute's rule for a Cell)
+        # interval says, so it is never clearly apart from another ⚠ figure (figures._compute's rule for a
+        # Cell)
         if not self.too_few:
             return lo, hi
         return (0.0, hi) if self.worse_below else (lo, math.inf)
@@ -114,7 +117,8 @@ def closed_phases(rd: RunData, scenario: str, kind: str | None = None) -> pd.Dat
 
 def pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
                  detail: Callable[[str, pd.DataFrame], str] | None = None) -> list[Figure]:
-    """Percentile q at each backend's lowest concurrency (1 worker): the one computed figure (figures.cell)."""
+    """Percentile q at each backend's lowest concurrency (1 worker): the one computed figure
+    (figures.cell)."""
     sub = closed_phases(rd, scenario, kind)
     out = []
     for b, g in sub.groupby("backend", sort=False):
@@ -122,8 +126,9 @@ def pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
         x = cell(rd, b, scenario, c, f"p{q:g}_ms", kind)
         if x is None:
             continue
-        out.append(Figure(b, x.value, n=x.n, q=q, detail=detail(b, g[g["concurrency"] == c]) if detail else "",
-                          bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed, fewest=x.fewest))
+        out.append(
+            Figure(b, x.value, n=x.n, q=q, detail=detail(b, g[g["concurrency"] == c]) if detail else "",
+                   bounds=(x.lo, x.hi), unstable=x.unstable, disturbed=x.disturbed, fewest=x.fewest))
     return out
 
 
@@ -141,9 +146,10 @@ def single_basis(what: str) -> str:
 def single_note(what: str) -> str:
     """One run cannot show how far a single load moves between runs: the factor is stated as an assumption."""
     f = SINGLE_FACTOR[what]
-    return (f"one load per backend: each is assumed to lie within {f:g}x of its value (a width set from earlier "
-            "runs of this suite; one run cannot measure how far its loads move between runs), so no difference "
-            "is claimed")
+    return (
+        f"one load per backend: each is assumed to lie within {f:g}x of its value (a width set from earlier "
+        "runs of this suite; one run cannot measure how far its loads move between runs), so no difference "
+        "is claimed")
 
 
 def in_process(rd: RunData, b: str) -> str:
@@ -185,7 +191,8 @@ def ratio_to_best(best: float, value: float, higher_is_better: bool) -> float:
 
 def split(d: Dimension, rd: RunData) -> tuple[list[Figure], list[Figure]]:
     """(networked, †): never ranked together."""
-    return ([f for f in d.figures if rd.comparable(f.backend)], [f for f in d.figures if not rd.comparable(f.backend)])
+    return ([f for f in d.figures if rd.comparable(f.backend)],
+            [f for f in d.figures if not rd.comparable(f.backend)])
 
 
 def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, str | None, bool]]:
@@ -200,7 +207,8 @@ def ranked(rd: RunData, d: Dimension) -> dict[str, tuple[Figure, str | None, boo
 
 
 def compute(rd: RunData, dims: list[DimensionFn]) -> list[Dimension]:
-    """The dimensions `dims` make of the run, those without figures left out (dimensions.py lists the report's)."""
+    """The dimensions `dims` make of the run, those without figures left out (dimensions.py lists the
+    report's)."""
     out: list[Dimension] = []
     for fn in dims:
         out += [d for d in fn(rd) if d.figures]

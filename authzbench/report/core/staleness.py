@@ -24,10 +24,10 @@ def rate_cell(k: int, n: int) -> str:
 
 
 def strict_stale_note(rd: RunData, bad: list[tuple[str, str]]) -> str:
-    """One sentence for the (backend, mode) pairs whose fully consistent mode allowed after a revocation: which
-    of them tools/newenemy_repro.py reproduces outside the suite (only the systems declaring it: 20261129-201802
-    claimed it for Permify too) and the upstream reports each engine declares (the same list in the report and
-    the appendix, which cited two and three)."""
+    """One sentence for the (backend, mode) pairs whose fully consistent mode allowed after a revocation:
+    which of them tools/newenemy_repro.py reproduces outside the suite (only the systems declaring it:
+    20261129-201802 claimed it for Permify too) and the upstream reports each engine declares (the same list
+    in the report and the appendix, which cited two and three)."""
     names = ", ".join(f"{label(rd, b)} {m}" for b, m in bad)
     backends = list(dict.fromkeys(b for b, _ in bad))
     done = [label(rd, b) for b in backends if stale_reproduced(b)]
@@ -35,8 +35,9 @@ def strict_stale_note(rd: RunData, bad: list[tuple[str, str]]) -> str:
     parts = [f"{', '.join(done)}: reproduced outside the suite with {repro_api()}'s public API alone by "
              "`tools/newenemy_repro.py`"] if done else []
     if not_done:
-        parts.append(f"{', '.join(not_done)}: not reproduced outside the suite (`tools/newenemy_repro.py` speaks "
-                     f"{repro_api()}'s API only)")
+        parts.append(
+            f"{', '.join(not_done)}: not reproduced outside the suite (`tools/newenemy_repro.py` speaks "
+            f"{repro_api()}'s API only)")
     urls = [u for b in backends for u in stale_reports(b)]
     parts.append(f"upstream reports: {', '.join(urls)}" if urls else "no upstream report found")
     if none := [label(rd, b) for b in backends if not stale_reports(b)]:

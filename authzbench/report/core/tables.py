@@ -39,7 +39,8 @@ def ratio_text(r: float, higher_is_better: bool) -> str:
     return ("÷" if higher_is_better else "×") + short
 
 
-def ratio_from_zero(base: tuple[float, float], other: tuple[float, float], higher_is_better: bool) -> str | None:
+def ratio_from_zero(
+    base: tuple[float, float], other: tuple[float, float], higher_is_better: bool) -> str | None:
     """The ratio to print when the smaller figure's interval (lo, hi) reaches zero, else None (the figures'
     own ratio holds). Such a base is not resolved: postgres's visibility lag 0.101 ms, polled every 1 ms
     (0-1.101), made openfga's 5,042 ms "×49,923"; all its interval supports is the ratio of the larger
@@ -95,12 +96,14 @@ WRITE_PCT_COLS = {"write_p50_ms": (50.0, "write_fewest"), "write_p95_ms": (95.0,
 
 
 def mark_write_percentiles(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """frames.write_table's percentile columns as text, ⚠ where the smallest round behind the cell had fewer ops
-    than the percentile needs (figures.Cell.too_few's rule; mongo's write p95 of 14,631 ms rested on 2 writes)."""
+    """frames.write_table's percentile columns as text, ⚠ where the smallest round behind the cell had fewer
+    ops than the percentile needs (figures.Cell.too_few's rule; mongo's write p95 of 14,631 ms rested on 2
+    writes)."""
     out = df.copy()
     for col, (q, n_col) in WRITE_PCT_COLS.items():
         if col in out:
-            out[col] = [fmt_pct(v, int(n), q, lambda x: fmt(x, digits)) for v, n in zip(out[col], out[n_col], strict=True)]
+            out[col] = [fmt_pct(v, int(n), q, lambda x: fmt(x, digits))
+                        for v, n in zip(out[col], out[n_col], strict=True)]
     return out
 
 
@@ -132,7 +135,8 @@ def figure_mode(sub: pd.DataFrame) -> pd.DataFrame:
 def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
     """Several repeats of one (backend, scenario, kind, concurrency): merge histograms and sum counts."""
     rows = []
-    for _, g in sub.groupby(["backend", "concurrency", "kind", "mode", "target_rate"], dropna=False, sort=False):
+    for _, g in sub.groupby(
+        ["backend", "concurrency", "kind", "mode", "target_rate"], dropna=False, sort=False):
         s = merged_summary([h for hs in g["hists"] for h in hs])
         row = g.iloc[0].to_dict()
         for col in ("ops", "errors", "timeouts", "mismatches", "checked", "results", "duplicates", "wall_s",

@@ -73,7 +73,8 @@ def how(s: Scales) -> str:
     parts = []
     if s.roundtrip:
         lo, hi = min(s.roundtrip.values()), max(s.roundtrip.values())
-        parts.append(f"each backend's latency and throughput by its own `roundtrip` p50 on each host ({len(s.roundtrip)} "
+        parts.append("each backend's latency and throughput by its own `roundtrip` p50 on each host "
+                     f"({len(s.roundtrip)} "
                      f"backend(s); B at {lo:.2f}-{hi:.2f}x A's speed)")
     if s.cpu is not None:
         parts.append(f"ingest and server CPU per op by the index's CPU part (B at {s.cpu:.2f}x)")

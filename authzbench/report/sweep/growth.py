@@ -93,7 +93,8 @@ def fit(xs, ys, lows=None, highs=None) -> Fit | None:
     return Fit(float(k), se, float(k) - half, float(k) + half, n, off)
 
 
-def segment(lx: np.ndarray, llo: np.ndarray, lhi: np.ndarray, ly: np.ndarray, i: int) -> tuple[float, float, float]:
+def segment(
+    lx: np.ndarray, llo: np.ndarray, lhi: np.ndarray, ly: np.ndarray, i: int) -> tuple[float, float, float]:
     """Slope from point i to i+1 (log space): the value, flattest and steepest through their round ranges."""
     dx = lx[i + 1] - lx[i]
     return ((ly[i + 1] - ly[i]) / dx, (llo[i + 1] - lhi[i]) / dx, (lhi[i + 1] - llo[i]) / dx)
@@ -113,8 +114,10 @@ def _local_slopes(lx: np.ndarray, ly: np.ndarray, llo: np.ndarray, lhi: np.ndarr
     segs = [segment(lx, llo, lhi, ly, i) for i in range(len(lx) - 1) if lx[i + 1] > lx[i]]
     for i, (a, b) in enumerate(zip(segs, segs[1:], strict=False)):
         if a[2] + TOL < b[1] or b[2] + TOL < a[1]:
-            return (f"not a power law (local-slopes test): the slope between points {i + 1} and {i + 2} "
-                    f"({_seg(a)}) and between {i + 2} and {i + 3} ({_seg(b)}) disagree beyond what their rounds allow")
+            return (
+                f"not a power law (local-slopes test): the slope between points {i + 1} and {i + 2} "
+                f"({_seg(a)}) and between {i + 2} and {i + 3} ({_seg(b)}) disagree beyond what their rounds "
+                "allow")
     return ""
 
 
@@ -130,8 +133,10 @@ def _residuals(x: np.ndarray, ly: np.ndarray, fitted: np.ndarray, llo: np.ndarra
     i = int(np.argmax(excess))
     if excess[i] <= TOL:
         return ""
-    return (f"not a power law (residuals test): at {x[i]:,.4g} the fit misses the measured figure by a factor "
-            f"{math.exp(abs(ly[i] - fitted[i])):.2f}, beyond the spread of its rounds (x{math.exp(spread[i]):.2f})")
+    return (
+        f"not a power law (residuals test): at {x[i]:,.4g} the fit misses the measured figure by a factor "
+        f"{math.exp(abs(ly[i] - fitted[i])):.2f}, beyond the spread of its rounds "
+        f"(x{math.exp(spread[i]):.2f})")
 
 
 def of(g: pd.DataFrame, x: str, m: str) -> Fit | None:
@@ -144,9 +149,10 @@ def of(g: pd.DataFrame, x: str, m: str) -> Fit | None:
 def lines(df: pd.DataFrame, x: str, axis: str, measures: dict[str, str]) -> list[str]:
     """The growth table (one row per backend, one column per measure: its exponent on `x`), then one line per
     series that is not a power law, and per backend the measure that grows fastest."""
-    out = [f"Exponent on {axis}: k ± its standard error [95% interval] over three or more points; over two, a "
-           "two-point slope with no interval.", "",
-           f"| backend | {' | '.join(measures.values())} |", "|---|" + "---:|" * len(measures)]
+    out = [
+        f"Exponent on {axis}: k ± its standard error [95% interval] over three or more points; over two, a "
+        "two-point slope with no interval.", "", f"| backend | {' | '.join(measures.values())} |",
+        "|---|" + "---:|" * len(measures)]
     breaks, fastest = [], []
     for b, g in df.groupby("backend", sort=False):
         fits = {m: of(g, x, m) for m in measures}

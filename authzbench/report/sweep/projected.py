@@ -24,9 +24,11 @@ from authzbench.report.core.frames import slo
 from authzbench.report.sweep import growth
 
 # need -> (size-table measure, its title, the exponent assumed over one size: see projection.DEFAULT_EXPONENT)
-NEEDS = {"check": ("check_p95_ms", "check p95 (ms)", 0.0), "lookup": ("lookup_p95_ms", "heavy lookup p95 (ms)", 0.0),
-         "write": ("write_p95_ms", "structural write p95 (ms)", 0.0), "load": ("ingest_s", "load time (s)", 1.0),
-         "disk": ("footprint_mib", "footprint (MiB)", 1.0)}
+NEEDS = {
+    "check": ("check_p95_ms", "check p95 (ms)", 0.0),
+    "lookup": ("lookup_p95_ms", "heavy lookup p95 (ms)", 0.0),
+    "write": ("write_p95_ms", "structural write p95 (ms)", 0.0), "load": ("ingest_s", "load time (s)", 1.0),
+    "disk": ("footprint_mib", "footprint (MiB)", 1.0)}
 
 
 def points(g: pd.DataFrame, m: str) -> list[tuple[int, Range]]:
@@ -84,14 +86,17 @@ def check_table(df: pd.DataFrame) -> list[str]:
         return []
     ranged = [r for r in rows if r["inside"] is not None]
     worst = max(rows, key=lambda r: abs(r["error"]))
-    point = f"; {len(rows) - len(ranged)} more have no range (one figure per size)" if len(ranged) < len(rows) else ""
-    out = ["### The projection checked: each size projected from the smaller ones", "",
-           f"Each backend's sizes from the third up, each projected from the sizes below it, as a target size would "
-           f"be. The measured figure lies inside the projected range for {sum(r['inside'] for r in ranged)} of "
-           f"{len(ranged)} projections with a range{point}; the largest error is {worst['error']:+.0%} "
-           f"({worst['backend']}, {worst['need']} at {worst['size']:,}).", "",
-           "| backend | need | size | from sizes | projected (range) | measured | error | inside the range |",
-           "|---|---|---:|---:|---:|---:|---:|---|"]
+    point = (f"; {len(rows) - len(ranged)} more have no range (one figure per size)"
+             if len(ranged) < len(rows)
+             else "")
+    out = [
+        "### The projection checked: each size projected from the smaller ones", "",
+        "Each backend's sizes from the third up, each projected from the sizes below it, as a target size "
+        "would be. The measured figure lies inside the projected range for "
+        f"{sum(r['inside'] for r in ranged)} of {len(ranged)} projections with a range{point}; the largest "
+        f"error is {worst['error']:+.0%} ({worst['backend']}, {worst['need']} at {worst['size']:,}).", "",
+        "| backend | need | size | from sizes | projected (range) | measured | error | inside the range |",
+        "|---|---|---:|---:|---:|---:|---:|---|"]
     out += [f"| {r['backend']} | {r['need']} | {r['size']:,} | {r['from']} | {_range(r['projected'])} | "
             f"{_n(r['measured'])} | {r['error']:+.0%} | {_inside(r['inside'])} |" for r in rows]
     return out
@@ -104,8 +109,10 @@ def at_target(rd: RunData, df: pd.DataFrame) -> list[str]:
         return []
     limits = slo(rd)
     free = (rd.manifest.get("environment") or {}).get("disk_free_bytes")
-    out = [f"- At the target size, {target:,.0f} relationships ({target / df['relationships'].max():,.3g}x the "
-           "largest measured), projected along each backend's growth exponent (range: the largest size's rounds x the exponent's range, which spans its 95% interval over three or more sizes):"]
+    out = [
+        f"- At the target size, {target:,.0f} relationships ({target / df['relationships'].max():,.3g}x the "
+        "largest measured), projected along each backend's growth exponent (range: the largest size's "
+        "rounds x the exponent's range, which spans its 95% interval over three or more sizes):"]
     for b, g in df.groupby("backend", sort=False):
         at = {need: grown(points(g, m), k0, target) for need, (m, _, k0) in NEEDS.items()}
         figs = [f"{NEEDS[n][1]} {_range(x.at)}{'' if not x.assumed else ' (one size: exponent assumed)'}"

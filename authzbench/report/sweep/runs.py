@@ -30,15 +30,17 @@ STRUCTURAL = ("write_membership", "write_hierarchy")
 
 
 def labelled(runs: list[RunData], df: pd.DataFrame) -> pd.DataFrame:
-    """The size table with each backend named as the reports name it (‡ a stand-in, † embedded), from the first
-    run of the sweep that measured it (a backend that did not load at the largest size is still marked)."""
+    """The size table with each backend named as the reports name it (‡ a stand-in, † embedded), from the
+    first run of the sweep that measured it (a backend that did not load at the largest size is still
+    marked)."""
     def one(b: str) -> str:
         return next((label(r, b) for r in runs if b in r.servers), b)
 
     return df.assign(backend=df["backend"].map(one)) if not df.empty else df
 
 
-def _latency(ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
+def _latency(
+    ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
     """{prefix}_p50_ms / _p95_ms over every round merged, and each one's lowest and highest round (_lo, _hi:
     the spread the growth fit's power-law tests and the projections' ranges rest on)."""
     sub = ph[(ph["backend"] == backend) & ph["scenario"].isin(scenarios) & (ph["kind"] == kind)
@@ -96,7 +98,8 @@ def _bounded_note(x: IngestBounded) -> str:
     if x.memory_left_bytes is not None:
         return (f"load stopped after {x.seconds / 60:,.1f} min with {x.memory_left_bytes / 2**30:.1f} GiB of "
                 f"the machine's memory left: {rate}")
-    projected = f", projected {x.projected_seconds / 60:,.1f} min" if math.isfinite(x.projected_seconds) else ""
+    projected = (
+        f", projected {x.projected_seconds / 60:,.1f} min" if math.isfinite(x.projected_seconds) else "")
     return f"load stopped at the bound ({x.bound_seconds / 60:g} min): {rate}{projected}"
 
 
@@ -115,9 +118,10 @@ def answers_line(r: RunData) -> str:
     return f"{checked:,} answers, {mism:,} mismatches"
 
 
-def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = None, what: str = "size") -> list[str]:
-    """A bold line naming each size (or point: `name`) and backend with a wrong answer (a sweep's last report is
-    the one read)."""
+def mismatch_lines(
+    runs: list[RunData], name: Callable[[RunData], str] | None = None, what: str = "size") -> list[str]:
+    """A bold line naming each size (or point: `name`) and backend with a wrong answer (a sweep's last report
+    is the one read)."""
     name = name or (lambda r: f"`{r.manifest['dataset']['profile']}`")
     where = []
     for r in runs:
@@ -127,15 +131,18 @@ def mismatch_lines(runs: list[RunData], name: Callable[[RunData], str] | None = 
         where += [f"{name(r)} {label(r, b)} {int(n):,}" for b, n in per.items() if n]
     if not where:
         return []
-    return [f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
-            "report's Correctness section and its appendix's first mismatches).", ""]
+    return [
+        f"**Wrong answers at some {what} of the sweep: {'; '.join(where)}** (each in its {what}'s run: the "
+        "report's Correctness section and its appendix's first mismatches).",
+        ""]
 
 
 GROWTH = ("check_p95_ms", "lookup_p95_ms", "bytes_per_rel")  # size-sweep measures ranked by growth exponent
 
 
 def size_growth(rd: RunData) -> list[Dimension]:
-    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep.runs), when this run ends one."""
+    """Growth exponents of a `--profiles` size sweep (authzbench.report.sweep.runs), when this run ends
+    one."""
     runs = sweep_runs(rd)
     df = size_table(runs) if len(runs) >= 2 else pd.DataFrame()
     out = []

@@ -56,12 +56,14 @@ def section(rd: RunData, out_dir: Path) -> str:
     for _, r in shown.sort_values(["backend", "relationships"]).iterrows():
         lines.append(f"| {r['backend']} | {r['profile']} | {r['relationships']:,} | "
                      + " | ".join(_fmt(r[m]) for m in MEASURES) + f" | {_note(r)} |")
-    lines += ["", "Growth with size: the exponent k of measure ~ size^k, a least-squares fit of log(measure) on "
-              "log(relationships) with its standard error and 95% interval over three or more sizes (a two-point "
-              "slope has none). A series is flagged as not a power law where the slopes between neighbouring sizes "
-              "disagree beyond their rounds' ranges (local-slopes test), or where the fit misses a size by more "
-              "than its rounds' spread (residuals test).", "",
-              *growth.lines(shown, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
+    lines += [
+        "",
+        "Growth with size: the exponent k of measure ~ size^k, a least-squares fit of log(measure) on "
+        "log(relationships) with its standard error and 95% interval over three or more sizes (a two-point "
+        "slope has none). A series is flagged as not a power law where the slopes between neighbouring sizes "
+        "disagree beyond their rounds' ranges (local-slopes test), or where the fit misses a size by more "
+        "than its rounds' spread (residuals test).", "",
+        *growth.lines(shown, "relationships", "size", {m: MEASURES[m] for m in GROWTH})]
     if check := projected.check_table(shown):
         lines += ["", *check]
     drawn = chart.size_sweep(rd, df, MEASURES, charts.chart_dir(out_dir, rd.manifest["run_id"]))

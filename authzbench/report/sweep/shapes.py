@@ -52,19 +52,23 @@ def _point(r: RunData) -> str:
 def _intro(rd: RunData, runs: list[RunData]) -> list[str]:
     """What was held fixed, each point's run with its answers, and any wrong answer in bold."""
     swept = {key for key, _ in PARAMS.values()}
-    fixed = {k: v for k, v in ((rd.manifest.get("config") or {}).get("overrides") or {}).items() if k not in swept}
+    fixed = {
+        k: v for k, v in ((rd.manifest.get("config") or {}).get("overrides") or {}).items() if k not in swept}
     held = f" ({', '.join(f'{k}={v}' for k, v in fixed.items())})" if fixed else ""
-    return [*mismatch_lines(runs, lambda r: f"`{_point(r)}`", "point"),
-            f"Each parameter varied at `{rd.manifest.get('dataset', {}).get('profile')}`{held}, the others as the "
-            "profile has them, one run per value; latencies at the lowest concurrency, as in a size sweep. "
-            "Exponents: least-squares fits of log(measure) on log(value), with their 95% interval over three or "
-            "more values. The points, each its own run, every answer checked against the oracle:", "",
-            *(f"- {_point(r)}: {r.manifest['dataset']['relationships']:,} relationships, run `{r.path.name}`, "
-              f"{answers_line(r)}" for r in runs)]
+    return [
+        *mismatch_lines(runs, lambda r: f"`{_point(r)}`", "point"),
+        f"Each parameter varied at `{rd.manifest.get('dataset', {}).get('profile')}`{held}, the others as "
+        "the profile has them, one run per value; latencies at the lowest concurrency, as in a size sweep. "
+        "Exponents: least-squares fits of log(measure) on log(value), with their 95% interval over three or "
+        "more values. The points, each its own run, every answer checked against the oracle:", "",
+        *(f"- {_point(r)}: {r.manifest['dataset']['relationships']:,} relationships, run `{r.path.name}`, "
+          f"{answers_line(r)}"
+          for r in runs)]
 
 
 def depends(g: pd.DataFrame) -> list[str]:
-    """The measures whose exponent on the parameter has a 95% interval clear of 0 (a two-point slope never is)."""
+    """The measures whose exponent on the parameter has a 95% interval clear of 0 (a two-point slope never
+    is)."""
     out = []
     for m, title in MEASURES.items():
         f = growth.of(g, "value", m)
@@ -86,7 +90,8 @@ def section(rd: RunData, out_dir: Path) -> str:
         for b, gb in g.groupby("backend", sort=False):
             if dep := depends(gb):
                 summary.setdefault(str(b), []).append(f"{param}: " + ", ".join(dep))
-    lines += ["", "Which backend's reads and writes depend on which parameter (95% interval clear of flat):", ""]
+    lines += [
+        "", "Which backend's reads and writes depend on which parameter (95% interval clear of flat):", ""]
     lines += [f"- **{b}**: " + "; ".join(d) for b, d in summary.items()] or ["- none, within the intervals."]
     return "\n".join(lines) + "\n"
 

@@ -113,10 +113,13 @@ class ClickHouseBackend(Backend):
             raise BackendUnavailable(f"clickhouse: {e.name or e} is not installed: pip install "
                                      f"'authzbench[clickhouse]'") from None
         except Exception as e:  # noqa: BLE001 - any driver/transport failure is one line
-            why = ("the data dir is in use by another process (chdb opens a data dir in one process at a time)"
-                   if self.embedded and _locked(dsn) else first_line(e, 200))
+            why = (
+                "the data dir is in use by another process (chdb opens a data dir in one process at a time)"
+                if self.embedded and _locked(dsn)
+                else first_line(e, 200))
             raise BackendUnavailable(f"clickhouse: cannot connect to {public_dsn(dsn)}: {why}") from None
-        self.sql = {k: [s.replace("{db}", self.db) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
+        self.sql = {
+            k: [s.replace("{db}", self.db) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
         db = self.db
         self._check_sql = {
             "manage": f"SELECT 1 FROM {db}.perm WHERE user = {{u:Int32}} AND resource = {{r:Int32}} "
@@ -136,10 +139,10 @@ class ClickHouseBackend(Backend):
 
     def server_info(self) -> ServerInfo:
         if self.embedded:
-            return ServerInfo("ClickHouse", self.version, f"ClickHouse {self.version} embedded (chdb)",
-                              comparable=False, notes=["in-process engine: latencies include no network round "
-                                                       "trip and no server, so they are not comparable with a "
-                                                       "ClickHouse server's"])
+            return ServerInfo(
+                "ClickHouse", self.version, f"ClickHouse {self.version} embedded (chdb)", comparable=False,
+                notes=["in-process engine: latencies include no network round "
+                       "trip and no server, so they are not comparable with a ClickHouse server's"])
         return ServerInfo("ClickHouse", self.version, f"ClickHouse {self.version} (HTTP)")
 
     def _run(self, section: str, where: str = "1") -> None:
@@ -166,14 +169,15 @@ class ClickHouseBackend(Backend):
         perm_rows, reach, members = (self._count(t) for t in ("perm", "group_reach", "group_membership"))
         return LoadStats(
             rows=source_rows + expanded_rows + reach + members + perm_rows, batch_rows=self.batch_rows,
-            notes={"method": "insert_arrow blocks; resource_org and ACL blocks expanded into perm by materialized "
-                             "views inside the INSERT",
-                   "source_rows": source_rows + expanded_rows, "group_reach_pairs": reach,
-                   "group_membership_pairs": members, "perm_rows": perm_rows})
+            notes={"method": "insert_arrow blocks; resource_org and ACL blocks expanded into perm by "
+                             "materialized "
+                   "views inside the INSERT", "source_rows": source_rows + expanded_rows,
+                   "group_reach_pairs": reach, "group_membership_pairs": members, "perm_rows": perm_rows})
 
-    def _blocks(self, ds: Dataset, relations: Iterable[str], last: dict[str, tuple[int, int]]) -> Iterator[Batch]:
-        """One insert_arrow of batch_rows rows at a time, relation by relation; `last` keeps each relation's last
-        row (the build's probes)."""
+    def _blocks(
+        self, ds: Dataset, relations: Iterable[str], last: dict[str, tuple[int, int]]) -> Iterator[Batch]:
+        """One insert_arrow of batch_rows rows at a time, relation by relation; `last` keeps each relation's
+        last row (the build's probes)."""
         for rel in relations:
             for batch in pq.ParquetFile(ds.file(rel)).iter_batches(batch_size=self.batch_rows,
                                                                      columns=["object", "subject"]):
@@ -201,15 +205,20 @@ class ClickHouseBackend(Backend):
         derived from the source tables only: (user, perm, resource)."""
         probes: list[tuple[int, str, int]] = []
         for rel, (obj, sub) in last.items():
-            perm = "manage" if rel in ("resource_org", "resource_manager_user", "resource_manager_group") else "view"
+            perm = ("manage"
+                    if rel in ("resource_org", "resource_manager_user", "resource_manager_group")
+                    else "view")
             if rel.endswith("_user"):
                 users = [sub]
             elif rel.endswith("_group"):
-                users = self._ints(f"SELECT subject FROM (SELECT subject FROM {self.db}.group_member WHERE object = "
-                                   f"{{g:Int32}} UNION ALL SELECT subject FROM {self.db}.group_manager WHERE object = "
-                                   f"{{g:Int32}}) LIMIT 1", g=sub)
+                users = self._ints(
+                    f"SELECT subject FROM (SELECT subject FROM {self.db}.group_member WHERE object = "
+                    f"{{g:Int32}} UNION ALL SELECT subject FROM {self.db}.group_manager WHERE object = "
+                    f"{{g:Int32}}) LIMIT 1",
+                    g=sub)
             elif rel == "resource_org":
-                users = self._ints(f"SELECT subject FROM {self.db}.org_admin WHERE object = {{o:Int32}} LIMIT 1", o=sub)
+                users = self._ints(
+                    f"SELECT subject FROM {self.db}.org_admin WHERE object = {{o:Int32}} LIMIT 1", o=sub)
             else:
                 continue
             probes += [(u, perm, obj) for u in users]
@@ -218,24 +227,23 @@ class ClickHouseBackend(Backend):
     def build(self) -> Build:
         """Measures the ingest-to-closure lag, then merges perm into one part.
 
-        Lag (a Step, timed by the run layer, so part of the build's seconds): from the end of the load (its last
-        INSERT, then its row counts) until the expanded table answers a probe per expanded relation (its last
-        inserted row, checked against the source tables). Materialized views run
-        inside the INSERT (in chdb and on a server alike), so one round of probes is expected.
-        Merge: each MV insert leaves its own part; a check then searches every part's index. One part
-        made checks ~25% faster on baseline (2.8 vs 3.7 ms p50 in chdb); background merges would get
-        there eventually, this makes the timed phases not depend on when they do."""
+        Lag (a Step, timed by the run layer, so part of the build's seconds): from the end of the load (its
+        last INSERT, then its row counts) until the expanded table answers a probe per expanded relation (its
+        last inserted row, checked against the source tables). Materialized views run inside the INSERT (in
+        chdb and on a server alike), so one round of probes is expected. Merge: each MV insert leaves its own
+        part; a check then searches every part's index. One part made checks ~25% faster on baseline (2.8 vs
+        3.7 ms p50 in chdb); background merges would get there eventually, this makes the timed phases not
+        depend on when they do."""
         if not self._probes:
             return None
         rounds = yield Step("ingest_to_closure_lag_s", self._wait_for_closure)
         if self.options.optimize:
             yield Step("", lambda: self.client.command(f"OPTIMIZE TABLE {self.db}.perm FINAL"))
-        return BuildStats("OPTIMIZE TABLE perm FINAL (one part per table for point reads)",
-                          rows=self._count("perm"),
-                          notes={"lag_probes": len(self._probes), "lag_probe_rounds": rounds,
-                                 "lag_what": "from the end of the load (its last INSERT, then its row counts) until a "
-                                             "check per expanded relation (its last row) is answered; MVs are "
-                                             "synchronous"})
+        return BuildStats(
+            "OPTIMIZE TABLE perm FINAL (one part per table for point reads)", rows=self._count("perm"),
+            notes={"lag_probes": len(self._probes), "lag_probe_rounds": rounds,
+                   "lag_what": "from the end of the load (its last INSERT, then its row counts) until a "
+                   "check per expanded relation (its last row) is answered; MVs are synchronous"})
 
     def _wait_for_closure(self) -> int:
         """Probe rounds until every probe holds (one is expected: MVs run inside the INSERT); the rounds."""
@@ -243,23 +251,27 @@ class ClickHouseBackend(Backend):
             if all(self.check(*p) for p in self._probes):
                 return rounds
             time.sleep(PROBE_PAUSE_S)
-        raise BackendUnavailable(f"clickhouse: expanded table still incomplete after {PROBE_ROUNDS} probe rounds "
-                                 f"(~{PROBE_ROUNDS * PROBE_PAUSE_S:.0f} s) after the last insert")
+        raise BackendUnavailable(
+            f"clickhouse: expanded table still incomplete after {PROBE_ROUNDS} probe rounds "
+            f"(~{PROBE_ROUNDS * PROBE_PAUSE_S:.0f} s) after the last insert")
 
     def _count(self, table: str) -> int:
         return int(self.client.query(f"SELECT count() FROM {self.db}.{table}").result_rows[0][0])
 
     def loaded_hash(self) -> str | None:
-        exists = self.client.query("SELECT count() FROM system.tables WHERE database = {d:String} AND name = 'meta'",
-                                   parameters={"d": self.db}).result_rows[0][0]
+        exists = self.client.query(
+            "SELECT count() FROM system.tables WHERE database = {d:String} AND name = 'meta'",
+            parameters={"d": self.db}).result_rows[0][0]
         if not exists:
             return None
         self._run("views")  # a database loaded before a view was added gains it (each is IF NOT EXISTS)
-        rows = self.client.query(f"SELECT value FROM {self.db}.meta FINAL WHERE key = 'dataset_hash'").result_rows
+        rows = self.client.query(
+            f"SELECT value FROM {self.db}.meta FINAL WHERE key = 'dataset_hash'").result_rows
         return str(rows[0][0]) if rows else None
 
     def mark_loaded(self, dataset_hash: str) -> None:
-        self.client.insert("meta", [["dataset_hash", dataset_hash]], column_names=["key", "value"], database=self.db)
+        self.client.insert(
+            "meta", [["dataset_hash", dataset_hash]], column_names=["key", "value"], database=self.db)
 
     # operations ----------------------------------------------------------------------------------
     def check(self, user: int, perm: str, resource: int) -> bool:
@@ -327,7 +339,8 @@ class ClickHouseBackend(Backend):
             self._rederive("group_membership", "membership", f"user IN {_in(users)}")
         return {u: maintenance.UserState() for u in users}
 
-    def rewrite_pairs(self, resources: tuple[int | None, ...], users: dict[int, maintenance.UserState]) -> None:
+    def rewrite_pairs(
+        self, resources: tuple[int | None, ...], users: dict[int, maintenance.UserState]) -> None:
         """The users' perm rows re-derived: on one resource, or on all of theirs. Another path may still
         grant what a deleted edge granted: the rows derived again are compared with the stored ones."""
         resource = resources[0]
@@ -346,14 +359,16 @@ class ClickHouseBackend(Backend):
         pass
 
     def _members(self, group: int) -> list[int]:
-        return self._ints(f"SELECT DISTINCT user FROM {self.db}.group_membership WHERE group = {{g:Int32}}", g=group)
+        return self._ints(
+            f"SELECT DISTINCT user FROM {self.db}.group_membership WHERE group = {{g:Int32}}", g=group)
 
     def baseline_roundtrip(self) -> None:
         self.client.query("SELECT 1")
 
     def footprint(self) -> int:
-        rows = self.client.query("SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} AND active",
-                                 parameters={"d": self.db}).result_rows
+        rows = self.client.query(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} AND active",
+            parameters={"d": self.db}).result_rows
         return int(rows[0][0] or 0)
 
     def drop(self) -> None:

@@ -1,7 +1,7 @@
-"""Elasticsearch over elasticsearch-py: one document per resource with its ACL denormalized as the
-expanded user sets `managers` (manage) and `viewers` (view-only: view minus manage; elasticsearch.json
-says why), plus the user, group and org documents the write path needs. Natively a real Elasticsearch 7.17.29 OSS node; under compose
-Elasticsearch 9.2.1 with TLS and basic auth.
+"""Elasticsearch over elasticsearch-py: one document per resource with its ACL denormalized as the expanded
+user sets `managers` (manage) and `viewers` (view-only: view minus manage; elasticsearch.json says why), plus
+the user, group and org documents the write path needs. Natively a real Elasticsearch 7.17.29 OSS node; under
+compose Elasticsearch 9.2.1 with TLS and basic auth.
 
 - check  = ONE filtered search: ids [r] + term managers u (view: managers or viewers), size 0,
   terminate_after 1, no request cache;
@@ -81,8 +81,9 @@ class ElasticsearchBackend(BulkLoad, Backend):
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
-        """https://[user:password@]host:port[/?ca_certs=/path/ca.crt]; the user, password and CA file may also
-        come from AUTHZBENCH_ELASTICSEARCH_USERNAME / _PASSWORD / _CA_CERTS (keeps the password out of argv)."""
+        """https://[user:password@]host:port[/?ca_certs=/path/ca.crt]; the user, password and CA file may
+        also come from AUTHZBENCH_ELASTICSEARCH_USERNAME / _PASSWORD / _CA_CERTS (keeps the password out of
+        argv)."""
         import os
         from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
@@ -142,7 +143,8 @@ class ElasticsearchBackend(BulkLoad, Backend):
         self.bulk_docs = int(self.options.get("bulk_docs") or type(self).bulk_docs)
         self.bulk_threads = int(self.options.get("bulk_threads") or type(self).bulk_threads)
         self.lookup_page = int(self.options.get("lookup_page") or type(self).lookup_page)
-        kwargs: dict[str, Any] = {"request_timeout": self.timeout, "max_retries": 0, "retry_on_timeout": False}
+        kwargs: dict[str, Any] = {
+            "request_timeout": self.timeout, "max_retries": 0, "retry_on_timeout": False}
         if ep.get("username") or ep.get("password"):
             kwargs["basic_auth"] = (str(ep.get("username") or "elastic"), str(ep.get("password") or ""))
         if ep.get("ca_certs"):
@@ -152,7 +154,8 @@ class ElasticsearchBackend(BulkLoad, Backend):
         try:
             self.es = Elasticsearch(url, **kwargs)
         except ValueError as e:
-            raise UserError(f"elasticsearch: invalid endpoint {self._mask(url)!r}: {self._mask(str(e))}") from None
+            raise UserError(
+                f"elasticsearch: invalid endpoint {self._mask(url)!r}: {self._mask(str(e))}") from None
         try:
             self.root = self.es.info()
         except (AuthenticationException, AuthorizationException) as e:
@@ -161,11 +164,13 @@ class ElasticsearchBackend(BulkLoad, Backend):
                             f"{ep.get('username') or '(none)'!r} (HTTP {e.meta.status})") from None
         except UnsupportedProductError as e:
             self.close()
-            raise BackendUnavailable(f"elasticsearch: {url} is not Elasticsearch: {self._mask(str(e))[:200]}") from None
+            raise BackendUnavailable(
+                f"elasticsearch: {url} is not Elasticsearch: {self._mask(str(e))[:200]}") from None
         except (TransportError, ApiError) as e:
             self.close()
             msg = self._mask(" ".join(str(getattr(e, "message", None) or e).split()))  # str() drops the cause
-            raise BackendUnavailable(f"elasticsearch: cannot reach {url}: {type(e).__name__}: {msg:.200}") from None
+            raise BackendUnavailable(
+                f"elasticsearch: cannot reach {url}: {type(e).__name__}: {msg:.200}") from None
 
     def _mask(self, text: str) -> str:
         """Never show a credential: the password, and user:password@ in any URL."""
@@ -193,7 +198,8 @@ class ElasticsearchBackend(BulkLoad, Backend):
         spec = json.loads(SCHEMA_FILE.read_text())["indices"]
         for n in INDICES:
             if not self.es.indices.exists(index=self.ix[n]):
-                self.es.indices.create(index=self.ix[n], settings=spec[n]["settings"], mappings=spec[n]["mappings"])
+                self.es.indices.create(
+                    index=self.ix[n], settings=spec[n]["settings"], mappings=spec[n]["mappings"])
 
     def loaded_hash(self) -> str | None:
         from elasticsearch import NotFoundError
@@ -279,7 +285,8 @@ class ElasticsearchBackend(BulkLoad, Backend):
                 with contextlib.suppress(NotFoundError, ConflictError):  # released or taken over meanwhile
                     held = self.es.get(**lock)
                     if time.time() - float(held["_source"].get("at", time.time())) > EXPIRE_S:
-                        self.es.delete(**lock, if_seq_no=held["_seq_no"], if_primary_term=held["_primary_term"])
+                        self.es.delete(
+                            **lock, if_seq_no=held["_seq_no"], if_primary_term=held["_primary_term"])
                 return False
 
         return spin_lock(take, lambda: self.es.options(ignore_status=404).delete(**lock), "elasticsearch")
@@ -293,11 +300,16 @@ class ElasticsearchBackend(BulkLoad, Backend):
             ends = {"object": o, "subject": s}
             doc_id, value = ends[id_side], ends[val_side]
 
-            def edit(_id: int, src: dict[str, Any] | None, field: str = field, value: int = value) -> dict | None:
+            def edit(
+                _id: int, src: dict[str, Any] | None, field: str = field, value: int = value) -> dict | None:
                 cur = list((src or {}).get(field, ()))
                 if insert:
-                    return None if src is not None and value in cur else {**(src or {}), field: sorted({*cur, value})}
-                return {**src, field: [x for x in cur if x != value]} if src is not None and value in cur else None
+                    return (None
+                            if src is not None and value in cur
+                            else {**(src or {}), field: sorted({*cur, value})})
+                return ({**src, field: [x for x in cur if x != value]}
+                        if src is not None and value in cur
+                        else None)
 
             # a missing document on insert is created (e.g. the runner's scratch users): upsert semantics
             if self._modify(index, [doc_id], edit, create=insert):

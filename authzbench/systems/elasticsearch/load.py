@@ -46,11 +46,19 @@ class BulkLoad:
         data = [self.ix[n] for n in ("resources", "users", "groups", "orgs")]
         # Bulk-load settings: no refresh (no searchable segment per second mid-load), no replica (the
         # node would index every document twice). build() restores what was there before.
-        got = self.es.indices.get_settings(index=data, name=["index.refresh_interval", "index.number_of_replicas"])
-        self._restore = {i: {"refresh_interval": got.get(i, {}).get("settings", {}).get("index", {}).get(
-            "refresh_interval"), "number_of_replicas": got.get(i, {}).get("settings", {}).get("index", {}).get(
-            "number_of_replicas", "0")} for i in data}
-        self.es.indices.put_settings(index=data, settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
+        got = self.es.indices.get_settings(
+            index=data, name=["index.refresh_interval", "index.number_of_replicas"])
+        self._restore = {i: {"refresh_interval": got.get(i, {})
+                             .get("settings", {})
+                             .get("index", {})
+                             .get("refresh_interval"),
+                             "number_of_replicas": got.get(i, {})
+                             .get("settings", {})
+                             .get("index", {})
+                             .get("number_of_replicas", "0")}
+                         for i in data}
+        self.es.indices.put_settings(
+            index=data, settings={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
         n = ds.entities
         docs_total = n["resource"] + n["user"] + n["group"] + n["organization"]
         per_doc = ds.total_relationships / max(docs_total, 1)  # the progress bar counts relationships
@@ -66,7 +74,8 @@ class BulkLoad:
                             "method": f"closure in numpy chunk by chunk of resources, "
                                       f"bulk requests: {self.bulk_threads} in flight x {self.bulk_docs} "
                                       "documents, refresh_interval -1, 0 replicas; refresh in build()"}
-        return LoadStats(rows=written, batch_rows=self.bulk_docs, documents=written, notes=dict(self._load_notes))
+        return LoadStats(
+            rows=written, batch_rows=self.bulk_docs, documents=written, notes=dict(self._load_notes))
 
     def _bulk(self, lines: list[bytes]) -> None:
         """One bulk request; one the node rejects with 429 (its indexing pressure is full) is sent again after
@@ -90,8 +99,9 @@ class BulkLoad:
     def build(self) -> Build:
         """Restore the pre-load refresh interval and replicas, then one refresh makes the load searchable."""
         restore = getattr(self, "_restore", None) or {}
-        yield Step("settings_seconds", lambda: [self.es.indices.put_settings(index=index, settings={"index": s})
-                                                for index, s in restore.items()])
+        yield Step("settings_seconds",
+                   lambda: [self.es.indices.put_settings(index=index, settings={"index": s})
+                            for index, s in restore.items()])
         yield Step("refresh_seconds", lambda: self.es.indices.refresh(index=list(self.ix.values())))
         return BuildStats(what="refresh after a load with refresh_interval -1 (settings restored)",
                           notes={**(getattr(self, "_load_notes", None) or {})})

@@ -40,8 +40,8 @@ MAIN_CLASS = "authzbench.EsNode"
 
 # The system properties of the distribution's config/jvm.options that matter without its launcher.
 JVM_FLAGS = [
-    "-XX:+UseG1GC", "-Xss1m", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8",
-    "-Dio.netty.noUnsafe=true", "-Dio.netty.noKeySetOptimization=true", "-Dio.netty.recycler.maxCapacityPerThread=0",
+    "-XX:+UseG1GC", "-Xss1m", "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8", "-Dio.netty.noUnsafe=true",
+    "-Dio.netty.noKeySetOptimization=true", "-Dio.netty.recycler.maxCapacityPerThread=0",
     "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.disable.jmx=true", "-Djava.locale.providers=SPI,COMPAT",
     "-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath=/dev/null",
 ]
@@ -57,7 +57,8 @@ def _build_id() -> str:
 
 
 def classpath(root: Path) -> str:
-    """Explicit jar list in a fixed order: AppCDS accepts the archive only for the classpath it was made with."""
+    """Explicit jar list in a fixed order: AppCDS accepts the archive only for the classpath it was made
+    with."""
     jars = [root / "es-launcher.jar", *sorted((root / "lib").glob("*.jar"))]
     return ":".join(str(j) for j in jars)
 
@@ -75,11 +76,12 @@ def node_build() -> Path:
         shutil.rmtree(src, ignore_errors=True)
         shutil.copytree(LAUNCHER_SRC, src, ignore=shutil.ignore_patterns("target"))
         shutil.rmtree(root / "lib", ignore_errors=True)
-        say(f"elasticsearch {ES_VERSION}: building the node launcher with Maven (once per machine; fetches the "
+        say(f"elasticsearch {ES_VERSION}: building the node launcher with Maven (once per machine; fetches "
+            "the "
             f"server and module jars from Maven Central, ~35 MB, ~1 min; log {log})")
-        run([mvn, "-q", "-B", f"-Dmaven.repo.local={cache_dir() / 'm2'}", "package", "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={root / 'lib'}"], cwd=src, log=log,
-            what="mvn package (elasticsearch launcher)", timeout=1800)
+        run([mvn, "-q", "-B", f"-Dmaven.repo.local={cache_dir() / 'm2'}", "package",
+             "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={root / 'lib'}"],
+            cwd=src, log=log, what="mvn package (elasticsearch launcher)", timeout=1800)
         shutil.copy2(src / "target" / "es-launcher-1.jar", root / "es-launcher.jar")
         _train_cds(java, root, log)
         say(f"elasticsearch {ES_VERSION}: node built in {time.monotonic() - t0:.0f} s: {root}")
@@ -138,16 +140,20 @@ def start(ctx: StartContext) -> Deployment:
     port = free_port()
     heap = ctx.options.get("elasticsearch_heap", "1g")  # a 2-core machine shared with the client
     archive = root / "es.jsa"
-    cds = [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"] if archive.is_file() else []
+    cds = ([f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+           if archive.is_file()
+           else [])
     cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", *JVM_FLAGS, *cds, "-cp", classpath(root), MAIN_CLASS,
            *_settings(home, port)]
     log = home / "logs" / "stdout.log"
     say(f"elasticsearch {ES_VERSION}: starting on 127.0.0.1:{port} ({heap} heap; HTTP ready in ~5 s)")
     t0 = time.monotonic()
     proc = spawn(cmd, log=log, cwd=home)
-    dep = Deployment("elasticsearch", "native", {"url": f"http://127.0.0.1:{port}", "distribution": "maven-jars"},
-                     pids=[proc.pid], notes=[f"{LABEL}: single node, {heap} heap, modules transport-netty4, "
-                                             "mapper-extras, reindex, parent-join (no painless, no security)"])
+    dep = Deployment(
+        "elasticsearch", "native", {"url": f"http://127.0.0.1:{port}", "distribution": "maven-jars"},
+        pids=[proc.pid],
+        notes=[f"{LABEL}: single node, {heap} heap, modules transport-netty4, "
+               "mapper-extras, reindex, parent-join (no painless, no security)"])
     dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))
     try:
         wait_until(lambda: _health(port), timeout=180, what="elasticsearch", proc=proc, log=log, interval=0.2)

@@ -73,7 +73,8 @@ def _check_perm(perm: str) -> None:
 @dataclass(frozen=True)
 class MongoOptions(BackendOptions):
     query: str = "expanded"  # "expanded": the precomputed user sets; "acl": the ACL arrays (module docstring)
-    lookup: str = "grants"  # "grants": one read of the user's grants document; "documents": find({viewers: u})
+    # "grants": one read of the user's grants document; "documents": find({viewers: u})
+    lookup: str = "grants"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -87,10 +88,12 @@ class MongoBackend(BulkLoad, Backend):
     worker_modules = ("pymongo",)
     counts_rows = True
     batch_docs: ClassVar[int] = 2000  # documents per unordered insert_many (pymongo splits at 48 MB anyway)
-    # insert_many calls in flight while loading. FerretDB 1.24 at baseline, alternating in one session: 1 in flight
-    # 18.8-20.3 s, 2 12.5-12.8 s, 3 12.4-12.8 s: the client builds and encodes while the server inserts.
+    # insert_many calls in flight while loading. FerretDB 1.24 at baseline, alternating in one session: 1 in
+    # flight 18.8-20.3 s, 2 12.5-12.8 s, 3 12.4-12.8 s: the client builds and encodes while the server
+    # inserts.
     insert_workers: ClassVar[int] = 2
-    lookup_batch: ClassVar[int] = 10000  # ids per cursor batch: the heaviest baseline user's lookup in 1-2 batches
+    # ids per cursor batch: the heaviest baseline user's lookup in 1-2 batches
+    lookup_batch: ClassVar[int] = 10000
 
     @classmethod
     def endpoint_from_url(cls, url: str) -> dict[str, Any]:
@@ -110,7 +113,8 @@ class MongoBackend(BulkLoad, Backend):
         if self.query_mode not in ("expanded", "acl"):
             raise UserError(f"mongo: unknown query mode {self.query_mode!r}; valid: expanded, acl")
         timeout = self.options.get("timeout_s")
-        kwargs: dict[str, Any] = {"serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000, "appname": "authzbench"}
+        kwargs: dict[str, Any] = {
+            "serverSelectionTimeoutMS": 3000, "connectTimeoutMS": 3000, "appname": "authzbench"}
         if timeout:
             kwargs["timeoutMS"] = int(float(timeout) * 1000)  # client-side operation timeout (CSOT)
         try:
@@ -167,8 +171,9 @@ class MongoBackend(BulkLoad, Backend):
             return psycopg.connect(self.endpoint["pg_dsn"], password=self.endpoint.get("pg_password"),
                                    autocommit=True, connect_timeout=10)
         except psycopg.Error as e:
-            raise BackendUnavailable(f"mongo: cannot reach FerretDB's PostgreSQL at {self.endpoint['pg_dsn']}: "
-                                     f"{str(e).splitlines()[0]:.200}") from None
+            raise BackendUnavailable(
+                f"mongo: cannot reach FerretDB's PostgreSQL at {self.endpoint['pg_dsn']}: "
+                f"{str(e).splitlines()[0]:.200}") from None
 
     def loaded_hash(self) -> str | None:
         doc = self.db["meta"].find_one({"_id": "dataset"})
@@ -264,7 +269,8 @@ class MongoBackend(BulkLoad, Backend):
         op = "$addToSet" if insert else "$pull"
         for coll, id_side, field, val_side in SOURCE[rel.relation]:
             ends = {"object": o, "subject": s}
-            # upsert on insert: an id seen for the first time (e.g. the runner's scratch users) gets a document
+            # upsert on insert: an id seen for the first time (e.g. the runner's scratch users) gets a
+            # document
             self.db[coll].update_one({"_id": ends[id_side]}, {op: {field: ends[val_side]}}, upsert=insert)
             self.rows_touched += 1
 
@@ -286,7 +292,9 @@ class MongoBackend(BulkLoad, Backend):
 
     def parents(self, groups: list[int]) -> list[int]:
         """The groups right above `groups` (one read of `parents` per group)."""
-        return [p for x in groups for p in (self.groups.find_one({"_id": x}, {"parents": 1}) or {}).get("parents", ())]
+        return [p
+                for x in groups
+                for p in (self.groups.find_one({"_id": x}, {"parents": 1}) or {}).get("parents", ())]
 
     def user_states(self, users: dict[str, Any], closure: maintenance.Closure, *, refresh: bool
                     ) -> dict[int, maintenance.UserState]:
@@ -304,7 +312,8 @@ class MongoBackend(BulkLoad, Backend):
                     ops.append(({"_id": d["_id"]}, {"$set": {"groups": groups}}))
                 docs[d["_id"]] = {**d, "groups": groups}
             self._bulk(self.users, ops)
-        return {u: maintenance.UserState(d.get("groups", ()), d.get("admin_orgs", ())) for u, d in docs.items()}
+        return {
+            u: maintenance.UserState(d.get("groups", ()), d.get("admin_orgs", ())) for u, d in docs.items()}
 
     def rewrite_pairs(self, resources: list[dict[str, Any]], users: dict[int, maintenance.UserState]) -> None:
         """Only differing pairs are written to the resource documents ($addToSet / $pullAll) and to the
@@ -315,7 +324,8 @@ class MongoBackend(BulkLoad, Backend):
             for d in self.res.find(f, proj):
                 docs[d["_id"]] = d
         ops: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        changes: list[tuple[int, str, int, bool]] = []  # (user, perm, resource, granted): the grants documents
+        # (user, perm, resource, granted): the grants documents
+        changes: list[tuple[int, str, int, bool]] = []
         fields = {"manage": "managers", "view": "viewers"}
         for r, d in docs.items():
             have = {p: set(d.get(f, ())) for p, f in fields.items()}
@@ -337,7 +347,8 @@ class MongoBackend(BulkLoad, Backend):
             if rms:  # a second update: one update cannot both add to and pull from the same array
                 ops.append(({"_id": r}, {"$pullAll": rms}))
         self._bulk(self.res, ops)
-        self._bulk(self.grants, grant_updates(changes), upsert=True)  # a user's first grant makes the document
+        # a user's first grant makes the document
+        self._bulk(self.grants, grant_updates(changes), upsert=True)
 
     def finish(self) -> None:
         pass
@@ -354,7 +365,8 @@ class MongoBackend(BulkLoad, Backend):
             from pymongo import UpdateOne
 
             for i in range(0, len(ops), MONGO_BULK):
-                coll.bulk_write([UpdateOne(f, u, upsert=upsert) for f, u in ops[i:i + MONGO_BULK]], ordered=False)
+                coll.bulk_write(
+                    [UpdateOne(f, u, upsert=upsert) for f, u in ops[i : i + MONGO_BULK]], ordered=False)
                 self.rows_touched += len(ops[i:i + MONGO_BULK])
             return
         if len(ops) == 1:

@@ -18,7 +18,8 @@ def grant_id(user: int, perm: str) -> int:
     return user * 2 + (perm == "manage")
 
 
-def grant_updates(changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def grant_updates(
+    changes: Iterable[tuple[int, str, int, bool]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """What the write path must apply to `grants` for changed (user, perm, resource, granted) pairs:
     exactly the pairs it adds to (granted=True) or removes from (False) `managers` / `viewers`.
     One update per (user, perm): $addToSet with $each (upsert: a user's first grant creates the

@@ -45,16 +45,16 @@ class BulkLoad:
         docs_total = n["resource"] + 3 * n["user"] + n["group"] + n["organization"]  # users + 2 grants each
         per_doc = ds.total_relationships / max(docs_total, 1)  # the bar counts relationships
         # insert_seconds: the chunks' expansion runs beside the inserts in flight: inside it
-        written = yield Batches("mongo: insert_many", _batches(_all_docs(ds, expansion, expanded), self.batch_docs,
-                                                               self._insert, per_doc),
-                                self.insert_workers, name="insert_seconds")
-        return LoadStats(rows=written, batch_rows=self.batch_docs, documents=written,
-                         notes={"expanded_entries": expanded[0],
-                                "group_membership_pairs": expansion.membership_pairs,
-                                "method": f"closure in numpy chunk by chunk, then unordered "
-                                          f"insert_many of {self.batch_docs} documents (resources, users, per-user "
-                                          f"grants), {self.insert_workers} in flight (batch times overlap); "
-                                          "indexes built after the load"})
+        written = yield Batches(
+            "mongo: insert_many",
+            _batches(_all_docs(ds, expansion, expanded), self.batch_docs, self._insert, per_doc),
+            self.insert_workers, name="insert_seconds")
+        return LoadStats(
+            rows=written, batch_rows=self.batch_docs, documents=written,
+            notes={"expanded_entries": expanded[0], "group_membership_pairs": expansion.membership_pairs,
+                   "method": f"closure in numpy chunk by chunk, then unordered "
+                   f"insert_many of {self.batch_docs} documents (resources, users, per-user grants), "
+                   f"{self.insert_workers} in flight (batch times overlap); indexes built after the load"})
 
     def _insert(self, coll: str, docs: list[dict[str, Any]]) -> None:
         self.db[coll].insert_many(docs, ordered=False)
@@ -84,8 +84,9 @@ class BulkLoad:
 
     def _tables(self, conn) -> dict[str, str]:
         """Collection -> PostgreSQL table, from FerretDB's own metadata table in the database's schema."""
-        rows = conn.execute(f'SELECT _jsonb->>\'_id\', _jsonb->>\'table\' FROM "{self.db.name}"."_ferretdb_database_'
-                            f'metadata"').fetchall()
+        rows = conn.execute(
+            f"SELECT _jsonb->>'_id', _jsonb->>'table' FROM \"{self.db.name}\".\"_ferretdb_database_metadata\""
+        ).fetchall()
         return {c: t for c, t in rows}
 
     def _ferretdb_gin(self, fields: dict[str, list[str]]) -> int:

@@ -92,8 +92,10 @@ def start(ctx: StartContext) -> Deployment:
                     "pg_dsn": f"postgresql://postgres@127.0.0.1:{cluster.port}/{DATABASE}",
                     "pg_password": cluster.password, "pg_version": cluster.version,
                     "ferretdb_version": FERRETDB_VERSION}
-    dep.notes = [LABEL, f"FerretDB {FERRETDB_VERSION} built from the Go module proxy; its storage: native PostgreSQL "
-                 f"{cluster.version.split()[0]}: {cluster.settings_line()}"]
+    dep.notes = [
+        LABEL,
+        f"FerretDB {FERRETDB_VERSION} built from the Go module proxy; its storage: native PostgreSQL "
+        f"{cluster.version.split()[0]}: {cluster.settings_line()}"]
     return dep
 
 

@@ -1,11 +1,11 @@
 """OpenFGA over its HTTP API (openfga-sdk's sync client), on a PostgreSQL datastore.
 
-The model is rebac.fga or social.fga (OpenFGA's modeling language), turned into the JSON
-authorization model by `dsl_to_model` below (openfga-sdk ships no DSL parser; our files use a small
-subset: direct types, `or`, `and`, `but not`, `X from Y`, parentheses). Tuples map 1:1 from the dataset's
-relation catalog (model.RelationDef), as for SpiceDB: group_child is group:PARENT#member@group:CHILD#membership,
-the social wildcard is user:*, object ids are the dataset's decimal ids. OpenFGA reserves the relation
-name `self`: the social model's `self` is `identity` here (RENAMES).
+The model is rebac.fga or social.fga (OpenFGA's modeling language), turned into the JSON authorization model
+by `dsl_to_model` below (openfga-sdk ships no DSL parser; our files use a small subset: direct types, `or`,
+`and`, `but not`, `X from Y`, parentheses). Tuples map 1:1 from the dataset's relation catalog
+(model.RelationDef), as for SpiceDB: group_child is group:PARENT#member@group:CHILD#membership, the social
+wildcard is user:*, object ids are the dataset's decimal ids. OpenFGA reserves the relation name `self`: the
+social model's `self` is `identity` here (RENAMES).
 
 One store per model (`authzbench-rebac`, `authzbench-social`); the loaded dataset's hash is an
 assertion of the store's authorization model (assertions are metadata: they never change an answer), so
@@ -205,10 +205,12 @@ class OpenFGABackend(Backend):
                       "deadline_s": float(q.get("deadline_s", DEFAULT_DEADLINE_S)),
                       "max_tuples_per_write": int(q.get("max_tuples_per_write", 100))}
         except ValueError:
-            raise UserError("openfga URL: max_results, deadline_s and max_tuples_per_write must be numbers") from None
-        return {"url": f"{u.scheme}://{u.hostname}:{u.port or 8080}", "preshared_key": unquote(u.username or ""),
-                **limits, "datastore_dsn": q.get("datastore_dsn"), "datastore_version": q.get("datastore_version", ""),
-                "openfga_version": q.get("version", "")}
+            raise UserError(
+                "openfga URL: max_results, deadline_s and max_tuples_per_write must be numbers") from None
+        return {
+            "url": f"{u.scheme}://{u.hostname}:{u.port or 8080}", "preshared_key": unquote(u.username or ""),
+            **limits, "datastore_dsn": q.get("datastore_dsn"),
+            "datastore_version": q.get("datastore_version", ""), "openfga_version": q.get("version", "")}
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
@@ -238,8 +240,10 @@ class OpenFGABackend(Backend):
                                int(ep.get("max_tuples_per_write") or 100))
         self.write_workers = int(self.options.get("write_workers") or type(self).write_workers)  # type: ignore[misc]
         self.store_name = self.options.get("store") or f"authzbench-{self.model}"
-        creds = (Credentials(method="api_token", configuration=CredentialConfiguration(api_token=ep["preshared_key"]))
-                 if ep.get("preshared_key") else None)
+        creds = (Credentials(
+                     method="api_token", configuration=CredentialConfiguration(api_token=ep["preshared_key"]))
+                 if ep.get("preshared_key")
+                 else None)
         # No retries: the runner counts every failure, a hidden retry would hide one and inflate latency.
         from openfga_sdk.configuration import RetryParams
 
@@ -314,8 +318,9 @@ class OpenFGABackend(Backend):
                               "authorization_model_id": self.model_id}
 
     def _post_write(self, body: dict[str, Any]) -> None:
-        self.client.execute_api_request(operation_name="Write", method="POST", path="/stores/{store_id}/write",
-                                        path_params={"store_id": self.store_id}, body=body)
+        self.client.execute_api_request(
+            operation_name="Write", method="POST", path="/stores/{store_id}/write",
+            path_params={"store_id": self.store_id}, body=body)
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         """Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
@@ -329,8 +334,9 @@ class OpenFGABackend(Backend):
         for t in model_json(self.model)["type_definitions"]:
             for rel, meta in ((t["metadata"] or {}).get("relations") or {}).items():
                 if {"type": "user"} in meta["directly_related_user_types"]:
-                    return ClientAssertion(user="user:authzbench", relation=rel,
-                                           object=f"{t['type']}:authzbench-dataset-{dataset_hash}", expectation=False)
+                    return ClientAssertion(
+                        user="user:authzbench", relation=rel,
+                        object=f"{t['type']}:authzbench-dataset-{dataset_hash}", expectation=False)
         raise AssertionError("no relation of the model takes users")
 
     def loaded_hash(self) -> str | None:
@@ -372,14 +378,15 @@ class OpenFGABackend(Backend):
         return {"consistency": CONSISTENCY[mode or self.mode]}
 
     def check_message(self, user: int, perm: str, resource: int, mode: str | None = None) -> dict[str, Any]:
-        """check()'s request as OpenFGA's CheckRequest in protobuf JSON (OpenFGA's protos name their JSON fields
-        in snake_case): the body the SDK POSTs to /stores/{store}/check (the HTTP API is the gRPC API's
+        """check()'s request as OpenFGA's CheckRequest in protobuf JSON (OpenFGA's protos name their JSON
+        fields in snake_case): the body the SDK POSTs to /stores/{store}/check (the HTTP API is the gRPC API's
         gateway), with the store named; what `authzbench crosscheck` hands to ghz for
         openfga.v1.OpenFGAService/Check."""
         obj_type, relation = permission_target("openfga", self.model, perm)
-        return {"store_id": self.store_id, "authorization_model_id": self.model_id,
-                "tuple_key": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
-                **self._options(mode)}
+        return {
+            "store_id": self.store_id, "authorization_model_id": self.model_id,
+            "tuple_key": {"user": f"user:{user}", "relation": relation, "object": f"{obj_type}:{resource}"},
+            **self._options(mode)}
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         from openfga_sdk.client.models.check_request import ClientCheckRequest
@@ -398,12 +405,16 @@ class OpenFGABackend(Backend):
         obj_type, relation = permission_target("openfga", self.model, perm)
         t0 = time.perf_counter()
         with self._transport_errors():
-            objects = self.client.list_objects(ClientListObjectsRequest(user=f"user:{user}", relation=relation,
-                                                                        type=obj_type), self._options()).objects or []
-        cap, deadline = int(self.endpoint.get("max_results") or 0), float(self.endpoint.get("deadline_s") or 0)
+            objects = (self.client.list_objects(
+                           ClientListObjectsRequest(user=f"user:{user}", relation=relation, type=obj_type),
+                           self._options()).objects
+                       or [])
+        cap, deadline = (
+            int(self.endpoint.get("max_results") or 0), float(self.endpoint.get("deadline_s") or 0))
         if cap and len(objects) >= cap:
-            raise BackendUnavailable(f"openfga: ListObjects returned {len(objects)} objects, the server's cap "
-                                     "(--listObjects-max-results): the list may be incomplete")
+            raise BackendUnavailable(
+                f"openfga: ListObjects returned {len(objects)} objects, the server's cap "
+                "(--listObjects-max-results): the list may be incomplete")
         if deadline and time.perf_counter() - t0 >= 0.9 * deadline:
             raise BackendUnavailable(f"openfga: ListObjects took the server's {deadline:g} s deadline "
                                      "(--listObjects-deadline): the list may be incomplete")
@@ -421,7 +432,8 @@ class OpenFGABackend(Backend):
         try:
             d = relation_defs(self.model)[rel.relation]
         except KeyError:
-            raise UserError(f"openfga: unknown relation {rel.relation!r} for the {self.model} model") from None
+            raise UserError(
+                f"openfga: unknown relation {rel.relation!r} for the {self.model} model") from None
         t = ClientTuple(**tuple_key(d, rel.object, rel.subject))
         # TOUCH / delete-if-present semantics, as the other backends' write and delete.
         conflict = ConflictOptions(on_duplicate_writes=ClientWriteRequestOnDuplicateWrites.IGNORE,

@@ -1,6 +1,6 @@
-"""What `authzbench crosscheck` needs of openfga: ghz sends the adapter's own Check request over gRPC, while the
-adapter speaks HTTP/JSON (what OpenFGA's SDKs use); so it also has a gRPC side of its own (GRPC_BACKEND: the
-runner's phase with the adapter's check sent over gRPC, and grpc_call for the 1-worker breakdown), and the
+"""What `authzbench crosscheck` needs of openfga: ghz sends the adapter's own Check request over gRPC, while
+the adapter speaks HTTP/JSON (what OpenFGA's SDKs use); so it also has a gRPC side of its own (GRPC_BACKEND:
+the runner's phase with the adapter's check sent over gRPC, and grpc_call for the 1-worker breakdown), and the
 transport's cost is a figure of the same kind as the others."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def driver_call(backend: Any, args: tuple) -> Callable[[], Any]:
     return _post(backend, backend.check_message(*args))
 
 
-def grpc_call(backend: Any, endpoint: dict[str, Any]) -> tuple[Callable[[tuple], Callable[[], Any]], Callable[[], None]]:
+def grpc_call(
+    backend: Any, endpoint: dict[str, Any]
+) -> tuple[Callable[[tuple], Callable[[], Any]], Callable[[], None]]:
     """Our own gRPC call of the request ghz sends, per input, and how to close its channel."""
     from authzbench.systems.openfga.grpc import OpenfgaGrpc
 
@@ -41,7 +43,8 @@ class GrpcBackend(OpenFGABackend):
         from authzbench.systems.openfga.grpc import OpenfgaGrpc
 
         super().connect()
-        self.grpc = OpenfgaGrpc(self.endpoint["grpc_addr"], self.endpoint.get("preshared_key") or "", self.timeout)
+        self.grpc = OpenfgaGrpc(
+            self.endpoint["grpc_addr"], self.endpoint.get("preshared_key") or "", self.timeout)
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         g = self.grpc
@@ -62,6 +65,7 @@ def _post(backend: Any, message: dict[str, Any]) -> Callable[[], Any]:
 
     body = json.dumps({k: v for k, v in message.items() if k != "store_id"}).encode()
     url = f"{backend.endpoint['url']}/stores/{message['store_id']}/check"
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
+    headers = {"Content-Type": "application/json",
+               "Authorization": f"Bearer {backend.endpoint.get('preshared_key')}"}
     pool = urllib3.PoolManager(maxsize=1)
     return lambda: pool.request("POST", url, body=body, headers=headers, retries=False).data

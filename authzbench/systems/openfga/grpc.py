@@ -34,8 +34,9 @@ class OpenfgaGrpc:
             self.channel.close()
             raise
         self.request, response = GetMessageClass(d.input_type), GetMessageClass(d.output_type)
-        self.rpc = self.channel.unary_unary(f"/{SERVICE}/Check", request_serializer=self.request.SerializeToString,
-                                           response_deserializer=response.FromString)
+        self.rpc = self.channel.unary_unary(
+            f"/{SERVICE}/Check", request_serializer=self.request.SerializeToString,
+            response_deserializer=response.FromString)
 
     def call(self, message: dict[str, Any]) -> Callable[[], bool]:
         """The adapter's check_message (protobuf JSON, what ghz sends) as a prebuilt request: a call returns

@@ -21,8 +21,9 @@ from authzbench.provision.tiers import FRESHNESS_S, POOL, EngineTier, settings, 
 
 OPENFGA_VERSION = "v1.22.1"
 MODULE = "github.com/openfga/openfga"
-GO = with_linked_version("openfga", MODULE, OPENFGA_VERSION, "./cmd/openfga", f"{MODULE}/internal/build.Version",
-                         expect="~6.5 min")
+GO = with_linked_version(
+    "openfga", MODULE, OPENFGA_VERSION, "./cmd/openfga", f"{MODULE}/internal/build.Version", expect="~6.5 min"
+)
 
 
 binary = GO.binary  # the cached openfga binary, built if missing or built for another version
@@ -32,10 +33,11 @@ binary = GO.binary  # the cached openfga binary, built if missing or built for a
 # 0 = none: a lookup is bounded by the client's timeout instead, which fails loudly); Write requests of
 # up to 10,000 tuples for the bulk load (the default is 100). The request timeout must exceed the
 # client's lookup timeout (60 s), or a long lookup would end server-side first.
-RUN_FLAGS = ["--playground-enabled=false", "--metrics-enabled=false", "--profiler-enabled=false",
-             "--datastore-metrics-enabled=false", "--trace-enabled=false", "--log-format", "json",
-             "--listObjects-max-results", "0", "--listObjects-deadline", "0s", "--max-tuples-per-write", "10000",
-             "--request-timeout", "300s"]
+RUN_FLAGS = [
+    "--playground-enabled=false", "--metrics-enabled=false", "--profiler-enabled=false",
+    "--datastore-metrics-enabled=false", "--trace-enabled=false", "--log-format", "json",
+    "--listObjects-max-results", "0", "--listObjects-deadline", "0s", "--max-tuples-per-write", "10000",
+    "--request-timeout", "300s"]
 MAX_TUPLES_PER_WRITE = 10_000
 
 
@@ -63,12 +65,15 @@ class OpenFGA(GoEngine):
     datastore_settings = {"autovacuum_naptime": "5s"}
 
     def arguments(self, ports: dict[str, int]) -> list[str]:
-        return ["run", "--grpc-addr", f"127.0.0.1:{ports['grpc']}", "--http-addr", f"127.0.0.1:{ports['http']}",
-                *RUN_FLAGS]
+        return [
+            "run", "--grpc-addr", f"127.0.0.1:{ports['grpc']}", "--http-addr", f"127.0.0.1:{ports['http']}",
+            *RUN_FLAGS]
 
     def environment(self, database_uri: str, key: str) -> dict[str, str]:
-        return {"OPENFGA_DATASTORE_ENGINE": "postgres", "OPENFGA_DATASTORE_URI": database_uri + "?sslmode=disable",
-                "OPENFGA_AUTHN_METHOD": "preshared", "OPENFGA_AUTHN_PRESHARED_KEYS": key}
+        return {
+            "OPENFGA_DATASTORE_ENGINE": "postgres",
+            "OPENFGA_DATASTORE_URI": database_uri + "?sslmode=disable", "OPENFGA_AUTHN_METHOD": "preshared",
+            "OPENFGA_AUTHN_PRESHARED_KEYS": key}
 
     def version(self, log: Path) -> str:
         return logged_version(log)
@@ -125,6 +130,8 @@ def tier(tier: str) -> EngineTier:
           f"--check-cache-limit={CACHE_ENTRIES}", "--check-iterator-cache-enabled=true",
           f"--check-iterator-cache-ttl={ttl}", "--list-objects-iterator-cache-enabled=true",
           f"--list-objects-iterator-cache-ttl={ttl}", "--cache-controller-enabled=false"]
-    return EngineTier([*pool, *on], settings(tier, f"check query + iterator caches, {CACHE_ENTRIES:,} "
-                                              "entries", f"{FRESHNESS_S} s (cache TTL)", FRESHNESS_S, pool_text,
-                                              "MINIMIZE_LATENCY"))
+    return EngineTier(
+        [*pool, *on],
+        settings(
+            tier, f"check query + iterator caches, {CACHE_ENTRIES:,} entries", f"{FRESHNESS_S} s (cache TTL)",
+            FRESHNESS_S, pool_text, "MINIMIZE_LATENCY"))

@@ -14,10 +14,12 @@ OPENFGA_CLAIMS = (
 
 SYSTEM = System(
     name="openfga", adapter="authzbench.systems.openfga.adapter:OpenFGABackend",
-    native="authzbench.systems.openfga.native", models=BOTH, drivers=("openfga-sdk", "psycopg"), extra="openfga",
+    native="authzbench.systems.openfga.native", models=BOTH, drivers=("openfga-sdk", "psycopg"),
+    extra="openfga",
     services=("openfga",),
-    builds=(POSTGRES_SERVER, Build("openfga (go build)", "authzbench.systems.openfga.native:binary",
-                                   "authzbench.systems.openfga.native:built", "~6.5 min")),
+    builds=(POSTGRES_SERVER,
+            Build("openfga (go build)", "authzbench.systems.openfga.native:binary",
+                  "authzbench.systems.openfga.native:built", "~6.5 min")),
     tiers="authzbench.systems.openfga.native:tier", image="openfga",
     image_files="authzbench.systems.openfga.native:image_files",
     image_versions="authzbench.systems.openfga.native:image_versions",

@@ -91,10 +91,10 @@ def attribute_json(d: RelationDef, obj: int | str) -> dict[str, Any]:
 
 
 # Named in server_info(), so a report says which client its Permify figures went through. Why gRPC
-# (authzbench.systems.permify.tools.clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0 mismatches):
-# the REST path (plain-dict JSON over the permify package's urllib3 pool) took 844 us client CPU and 1,480 us
-# Permify CPU a check, p50 2.25 ms; gRPC 0.64x that client CPU (rounds 0.40-0.81), 890 us Permify CPU (its
-# REST server is a grpc-gateway calling its own gRPC server: one hop more), p50 1.28 ms.
+# (authzbench.systems.permify.tools.clients, reports/permify-clients.md: 3,000 checks on rebac tiny, 0
+# mismatches): the REST path (plain-dict JSON over the permify package's urllib3 pool) took 844 us client CPU
+# and 1,480 us Permify CPU a check, p50 2.25 ms; gRPC 0.64x that client CPU (rounds 0.40-0.81), 890 us Permify
+# CPU (its REST server is a grpc-gateway calling its own gRPC server: one hop more), p50 1.28 ms.
 CLIENT_NOTE = ("client: gRPC (grpcio), message classes from the server's reflection (authzbench.tools."
                "permify_clients: 0.64x the REST path's client CPU and 0.60x Permify's CPU per check)")
 
@@ -208,14 +208,16 @@ class PermifyBackend(Backend):
         version = ep.get("permify_version") or "unknown"
         ds_version = (ep.get("datastore_version") or "").split(" ")[0]
         notes = [CLIENT_NOTE,
-                 f"measured phases use consistency={self.mode} (snap tokens); correctness tests use fully_consistent",
+                 f"measured phases use consistency={self.mode} (snap tokens); correctness tests use "
+                 "fully_consistent",
                  f"lookups: LookupEntity, every page fetched ({self.page_size} results a page)",
                  "social model: public content and profiles are the boolean attribute is_public "
                  "(SpiceDB and OpenFGA: the wildcard user:*)"]
         if not ep.get("datastore_dsn"):
             notes.append("footprint unknown (no datastore_dsn in the endpoint): reported as 0")
-        return ServerInfo("Permify", version, f"Permify {version} on PostgreSQL {ds_version}".strip(), notes=notes,
-                          consistency=self.mode)
+        return ServerInfo(
+            "Permify", version, f"Permify {version} on PostgreSQL {ds_version}".strip(), notes=notes,
+            consistency=self.mode)
 
     # schema and data ---------------------------------------------------------------------------
     def _tenant_exists(self) -> bool:
@@ -250,7 +252,8 @@ class PermifyBackend(Backend):
         self.token = self._call("Data.Write", **body).snap_token or self.token
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
-        """Data.Write requests of write_batch tuples, write_workers of them in flight (each one transaction)."""
+        """Data.Write requests of write_batch tuples, write_workers of them in flight (each one
+        transaction)."""
         return load_concurrently("permify: Data.Write", self._bodies(ds, self.write_batch), self._write_body,
                                  self.write_batch, self.write_workers)
 
@@ -263,8 +266,10 @@ class PermifyBackend(Backend):
         return BuildStats("a snapshot barrier: one write after the concurrent load")
 
     def _barrier(self) -> None:
-        self.token = self._call("Data.Delete", tuple_filter={"entity": {"type": BARRIER[0], "ids": [BARRIER[1]]}},
-                                attribute_filter={}).snap_token or self.token
+        self.token = (
+            self._call("Data.Delete", tuple_filter={"entity": {"type": BARRIER[0], "ids": [BARRIER[1]]}},
+                       attribute_filter={}).snap_token
+            or self.token)
 
     def loaded_hash(self) -> str | None:
         from authzbench.systems.permify.grpc import PermifyError
@@ -279,7 +284,8 @@ class PermifyBackend(Backend):
 
     def mark_loaded(self, dataset_hash: str) -> None:
         # A bundle must hold an operation: one that writes nothing (its argument is never substituted).
-        self._call("Bundle.Write", bundles=[{"name": MARK_BUNDLE, "arguments": [dataset_hash], "operations": [{}]}])
+        self._call(
+            "Bundle.Write", bundles=[{"name": MARK_BUNDLE, "arguments": [dataset_hash], "operations": [{}]}])
 
     def _delete_mark(self) -> None:
         from authzbench.systems.permify.grpc import PermifyError
@@ -303,13 +309,15 @@ class PermifyBackend(Backend):
         """The fields of the Permission.Check request check() sends, tenant included (also what `authzbench
         crosscheck` hands to ghz)."""
         obj_type, permission = permission_target("permify", self.model, perm)
-        return {"tenant_id": self.tenant, "metadata": self._metadata(mode), "entity": {"type": obj_type, "id": str(resource)},
-                "permission": permission, "subject": {"type": "user", "id": str(user)}}
+        return {"tenant_id": self.tenant, "metadata": self._metadata(mode),
+                "entity": {"type": obj_type, "id": str(resource)}, "permission": permission,
+                "subject": {"type": "user", "id": str(user)}}
 
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         assert self.api is not None, "permify: not connected"
         m = mode or self.mode
-        key = (self.tenant, self.schema_version, user, perm, resource, m, self.token if m == "at_least_as_fresh" else "")
+        key = (self.tenant, self.schema_version, user, perm, resource, m,
+               self.token if m == "at_least_as_fresh" else "")
         msg = self._prebuilt.get(key, self._check_message, user, perm, resource, mode)
         return self.api.send("Permission.Check", msg).can == self.allowed
 
@@ -320,8 +328,9 @@ class PermifyBackend(Backend):
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
         """Every page, as the server sent them (copies across pages are the runner's to count)."""
         obj_type, permission = permission_target("permify", self.model, perm)
-        fields = {"metadata": self._metadata(), "entity_type": obj_type, "permission": permission,
-                  "subject": {"type": "user", "id": str(user)}, "page_size": self.page_size, "continuous_token": ""}
+        fields = {
+            "metadata": self._metadata(), "entity_type": obj_type, "permission": permission,
+            "subject": {"type": "user", "id": str(user)}, "page_size": self.page_size, "continuous_token": ""}
         out: list[int] = []
         while True:
             resp = self._call("Permission.LookupEntity", **fields)
@@ -335,7 +344,8 @@ class PermifyBackend(Backend):
         try:
             return relation_defs(self.model)[rel.relation]
         except KeyError:
-            raise UserError(f"permify: unknown relation {rel.relation!r} for the {self.model} model") from None
+            raise UserError(
+                f"permify: unknown relation {rel.relation!r} for the {self.model} model") from None
 
     def write(self, rel: Rel) -> None:
         d = self._relation(rel)
@@ -348,7 +358,8 @@ class PermifyBackend(Backend):
         d = self._relation(rel)
         entity = {"type": d.object_type, "ids": [str(rel.object)]}
         if d.wildcard:
-            fields = {"tuple_filter": {}, "attribute_filter": {"entity": entity, "attributes": [PUBLIC_ATTRIBUTE]}}
+            fields = {
+                "tuple_filter": {}, "attribute_filter": {"entity": entity, "attributes": [PUBLIC_ATTRIBUTE]}}
         else:
             t = tuple_json(d, rel.object, rel.subject)
             subject = {"type": t["subject"]["type"], "ids": [t["subject"]["id"]],

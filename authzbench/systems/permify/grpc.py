@@ -1,7 +1,8 @@
 """Permify's gRPC API with message classes built from the server's own reflection (no PyPI package ships
-Permify's stubs): one reflection stream, at connect, fetches the files defining the services called (16
-files, ~50 ms on a local v1.7.3), and the classes come from that pool. The adapter
-(authzbench.systems.permify.adapter) and authzbench.systems.permify.tools.clients both call Permify through `Api`.
+Permify's stubs): one reflection stream, at connect, fetches the files defining the services called (16 files,
+~50 ms on a local v1.7.3), and the classes come from that pool. The adapter
+(authzbench.systems.permify.adapter) and authzbench.systems.permify.tools.clients both call Permify through
+`Api`.
 
 Imported by the adapter's connect(), not at its module level: grpcio is the backend's driver.
 """
@@ -89,7 +90,10 @@ class Api:
 
     def enum(self, name: str, field: str, value: str) -> int:
         """The number of enum `value` in the response field `field` of method `name`."""
-        return self.method(name).descriptor.output_type.fields_by_name[field].enum_type.values_by_name[value].number
+        return (self.method(name)
+                .descriptor.output_type.fields_by_name[field]
+                .enum_type.values_by_name[value]
+                .number)
 
     def __call__(self, name: str, /, **fields: Any) -> Any:
         m = self.methods.get(name) or self.method(name)

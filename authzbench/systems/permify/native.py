@@ -67,8 +67,9 @@ def apply_loopback_patch(src: Path) -> None:
     text = path.read_text()
     for old, new in LOOPBACK_PATCH:
         if text.count(old) != 1:
-            raise BackendUnavailable(f"permify: the loopback patch expects {old!r} once in {SERVER_GO}, found "
-                                     f"{text.count(old)} (a different Permify version?)")
+            raise BackendUnavailable(
+                f"permify: the loopback patch expects {old!r} once in {SERVER_GO}, found "
+                f"{text.count(old)} (a different Permify version?)")
         text = text.replace(old, new)
     path.write_text(text)
 
@@ -80,16 +81,18 @@ def _check_source(src: Path, origin: str) -> None:
         raise BackendUnavailable(f"permify: {origin} is not the source of {MODULE} (no go.mod naming it)")
     version = re.search(r'Version = "([^"]+)"', info.read_text()) if info.is_file() else None
     if not version or version.group(1) != PERMIFY_VERSION:
-        raise BackendUnavailable(f"permify: {origin} is Permify {version.group(1) if version else 'of no version'}, "
-                                 f"the recipe builds {PERMIFY_VERSION}")
+        raise BackendUnavailable(
+            f"permify: {origin} is Permify {version.group(1) if version else 'of no version'}, "
+            f"the recipe builds {PERMIFY_VERSION}")
 
 
 def source_from_env(dest: Path, why: str) -> None:
     """Fill dest with the source tree or tarball AUTHZBENCH_PERMIFY_SOURCE names."""
     given = os.environ.get(SOURCE_ENV, "")
     if not given:
-        raise BackendUnavailable(f"permify: {why}; set {SOURCE_ENV} to a Permify {PERMIFY_VERSION} source tree "
-                                 "or .tar.gz to build from it")
+        raise BackendUnavailable(
+            f"permify: {why}; set {SOURCE_ENV} to a Permify {PERMIFY_VERSION} source tree "
+            "or .tar.gz to build from it")
     path = Path(given).expanduser()
     say(f"permify: the module proxy refuses {MODULE}; building from {path} ({SOURCE_ENV})")
     if path.is_dir():
@@ -112,8 +115,9 @@ def _unpack(tarball: Path, dest: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-GO = GoModule("permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify", build_flags=("-ldflags", "-s -w"),
-              prepare=prepare_source, expect="~3.5 min", fallback=source_from_env)
+GO = GoModule(
+    "permify", MODULE, PERMIFY_VERSION, BUILD_ID, "./cmd/permify", build_flags=("-ldflags", "-s -w"),
+    prepare=prepare_source, expect="~3.5 min", fallback=source_from_env)
 
 
 def unavailable() -> str | None:
@@ -129,12 +133,14 @@ def unavailable() -> str | None:
         return "permify: no Go toolchain to build it (install Go >= 1.25)"
     if os.environ.get(SOURCE_ENV):
         return None
-    out = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{PERMIFY_VERSION}"], capture_output=True,
-                         text=True, env={**os.environ, **go_env()}, timeout=300)
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{MODULE}@{PERMIFY_VERSION}"], capture_output=True, text=True,
+        env={**os.environ, **go_env()}, timeout=300)
     if out.returncode == 0:
         return None
-    return (f"permify: the Go module proxy refuses {MODULE}@{PERMIFY_VERSION} and {SOURCE_ENV} names no source "
-            "tree or tarball to build it from")
+    return (
+        f"permify: the Go module proxy refuses {MODULE}@{PERMIFY_VERSION} and {SOURCE_ENV} names no source "
+        "tree or tarball to build it from")
 
 
 binary = GO.binary  # the cached permify binary, built if missing or built for another version
@@ -208,13 +214,16 @@ def tier(tier: str) -> EngineTier:
     pool = [f"--database-max-connections={POOL}", f"--database-min-connections={POOL}"]
     pool_text = f"{POOL} connections"
     if tier == "strict":
-        return EngineTier([*pool, f"--service-permission-cache-max-cost={NO_CACHE}"],
-                          settings(tier, "off (check cache bounded to 1 byte: holds nothing)",
-                                    "none (no snap token: the head snapshot)", 0, pool_text, "fully_consistent"))
+        return EngineTier(
+            [*pool, f"--service-permission-cache-max-cost={NO_CACHE}"],
+            settings(tier, "off (check cache bounded to 1 byte: holds nothing)",
+                     "none (no snap token: the head snapshot)", 0, pool_text, "fully_consistent"))
     # Permify keys its cache by snapshot: an answer is never older than the snapshot the request reads
     # (the client's last write token, else the head), so it has no time window to set.
-    return EngineTier([*pool, f"--service-permission-cache-max-cost={CACHE_BYTES}",
-                       f"--service-permission-cache-number-of-counters={CACHE_COUNTERS}"],
-                      settings(tier, f"check cache (Ristretto), {CACHE_BYTES}", "no time window: snapshot-keyed "
-                                "(reads at the client's last write token, else the head)", None, pool_text,
-                                "at_least_as_fresh"))
+    return EngineTier(
+        [*pool, f"--service-permission-cache-max-cost={CACHE_BYTES}",
+         f"--service-permission-cache-number-of-counters={CACHE_COUNTERS}"],
+        settings(
+            tier, f"check cache (Ristretto), {CACHE_BYTES}",
+            "no time window: snapshot-keyed (reads at the client's last write token, else the head)", None,
+            pool_text, "at_least_as_fresh"))

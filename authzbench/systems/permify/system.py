@@ -18,7 +18,8 @@ PERMIFY_CLAIMS = (
 SYSTEM = System(
     name="permify", adapter="authzbench.systems.permify.adapter:PermifyBackend",
     native="authzbench.systems.permify.native", models=BOTH,
-    # permify (the PyPI package): the REST clients authzbench.systems.permify.tools.clients compares with the gRPC.
+    # permify (the PyPI package): the REST clients authzbench.systems.permify.tools.clients compares with the
+    # gRPC.
     drivers=("permify", "grpcio", "grpcio-reflection", "psycopg"), extra="permify", services=("permify",),
     builds=(POSTGRES_SERVER, Build("permify (go build)", "authzbench.systems.permify.native:binary",
                                    "authzbench.systems.permify.native:built", "~3.5 min")),

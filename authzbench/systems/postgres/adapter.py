@@ -117,7 +117,8 @@ class PostgresBackend(Backend):
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
         return {"dsn": f"postgresql://postgres@127.0.0.1:{c.port('postgres', 5432)}/postgres",
-                "password": c.environment("postgres")["POSTGRES_PASSWORD"], "server_settings": c.pg_settings("postgres"),
+                "password": c.environment("postgres")["POSTGRES_PASSWORD"],
+                "server_settings": c.pg_settings("postgres"),
                 "where": f"compose, {c.spec['services']['postgres']['image']}"}
 
     # lifecycle ---------------------------------------------------------------------------------
@@ -141,7 +142,8 @@ class PostgresBackend(Backend):
         try:
             self.conn = psycopg.connect(dsn, **kwargs)
         except psycopg.Error as e:  # refused, bad password, unknown database, malformed DSN
-            raise BackendUnavailable(f"{self.name}: cannot connect to {public_dsn(dsn)}: {first_line(e)}") from None
+            raise BackendUnavailable(
+                f"{self.name}: cannot connect to {public_dsn(dsn)}: {first_line(e)}") from None
         self._statements: dict[str, bytes] = {}  # check query -> its statement prepared on this connection
         if timeout_s:
             # A frozen server cannot enforce statement_timeout: the client-side deadline ends the op.
@@ -162,12 +164,13 @@ class PostgresBackend(Backend):
             self._op_end(seq)
 
     def _op_begin(self) -> int | None:
-        """Before a measured op: the connection made again if the last op's deadline shut it (or it broke), the
-        watchdog armed; the arming's number, None when the op has no deadline."""
+        """Before a measured op: the connection made again if the last op's deadline shut it (or it broke),
+        the watchdog armed; the arming's number, None when the op has no deadline."""
         wd = getattr(self, "_watchdog", None)
         if wd is None:
             return None
-        if wd.tripped or self.conn.pgconn.status == pq.ConnStatus.BAD:  # conn.closed or conn.broken, in one read
+        # conn.closed or conn.broken, in one read
+        if wd.tripped or self.conn.pgconn.status == pq.ConnStatus.BAD:
             wd.tripped = False
             with contextlib.suppress(Exception):
                 self.conn.close()
@@ -176,13 +179,14 @@ class PostgresBackend(Backend):
                 self._statements = {}
             except psycopg.OperationalError as e:
                 if "timeout" in str(e):
-                    raise TimeoutError(f"reconnect: no answer within {self._kwargs['connect_timeout']} s") from None
+                    raise TimeoutError(
+                        f"reconnect: no answer within {self._kwargs['connect_timeout']} s") from None
                 raise
         return wd.arm()
 
     def _op_error(self, seq: int | None, e: BaseException) -> BaseException:
-        """What a failed op raises: TimeoutError past the client-side deadline or the server's statement_timeout,
-        else its own error."""
+        """What a failed op raises: TimeoutError past the client-side deadline or the server's
+        statement_timeout, else its own error."""
         wd = getattr(self, "_watchdog", None)
         if seq is None or wd is None or not isinstance(e, psycopg.Error):
             return e
@@ -209,7 +213,8 @@ class PostgresBackend(Backend):
         notes = ["tuned for benchmarking: " + ", ".join(f"{k}={v}" for k, v in settings.items()
                                                          if not k.startswith("log_"))] if settings else []
         # The official image's server is a Debian build too: only the endpoint can tell compose from native.
-        where = self.endpoint.get("where") or ("Debian, native" if "Debian" in version and settings else "external")
+        where = self.endpoint.get("where") or (
+            "Debian, native" if "Debian" in version and settings else "external")
         return ServerInfo("PostgreSQL", version, f"PostgreSQL {version.split()[0]} ({where})", notes=notes)
 
     # schema and data ---------------------------------------------------------------------------
@@ -236,15 +241,17 @@ class PostgresBackend(Backend):
                     yield Batch(len(df), partial(self._copy, copy_sql, df))
 
     def _copy(self, copy_sql: sql.Composed, df: Any) -> None:
-        block = copy_block(df["object"].to_numpy(), df["subject"].to_numpy())  # encoded inside the batch's time
+        # encoded inside the batch's time
+        block = copy_block(df["object"].to_numpy(), df["subject"].to_numpy())
         with self.conn.cursor() as cur, cur.copy(copy_sql) as copy:
             copy.write(block)
 
     def build(self) -> Build:
         yield Step("index_seconds", lambda: [self.conn.execute(stmt) for stmt in self.sql["indexes"]])
         if self.model == "social":  # no closure: every social permission has a fixed depth
-            yield Step("", lambda: self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}"
-                                                                                     for t in SOCIAL_RELATIONS)))
+            yield Step("",
+                       lambda: self.conn.execute(
+                           "VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in SOCIAL_RELATIONS)))
             return BuildStats("primary keys + VACUUM ANALYZE")
         yield Step("closure_seconds", self._build_membership)
         # Fresh statistics, or the planner guesses row counts of freshly loaded tables; VACUUM sets the
@@ -259,7 +266,8 @@ class PostgresBackend(Backend):
                 self.conn.execute(stmt)
 
     def _vacuum_and_count(self) -> int:
-        self.conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in (*REBAC_RELATIONS, "group_membership")))
+        self.conn.execute(
+            "VACUUM (ANALYZE) " + ", ".join(f"{SCHEMA}.{t}" for t in (*REBAC_RELATIONS, "group_membership")))
         return int(self._one("SELECT count(*) FROM authzbench.group_membership"))
 
     def loaded_hash(self) -> str | None:
@@ -276,9 +284,9 @@ class PostgresBackend(Backend):
     @within_deadline
     def check(self, user: int, perm: str, resource: int) -> bool:
         # Parameters in check_statement()'s order (tests/unit/test_crosscheck.py holds the two together). The
-        # query prepared once on the connection and run by libpq's own PQexecPrepared, its answer read in binary:
-        # psycopg's cursor.execute (query conversion, its prepare cache, the result's row maker) cost ~40 µs of a
-        # ~0.2 ms check, over what pgbench -M prepared spends (issue 56).
+        # query prepared once on the connection and run by libpq's own PQexecPrepared, its answer read in
+        # binary: psycopg's cursor.execute (query conversion, its prepare cache, the result's row maker) cost
+        # ~40 µs of a ~0.2 ms check, over what pgbench -M prepared spends (issue 56).
         if perm in SOCIAL_PERMISSIONS:
             query, first, second = CHECK_SQL[perm], user, resource
         else:
@@ -340,7 +348,8 @@ class PostgresBackend(Backend):
             self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('authzbench.group_membership'))")
             if insert:
                 self.rows_touched += self.conn.execute(stmt, (rel.object, rel.subject)).rowcount
-            groups = [r[0] for r in self.conn.execute(self.sql["affected_groups"][0], {"groups": [rel.object]})]
+            groups = [
+                r[0] for r in self.conn.execute(self.sql["affected_groups"][0], {"groups": [rel.object]})]
             if not insert:
                 self.rows_touched += self.conn.execute(stmt, (rel.object, rel.subject)).rowcount
             for s in self.sql["refresh_membership"]:  # closure rows deleted and re-inserted

@@ -1,5 +1,5 @@
-"""What `authzbench crosscheck` needs of postgres: pgbench runs the adapter's own check statement, and the bare
-driver call is that statement prepared on the adapter's connection (libpq's PQexecPrepared)."""
+"""What `authzbench crosscheck` needs of postgres: pgbench runs the adapter's own check statement, and the
+bare driver call is that statement prepared on the adapter's connection (libpq's PQexecPrepared)."""
 
 from __future__ import annotations
 

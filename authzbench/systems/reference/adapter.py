@@ -51,8 +51,9 @@ class ReferenceBackend(Backend):
         self.delay_s = self.options.delay_s
 
     def server_info(self) -> ServerInfo:
-        return ServerInfo("oracle", "in-process", "Reference oracle (in-process, numpy)", comparable=False,
-                          notes=["answers are the ground truth; latencies measure the harness, not a database"])
+        return ServerInfo(
+            "oracle", "in-process", "Reference oracle (in-process, numpy)", comparable=False,
+            notes=["answers are the ground truth; latencies measure the harness, not a database"])
 
     def create_schema(self) -> None:
         return None
@@ -68,7 +69,8 @@ class ReferenceBackend(Backend):
     def check(self, user: int, perm: str, resource: int) -> bool:
         if self.delay_s:
             time.sleep(self.delay_s)
-        if (user, perm, resource) in self.added or (perm == "view" and (user, "manage", resource) in self.added):
+        if (user, perm, resource) in self.added or (
+            perm == "view" and (user, "manage", resource) in self.added):
             return True
         if self.ev is not None:
             return self.ev.check(user, perm, resource)

@@ -4,5 +4,6 @@ from authzbench.systems.contract import BOTH, System
 
 SYSTEM = System(
     name="reference", adapter="authzbench.systems.reference.adapter:ReferenceBackend",
-    native="authzbench.systems.reference.native", default=False, models=BOTH, in_process=True, colour=10, order=0,
+    native="authzbench.systems.reference.native", default=False, models=BOTH, in_process=True, colour=10,
+    order=0,
 )

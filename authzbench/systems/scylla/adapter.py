@@ -4,8 +4,9 @@ The same code serves ScyllaDB (compose/external) and Apache Cassandra (native he
 expanded at load time with the shared vectorized closure, chunk by chunk, and loaded by one of two paths:
 - `sstable` (the default where the node is local: native): the rows are streamed to a Java helper
   (systems/scylla/cassandra_bulk/SSTableBulk.java) that writes them as SSTables, one sorted SSTable per
-  block, the blocks in token order (cql_tokens.py) so that no two overlap, which the node then imports (`nodetool import`'s JMX call: files moved into the table, no
-  write path, no memtables, no commit log). What operators use for a bulk load.
+  block, the blocks in token order (cql_tokens.py) so that no two overlap, which the node then imports
+  (`nodetool import`'s JMX call: files moved into the table, no write path, no memtables, no commit log).
+  What operators use for a bulk load.
 - `cql` (the ingest variant `CQL`; the default on compose/external): prepared statements in unlogged
   batches grouped by partition, with bounded concurrency.
 Under compose (ScyllaDB), `--option ingest=sstable` writes the same files here (the helper needs the
@@ -123,21 +124,24 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         ep = self.endpoint
         self.ks = ep.get("keyspace", "authzbench")
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,47}", self.ks):
-            raise UserError(f"scylla: invalid keyspace name {self.ks!r} (letters, digits, _; 48 characters at most)")
+            raise UserError(
+                f"scylla: invalid keyspace name {self.ks!r} (letters, digits, _; 48 characters at most)")
         self.timeout = float(self.options.get("timeout_s") or 60)
         # LOCAL_QUORUM: a write's recomputation reads its own writes on a replicated cluster too
         # (the same as ONE on the single native node). tuple rows: lookups decode thousands of rows.
-        profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
-                                   request_timeout=self.timeout, consistency_level=ConsistencyLevel.LOCAL_QUORUM,
-                                   row_factory=tuple_factory)
-        self.cluster = Cluster(contact_points=list(ep["hosts"]), port=int(ep["port"]), connect_timeout=5,
-                               control_connection_timeout=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()), request_timeout=self.timeout,
+            consistency_level=ConsistencyLevel.LOCAL_QUORUM, row_factory=tuple_factory)
+        self.cluster = Cluster(
+            contact_points=list(ep["hosts"]), port=int(ep["port"]), connect_timeout=5,
+            control_connection_timeout=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
         try:
             self.session = self.cluster.connect()
         except NoHostAvailable as e:
             self.cluster.shutdown()
-            raise BackendUnavailable(f"scylla: no CQL node reachable at {','.join(ep['hosts'])}:{ep['port']}: "
-                                     f"{next(iter(e.errors.values()), e)!s:.200}") from None
+            raise BackendUnavailable(
+                f"scylla: no CQL node reachable at {','.join(ep['hosts'])}:{ep['port']}: "
+                f"{next(iter(e.errors.values()), e)!s:.200}") from None
         except Exception as e:  # noqa: BLE001 - any driver error at connect is one line for the user
             self.cluster.shutdown()
             raise BackendUnavailable(f"scylla: cannot connect to {','.join(ep['hosts'])}:{ep['port']}: "
@@ -146,7 +150,8 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         # the public setter: without this a prepare against a frozen node would wait 10 s, not timeout_s.
         self.session._default_timeout = self.timeout  # noqa: SLF001
         rf = int(self.options.get("replication_factor") or ep.get("replication_factor") or 1)
-        self.sql = {k: [s.format(ks=self.ks, rf=rf) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
+        self.sql = {
+            k: [s.format(ks=self.ks, rf=rf) for s in v] for k, v in schema_sections(SCHEMA_FILE).items()}
         self._prepared: dict[str, Any] = {}
         self.batch_rows = int(self.options.get("batch_rows") or type(self).batch_rows)
         self.in_flight = int(self.options.get("in_flight") or type(self).in_flight)
@@ -178,9 +183,10 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         if scylla:
             return ServerInfo("ScyllaDB", scylla[0], f"ScyllaDB {scylla[0]}",
                               notes=[f"CQL release_version {version}"])
-        return ServerInfo("Apache Cassandra", version, f"Cassandra {version} (CQL, standing in for ScyllaDB)",
-                          stands_in_for="ScyllaDB",
-                          notes=["same CQL adapter and tables as for ScyllaDB; Cassandra's figures are not ScyllaDB's"])
+        return ServerInfo(
+            "Apache Cassandra", version, f"Cassandra {version} (CQL, standing in for ScyllaDB)",
+            stands_in_for="ScyllaDB",
+            notes=["same CQL adapter and tables as for ScyllaDB; Cassandra's figures are not ScyllaDB's"])
 
     # schema and data ---------------------------------------------------------------------------
     def create_schema(self) -> None:
@@ -198,7 +204,8 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         # (bounded memory: at xl it is ~600M keys), each chunk a closure Step too.
         expansion, view_n, manage_n = yield Step("closure_seconds", lambda: _sized(ds))
         source = {rel: ds.table(rel) for rel in ds.relations()}
-        source_n = sum(len(df) for df in source.values()) + sum(len(source[r]) for r in REVERSE if r in source)
+        source_n = sum(len(df) for df in source.values()) + sum(
+            len(source[r]) for r in REVERSE if r in source)
         # The CQL path serializes a source row in Python per row (see SOURCE_ROW_COST); the SSTable path
         # sorts the source tables first (SSTABLE_SOURCE_ROW_COST).
         cost = SOURCE_ROW_COST if path == "cql" else SSTABLE_SOURCE_ROW_COST
@@ -234,14 +241,16 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
         return row[0] if row else None
 
     def mark_loaded(self, dataset_hash: str) -> None:
-        self.session.execute(f"INSERT INTO {self.ks}.meta (key, value) VALUES ('dataset_hash', %s)", (dataset_hash,))
+        self.session.execute(
+            f"INSERT INTO {self.ks}.meta (key, value) VALUES ('dataset_hash', %s)", (dataset_hash,))
 
     # operations ----------------------------------------------------------------------------------
     def check(self, user: int, perm: str, resource: int) -> bool:
         if perm not in PERMISSIONS:
             raise UserError(f"unknown permission {perm!r}; valid: {', '.join(PERMISSIONS)}")
-        row = self.session.execute(self.prep(
-            "SELECT manage FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?"), (resource, user)).one()
+        row = self.session.execute(
+            self.prep("SELECT manage FROM {ks}.perm_by_resource WHERE resource = ? AND user = ?"),
+            (resource, user)).one()
         return row is not None and (perm == "view" or bool(row[0]))
 
     def lookup_resources(self, user: int, perm: str) -> Iterable[int]:
@@ -267,13 +276,14 @@ class ScyllaBackend(CqlIngest, SSTableIngest, ScyllaWrites, Backend):
             files = [*(root / "data").glob(f"{self.ks}/**/*"), *(root / "commitlog").glob("*")]
             return sum(f.stat().st_size for f in files if f.is_file())
         try:
-            rows = self.session.execute("SELECT mebibytes FROM system_views.disk_usage WHERE keyspace_name = %s",
-                                        (self.ks,))
+            rows = self.session.execute(
+                "SELECT mebibytes FROM system_views.disk_usage WHERE keyspace_name = %s", (self.ks,))
             return int(sum(r[0] or 0 for r in rows)) << 20
         except Exception:  # noqa: BLE001 - ScyllaDB has no system_views.disk_usage
             total = 0
-            for row in self.session.execute("SELECT mean_partition_size, partitions_count FROM system.size_estimates "
-                                            "WHERE keyspace_name = %s", (self.ks,)):
+            for row in self.session.execute(
+                "SELECT mean_partition_size, partitions_count FROM system.size_estimates "
+                "WHERE keyspace_name = %s", (self.ks,)):
                 total += (row[0] or 0) * (row[1] or 0)
             return int(total)
 

@@ -41,12 +41,13 @@ class CqlIngest:
         perm_rows = yield Batches("scylla: batch", self._load_permissions(expansion, tick), self.in_flight,
                                   name="permission_seconds", steps_apart=True, why=_why)
         # bytes_written: the BATCH entries sent (statement ids, values and their lengths)
-        return {"source_rows": source_rows, "permission_rows": perm_rows, "bytes_written": self._cql_value_bytes,
-                "batch_retries": self._batch_retries,
-                "method": f"closure in numpy chunk by chunk, prepared INSERTs "
-                          f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
-                          f"{self.in_flight} batches in flight; permission rows serialized "
-                          f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} per batch"}
+        return {
+            "source_rows": source_rows, "permission_rows": perm_rows, "bytes_written": self._cql_value_bytes,
+            "batch_retries": self._batch_retries,
+            "method": f"closure in numpy chunk by chunk, prepared INSERTs "
+            f"in unlogged batches of <= {self.batch_rows} rows of one partition, "
+            f"{self.in_flight} batches in flight; permission rows serialized "
+            f"by numpy straight into the BATCH frame, <= {self.fixed_batch_rows} per batch"}
 
     def _load_source(self, source: dict[str, Any], tick: _Ticker) -> Iterator[Batch]:
         """The relationships as stored: by object (one table per object type) and by subject."""
@@ -84,7 +85,8 @@ class CqlIngest:
             rb = _ser_int(v_res)
             yield from self._ingest_fixed(
                 "INSERT INTO {ks}.perm_by_resource (resource, user, manage) VALUES (?, ?, ?)",
-                v_res, [v_res, v_user, np.isin(view, manage, assume_unique=True)], lambda i, rb=rb: rb[i], tick)
+                v_res, [v_res, v_user, np.isin(view, manage, assume_unique=True)], lambda i, rb=rb: rb[i],
+                tick)
         for chunk in stepped(expansion.iter_user_keys()):  # keys user * R + resource
             if isinstance(chunk, Step):
                 yield chunk
@@ -118,8 +120,9 @@ class CqlIngest:
 
         return self._batches(key, fill, routing, tick, cost=SOURCE_ROW_COST)
 
-    def _ingest_fixed(self, cql: str, key: np.ndarray, cols: list[np.ndarray], routing: Callable[[int], bytes],
-                      tick: _Ticker) -> Iterator[Batch]:
+    def _ingest_fixed(
+        self, cql: str, key: np.ndarray, cols: list[np.ndarray], routing: Callable[[int], bytes],
+        tick: _Ticker) -> Iterator[Batch]:
         """As _ingest, for statements whose values are all int or boolean: every row's BATCH entry is
         built by numpy in one pass and each batch body is one slice of it, no Python per row (the 13M
         permission rows of baseline-v1 were ~10 client CPU-µs each through BatchStatement.add)."""
@@ -132,8 +135,9 @@ class CqlIngest:
 
         return self._batches(key, fill, routing, tick, self.fixed_batch_rows)
 
-    def _batches(self, key: np.ndarray, fill: Callable[[Any, int, int], None], routing: Callable[[int], bytes],
-                 tick: _Ticker, batch_rows: int | None = None, cost: int = 1) -> Iterator[Batch]:
+    def _batches(
+        self, key: np.ndarray, fill: Callable[[Any, int, int], None], routing: Callable[[int], bytes],
+        tick: _Ticker, batch_rows: int | None = None, cost: int = 1) -> Iterator[Batch]:
         """Rows sorted by partition `key`, cut into unlogged batches of <= batch_rows rows of one partition
         (the run layer sends them, in_flight at a time); fill(batch, start, end) puts rows start..end-1 in a
         batch. Each row advances the progress by `cost`."""
@@ -154,7 +158,8 @@ class CqlIngest:
             batch = BatchStatement(batch_type=BatchType.UNLOGGED)
             fill(batch, s, e)
             batch.keyspace, batch.routing_key = ks, routing(s)  # token-aware: straight to a replica
-            yield Batch(e - s, partial(self._send_batch, batch, retryable), advance=(e - s) * cost * tick.scale)
+            yield Batch(
+                e - s, partial(self._send_batch, batch, retryable), advance=(e - s) * cost * tick.scale)
 
     def _send_batch(self, batch: Any, retryable: tuple[type[BaseException], ...]) -> None:
         """One batch, sent again when the node timed it out or shed it: the rows are plain inserts
@@ -184,7 +189,8 @@ def _retryable_errors() -> tuple[type[BaseException], ...]:
 
     return (OperationTimedOut, WriteTimeout, OverloadedErrorMessage)
 
-def _stacked(source: dict, rels: list[str], name: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stacked(
+    source: dict, rels: list[str], name: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Objects, subjects and serialized relation names of several relations, concatenated."""
     obj = np.concatenate([source[r]["object"].to_numpy(np.int64) for r in rels])
     sub = np.concatenate([source[r]["subject"].to_numpy(np.int64) for r in rels])

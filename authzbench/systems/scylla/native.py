@@ -60,16 +60,19 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 # The JPMS block of Cassandra 5.0's conf/jvm17-server.options.
 JPMS_FLAGS = [
     "-Djdk.attach.allowAttachSelf=true",
-    *[f"--add-exports={m}=ALL-UNNAMED" for m in (
-        "java.base/jdk.internal.misc", "java.management.rmi/com.sun.jmx.remote.internal.rmi",
-        "java.rmi/sun.rmi.registry", "java.rmi/sun.rmi.server", "java.sql/java.sql", "java.base/java.lang.ref",
-        "jdk.unsupported/sun.misc", "jdk.compiler/com.sun.tools.javac.file", "jdk.attach/sun.tools.attach")],
-    *[f"--add-opens={m}=ALL-UNNAMED" for m in (
-        "java.base/java.lang.module", "java.base/jdk.internal.loader", "java.base/jdk.internal.ref",
-        "java.base/jdk.internal.reflect", "java.base/jdk.internal.math", "java.base/jdk.internal.module",
-        "java.base/jdk.internal.util.jar", "jdk.management/com.sun.management.internal", "java.base/sun.nio.ch",
-        "java.base/java.io", "java.base/java.lang.reflect", "jdk.compiler/com.sun.tools.javac",
-        "java.base/java.lang", "java.base/java.util")],
+    *[f"--add-exports={m}=ALL-UNNAMED"
+      for m in (
+          "java.base/jdk.internal.misc", "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+          "java.rmi/sun.rmi.registry", "java.rmi/sun.rmi.server", "java.sql/java.sql",
+          "java.base/java.lang.ref", "jdk.unsupported/sun.misc", "jdk.compiler/com.sun.tools.javac.file",
+          "jdk.attach/sun.tools.attach")],
+    *[f"--add-opens={m}=ALL-UNNAMED"
+      for m in (
+          "java.base/java.lang.module", "java.base/jdk.internal.loader", "java.base/jdk.internal.ref",
+          "java.base/jdk.internal.reflect", "java.base/jdk.internal.math", "java.base/jdk.internal.module",
+          "java.base/jdk.internal.util.jar", "jdk.management/com.sun.management.internal",
+          "java.base/sun.nio.ch", "java.base/java.io", "java.base/java.lang.reflect",
+          "jdk.compiler/com.sun.tools.javac", "java.base/java.lang", "java.base/java.util")],
     # Netty settings of the same file: direct buffers through Unsafe, pre-4.1.75 allocator defaults.
     "-Dio.netty.tryReflectionSetAccessible=true", "-Dio.netty.allocator.useCacheForAllThreads=true",
     "-Dio.netty.allocator.maxOrder=11",
@@ -136,7 +139,8 @@ def container_yaml(data_dir: str) -> str:
     container, announced to drivers as 127.0.0.1 (the port compose publishes there), as ScyllaDB's
     --broadcast-rpc-address in the compose file."""
     text = YAML.format(dir=data_dir, storage_port=7000, cql_port=9042)
-    return text.replace("rpc_address: 127.0.0.1\n", "rpc_address: 0.0.0.0\nbroadcast_rpc_address: 127.0.0.1\n")
+    return text.replace(
+        "rpc_address: 127.0.0.1\n", "rpc_address: 0.0.0.0\nbroadcast_rpc_address: 127.0.0.1\n")
 
 
 def jars() -> Path:
@@ -148,7 +152,8 @@ def jars() -> Path:
         return lib
     root.mkdir(parents=True, exist_ok=True)
     (root / "pom.xml").write_text(POM.format(version=CASSANDRA_VERSION))
-    say(f"cassandra: fetching cassandra-all {CASSANDRA_VERSION} and its runtime jars from Maven Central (~67 MB)")
+    say(f"cassandra: fetching cassandra-all {CASSANDRA_VERSION} and its runtime jars from Maven Central "
+        "(~67 MB)")
     run([mvn, "-q", "-B", f"-Dmaven.repo.local={cache_dir() / 'm2'}", "dependency:copy-dependencies",
          "-DincludeScope=runtime", f"-DoutputDirectory={lib}"], cwd=root, log=root / "mvn.log",
         what="mvn dependency:copy-dependencies (cassandra-all)")
@@ -202,22 +207,27 @@ def start(ctx: StartContext) -> Deployment:
     heap = ctx.options.get("cassandra_heap", "1536M")
     # No -XX:TieredStopAtLevel=1 (C1 only, quicker start): with C2 the baseline load took 55.1 s
     # fresh / 44.3 s reloaded, against 70.4 / 84.5 s, for ~1 s more start-up.
-    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Xss256k",
-           *JPMS_FLAGS, f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
-           f"-Dlogback.configurationFile=file://{node / 'logback.xml'}", f"-Dcassandra.logdir={node / 'logs'}",
-           f"-Dcassandra.storagedir={node}", "-Dcassandra-foreground=yes",
-           "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
-           f"-Dcassandra.jmx.local.port={jmx_port}", "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
+    cmd = [
+        java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Xss256k", *JPMS_FLAGS,
+        f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
+        f"-Dlogback.configurationFile=file://{node / 'logback.xml'}", f"-Dcassandra.logdir={node / 'logs'}",
+        f"-Dcassandra.storagedir={node}", "-Dcassandra-foreground=yes",
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
+        f"-Dcassandra.jmx.local.port={jmx_port}", "-cp", f"{lib}/*",
+        "org.apache.cassandra.service.CassandraDaemon"]
     log = node / "logs" / "stdout.log"
     say(f"cassandra {CASSANDRA_VERSION}: starting on 127.0.0.1:{cql_port} (CQL ready in ~15 s)")
     t0 = time.perf_counter()
     proc = spawn(cmd, log=log)
     # data_dir: lets the backend measure its footprint on disk when the node is local. jmx_port and
     # bulk_cmd: the SSTable load path (JMX listens on loopback only: cassandra.jmx.local.port).
-    dep = Deployment("scylla", "native", {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench",
-                                          "data_dir": str(node), "jmx_port": jmx_port, "bulk_cmd": bulk},
-                     pids=[proc.pid], notes=[f"Apache Cassandra {CASSANDRA_VERSION} (CQL, standing in for ScyllaDB): "
-                                             f"single node, {heap} heap, jars from Maven Central"])
+    dep = Deployment(
+        "scylla", "native",
+        {"hosts": ["127.0.0.1"], "port": cql_port, "keyspace": "authzbench", "data_dir": str(node),
+         "jmx_port": jmx_port, "bulk_cmd": bulk},
+        pids=[proc.pid],
+        notes=[f"Apache Cassandra {CASSANDRA_VERSION} (CQL, standing in for ScyllaDB): "
+               f"single node, {heap} heap, jars from Maven Central"])
     dep.on_stop(lambda: stop_pid(proc.pid, timeout=30))  # SIGTERM: the node drains and exits in ~7 s
     try:
         # The port opens slightly before the node answers queries: ready = a driver session gets a row.
@@ -235,11 +245,14 @@ def _cql_answers(port: int) -> bool:
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
-    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]), request_timeout=5)
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]), request_timeout=5)
     cluster = Cluster(["127.0.0.1"], port=port, connect_timeout=3, control_connection_timeout=3,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile})
     try:
-        return cluster.connect().execute("SELECT release_version FROM system.local", timeout=5).one() is not None
+        return (
+            cluster.connect().execute("SELECT release_version FROM system.local", timeout=5).one() is not None
+        )
     finally:
         cluster.shutdown()
 

@@ -53,7 +53,8 @@ class SSTableIngest:
                 perm_rows = yield from self._sstable_permissions(w, expansion, tick, out)
                 written = yield Step(PERMISSION_STEP, w.finish)
             self._compaction_s = None
-            yield Step("import_seconds", lambda: self._import_sstables({t: out / self.ks / t for t in written}))
+            yield Step(
+                "import_seconds", lambda: self._import_sstables({t: out / self.ks / t for t in written}))
         finally:
             shutil.rmtree(out, ignore_errors=True)
         return {"source_rows": source_rows, "permission_rows": perm_rows,
@@ -61,9 +62,10 @@ class SSTableIngest:
                 "bytes_written": sum(t["bytes"] for t in written.values()),
                 "sstables": sum(t["sstables"] for t in written.values()),
                 "method": f"closure in numpy chunk by chunk, rows streamed to a Java helper "
-                          f"writing SSTables in token order (CQLSSTableWriter's sorted writer, one SSTable "
-                          f"per <= {SSTABLE_BLOCK_ROWS:,} rows, each a slice of the ring), then imported by the node ({self._import_how()}"
-                          f"{', its compactions run and waited for' if self._compaction_s is not None else ''})"}
+                f"writing SSTables in token order (CQLSSTableWriter's sorted writer, one SSTable "
+                f"per <= {SSTABLE_BLOCK_ROWS:,} rows, each a slice of the ring), then imported by the node "
+                f"({self._import_how()}"
+                f"{', its compactions run and waited for' if self._compaction_s is not None else ''})"}
 
     def _sstable_source(self, w: _SSTableWriter, source: dict[str, Any], tick: _Ticker) -> int:
         """The source tables as the CQL path writes them, as dictionary-coded columns."""
@@ -103,8 +105,9 @@ class SSTableIngest:
                 break
             yield Step(PERMISSION_STEP, partial(_spill, res_chunk, user_chunk, spills, U, R, tick))
         res_tok, user_tok, by_res, by_user = spills
-        return (yield Step(PERMISSION_STEP, lambda: self._sstable_ranges(w, by_res, by_user, res_tok, user_tok,
-                                                                         tick)))
+        return (yield Step(
+                    PERMISSION_STEP, lambda: self._sstable_ranges(w, by_res, by_user, res_tok, user_tok, tick)
+                ))
 
     @staticmethod
     def _sstable_ranges(w: _SSTableWriter, by_res: TokenSpill, by_user: TokenSpill, res_tok: np.ndarray,
@@ -119,7 +122,8 @@ class SSTableIngest:
         for r, u in itertools.zip_longest(by_res.ranges(), by_user.ranges()):
             if r is not None:
                 r = r[ring_order(r["resource"], res_tok)]
-                rows += w.rows("perm_by_resource", [r["resource"], r["user"], r["manage"].astype(bool)], tick, 0.5)
+                rows += w.rows(
+                    "perm_by_resource", [r["resource"], r["user"], r["manage"].astype(bool)], tick, 0.5)
             if u is not None:
                 u = u[ring_order(u["perm"].astype(np.int64) * user_tok.shape[1] + u["user"], flat_user_tok)]
                 rows += w.rows("perm_by_user", [u["user"], u["perm"], u["resource"]], tick, 0.5)
@@ -129,11 +133,12 @@ class SSTableIngest:
 
     def _bulk_cmd(self) -> list[str]:
         """The SSTable helper's command, from the endpoint: natively the built helper itself; under compose or
-        external, one that builds it on first use (its declaration's `tools`, added by provisioning; an adapter never provisions)."""
+        external, one that builds it on first use (its declaration's `tools`, added by provisioning; an
+        adapter never provisions)."""
         cmd = self.endpoint.get("bulk_cmd")
         if not cmd:
-            raise BackendUnavailable("scylla: ingest=sstable needs the SSTable helper, and the endpoint names "
-                                     "none (bulk_cmd)")
+            raise BackendUnavailable(
+                "scylla: ingest=sstable needs the SSTable helper, and the endpoint names none (bulk_cmd)")
         return list(cmd)
 
     def _import_how(self) -> str:
@@ -145,9 +150,10 @@ class SSTableIngest:
         (ScyllaDB, untested here): copy each table's files into its upload directory in the container,
         then `nodetool refresh --load-and-stream`."""
         if self.endpoint.get("jmx_port"):
-            proc = subprocess.run([*self._bulk_cmd(), "import", self.endpoint["hosts"][0],
-                                   str(self.endpoint["jmx_port"]), self.ks, *(f"{t}={d}" for t, d in dirs.items())],
-                                  capture_output=True, text=True, timeout=3600)
+            proc = subprocess.run(
+                [*self._bulk_cmd(), "import", self.endpoint["hosts"][0], str(self.endpoint["jmx_port"]),
+                 self.ks, *(f"{t}={d}" for t, d in dirs.items())],
+                capture_output=True, text=True, timeout=3600)
             if proc.returncode != 0 or "done" not in proc.stdout:
                 raise BackendUnavailable(f"scylla: SSTable import failed (exit {proc.returncode}): "
                                          f"{_last_line(proc.stdout + proc.stderr)}")
@@ -177,14 +183,16 @@ def _spills(expansion: Expansion, work: Path) -> tuple[np.ndarray, np.ndarray, T
     U, R = expansion.n_users, expansion.n_resources
     view_n, manage_n = expansion.total("view"), expansion.total("manage")
     res_tok = id_tokens(R)
-    user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])  # the dictionary's order
+    # the dictionary's order
+    user_tok = np.stack([id_tokens(U, after=p.encode()) for p in ("manage", "view")])
     return (res_tok, user_tok, TokenSpill(work, "perm_by_resource", _RESOURCE_ROW, view_n),
             TokenSpill(work, "perm_by_user", _USER_ROW, view_n + manage_n))
 
 
-def _spill(res_chunk: tuple | None, user_chunk: tuple | None, spills: tuple, U: int, R: int, tick: _Ticker) -> None:
-    """One chunk of each permission table into its spill (`spills` as _spills made them), each row keyed by its
-    partition's token."""
+def _spill(
+    res_chunk: tuple | None, user_chunk: tuple | None, spills: tuple, U: int, R: int, tick: _Ticker) -> None:
+    """One chunk of each permission table into its spill (`spills` as _spills made them), each row keyed by
+    its partition's token."""
     res_tok, user_tok, by_res, by_user = spills
     if res_chunk is not None:
         lo, _hi, manage, view = res_chunk
@@ -235,7 +243,8 @@ class _SSTableWriter:
 
     def table(self, name: str, columns: str, kinds: str, words: list[str]) -> None:
         self.ids[name] = len(self.ids) + 1
-        insert = f"INSERT INTO {self.ks}.{name} ({columns.replace(',', ', ')}) VALUES ({', '.join('?' * len(kinds))})"
+        insert = (f"INSERT INTO {self.ks}.{name} ({columns.replace(',', ', ')}) "
+                  f"VALUES ({', '.join('?' * len(kinds))})")
         self._send(struct.pack(">ii", 1, self.ids[name]) + b"".join(
             _utf(x) for x in (self.schema[name], insert, columns, kinds)) + struct.pack(">i", len(words))
                    + b"".join(_utf(x) for x in words))
@@ -289,7 +298,8 @@ def _coded(source: dict, rels: list[str], name: Callable[[str], str]
     words = sorted({name(r) for r in rels})
     obj = np.concatenate([source[r]["object"].to_numpy(np.int32) for r in rels])
     sub = np.concatenate([source[r]["subject"].to_numpy(np.int32) for r in rels])
-    codes = np.repeat(np.array([words.index(name(r)) for r in rels], dtype=np.int8), [len(source[r]) for r in rels])
+    codes = np.repeat(
+        np.array([words.index(name(r)) for r in rels], dtype=np.int8), [len(source[r]) for r in rels])
     return obj, sub, words, codes
 
 def _lex_order(*cols: np.ndarray) -> np.ndarray:

@@ -7,7 +7,8 @@ SYSTEM = System(
     name="scylla", adapter="authzbench.systems.scylla.adapter:ScyllaBackend",
     native="authzbench.systems.scylla.native", drivers=("cassandra-driver",), extra="scylla",
     services=("scylla",),
-    # jars() (~67 MB from Maven Central) states no duration; bulk_tool() fetches them first, then ~10 s of javac
+    # jars() (~67 MB from Maven Central) states no duration; bulk_tool() fetches them first, then ~10 s of
+    # javac
     builds=(Build("cassandra jars and bulk helper (mvn, javac)", "authzbench.systems.scylla.native:bulk_tool",
                   "authzbench.systems.scylla.native:built"),),
     tools="authzbench.systems.scylla.native:tools", image="cassandra",

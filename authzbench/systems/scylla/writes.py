@@ -36,7 +36,8 @@ class ScyllaWrites:
         maintenance.apply(self, rel, insert=insert)
 
     def group_lock(self) -> contextlib.AbstractContextManager:
-        """A lightweight transaction (Paxos) on a lock row (locks.py) that expires by TTL if its writer died."""
+        """A lightweight transaction (Paxos) on a lock row (locks.py) that expires by TTL if its writer
+        died."""
         token = uuid.uuid4().hex
         take = self.prep(f"INSERT INTO {{ks}}.meta (key, value) VALUES ('group_write_lock', ?) IF NOT EXISTS "
                          f"USING TTL {int(EXPIRE_S)}")
@@ -55,9 +56,11 @@ class ScyllaWrites:
             f"DELETE FROM {{ks}}.{table} WHERE object = ? AND relation = ? AND subject = ?",
             (o, _short(rel.relation), s))]
         if rel.relation in REVERSE:
-            stmts.append(("INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)" if insert else
-                          "DELETE FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ? AND object = ?",
-                          (rel.relation, s, o)))
+            stmts.append(
+                ("INSERT INTO {ks}.rel_by_subject (relation, subject, object) VALUES (?, ?, ?)"
+                 if insert
+                 else "DELETE FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ? AND object = ?",
+                 (rel.relation, s, o)))
         self.rows_touched += len(stmts)
         self._execute_all(stmts)
         self._walk = _Walk(self)  # what was walked before a delete may include the deleted edge
@@ -67,8 +70,9 @@ class ScyllaWrites:
         w = self._walk
         if rc.empty:
             return set()
-        return {"resource": lambda r: {r}, "org_resources": lambda org: w.objects("resource_org", org),
-                "granted_via_ancestors": lambda g: w.resources_via(w.ancestors(g))}[rc.resources](rc.resource_arg)
+        return {
+            "resource": lambda r: {r}, "org_resources": lambda org: w.objects("resource_org", org),
+            "granted_via_ancestors": lambda g: w.resources_via(w.ancestors(g))}[rc.resources](rc.resource_arg)
 
     def find_users(self, rc: Reach) -> set[int]:
         """The users of a Reach, from the source tables."""
@@ -86,8 +90,11 @@ class ScyllaWrites:
         """Each user's closure from the direct groups, and the orgs the user administers (reads issued
         concurrently)."""
         us = sorted(users)
-        got = iter(self._execute_all([("SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?",
-                                       (rel, u)) for u in us for rel in ("group_member", "group_manager", "org_admin")]))
+        got = iter(
+            self._execute_all(
+                [("SELECT object FROM {ks}.rel_by_subject WHERE relation = ? AND subject = ?", (rel, u))
+                 for u in us
+                 for rel in ("group_member", "group_manager", "org_admin")]))
         out = {}
         for u in us:
             direct = [row[0] for row in next(got)] + [row[0] for row in next(got)]
@@ -136,11 +143,13 @@ class ScyllaWrites:
                 batches.append((batch, len(rows[i:i + self.batch_rows])))
         for i in range(0, len(batches), RECOMPUTE_CHUNK):
             chunk = batches[i:i + RECOMPUTE_CHUNK]
-            execute_concurrent(self.session, [(b, None) for b, _ in chunk], concurrency=32, raise_on_first_error=True)
+            execute_concurrent(
+                self.session, [(b, None) for b, _ in chunk], concurrency=32, raise_on_first_error=True)
             self.rows_touched += sum(n for _, n in chunk)
 
     def _execute_all(self, stmts: list[tuple[str, tuple]]) -> list[list[tuple]]:
-        """Run statements concurrently (at most 32 in flight); rows of each, in order. Raises the first error."""
+        """Run statements concurrently (at most 32 in flight); rows of each, in order. Raises the first
+        error."""
         from cassandra.concurrent import execute_concurrent
 
         if not stmts:
@@ -165,9 +174,11 @@ def _pair_statements(r: int, u: int, old: str | None, new: str | None) -> list[t
                                      ("manage", old == "manage", new == "manage")):
         if held_old == held_new:
             continue
-        out.append((f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)" if held_new else
-                    f"DELETE FROM {{ks}}.perm_by_user WHERE user = ? AND perm = '{perm}' AND resource = ?", (u, r),
-                    ("u", u, perm)))
+        out.append(
+            (f"INSERT INTO {{ks}}.perm_by_user (user, perm, resource) VALUES (?, '{perm}', ?)"
+             if held_new
+             else f"DELETE FROM {{ks}}.perm_by_user WHERE user = ? AND perm = '{perm}' AND resource = ?",
+             (u, r), ("u", u, perm)))
     return out
 
 class _Walk:
@@ -203,7 +214,8 @@ class _Walk:
         def children(frontier: list[int]) -> list[int]:
             kids = []
             for x in frontier:
-                for rel, sub in self.b._rows("SELECT relation, subject FROM {ks}.rel_group WHERE object = ?", x):
+                for rel, sub in self.b._rows(
+                    "SELECT relation, subject FROM {ks}.rel_group WHERE object = ?", x):
                     if rel in ("member", "manager"):
                         users.add(sub)
                     elif rel == "child":

@@ -183,9 +183,10 @@ class SpiceDBBackend(Backend):
         if datastore not in DATASTORES:
             raise UserError(f"spicedb URL: datastore={datastore!r}; valid: {', '.join(DATASTORES)}")
         tls = u.scheme == "grpcs" or q.get("tls") == "1"
-        return {"addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username, "datastore": datastore,
-                "tls": tls, "ca_certs": q.get("ca"), "datastore_dsn": q.get("datastore_dsn"),
-                "datastore_version": q.get("datastore_version", "")}
+        return {
+            "addr": f"{u.hostname}:{u.port or 50051}", "preshared_key": u.username, "datastore": datastore,
+            "tls": tls, "ca_certs": q.get("ca"), "datastore_dsn": q.get("datastore_dsn"),
+            "datastore_version": q.get("datastore_version", "")}
 
     @classmethod
     def endpoint_from_compose(cls, c: Any) -> dict[str, Any]:
@@ -284,18 +285,20 @@ class SpiceDBBackend(Backend):
         text = (SCHEMA_DIR / ("social.zed" if self.model == "social" else "rebac.zed")).read_text()
         if dataset_hash:
             # Doc comments are kept by SpiceDB: the loaded dataset's hash travels with the schema.
-            text = text.replace("definition user {", f"/** authzbench dataset {dataset_hash} */\ndefinition user {{",
-                                1)
+            text = text.replace(
+                "definition user {", f"/** authzbench dataset {dataset_hash} */\ndefinition user {{", 1)
         return text
 
     def create_schema(self) -> None:
         self.client.WriteSchema(WriteSchemaRequest(schema=self._schema_text()), timeout=30, metadata=self._md)
 
     def _rel(self, d: RelationDef, obj: str, sub: str) -> Relationship:
-        subject = SubjectReference(object=ObjectReference(object_type=d.subject_type, object_id="*" if d.wildcard
-                                                          else sub), optional_relation=d.subject_relation or "")
-        return Relationship(resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
-                            subject=subject)
+        subject = SubjectReference(
+            object=ObjectReference(object_type=d.subject_type, object_id="*" if d.wildcard else sub),
+            optional_relation=d.subject_relation or "")
+        return Relationship(
+            resource=ObjectReference(object_type=d.object_type, object_id=obj), relation=d.relation,
+            subject=subject)
 
     def load(self, ds: Dataset, progress: Progress = no_progress) -> Load:
         # A relationship that must be visible once the import is: build() waits for it.
@@ -309,19 +312,20 @@ class SpiceDBBackend(Backend):
         # chunks read ahead only as streams free up: bounded memory
         rows = yield Batches(f"{self.name}: ImportBulkRelationships", self._import_requests(ds, sizes, made),
                              streams, ahead=0)
-        return LoadStats(rows=rows, batch_rows=self.import_batch,
-                         notes={"method": f"ImportBulkRelationships: {streams} client streams at once, each over "
-                                          f"its own chunk of ~{self.import_stream_rows:,} relationships, one "
-                                          "transaction each (batch times overlap)",
-                                "batch": self.import_batch, "streams": len(made),
-                                "streams_in_flight": streams, "bytes_written": sum(sizes)})
+        return LoadStats(
+            rows=rows, batch_rows=self.import_batch,
+            notes={"method": f"ImportBulkRelationships: {streams} client streams at once, each over "
+                   f"its own chunk of ~{self.import_stream_rows:,} relationships, one "
+                   "transaction each (batch times overlap)", "batch": self.import_batch, "streams": len(made),
+                   "streams_in_flight": streams, "bytes_written": sum(sizes)})
 
     def _import_requests(self, ds: Dataset, sizes: list[int], made: list[int]) -> Iterator[Stream]:
         """One import stream per chunk of ~import_stream_rows (`made` counts them)."""
         for chunk in self._stream_chunks(ds):
             n = sum(len(objs) for _, objs, _ in chunk)
             made.append(n)
-            yield Stream(n, self._messages(chunk, sizes), partial(self._import_stream, n), answer="commit_seconds")
+            yield Stream(
+                n, self._messages(chunk, sizes), partial(self._import_stream, n), answer="commit_seconds")
 
     @staticmethod
     def _messages(chunk: list[tuple[RelationDef, list[int], list[int]]], sizes: list[int]
@@ -338,8 +342,10 @@ class SpiceDBBackend(Backend):
         try:
             resp = self._import(messages, timeout=3600, metadata=self._md)
         except grpc.RpcError as e:
-            hint = (" (the server's --streaming-api-response-delay-timeout: lower options['import_stream_rows'])"
-                    if "longer than allowed" in (e.details() or "") else "")
+            hint = (
+                " (the server's --streaming-api-response-delay-timeout: lower options['import_stream_rows'])"
+                if "longer than allowed" in (e.details() or "")
+                else "")
             raise BackendUnavailable(f"{e.code().name}: {(e.details() or '')[:200]}{hint}") from None
         if resp.num_loaded != n:
             raise BackendUnavailable(f"loaded {resp.num_loaded} of {n}")
@@ -369,9 +375,11 @@ class SpiceDBBackend(Backend):
 
     def _touch(self, d: RelationDef, objs: list[int], subs: list[int]) -> None:
         # Built inside the batch's time, as the import's per-message time includes its encoding.
-        req = WriteRelationshipsRequest(updates=[
-            RelationshipUpdate(operation=RelationshipUpdate.OPERATION_TOUCH, relationship=self._rel(d, str(o), str(s)))
-            for o, s in zip(objs, subs, strict=True)])
+        req = WriteRelationshipsRequest(
+            updates=[
+                RelationshipUpdate(
+                    operation=RelationshipUpdate.OPERATION_TOUCH, relationship=self._rel(d, str(o), str(s)))
+                for o, s in zip(objs, subs, strict=True)])
         self.token = self.client.WriteRelationships(req, timeout=self.timeout, metadata=self._md).written_at
 
     def build(self) -> Build:
@@ -408,9 +416,11 @@ class SpiceDBBackend(Backend):
 
     # operations ----------------------------------------------------------------------------------
     def _target(self, perm: str) -> tuple[str, str]:
-        return permission_target("spicedb", self.model, perm, strict=False)  # the server answers an unknown one
+        # the server answers an unknown one
+        return permission_target("spicedb", self.model, perm, strict=False)
 
-    def check_request(self, user: int, perm: str, resource: int, mode: str | None = None) -> CheckPermissionRequest:
+    def check_request(
+        self, user: int, perm: str, resource: int, mode: str | None = None) -> CheckPermissionRequest:
         """The CheckPermissionRequest check() sends (also what `authzbench crosscheck` hands to ghz)."""
         obj_type, permission = self._target(perm)
         return CheckPermissionRequest(
@@ -421,7 +431,8 @@ class SpiceDBBackend(Backend):
     def check(self, user: int, perm: str, resource: int, mode: str | None = None) -> bool:
         m = mode or self.mode
         token = self.token.token if m == "at_least_as_fresh" and self.token is not None else None
-        req = self._prebuilt.get((user, perm, resource, m, token), self.check_request, user, perm, resource, mode)
+        req = self._prebuilt.get(
+            (user, perm, resource, m, token), self.check_request, user, perm, resource, mode)
         resp = self.client.CheckPermission(req, timeout=self.timeout, metadata=self._md)
         return resp.permissionship == CheckPermissionResponse.PERMISSIONSHIP_HAS_PERMISSION
 
@@ -437,9 +448,11 @@ class SpiceDBBackend(Backend):
 
     def _update(self, rel: Rel, op: int) -> None:
         d = relation_defs(self.model)[rel.relation]
-        resp = self.client.WriteRelationships(WriteRelationshipsRequest(updates=[RelationshipUpdate(
-            operation=op, relationship=self._rel(d, str(rel.object), str(rel.subject)))]), timeout=self.timeout,
-            metadata=self._md)
+        resp = self.client.WriteRelationships(
+            WriteRelationshipsRequest(
+                updates=[RelationshipUpdate(
+                             operation=op, relationship=self._rel(d, str(rel.object), str(rel.subject)))]),
+            timeout=self.timeout, metadata=self._md)
         self.token = resp.written_at
         self.rows_touched += 1  # one relationship; SpiceDB computes permissions at read time
 

@@ -19,7 +19,8 @@ from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine
 from authzbench.provision.tiers import CACHE_BYTES, FRESHNESS_S, EngineTier, settings, tier_of
 
-SPICEDB_VERSION = "v1.56.2"  # the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
+# the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
+SPICEDB_VERSION = "v1.56.2"
 MODULE = "github.com/authzed/spicedb"
 GO = with_linked_version("spicedb", MODULE, SPICEDB_VERSION, "./cmd/spicedb",
                          "github.com/jzelinskie/cobrautil/v2.Version", expect="5-25 min, ~1 GB of modules")
@@ -30,7 +31,8 @@ binary = GO.binary  # the cached spicedb binary, built if missing or built for a
 
 def binary_version(exe: Path) -> str:
     """What the binary says it is (`spicedb version`), e.g. 'v1.54.0'."""
-    out = subprocess.run([str(exe), "version", "--skip-release-check"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [str(exe), "version", "--skip-release-check"], capture_output=True, text=True, timeout=30)
     words = (out.stdout or out.stderr).split()
     return words[1] if len(words) >= 2 and words[0] == "spicedb" else "unknown"
 
@@ -62,7 +64,8 @@ class SpiceDB(GoEngine):
                 "spicedb_version": version}
 
     def note(self, version: str) -> str:
-        return f"SpiceDB {version} built from the Go module proxy (the reference's v1.46.2 is not served there)"
+        return (
+            f"SpiceDB {version} built from the Go module proxy (the reference's v1.46.2 is not served there)")
 
 
 def start(ctx: StartContext) -> Deployment:
@@ -105,6 +108,8 @@ def tier(tier: str) -> EngineTier:
         return EngineTier([*pool, *window, "--dispatch-cache-enabled=false"],
                           settings(tier, "off (dispatch cache disabled)", "none (fully_consistent reads: the "
                                     "head revision)", 0, pool_text, "fully_consistent"))
-    return EngineTier([*pool, *window, "--dispatch-cache-enabled=true", f"--dispatch-cache-max-cost={CACHE_BYTES}"],
-                      settings(tier, f"dispatch cache, {CACHE_BYTES}", f"{FRESHNESS_S} s (revision quantization)",
-                                FRESHNESS_S, pool_text, "minimize_latency"))
+    return EngineTier(
+        [*pool, *window, "--dispatch-cache-enabled=true", f"--dispatch-cache-max-cost={CACHE_BYTES}"],
+        settings(
+            tier, f"dispatch cache, {CACHE_BYTES}", f"{FRESHNESS_S} s (revision quantization)", FRESHNESS_S,
+            pool_text, "minimize_latency"))

@@ -3,8 +3,8 @@
 from authzbench.systems.contract import BOTH, POSTGRES_SERVER, Build, Claim, System
 
 DRIVERS = ("authzed", "grpcio", "psycopg")
-GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary", "authzbench.systems.spicedb.native:built",
-           "5-25 min")
+GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary",
+           "authzbench.systems.spicedb.native:built", "5-25 min")
 # The upstream reports of fresh-mode reads missing a committed write: the three tools/newenemy_repro.py's
 # docstring names for SpiceDB on PostgreSQL; that tool speaks SpiceDB's API, so it reproduces them.
 STALE = dict(stale_reports=("https://github.com/authzed/spicedb/issues/1215",

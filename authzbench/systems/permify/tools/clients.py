@@ -1,7 +1,8 @@
 """Which client the Permify adapter should use (issue 28): each client's overhead against the round trip of
 its transport, on one real Permify server loaded with a dataset (default `tiny`, rebac).
 
-    python -m authzbench.systems.permify.tools.clients [--checks 3000] [--rounds 6] [--out reports/permify-clients.md]
+    python -m authzbench.systems.permify.tools.clients [--checks 3000] [--rounds 6] \
+        [--out reports/permify-clients.md]
 
 Starts Permify natively and loads it the way `authzbench prepare` does (or reuses the server `authzbench up
 permify` / `prepare` left running, and then leaves it running), and stops what it started.
@@ -9,8 +10,8 @@ permify` / `prepare` left running, and then leaves it running), and stops what i
 The clients, each on its own connection, asked the same fixed list of checks (the `mixed` read sampler:
 direct-manager, org-admin, group-viewer and negative checks in turn, each with the oracle's answer):
 
-- `rest-typed`: the permify package's typed API, PermissionApi.permissions_check with its pydantic models;
-- `rest-dict`: the adapter's path before it switched to gRPC (plain-dict JSON over the package's urllib3 pool);
+- `rest-typed`: the permify package's typed API, PermissionApi.permissions_check with its pydantic models; -
+`rest-dict`: the adapter's path before it switched to gRPC (plain-dict JSON over the package's urllib3 pool);
 - `grpc`: the adapter as it is, PermifyBackend.check: base.v1.Permission/Check on grpcio, its message classes
   built at connect from the server's gRPC reflection (authzbench.systems.permify.grpc), the key as
   per-call metadata;
@@ -69,7 +70,8 @@ class Client:
 
 @dataclass
 class Samples:
-    ops: OpCounters = field(default_factory=OpCounters)  # the bench's measurement: latency (µs), errors, answers
+    # the bench's measurement: latency (µs), errors, answers
+    ops: OpCounters = field(default_factory=OpCounters)
     cpu_ns: list[float] = field(default_factory=list)  # a round's client CPU per call
     server_ns: list[float] = field(default_factory=list)  # a round's server CPU per call (empty: unknown)
     answers: dict[int, bool] = field(default_factory=dict)  # input index -> the client's answer
@@ -89,7 +91,8 @@ class Row:
     server_us: float | None
     over_p50_ms: float | None = None  # minus the transport's round trip (None for a round trip)
     over_cpu_us: float | None = None
-    vs_ref: tuple[float, float, float] | None = None  # client CPU / the reference client's, per round: median, lo, hi
+    # client CPU / the reference client's, per round: median, lo, hi
+    vs_ref: tuple[float, float, float] | None = None
 
 
 # pure logic ----------------------------------------------------------------------------------------
@@ -118,7 +121,8 @@ def mismatches(inputs: Sequence[CheckInput], answers: dict[str, dict[int, bool]]
 
 
 def failures(name: str, s: Samples) -> list[str]:
-    """One line for a client whose calls failed or timed out (every call must answer for its figures to hold)."""
+    """One line for a client whose calls failed or timed out (every call must answer for its figures to
+    hold)."""
     n = s.ops.timeouts + sum(s.ops.errors.values())
     shown = "; ".join(e["error"] for e in s.ops.examples if "error" in e)
     return [f"{name}: {n:,} calls failed ({s.ops.timeouts:,} timed out) {shown}".rstrip()] if n else []
@@ -168,9 +172,10 @@ def render(rows: Sequence[Row], context: Sequence[str], ref: str = "") -> str:
 # the clients -------------------------------------------------------------------------------------
 
 def adapter_client(backend: Any) -> Client:
-    return Client("grpc", "gRPC", lambda c: backend.check(c[0], c[1], c[2]),
-                  what="the adapter: PermifyBackend.check, base.v1.Permission/Check over grpcio, classes from "
-                       "server reflection")
+    return Client(
+        "grpc", "gRPC", lambda c: backend.check(c[0], c[1], c[2]),
+        what="the adapter: PermifyBackend.check, base.v1.Permission/Check over grpcio, classes from "
+        "server reflection")
 
 
 def grpc_roundtrip_client(backend: Any) -> Client:
@@ -178,7 +183,8 @@ def grpc_roundtrip_client(backend: Any) -> Client:
     from authzbench.systems.permify.grpc import PermifyError
 
     name = "grpc.health.v1.Health.Check"
-    m, serving, timeout = backend.api.method(name), backend.api.enum(name, "status", "SERVING"), backend.timeout
+    m, serving, timeout = (
+        backend.api.method(name), backend.api.enum(name, "status", "SERVING"), backend.timeout)
 
     def call(_: CheckInput) -> None:
         if m.rpc(m.request(), timeout=timeout).status != serving:
@@ -194,8 +200,9 @@ def rest_typed_client(url: str, key: str, tenant: str, metadata: dict[str, Any],
     from authzbench.schema.model import PERMISSION_TARGETS
 
     # The package's API methods name no auth settings: the key goes as a default header, as Permify's docs do.
-    api = permify.PermissionApi(permify.ApiClient(permify.Configuration(host=url), header_name="Authorization",
-                                                  header_value=f"Bearer {key}"))
+    api = permify.PermissionApi(
+        permify.ApiClient(
+            permify.Configuration(host=url), header_name="Authorization", header_value=f"Bearer {key}"))
     allowed, targets = permify.CheckResult.CHECK_RESULT_ALLOWED, PERMISSION_TARGETS["rebac"]
 
     def call(c: CheckInput) -> bool:
@@ -218,15 +225,17 @@ class RestDict:
 
         self.pool = permify.ApiClient(permify.Configuration(host=url)).rest_client.pool_manager
         self.url = url
-        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        self.headers = {
+            "Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
         self.timeout = urllib3.Timeout(total=timeout)
         self.retries = urllib3.Retry(total=0, redirect=0, raise_on_redirect=False)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         from authzbench.systems.permify.grpc import PermifyError
 
-        r = self.pool.request(method, self.url + path, body=None if body is None else json.dumps(body).encode(),
-                              headers=self.headers, timeout=self.timeout, retries=self.retries)
+        r = self.pool.request(
+            method, self.url + path, body=None if body is None else json.dumps(body).encode(),
+            headers=self.headers, timeout=self.timeout, retries=self.retries)
         data = json.loads(r.data or b"{}")
         if r.status >= 400:
             raise PermifyError(str(r.status), str(data.get("message") or r.data[:200]))
@@ -239,12 +248,14 @@ class RestDict:
 
         def call(c: CheckInput) -> bool:
             obj_type, permission = targets[c[1]]
-            resp = self.request("POST", path, {"metadata": metadata, "entity": {"type": obj_type, "id": str(c[2])},
-                                               "permission": permission, "subject": {"type": "user", "id": str(c[0])}})
+            resp = self.request("POST", path,
+                                {"metadata": metadata, "entity": {"type": obj_type, "id": str(c[2])},
+                                 "permission": permission, "subject": {"type": "user", "id": str(c[0])}})
             return resp.get("can") == "CHECK_RESULT_ALLOWED"
 
-        return Client("rest-dict", "REST", call,
-                      what="the adapter's REST path before gRPC: plain-dict JSON over the package's urllib3 pool")
+        return Client(
+            "rest-dict", "REST", call,
+            what="the adapter's REST path before gRPC: plain-dict JSON over the package's urllib3 pool")
 
     def roundtrip(self) -> Client:
         """GET /healthz on the same pool, headers and timeouts; the body decoded as a response is."""
@@ -285,7 +296,8 @@ def run_block(c: Client, inputs: Sequence[CheckInput], idx: range, s: Samples, s
         s.server_ns.append((srv1 - srv0) / len(idx))
     for i, t in zip(idx, done, strict=True):
         user, perm, resource, want = inputs[i]
-        s.ops.add(None if c.roundtrip else ("check", (user, perm, resource), want), t, max_examples=MAX_EXAMPLES)
+        s.ops.add(
+            None if c.roundtrip else ("check", (user, perm, resource), want), t, max_examples=MAX_EXAMPLES)
         if t.answer is not None:
             s.answers[i] = t.answer
 
@@ -299,7 +311,8 @@ def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int
         run_block(c, inputs, range(min(warmup, len(inputs))), w, server)
         bad += failures(f"{c.name} (warm-up)", w)
         if not c.roundtrip:
-            bad += [f"{c.name} (warm-up): {m}" for m in mismatches(inputs[: len(w.answers)], {c.name: w.answers})]
+            bad += [
+                f"{c.name} (warm-up): {m}" for m in mismatches(inputs[: len(w.answers)], {c.name: w.answers})]
     samples = {c.name: Samples() for c in clients}
     for i, idx in enumerate(chunks(len(inputs), rounds)):
         for c in rotated(clients, i):
@@ -312,8 +325,8 @@ def measure(clients: Sequence[Client], inputs: Sequence[CheckInput], rounds: int
 def _versions() -> str:
     from importlib.metadata import version
 
-    return ", ".join(f"{p} {version(p)}" for p in ("permify", "urllib3", "pydantic", "grpcio", "grpcio-reflection",
-                                                  "protobuf"))
+    return ", ".join(f"{p} {version(p)}"
+                     for p in ("permify", "urllib3", "pydantic", "grpcio", "grpcio-reflection", "protobuf"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -377,12 +390,15 @@ def _measure_clients(sess: Any, ds: Any, inputs: list[CheckInput], args: argpars
         ep = sess.dep.endpoint
         with sess.backend(consistency="fully_consistent", timeout_s=10) as b:
             info = b.server_info()
-            metadata = {"schema_version": b.schema_version, "snap_token": "", "depth": DEPTH}  # as b.check sends
-            say(f"permify_clients: warming Permify's check cache with the {len(inputs):,} checks (the adapter)")
+            # as b.check sends
+            metadata = {"schema_version": b.schema_version, "snap_token": "", "depth": DEPTH}
+            say(f"permify_clients: warming Permify's check cache with the {len(inputs):,} checks (the "
+                "adapter)")
             prewarm = Samples()
             adapter = adapter_client(b)
             run_block(adapter, inputs, range(len(inputs)), prewarm, None)
-            bad = [f"{adapter.name} (cache warm-up): {m}" for m in mismatches(inputs, {adapter.name: prewarm.answers})]
+            bad = [f"{adapter.name} (cache warm-up): {m}"
+                   for m in mismatches(inputs, {adapter.name: prewarm.answers})]
             bad += failures(f"{adapter.name} (cache warm-up)", prewarm)
             rest = RestDict(ep["url"], ep.get("preshared_key") or "", 10.0)
             clients = [rest_typed_client(ep["url"], ep.get("preshared_key") or "", b.tenant, metadata, 10.0),
@@ -405,12 +421,15 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
     (load0, load1), positives = loads, sum(x[3] for x in inputs)
     return [
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-        f"`{' '.join(['python -m authzbench.systems.permify.tools.clients', *args.argv])}`, {seconds:.0f} s measured.",
+        f"`{' '.join(['python -m authzbench.systems.permify.tools.clients', *args.argv])}`, {seconds:.0f} s "
+        "measured.",
         f"Server: {server}, on this {os.cpu_count()}-core machine. Dataset: rebac "
         f"`{args.profile}`, hash `{ds.hash[:16]}`.",
-        f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and negative in "
+        f"{len(inputs):,} checks ({positives:,} allowed; direct-manager, org-admin, group-viewer and "
+        "negative in "
         f"turn), every one asked of every client in {args.rounds} rounds (round i: chunk i, client order "
-        f"rotated by i), after one pass through the adapter (gRPC) that warmed Permify's check cache and {args.warmup} "
+        "rotated by i), after one pass through the adapter (gRPC) that warmed Permify's check cache and "
+        f"{args.warmup} "
         "warm-up calls per client; all answers equal the oracle's.",
         f"Load average (1, 5, 15 min) at the start {load0[0]:.2f}, {load0[1]:.2f}, {load0[2]:.2f}; "
         f"at the end {load1[0]:.2f}, {load1[1]:.2f}, {load1[2]:.2f}.",
@@ -420,8 +439,9 @@ def _context(args: argparse.Namespace, server: str, ds: Any, inputs: list[CheckI
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m authzbench.systems.permify.tools.clients",
-                                 description="Permify: each client's overhead against its transport's round trip")
+    ap = argparse.ArgumentParser(
+        prog="python -m authzbench.systems.permify.tools.clients",
+        description="Permify: each client's overhead against its transport's round trip")
     ap.add_argument("--checks", type=int, default=3000, help="checks in the fixed list (default: 3000)")
     ap.add_argument("--rounds", type=int, default=6, help="rounds the list is cut into (default: 6)")
     ap.add_argument("--warmup", type=int, default=100, help="untimed calls per client first (default: 100)")

@@ -46,7 +46,8 @@ def csv_block(d: RelationDef, objects, subjects) -> bytes:
 
 def copy_floor(ds: Dataset, dsn: str, password: str | None, streams: int, say=print) -> dict:
     """COPY every relationship of `ds` into a table LIKE relation_tuple in the datastore at `dsn` (the
-    endpoint's datastore_dsn and datastore_password, as pgsize reads them); {rows, seconds, per_s, streams}."""
+    endpoint's datastore_dsn and datastore_password, as pgsize reads them); {rows, seconds, per_s,
+    streams}."""
     defs = relation_defs(ds.model)
     blocks = [(len(df), csv_block(defs[name], df["object"].to_numpy(), df["subject"].to_numpy()))
               for name in ds.authz_relations() for df in ds.iter_batches(name, 500_000)]
