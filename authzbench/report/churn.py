@@ -236,13 +236,16 @@ def summary_lines(rd: RunData, out_dir: Path) -> list[str]:
         sustainable(rd, df).values(), key=lambda s: (-(s.held or 0), -(s.failed or math.inf), s.backend))
     cfg = settings(rd)
     parts = [f"{label(rd, s.backend)} {s.text}" + (f" ({s.reason})" if s.reason else "") for s in sus]
-    lines = [link_target("churn").rstrip("\n"), f"**Sustainable churn** (the highest rate of structural changes at which checks at "
-             f"{cfg['read_rate']:g}/s held the {slo(rd)['check_p95_ms']:g} ms p95 SLO, the writers kept to their "
-             f"schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets why the next step "
-             f"did not hold; undecided: the step's check p95 interval, in square brackets, lies across the SLO, so "
-             f"one {cfg['step_s']:g} s step cannot say): " + "; ".join(parts) + "."]
-    if chart := churn_chart.churn_reads(rd, df, slo(rd)["check_p95_ms"], charts.chart_dir(out_dir, rd.manifest["run_id"])):
-        lines.append(f"![check p95 with its interval against churn rate, per backend, the SLO drawn]({chart})")
+    lines = [link_target("churn").rstrip("\n"),
+             f"**Sustainable churn** (the highest rate of structural changes at which checks at "
+             f"{cfg['read_rate']:g}/s held the {slo(rd)['check_p95_ms']:g} ms p95 SLO, the writers kept "
+             f"to their schedule and changes became visible within {cfg['freshness_s']:g} s; in brackets "
+             f"why the next step did not hold; undecided: the step's check p95 interval, in square brackets, "
+             f"lies across the SLO, so one {cfg['step_s']:g} s step cannot say): " + "; ".join(parts) + "."]
+    if chart := churn_chart.churn_reads(rd, df, slo(rd)["check_p95_ms"],
+                                        charts.chart_dir(out_dir, rd.manifest["run_id"])):
+        lines.append(f"![check p95 with its interval against churn rate, per backend, the SLO drawn]"
+                     f"({chart})")
     return lines
 
 

@@ -104,7 +104,8 @@ def section(rd: RunData, out_dir: Path) -> str:
     lines += ["", "**What would change the answer**", ""]
     lines += trade_offs(rd, dims, picked)
     lines += _target(rd)
-    if chart := decision_chart.decision_heatmap(_matrix(rd, picked, backends), out_dir, rd.manifest["run_id"]):
+    if chart := decision_chart.decision_heatmap(_matrix(rd, picked, backends), out_dir,
+                                                rd.manifest["run_id"]):
         lines += ["", f"![letters per need and backend, coloured by the first letter]({chart})"]
     return "\n".join([*lines, ""])
 

@@ -13,10 +13,10 @@ from matplotlib.patches import Patch
 from authzbench.report.core.charts import _save, chart_dir
 from authzbench.report.core.figures import standing
 
-# The heatmap's colour is the cell's first letter (figures.letters), the same in every row: a, b, c, d or later,
-# grey where nothing was lettered (none qualified, not measured), blues for stand-ins (†), lettered among
-# themselves only. A better figure's first letter never comes after a worse one's, so a greener cell never
-# holds a worse figure of its row; whether two cells are clearly apart is said by their letters.
+# The heatmap's colour is the cell's first letter (figures.letters), the same in every row: a, b, c, d or
+# later, grey where nothing was lettered (none qualified, not measured), blues for stand-ins (†), lettered
+# among themselves only. A better figure's first letter never comes after a worse one's, so a greener cell
+# never holds a worse figure of its row; whether two cells are clearly apart is said by their letters.
 RANK_COLOURS = ("#1a9850", "#fee08b", "#fc8d59", "#d73027")
 STAND_IN_COLOURS = ("#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7")
 UNRANKED = "#bdbdbd"
@@ -36,7 +36,8 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
     needs, backends, groups, texts, stand_in = matrix
     if not needs or len(backends) < 2:
         return None
-    rgb = np.array([[to_rgb(cell_colour(standing(g) if g else None, texts[i][j].startswith("none"), stand_in[j]))
+    rgb = np.array([[to_rgb(cell_colour(standing(g) if g else None, texts[i][j].startswith("none"),
+                                        stand_in[j]))
                      for j, g in enumerate(row)] for i, row in enumerate(groups)])
     fig, ax = plt.subplots(figsize=(1.05 * len(backends) + 3.2, 0.36 * len(needs) + 1.8))
     ax.imshow(rgb, aspect="auto")
@@ -47,15 +48,16 @@ def decision_heatmap(matrix, out_dir: Path, run_id: str) -> str | None:
                 ax.text(j, i, texts[i][j] + rank, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(range(len(backends)), backends, fontsize=8, rotation=30, ha="right")
     ax.set_yticks(range(len(needs)), needs, fontsize=8)
-    ax.set_title("letters per need (sharing a letter: not clearly apart; colour: first letter; † among † only)",
-                 fontsize=9)
-    ax.legend(handles=_heatmap_legend(), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.02 * len(needs) / 10),
-              ncol=3, fontsize=6.5, frameon=False)
+    ax.set_title("letters per need (sharing a letter: not clearly apart; colour: first letter; "
+                 "† among † only)", fontsize=9)
+    ax.legend(handles=_heatmap_legend(), loc="upper center",
+              bbox_to_anchor=(0.5, -0.12 - 0.02 * len(needs) / 10), ncol=3, fontsize=6.5, frameon=False)
     return _save(fig, chart_dir(out_dir, run_id), "decision")
 
 
 def _heatmap_legend() -> list:
-    labels = ["first letter a (the best figure's)", "first letter b", "first letter c", "first letter d or later"]
+    labels = ["first letter a (the best figure's)", "first letter b", "first letter c",
+              "first letter d or later"]
     out = [Patch(color=c, label=t) for c, t in zip(RANK_COLOURS, labels, strict=True)]
     out += [Patch(color=STAND_IN_COLOURS[0], label="† first letter a among †"),
             Patch(color=STAND_IN_COLOURS[1], label="† first letter b+ (paler: later)"),

@@ -43,7 +43,8 @@ def figure_records(rd: RunData, dims: list[Dimension] | None = None) -> list[dic
                         "client_bound": f.client_bound,  # null: unknown or not a throughput
                         "base": f.base or None,  # the count a rate rests on ("14 of 200")
                         "flags": [k for k, on in (("unstable", f.unstable), ("too_few", f.too_few),
-                                                  ("disturbed", f.disturbed), ("client_bound", bool(f.client_bound)),
+                                                  ("disturbed", f.disturbed),
+                                                  ("client_bound", bool(f.client_bound)),
                                                   ("stand_in", rd.kind(f.backend) == "stand-in"),
                                                   ("embedded", rd.kind(f.backend) == "embedded")) if on]})
     return out
@@ -54,8 +55,8 @@ def _finite(v: float) -> float | None:
 
 
 def _interval_text(lo: float | None, hi: float | None, too_few: bool) -> str:
-    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above), "≤ 837" for a rate resting on one
-    (open down to 0, ranking.Figure.worse_below); "—" for an end not known."""
+    """"1.2 - 3.4"; "≥ 37,618" for a percentile from too few ops (open above), "≤ 837" for a rate resting on
+    one (open down to 0, ranking.Figure.worse_below); "—" for an end not known."""
     if too_few and lo is not None and hi is None:
         return f"≥ {num(lo)}"
     if too_few and lo == 0 and hi is not None:
@@ -85,20 +86,23 @@ def figure_table(rd: RunData, out_dir: Path) -> str:
         return ""
     df = pd.DataFrame(recs)
     df["backend"] = [label(rd, b) for b in df["backend"]]
-    df["iv"] = [_interval_text(a, b, "too_few" in f) + (f" ({basis})" if isinstance(basis, str) and basis else "")
+    df["iv"] = [_interval_text(a, b, "too_few" in f)
+                + (f" ({basis})" if isinstance(basis, str) and basis else "")
                 for (a, b), f, basis in zip(df["interval"], df["flags"], df["interval_basis"], strict=True)]
     # a letter string, or "unranked" where there is no value: a numeric rank column with a None printed 1.000
     df["cld"] = [x if isinstance(x, str) and x else "unranked" for x in df["letters"]]
     # pandas stores a missing text as NaN (truthy) among strings: "t or num(v)" emptied 210 of 213 cells
-    df["val"] = [t if isinstance(t, str) and t else num(v) for t, v in zip(df["text"], df["value"], strict=True)]
+    df["val"] = [t if isinstance(t, str) and t else num(v)
+                 for t, v in zip(df["text"], df["value"], strict=True)]
     df["flag"] = [", ".join(f) for f in df["flags"]]
     # a rate's base in its n column: "15 of 181" (revocations), the count it rests on
     df["n"] = [b if isinstance(b, str) else f"{int(x):,}" if x is not None and x == x else "—"
                for x, b in zip(df["n"], df["base"], strict=True)]
-    return "\n".join(["## Every ranked figure", "", "Each figure of the Findings and the decision summary with its "
-                      "interval and the ops it rests on (the same values as the JSON beside the report). Letters: "
-                      f"{LETTER_MEANING}. An interval marked assumed is not measured (its basis follows it): it is "
-                      "never the ground of a clear difference.", "",
+    return "\n".join(["## Every ranked figure", "",
+                      "Each figure of the Findings and the decision summary with its interval and the ops it "
+                      "rests on (the same values as the JSON beside the report). Letters: "
+                      f"{LETTER_MEANING}. An interval marked assumed is not measured (its basis follows it): "
+                      "it is never the ground of a clear difference.", "",
                       table(df, {"title": "Dimension", "backend": "Backend", "val": "Figure", "unit": "Unit",
                                  "iv": "Interval", "n": "n", "cld": "Letters", "flag": "Flags"}), ""])
 

@@ -38,13 +38,14 @@ Section = Callable[[RunData, Path], str]
 def appendix_link(rd: RunData, out_dir: Path) -> str:
     run_id = rd.manifest["run_id"]
     return (f"## Appendix\n\n[`{run_id}-appendix.md`]({run_id}-appendix.md): every phase's table, monitors, "
-            "structural writes in every mode, stability, validity and limitations, the reference report side by "
-            f"side, the run timeline and every ranked figure with its interval. [`{run_id}.json`]({run_id}.json): "
-            "the ranked figures, machine-readable.\n")
+            "structural writes in every mode, stability, validity and limitations, the reference report "
+            "side by side, the run timeline and every ranked figure with its interval. "
+            f"[`{run_id}.json`]({run_id}.json): the ranked figures, machine-readable.\n")
 
 
 MAIN: list[Section] = [
-    overview.intro, decision.section, findings.section, overview.environment, overview.dataset, overview.method,
+    overview.intro, decision.section, findings.section, overview.environment, overview.dataset,
+    overview.method,
     ingest.section, reads.digest, mixed.digest, writes.digest, outcomes.correctness_digest,
     scaling.section,  # "" unless the run is part of a `--profiles` size sweep
     shapes.section,  # "" unless the run ends a `--shape` sweep

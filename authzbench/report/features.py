@@ -19,8 +19,9 @@ def section(rd: RunData, out_dir: Path) -> str:
     head = ["Backend", *(f[:1].upper() + f[1:] for f in features)]
     rows = [f"| {label(rd, b)} | " + " | ".join(_mark(c) for c in claims(b)) + " |" for b in measured]
     lines = ["## What each model gives beyond the checks (declared, not measured)", "",
-             "As each system's folder declares it (`authzbench/systems/<name>/system.py`), not measured by this "
-             "run: yes / no, ✓ where a test against the real server exercises the claim (named below).", "",
+             "As each system's folder declares it (`authzbench/systems/<name>/system.py`), not measured "
+             "by this run: yes / no, ✓ where a test against the real server exercises the claim (named "
+             "below).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows, ""]
     lines += [f"- **{label(rd, b)}**: {_hows(claims(b))}." for b in measured]
     return "\n".join(lines) + "\n"

@@ -127,15 +127,18 @@ def digest(rd: RunData, out_dir: Path) -> str:
     if v.empty:
         return ""
     o = slo(rd)
-    lines = ["## 6. Mixed load", "", f"Checks with {rd.manifest.get('config', {}).get('write_share', 0.01):.0%} "
-             f"writes. SLO: check p95 < {o['check_p95_ms']:g} ms, write p95 < {o['write_p95_ms']:g} ms, success ≥ "
+    lines = ["## 6. Mixed load", "",
+             f"Checks with {rd.manifest.get('config', {}).get('write_share', 0.01):.0%} writes. SLO: check "
+             f"p95 < {o['check_p95_ms']:g} ms, write p95 < {o['write_p95_ms']:g} ms, success ≥ "
              f"{o['success']:.1%}.", "", link_target("mixed"), link_target("slo")]
     closed, opened = v[v["mode"] == "closed"], v[v["mode"] == "open"]
     if not closed.empty:
-        lines += ["Closed loop. Cell: checks/s (median over rounds), PASS or FAIL.", "", _closed_table(rd, closed)]
+        lines += ["Closed loop. Cell: checks/s (median over rounds), PASS or FAIL.", "",
+                  _closed_table(rd, closed)]
     if not opened.empty:
-        lines += ["" if closed.empty else "\n", "Open loop (a fixed offered rate). Cell: check p95 (ms) at that rate, PASS or FAIL; the SLO "
-                  "verdicts' every column: appendix.", "", _open_table(rd, opened)]
+        lines += ["" if closed.empty else "\n",
+                  "Open loop (a fixed offered rate). Cell: check p95 (ms) at that rate, PASS or FAIL; the "
+                  "SLO verdicts' every column: appendix.", "", _open_table(rd, opened)]
     return "\n".join([*lines, ""])
 
 
@@ -161,9 +164,11 @@ def _open_table(rd: RunData, v: pd.DataFrame) -> str:
             row[f"r{r.rate:g}"] = f"{fmt_pct(r.check_p95, r.check_fewest, 95.0, num)} {r.verdict}"
         rows.append(row)
     cols = sorted({k for r in rows for k in r if k != "backend"}, key=lambda k: float(k[1:]))
-    return table(pd.DataFrame(rows), {"backend": "Backend", **{c: f"{float(c[1:]):,.0f} ops/s" for c in cols}})
+    return table(pd.DataFrame(rows),
+                 {"backend": "Backend", **{c: f"{float(c[1:]):,.0f} ops/s" for c in cols}})
 
 
 
 def _mixed_scenario(rd: RunData) -> str:
-    return next((n for n, s in SCENARIOS.items() if s.op == "mixed" and n in set(rd.phases["scenario"])), "mixed")
+    return next((n for n, s in SCENARIOS.items() if s.op == "mixed" and n in set(rd.phases["scenario"])),
+                "mixed")

@@ -158,9 +158,10 @@ def correctness_digest(rd: RunData, out_dir: Path) -> str:
     ph = rd.phases
     if ph.empty:
         return ""
-    g = ph[ph["checked"] > 0].groupby("backend", sort=False).agg(checked=("checked", "sum"),
-                                                                  mismatches=("mismatches", "sum")).reset_index()
+    g = ph[ph["checked"] > 0].groupby("backend", sort=False).agg(
+        checked=("checked", "sum"), mismatches=("mismatches", "sum")).reset_index()
     g["backend"] = [label(rd, b) for b in g["backend"]]
-    return "\n".join(["## 8. Correctness", "", "Every answer compared with the oracle (per scenario, with the first "
-                      "mismatches: appendix).", "", table(g, {"backend": "Backend", "checked": "Answers checked",
-                                                              "mismatches": "Mismatches"}), ""])
+    return "\n".join(["## 8. Correctness", "", "Every answer compared with the oracle (per scenario, with "
+                      "the first mismatches: appendix).", "",
+                      table(g, {"backend": "Backend", "checked": "Answers checked",
+                                "mismatches": "Mismatches"}), ""])

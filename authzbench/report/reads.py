@@ -83,7 +83,8 @@ def section(rd: RunData, out_dir: Path) -> str:
                              "its round trip is no floor for a check.\n")
         lines += [link_target(name), table(marked(sub), cols)]
         if spectrum := reads_chart.spectrum(rd, name, chart_dir):
-            lines += ["", f"![{name} latency percentiles]({spectrum})", "", *reads_chart.absent_caption(rd, name)]
+            lines += ["", f"![{name} latency percentiles]({spectrum})", "",
+                      *reads_chart.absent_caption(rd, name)]
         lines.append(monitor_summary(rd, name, f"Monitor summary: {name}"))
     if throughput := reads_chart.throughput(rd, chart_dir):
         lines += ["### Throughput vs concurrency", "", f"![throughput vs concurrency]({throughput})", ""]
@@ -183,8 +184,8 @@ def cpu_per_1k(rd: RunData) -> list[Dimension]:
                    bounds=(min(r.cpu_rounds), max(r.cpu_rounds)) if len(r.cpu_rounds) >= 2 else None,
                    unstable=spread_unstable(np.array(r.cpu_rounds), float(r.cpu_s_per_1k)))
             for r in t.itertuples() if not math.isnan(r.cpu_s_per_1k)]
-    return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False, figs,
-                      anchor("resources"), summary="CPU per 1k checks", key="cpu_per_1k")]
+    return [Dimension("Resources", "Server CPU per 1,000 checks (all check phases)", "core-seconds", False,
+                      figs, anchor("resources"), summary="CPU per 1k checks", key="cpu_per_1k")]
 
 
 # the main report's digest --------------------------------------------------------------------------------
@@ -195,15 +196,18 @@ def digest(rd: RunData, out_dir: Path) -> str:
         return ""
     cdir = charts.chart_dir(out_dir, rd.manifest["run_id"])
     lines = ["## 5. Reads", "", "p50 / p95 at 1 worker (ms) and the best throughput over the worker counts "
-             "(ops/s, at the workers named). Every phase's table, with p99, errors and monitors: appendix.", "",
-             # the read scenarios' anchors, at the table of their figures: the mixed and churn ones sat here too
-             *[link_target(s) for s in dict.fromkeys(ph["scenario"]) if s in READ_SCENARIOS], link_target("comparison"),
-             comparison_table(rd)]
+             "(ops/s, at the workers named). Every phase's table, with p99, errors and monitors: "
+             "appendix.", "",
+             # the read scenarios' anchors, at the table of their figures: the mixed and churn ones sat
+             # here too
+             *[link_target(s) for s in dict.fromkeys(ph["scenario"]) if s in READ_SCENARIOS],
+             link_target("comparison"), comparison_table(rd)]
     objective = slo(rd).get("check_p95_ms")
     for s in scenarios_measured(rd, "check"):
         pts = {b: sweep(rd, b, s) for b in dict.fromkeys(ph[ph["scenario"] == s]["backend"])}
         if chart := reads_chart.latency_vs_throughput(rd, s, pts, objective, cdir):
-            lines += [f"![{s}: latency against throughput]({chart})", "", *reads_chart.absent_caption(rd, s, None, 1)]
+            lines += [f"![{s}: latency against throughput]({chart})", "",
+                      *reads_chart.absent_caption(rd, s, None, 1)]
     for s in [*scenarios_measured(rd, "lookup")]:
         if spectrum := reads_chart.spectrum(rd, s, cdir):
             lines += [f"![{s}: latency by percentile]({spectrum})", "", *reads_chart.absent_caption(rd, s)]
@@ -216,8 +220,8 @@ def digest(rd: RunData, out_dir: Path) -> str:
 def sweep(rd: RunData, b: str, s: str) -> list[tuple[float, float, float]]:
     """(ops/s, p50, p95) per worker count, each the one computed figure."""
     ph = rd.phases
-    levels = sorted({int(c) for c in ph[(ph["backend"] == b) & (ph["scenario"] == s) & (ph["mode"] == "closed")]
-                     ["concurrency"]})
+    levels = sorted({int(c) for c in ph[(ph["backend"] == b) & (ph["scenario"] == s)
+                                        & (ph["mode"] == "closed")]["concurrency"]})
     out = []
     for c in levels:
         r, p50, p95 = (cell(rd, b, s, c, m) for m in ("ops_per_s", "p50_ms", "p95_ms"))
@@ -246,7 +250,8 @@ def comparison_table(rd: RunData) -> str:
 
 
 def _comparison_cell(rd: RunData, b: str, s: str) -> str:
-    sub = rd.phases[(rd.phases["backend"] == b) & (rd.phases["scenario"] == s) & (rd.phases["mode"] == "closed")]
+    sub = rd.phases[(rd.phases["backend"] == b) & (rd.phases["scenario"] == s)
+                    & (rd.phases["mode"] == "closed")]
     if sub.empty:
         return "—"
     c = int(sub["concurrency"].min())
@@ -267,7 +272,8 @@ def _marked(x: Cell) -> str:
 def _bar_panels(rd: RunData) -> list[tuple[str, dict[str, float]]]:
     ing = rd.ingest[rd.ingest["variant"] == ""] if not rd.ingest.empty else rd.ingest
     res = resource_table(rd)
-    return [("ingest (relationships/s, higher is better)", {r.backend: float(r.rels_per_s) for r in ing.itertuples()}),
+    return [("ingest (relationships/s, higher is better)",
+             {r.backend: float(r.rels_per_s) for r in ing.itertuples()}),
             ("footprint (bytes/relationship)", {r.backend: float(r.footprint_bytes) / r.relationships
                                                 for r in ing.itertuples() if not pd.isna(r.footprint_bytes)}),
             ("server core-s per 1,000 checks", {} if res.empty else

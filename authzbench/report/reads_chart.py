@@ -19,7 +19,8 @@ from authzbench.workloads.catalog import SCENARIOS
 
 SPECTRUM_POINTS = 60  # points per line: smooth at the size a chart is pasted
 MAX_NINES = 5  # the spectrum stops at 99.999% however many ops there are
-NINES_TICKS = [(np.log10(2), "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"), (5.0, "99.999%")]
+NINES_TICKS = [(np.log10(2), "50%"), (1.0, "90%"), (2.0, "99%"), (3.0, "99.9%"), (4.0, "99.99%"),
+               (5.0, "99.999%")]
 
 
 def _nines(q: np.ndarray) -> np.ndarray:
@@ -51,12 +52,14 @@ def spectrum(rd: RunData, scenario: str, chart_dir: Path) -> str | None:
     if not g[~g["kind"].isin(["write", "visibility"])].empty:
         g = g[~g["kind"].isin(["write", "visibility"])]
     levels = sorted({int(c) for c in g["concurrency"]})  # every worker count measured
-    fig, axes = plt.subplots(1, len(levels), figsize=(3.6 * len(levels) + 0.6, 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(levels), figsize=(3.6 * len(levels) + 0.6, 3.4), squeeze=False,
+                             sharey=True)
     backends = list(dict.fromkeys(g["backend"]))
     top, missing = 0.0, absent(rd, scenario, levels)
     for ax, c in zip(axes[0], levels, strict=True):
         if names := [b for b, cc in missing if cc == c]:  # the caption says why (absent_caption)
-            ax.text(0.98, 0.03, "no line: " + ", ".join(names), transform=ax.transAxes, ha="right", fontsize=7)
+            ax.text(0.98, 0.03, "no line: " + ", ".join(names), transform=ax.transAxes, ha="right",
+                    fontsize=7)
         for b in backends:
             rows = g[(g["backend"] == b) & (g["concurrency"] == c)]
             q, ms = spectrum_points([h for hs in rows["hists"] for h in hs])
@@ -118,7 +121,8 @@ def latency_vs_throughput(rd: RunData, scenario: str, points: dict[str, list[tup
         ax.axhline(line, color="red", linewidth=1, linestyle="--", label=slo_label(line))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"achieved checks/s (one point per worker count run: {workers_text(swept_workers(rd, scenario))})")
+    ax.set_xlabel("achieved checks/s (one point per worker count run: "
+                  f"{workers_text(swept_workers(rd, scenario))})")
     ax.set_ylabel("latency (ms): p95 solid, p50 dotted")
     ax.set_title(f"{scenario}: latency against throughput", fontsize=10)
     _plain_ticks(ax)
@@ -151,7 +155,8 @@ def absent(rd: RunData, scenario: str, levels: list[int], need: int = 2) -> dict
     """(backend, workers) -> why it has no line in a chart of this scenario at that worker count (fewer than
     `need` ops, or the phase not run), from the records; every backend the run measured is expected."""
     ph = rd.phases
-    expected = list(dict.fromkeys([*(ph["backend"] if not ph.empty else []), *(r.backend for r in rd.skipped)]))
+    expected = list(dict.fromkeys([*(ph["backend"] if not ph.empty else []),
+                                   *(r.backend for r in rd.skipped)]))
     out = {}
     for b in expected:
         for c in levels:
@@ -177,7 +182,8 @@ def absent_caption(rd: RunData, scenario: str, levels: list[int] | None = None, 
     """Markdown lines naming each backend the chart has no line for, and why, then a blank line (nothing when
     every backend is drawn)."""
     miss = absent(rd, scenario, swept_workers(rd, scenario) if levels is None else levels, need)
-    return [*(f"- No line for {b} at {workers_text([c])}: {why}." for (b, c), why in miss.items()), ""] if miss else []
+    return ([*(f"- No line for {b} at {workers_text([c])}: {why}." for (b, c), why in miss.items()), ""]
+            if miss else [])
 
 
 def bars(rd: RunData, panels: list[tuple[str, dict[str, float]]], chart_dir: Path) -> str | None:

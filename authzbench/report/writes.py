@@ -222,8 +222,9 @@ def _lag(backend: str, kinds: pd.DataFrame) -> Figure:
     (scylla's revocations: 1 op in 20261129-201802)."""
     poll = POLL_S * 1000
     ms = float(kinds["vis_p95_ms"].max())
-    return Figure(backend, ms, bounds=(max(0.0, ms - poll), ms + poll), detail=f"worst of {len(kinds)} write kinds",
-                  q=95.0, n=int(kinds["vis_ops"].sum()), fewest=int(kinds["vis_fewest"].min()), basis=LAG_BASIS)
+    return Figure(backend, ms, bounds=(max(0.0, ms - poll), ms + poll),
+                  detail=f"worst of {len(kinds)} write kinds", q=95.0, n=int(kinds["vis_ops"].sum()),
+                  fewest=int(kinds["vis_fewest"].min()), basis=LAG_BASIS)
 
 
 # the main report's digest --------------------------------------------------------------------------------
@@ -233,17 +234,19 @@ def digest(rd: RunData, out_dir: Path) -> str:
     if df.empty:
         return ""
     df = df[df["session"] & (df["concurrency"] == df["concurrency"].min())]
-    lines = ["## 7. Structural writes", "", "One worker, the backend's own read consistency: write p95 (ms), rows "
-             "touched per write (mean), visibility lag p95 (ms) until a check reflects the write, and stale allows "
-             f"{staleness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check still "
-             "allowed). Every consistency mode and worker count: appendix.",
+    lines = ["## 7. Structural writes", "",
+             "One worker, the backend's own read consistency: write p95 (ms), rows touched per write (mean), "
+             "visibility lag p95 (ms) until a check reflects the write, and stale allows "
+             f"{staleness.STALE_UNIT} [stale of revocations] (a stale allow: a revocation whose first check "
+             "still allowed). Every consistency mode and worker count: appendix.",
              "", link_target("structural-writes")]
     rows = []
     for b, g in df.groupby("backend", sort=False):
         row = {"backend": label(rd, b)}
         for r in g.itertuples():
             short = r.scenario.replace("write_", "").replace("revoke_then_check", "revoke")
-            row[short] = (f"{fmt_pct(r.write_p95_ms, r.write_fewest, 95.0, num)} ms; {counted(num(r.rows_mean), 'row')}; "
+            row[short] = (f"{fmt_pct(r.write_p95_ms, r.write_fewest, 95.0, num)} ms; "
+                          f"{counted(num(r.rows_mean), 'row')}; "
                           f"lag {fmt_pct(r.vis_p95_ms, r.vis_fewest, 95.0, num)} ms"
                           + (f"; stale {staleness.rate_cell(r.stale_allows, r.revocations)}" if r.revocations
                              else "") + f" (n={counted(f'{r.ops:,}', 'write')})")

@@ -13,7 +13,8 @@ from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import cell
 from authzbench.report.core.tables import label
 
-WRITE_PANELS = {"write_p95_ms": ("write", "write p95 (ms)"), "vis_p95_ms": ("visibility", "visibility lag p95 (ms)")}
+WRITE_PANELS = {"write_p95_ms": ("write", "write p95 (ms)"),
+                "vis_p95_ms": ("visibility", "visibility lag p95 (ms)")}
 
 
 def write_bars(rd: RunData, df: pd.DataFrame, col: str) -> dict[str, dict[str, tuple[float, bool]]]:
@@ -50,7 +51,8 @@ def structural_writes(rd: RunData, df: pd.DataFrame, chart_dir: Path) -> str | N
     return _save(fig, chart_dir, "structural_writes", tight=False)
 
 
-def _write_panel(rd: RunData, ax, bars: dict[str, dict[str, tuple[float, bool]]], backends: list[str]) -> None:
+def _write_panel(rd: RunData, ax, bars: dict[str, dict[str, tuple[float, bool]]],
+                 backends: list[str]) -> None:
     width, labelled = 0.8 / max(1, len(backends)), set()
     for i, kind in enumerate(bars):
         for j, b in enumerate(backends):

@@ -118,6 +118,6 @@ POSTGRES_SERVER = Build("PostgreSQL server (apt)", "authzbench.provision.pgclust
 def hand_built(store: str) -> tuple[Claim, ...]:
     """What a permission model built by hand on `store` gives beyond its checks: nothing the suite's model
     builds (each feature would be written on top of the store by the team that owns it)."""
-    why = (f"none of these: the model built by hand on {store} answers checks and lookups only; each would be "
-           "built on the store")
+    why = (f"none of these: the model built by hand on {store} answers checks and lookups only; each would "
+           "be built on the store")
     return tuple(Claim(f, False, why) for f in FEATURES)

@@ -119,7 +119,8 @@ def test_structural_write_and_size_sweep_charts_use_each_backends_fixed_colour(d
         b = bar.get_label().removesuffix(" †")
         if b in ("postgres", "scylla"):
             assert bar.get_facecolor() == to_rgba(charts.colour(b))
-    df = pd.DataFrame({"backend": ["postgres", "postgres", "scylla", "scylla"], "relationships": [1e5, 1e6] * 2,
+    df = pd.DataFrame({"backend": ["postgres", "postgres", "scylla", "scylla"],
+                       "relationships": [1e5, 1e6] * 2,
                        **{m: [1.0, 2.0, 3.0, 4.0] for m in scaling.MEASURES}})
     out = chart.size_sweep(rd, df, {"rows": "rows written"}, tmp_path)
     assert list(out) == ["rows"]

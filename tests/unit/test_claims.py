@@ -1,5 +1,5 @@
-"""Each system declares what its model gives a user beyond the benchmark's checks, one claim per feature, and a
-claim that names a test names one that exists (it exercises the claim against the real server)."""
+"""Each system declares what its model gives a user beyond the benchmark's checks, one claim per feature, and
+a claim that names a test names one that exists (it exercises the claim against the real server)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The appendix's features table: each measured backend's declared claims, marked declared, a ✓ only where a
-test against the real server exercises the claim, and the hand-built models' 'no' beside the engines' 'yes'."""
+test against the real server exercises the claim, and the hand-built models' 'no' beside the engines'
+'yes'."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Every chart is drawn in a chart module of the report (issue 57, issue 68): report/core/charts.py (the palette
-and the shared machinery) and each topic's chart module beside it (report/<topic>_chart.py, or chart.py in a
-topic package such as sweep/). No other module of authzbench/ imports matplotlib, at its top or inside a
-function."""
+"""Every chart is drawn in a chart module of the report (issue 57, issue 68): report/core/charts.py (the
+palette and the shared machinery) and each topic's chart module beside it (report/<topic>_chart.py, or
+chart.py in a topic package such as sweep/). No other module of authzbench/ imports matplotlib, at its top or
+inside a function."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ CHARTS = "report/core/charts.py"
 
 
 def is_chart_module(name: str) -> bool:
-    """report/core/charts.py, report/<topic>_chart.py, report/<package>/chart.py: never a module outside report/
-    nor one that only has "chart" somewhere in its name."""
+    """report/core/charts.py, report/<topic>_chart.py, report/<package>/chart.py: never a module outside
+    report/ nor one that only has "chart" somewhere in its name."""
     parts = name.removesuffix(".py").split("/")
     return name == CHARTS or (parts[0] == "report" and len(parts) in (2, 3)
                               and (parts[-1].endswith("_chart") or parts[-1] == "chart"))
@@ -37,7 +37,8 @@ def matplotlib_importers(modules: dict[str, str]) -> list[str]:
 def test_no_module_but_the_report_chart_modules_imports_matplotlib():
     modules = {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted(ROOT.rglob("*.py"))}
     others = {name: src for name, src in modules.items() if not is_chart_module(name)}
-    assert matplotlib_importers({CHARTS: modules[CHARTS]}), "charts.py no longer imports matplotlib: update this test"
+    assert matplotlib_importers({CHARTS: modules[CHARTS]}), (
+        "charts.py no longer imports matplotlib: update this test")
     assert not matplotlib_importers(others), "draw in the topic's chart module (report/<topic>_chart.py)"
 
 

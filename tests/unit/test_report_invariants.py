@@ -265,10 +265,12 @@ def test_the_rendered_heatmap_cells_are_coloured_by_their_first_letter(rendered,
     monkeypatch.setattr(decision_chart, "_save", lambda fig, d, name: name)
     picked = decision.rows(rd, dimensions.compute(rd))
     needs, backends, ranks_, texts, stand_in = decision._matrix(rd, picked, decision._backends(rd, picked))
-    assert decision_chart.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path, "x") == "decision"
+    assert decision_chart.decision_heatmap((needs, backends, ranks_, texts, stand_in), rd.path,
+                                           "x") == "decision"
     for i, row in enumerate(ranks_):
         for j, k in enumerate(row):
-            colour = decision_chart.cell_colour(standing(k) if k else None, texts[i][j] == "none", stand_in[j])
+            colour = decision_chart.cell_colour(standing(k) if k else None, texts[i][j] == "none",
+                                                stand_in[j])
             if k is not None and texts[i][j] != "none" and not stand_in[j]:
                 assert colour == decision_chart.RANK_COLOURS[min(standing(k), 4) - 1]
             elif k is None or texts[i][j] == "none":

@@ -1,9 +1,10 @@
 """The report is topics over a small core (docs/ARCHITECTURE.md, "The report pipeline"). The core
 (report/core/) reads the records and holds what every topic shares; a topic (reads, writes, churn, ...)
 owns its frame, figures, lines, tables and chart and imports only the core (a package topic, such as sweep/,
-its own modules too; a topic's chart module, <topic>_chart, is the topic's own); an assembler puts topics together into a document (document.py, compare.py,
-loadtest.py) or a summary across topics (the decision summary, the Findings and their dimensions). Every
-import statement of a report module, top-level or inside a function, read with ast, is an edge."""
+its own modules too; a topic's chart module, <topic>_chart, is the topic's own); an assembler puts topics
+together into a document (document.py, compare.py, loadtest.py) or a summary across topics (the decision
+summary, the Findings and their dimensions). Every import statement of a report module, top-level or inside
+a function, read with ast, is an edge."""
 
 from __future__ import annotations
 
@@ -15,16 +16,16 @@ import authzbench.report
 REPORT = Path(authzbench.report.__file__).parent
 
 TOPICS = frozenset({
-    "capacity", "churn", "features", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes", "overview", "reads",
-    "reference", "timeline", "validity", "writes",
+    "capacity", "churn", "features", "freshness", "hosts", "ingest", "load_tiers", "mixed", "outcomes",
+    "overview", "reads", "reference", "timeline", "validity", "writes",
     "churn_chart", "freshness_chart", "mixed_chart", "reads_chart", "writes_chart",
     "sweep", "sweep.growth", "sweep.projected", "sweep.runs", "sweep.scaling", "sweep.shapes", "sweep.chart"})
 # document, compare, loadtest: documents; decision (and its heatmap, decision_chart), findings, dimensions,
 # workloads, digest: what reads across the topics (the decision summary and its workload rows, the Findings,
 # the list of dimensions, the figure table and JSON beside the main report's per-topic digests)
 ASSEMBLERS = frozenset({
-    "__init__", "document", "compare", "loadtest", "decision", "decision_chart", "findings", "dimensions", "workloads",
-    "digest"})
+    "__init__", "document", "compare", "loadtest", "decision", "decision_chart", "findings", "dimensions",
+    "workloads", "digest"})
 
 
 def module_name(path: Path, root: Path = REPORT) -> str:

@@ -1,7 +1,8 @@
-"""The charts' shared machinery: the palette (one colour and marker per backend in every chart), the line style
-(† dashed and hollow), plain log ticks, the legend below the plot, the generic log-log chart and where a chart is
-saved. Each topic draws its own chart in its chart module (reads_chart.py, writes_chart.py, sweep/chart.py, ...)
-with these; importing this module selects the headless backend before any of them draws."""
+"""The charts' shared machinery: the palette (one colour and marker per backend in every chart), the line
+style († dashed and hollow), plain log ticks, the legend below the plot, the generic log-log chart and where
+a chart is saved. Each topic draws its own chart in its chart module (reads_chart.py, writes_chart.py,
+sweep/chart.py, ...) with these; importing this module selects the headless backend before any of them
+draws."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def slo_label(slo_ms: float) -> str:
 
 def _loglog(rd: RunData, df: pd.DataFrame, x: tuple[str, str, str], measures: dict[str, str], chart_dir: Path,
             prefix: str) -> dict[str, str]:
-    """A log-log chart per measure against column x = (column, axis label, title word), one line per backend."""
+    """A log-log chart per measure against column x = (column, axis label, title word), one line per
+    backend."""
     column, xlabel, word = x
     out = {}
     for m, title in measures.items():

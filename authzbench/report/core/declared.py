@@ -37,6 +37,7 @@ def cpu_example() -> str:
 
 
 def claims(backend: str) -> tuple:
-    """What the backend's model gives a user beyond the checks, as its system declares it (() = none declared)."""
+    """What the backend's model gives a user beyond the checks, as its system declares it (() = none
+    declared)."""
     s = systems().get(backend)
     return s.claims if s is not None else ()

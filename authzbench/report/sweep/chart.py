@@ -17,7 +17,8 @@ def size_sweep(rd: RunData, df: pd.DataFrame, measures: dict[str, str], chart_di
     return _loglog(rd, df, ("relationships", "relationships", "size"), measures, chart_dir, "scaling-")
 
 
-def shape_sweep(rd: RunData, df: pd.DataFrame, param: str, measures: dict[str, str], chart_dir: Path) -> dict[str, str]:
+def shape_sweep(rd: RunData, df: pd.DataFrame, param: str, measures: dict[str, str],
+                chart_dir: Path) -> dict[str, str]:
     """The shape sweep's log-log chart per measure against one parameter's values (report/shapes.py), drawn as
     size_sweep draws against relationships. measure -> chart path."""
     return _loglog(rd, df, ("value", param, param), measures, chart_dir, f"shape-{param}-")

@@ -7,7 +7,8 @@ SYSTEM = System(
     name="cockroach", adapter="",
     why_not_native="no adapter yet: no CockroachDB server is obtainable here to test one against "
                    "(SpiceDB on CockroachDB is spicedb-crdb)",
-    default=False, services=("cockroach",), endpoint="authzbench.systems.cockroach.endpoint:endpoint_from_compose",
+    default=False, services=("cockroach",),
+    endpoint="authzbench.systems.cockroach.endpoint:endpoint_from_compose",
     colour=9, order=6, aliases=("CockroachDB", "crdb"),
     claims=hand_built("CockroachDB"),
 )

@@ -24,6 +24,7 @@ SYSTEM = System(
     image_files="authzbench.systems.openfga.native:image_files",
     image_versions="authzbench.systems.openfga.native:image_versions",
     crosscheck="authzbench.systems.openfga.crosscheck", loadtest=3, colour=6, order=3, aliases=("OpenFGA",),
-    stale_reports=("https://github.com/openfga/openfga/pull/2843",),  # a fresh-mode read missing a committed write
+    # a fresh-mode read missing a committed write
+    stale_reports=("https://github.com/openfga/openfga/pull/2843",),
     claims=OPENFGA_CLAIMS,
 )

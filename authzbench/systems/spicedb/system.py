@@ -14,7 +14,8 @@ IMAGE = dict(image="spicedb", image_files="authzbench.systems.spicedb.native:ima
              image_versions="authzbench.systems.spicedb.native:image_versions")
 
 SPICEDB_CLAIMS = (
-    Claim("consistency tokens", True, "ZedTokens: a write returns one, a read at_least_as_fresh of it sees the write",
+    Claim("consistency tokens", True,
+          "ZedTokens: a write returns one, a read at_least_as_fresh of it sees the write",
           "tests/backends/test_spicedb.py::test_write_is_visible_at_least_as_fresh_as_its_token"),
     Claim("watch / change stream", True, "the Watch API streams relationship changes"),
     Claim("wildcards", True, "a subject type user:* in the schema grants every user"),
@@ -23,12 +24,15 @@ SPICEDB_CLAIMS = (
 )
 
 SYSTEMS = (
-    System(name="spicedb-pg", claims=SPICEDB_CLAIMS, adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
+    System(name="spicedb-pg", claims=SPICEDB_CLAIMS,
+           adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
            native="authzbench.systems.spicedb.native", models=BOTH, drivers=DRIVERS, extra="spicedb",
-           services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO), tiers="authzbench.systems.spicedb.native:tier",
-           crosscheck="authzbench.systems.spicedb.crosscheck", loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
+           services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO),
+           tiers="authzbench.systems.spicedb.native:tier", crosscheck="authzbench.systems.spicedb.crosscheck",
+           loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
            cpu_counts="SpiceDB and its PostgreSQL together", **STALE, **IMAGE),
-    System(name="spicedb-crdb", claims=SPICEDB_CLAIMS, adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
+    System(name="spicedb-crdb", claims=SPICEDB_CLAIMS,
+           adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
            why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
            default=False, models=BOTH, drivers=DRIVERS, extra="spicedb", services=("spicedb-crdb",), colour=8,
            order=5, aliases=("SpiceDB",), **STALE, **IMAGE),
