@@ -20,7 +20,7 @@ ROOT = Path(authzbench.__file__).parent
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("", "core")),  # leaf utilities
     ("model", ("schema",)),
-    ("generator", ("generator",)),
+    ("generator", ("generator", "imports")),  # made graphs and read ones: both write the dataset format
     ("truth", ("truth",)),
     ("systems", ("systems", "systems.*.system")),  # the loader, the contract and every declaration
     ("backends", ("backends", "systems.*.*")),  # a system folder's adapter and its parts
