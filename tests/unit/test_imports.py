@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("measure", ("measure",)),  # running it: the runner, its workers, the one timing of an op
     ("run", ("config", "run")),
     ("report", ("report",)),
-    ("command", ("commands", "tools", "systems.*.tools")),  # a system folder's own tools too
+    ("command", ("commands", "decide", "tools", "systems.*.tools")),  # a system folder's own tools too
     ("cli", ("cli",)),
 ]
 
