@@ -50,6 +50,12 @@ def round_values(rows: pd.DataFrame, q: float | None) -> np.ndarray:
     return v if len(v) >= 2 else np.empty(0)
 
 
+def round_value(rows: pd.DataFrame, q: float | None, merged: float) -> float:
+    """The figure alone: the median over rounds, or the merged figure when the rounds cannot carry it."""
+    v = round_values(rows, q)
+    return float(np.median(v)) if len(v) else merged
+
+
 def round_figure(
     rows: pd.DataFrame, q: float | None, merged: float) -> tuple[float, tuple[float, float] | None]:
     """(the figure, its interval): the median over rounds with their range, widened by the percentile's
@@ -57,7 +63,7 @@ def round_figure(
     v = round_values(rows, q)
     if len(v) == 0:
         return merged, (percentile_bounds(rows, q, merged) if q is not None else _slice_bounds(rows, merged))
-    value = float(np.median(v))
+    value = round_value(rows, q, merged)
     lo, hi = float(v.min()), float(v.max())
     if q is not None and (ci := order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q)):
         lo, hi = min(lo, ci[0]), max(hi, ci[1])

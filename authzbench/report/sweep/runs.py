@@ -12,6 +12,7 @@ import pandas as pd
 
 from authzbench.core.records import IngestBounded
 from authzbench.report.core.data import RunData, merged_summary, sweep_runs
+from authzbench.report.core.noise import round_value
 from authzbench.report.core.ranking import Dimension, Figure
 from authzbench.report.core.tables import label
 from authzbench.workloads.catalog import SCENARIOS
@@ -41,20 +42,30 @@ def labelled(runs: list[RunData], df: pd.DataFrame) -> pd.DataFrame:
 
 def _latency(
     ph: pd.DataFrame, backend: str, scenarios: list[str], kind: str, prefix: str) -> dict[str, float]:
-    """{prefix}_p50_ms / _p95_ms over every round merged, and each one's lowest and highest round (_lo, _hi:
-    the spread the growth fit's power-law tests and the projections' ranges rest on)."""
+    """{prefix}_p50_ms / _p95_ms as every figure is taken (noise.round_value: the median over rounds, each
+    round being its scenarios' ops merged), and each one's lowest and highest round (_lo, _hi: the spread the
+    growth fit's power-law tests and the projections' ranges rest on). Pooled over every op instead, the
+    figure leaned to the longest round and disagreed with the same run's own tables."""
     sub = ph[(ph["backend"] == backend) & ph["scenario"].isin(scenarios) & (ph["kind"] == kind)
              & (ph["mode"] == "closed")]
     if sub.empty:
         return {}
     sub = sub[sub["concurrency"] == sub["concurrency"].min()]
-    s = merged_summary([h for hs in sub["hists"] for h in hs])
-    rounds = [merged_summary([h for hs in g["hists"] for h in hs]) for _, g in sub.groupby("repeat")]
-    out = {f"{prefix}_p50_ms": s.p50_ms, f"{prefix}_p95_ms": s.p95_ms}
+    pooled = merged_summary([h for hs in sub["hists"] for h in hs])
+    rounds = pd.DataFrame([_round(g) for _, g in sub.groupby("repeat")])
+    out: dict[str, float] = {}
     for q in ("p50", "p95"):
-        v = [getattr(r, f"{q}_ms") for r in rounds]
-        out[f"{prefix}_{q}_ms_lo"], out[f"{prefix}_{q}_ms_hi"] = min(v), max(v)
+        v = rounds[f"{q}_ms"]
+        out[f"{prefix}_{q}_ms"] = round_value(rounds, float(q[1:]), getattr(pooled, f"{q}_ms"))
+        out[f"{prefix}_{q}_ms_lo"], out[f"{prefix}_{q}_ms_hi"] = float(v.min()), float(v.max())
     return out
+
+
+def _round(g: pd.DataFrame) -> dict:
+    """One round of a measure over several scenarios: their ops merged, as a phase row reads."""
+    hists = [h for hs in g["hists"] for h in hs]
+    s = merged_summary(hists)
+    return {"hists": hists, "ops": int(g["ops"].sum()), "p50_ms": s.p50_ms, "p95_ms": s.p95_ms}
 
 
 def size_table(runs: list[RunData]) -> pd.DataFrame:
