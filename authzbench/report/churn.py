@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.core.records import Interval, PhaseSkipped, as_dict
+from authzbench.core.records import Interval, PhaseSkipped
 from authzbench.report import churn_chart
 from authzbench.report.core import charts
 from authzbench.report.core.data import RunData, derived, merged_summary
@@ -100,7 +100,7 @@ def _step_row(rd: RunData, b: str, rate: float, g: pd.DataFrame) -> dict:
     chk, wr = g[g["kind"] == "check"], g[g["kind"] == "write"]
     reads = _hists(g, "check")
     phases = set(g["phase"])
-    step = step_of(as_dict(r) for r in rd.records if isinstance(r, Interval) and r.phase in phases)
+    step = step_of(r for r in rd.records if isinstance(r, Interval) and r.phase in phases)
     objective, fresh = slo(rd)["check_p95_ms"], settings(rd)["freshness_s"]
     read_ops, read_p95 = int(chk["ops"].sum()), _p(reads, "p95_ms")
     read_iv = percentile_bounds(chk[chk["ops"] > 0], 95.0, read_p95) if reads else None

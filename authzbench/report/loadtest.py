@@ -9,7 +9,7 @@ from pathlib import Path
 
 from authzbench.core.errors import UserError
 from authzbench.core.metrics import decode, percentile
-from authzbench.core.records import Loadtest, as_dict
+from authzbench.core.records import Loadtest
 from authzbench.report.core.published import load_published
 from authzbench.results.store import RunStore
 
@@ -23,17 +23,17 @@ def _ms(h, q: float | None = None) -> float:
     return (h.get_mean_value() if q is None else percentile(h, q)) / 1000.0
 
 
-def row(rec: dict) -> str:
+def row(rec: Loadtest) -> str:
     """One engine's figures: request duration from send, throughput, drops, checks."""
-    h, hi = decode(rec["duration_hist"]), decode(rec["from_intended_hist"])
-    n, ok = rec["iterations"], rec["iterations"] - rec["errors"]
+    h, hi = decode(rec.duration_hist), decode(rec.from_intended_hist)
+    n, ok = rec.iterations, rec.iterations - rec.errors
     pct = 100.0 * ok / n if n else float("nan")
-    answered_right = ok - rec["mismatches"]
+    answered_right = ok - rec.mismatches
     return (
-        f"| {rec['label']} | {rec['variant']} | {_ms(h):.2f} | {h.get_min_value() / 1000:.2f} | "
+        f"| {rec.label} | {rec.variant} | {_ms(h):.2f} | {h.get_min_value() / 1000:.2f} | "
         f"{_ms(h, 50):.2f} | {h.get_max_value() / 1000:.2f} | {_ms(h, 90):.2f} | {_ms(h, 95):.2f} | "
-        f"{n / rec['wall_s']:,.1f} | {n:,} | {rec['dropped']:,} | {pct:.2f}% ({ok:,} out of {n:,}) | "
-        f"{answered_right:,} of {ok:,} | {100.0 * rec['allowed'] / max(ok, 1):.1f}% | {_ms(hi, 95):.2f} |")
+        f"{n / rec.wall_s:,.1f} | {n:,} | {rec.dropped:,} | {pct:.2f}% ({ok:,} out of {n:,}) | "
+        f"{answered_right:,} of {ok:,} | {100.0 * rec.allowed / max(ok, 1):.1f}% | {_ms(hi, 95):.2f} |")
 
 
 def published_row() -> str:
@@ -45,19 +45,19 @@ def published_row() -> str:
         f"| {p['checks']} | {p['answers']} | {p['allowed']} | {p['p95_intended']} |")
 
 
-def render(records: list[dict], context: list[str]) -> str:
+def render(records: list[Loadtest], context: list[str]) -> str:
     """The markdown section: the layout of the document's table, then what each variant caps."""
     lines = [
         f"## The {load_published()['loadtest']['engine']} load test, reproduced", "", *context, "", HEADER,
         "|" + "---|" * HEADER.count(" | ") + "---|", published_row()]
     lines += [row(r) for r in records]
-    busy = {(r["label"], r["variant"]): r["max_busy_vus"] for r in records}
+    busy = {(r.label, r.variant): r.max_busy_vus for r in records}
     lines += [
         "", "Most VUs busy at once: " + ", ".join(f"{k[0]} {k[1]} {v:,}" for k, v in busy.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
-def write(records: list[dict], context: list[str], out: Path) -> Path:
+def write(records: list[Loadtest], context: list[str], out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     engine = load_published()["loadtest"]["engine"]
     out.write_text(f"# {engine} load test (k6 scenario) on identical data\n\n" + render(records, context))
@@ -74,5 +74,5 @@ def render_run(run: Path, out_dir: Path) -> Path:
         raise UserError(
             f"{run}: no loadtest_context in its manifest (not a load test, or one recorded before "
             "the context was kept)")
-    records = [as_dict(r) for r in store.typed() if isinstance(r, Loadtest)]  # the rows read them by name
+    records = [r for r in store.typed() if isinstance(r, Loadtest)]
     return write(records, context, out_dir / f"loadtest-{run.name}.md")

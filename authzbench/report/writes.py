@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from authzbench.core.records import PhaseEnd, Restored, as_dict
+from authzbench.core.records import PhaseEnd, Restored
 from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.report import writes_chart
 from authzbench.report.core import charts, staleness
@@ -41,12 +41,14 @@ def _strict_stale_allows(rd: RunData, df: pd.DataFrame) -> list[str]:
 
 
 def restored_table(rd: RunData) -> pd.DataFrame:
-    rows = [as_dict(r) for r in rd.records if isinstance(r, Restored)]
+    rows = [{"backend": r.backend, "phase": r.phase, "checked": r.checked, "mismatches": r.mismatches,
+             # None after mixed phases: they leave no scratch rows
+             "scratch_left": r.scratch_left or 0, "scratch_cleaned": r.scratch_cleaned or 0,
+             "scratch_still_left": r.scratch_still_left or 0}
+            for r in rd.records if isinstance(r, Restored)]
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows)
-    for col in ("scratch_left", "scratch_cleaned", "scratch_still_left"):  # absent after mixed phases
-        df[col] = df[col].fillna(0).astype(int) if col in df else 0
     return (df.groupby("backend", sort=False)
             .agg(phases=("phase", "size"), checked=("checked", "sum"), mismatches=("mismatches", "sum"),
                  scratch_left=("scratch_left", "sum"), scratch_cleaned=("scratch_cleaned", "sum"),

@@ -40,7 +40,7 @@ class PhaseSeat:
 
 
 def attempt(seat: PhaseSeat, spec: PhaseSpec, inputs: list, heavy_restore: str = "lookup",
-            restore_check: bool = True, tap: list[dict] | None = None) -> tuple[bool, Any]:
+            restore_check: bool = True, tap: list[rec.Interval] | None = None) -> tuple[bool, Any]:
     """Run one phase once; (True when foreign CPU disturbed it and a re-run is still allowed, its result).
     restore_check=False: a mixed phase that ended cleanly is not restore-checked, a write scenario's only on
     the users its ops touched (phase_plan.RestoreChecks)."""
@@ -100,7 +100,7 @@ def _run_phase(spec: PhaseSpec, factory: BackendFactory, inputs: list, sink, con
     return run_phase_distributed(spec, factory, inputs, sink, client, on_window=on_window)
 
 
-def _phase_sink(store: RunStore, tap: list[dict] | None = None):
+def _phase_sink(store: RunStore, tap: list[rec.Interval] | None = None):
     """store.append for a phase's records (also called from the monitor's thread): when the results dir
     stops taking writes, the phase is stopped like on a signal (workers end, nothing hangs) and the run
     then ends with that one error. With `tap`, the phase's intervals are also collected there (a churn step's
@@ -108,7 +108,7 @@ def _phase_sink(store: RunStore, tap: list[dict] | None = None):
 
     def append(record: rec.Record) -> None:
         if tap is not None and isinstance(record, rec.Interval):
-            tap.append(rec.as_dict(record))
+            tap.append(record)
         try:
             store.append(record)
         except ResultsUnwritable as e:

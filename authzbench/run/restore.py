@@ -11,7 +11,7 @@ import numpy as np
 
 from authzbench.backends.base import Backend
 from authzbench.core.console import say
-from authzbench.core.records import Restored, as_dict
+from authzbench.core.records import Interval, Restored, as_dict
 from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.results.store import RunStore
 from authzbench.run.servers import Session
@@ -140,7 +140,7 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
     return rec
 
 
-def touched_ops(spec, inputs: list, intervals: list[dict], clean: bool) -> list:
+def touched_ops(spec, inputs: list, intervals: list[Interval], clean: bool) -> list:
     """The structural ops a write phase or churn step may have left changed, for the restore check's repair (2
     fully consistent checks an op: ~28 ms each on Permify, 11 s for a phase's 200 ops). A write phase's worker
     w starts every n-th input from w, in order, and counts them ("started"); a churn step's writers reuse
@@ -153,8 +153,8 @@ def touched_ops(spec, inputs: list, intervals: list[dict], clean: bool) -> list:
         return []
     started: dict[int, int] = {}
     for iv in intervals:
-        if iv["kind"] == "write":
-            started[iv["worker"]] = started.get(iv["worker"], 0) + (iv.get("extra") or {}).get("started", 0)
+        if iv.kind == "write":
+            started[iv.worker] = started.get(iv.worker, 0) + (iv.extra or {}).get("started", 0)
     n = spec.concurrency
     picked = {(w + n * i + spec.input_offset) % len(inputs) for w, s in started.items() for i in range(s)}
     warm = [inputs[k][2]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from authzbench.core.numbers import num
+from authzbench.core.records import Interval
 
 # Changes per second, one step each. A step of CHURN_STEP_S at 0.1/s would hold no change, so the sweep starts
 # at 1/s; x10 a step spans a group-sync job (1/s) to an identity provider's bulk import (100/s).
@@ -97,8 +98,8 @@ def interval_text(iv: tuple[float, float] | None) -> str:
     return "" if iv is None else f" [{num(iv[0])}-{num(iv[1])}]"
 
 
-def step_of(intervals: Iterable[dict]) -> Step:
-    """A churn step's Step from its phase's Interval records (as dicts): "check" (the reads), "write" (one
+def step_of(intervals: Iterable[Interval]) -> Step:
+    """A churn step's Step from its phase's Interval records: "check" (the reads), "write" (one
     op a change; late, extras scheduled and unissued, errors with NeverVisible) and "visibility" (the lag,
     µs)."""
     from authzbench.core.metrics import merge, summarize
@@ -106,16 +107,16 @@ def step_of(intervals: Iterable[dict]) -> Step:
     hists: dict[str, list[str]] = {"check": [], "visibility": []}
     sums = {"scheduled": 0, "late": 0, "never_visible": 0, "read_errors": 0, "write_errors": 0}
     for iv in intervals:
-        kind, extra, errors = iv["kind"], iv.get("extra") or {}, iv.get("errors") or {}
-        if kind in hists and iv["ops"]:
-            hists[kind].append(iv["hist"])
+        kind, extra, errors = iv.kind, iv.extra or {}, iv.errors or {}
+        if kind in hists and iv.ops:
+            hists[kind].append(iv.hist)
         if kind == "check":
-            sums["read_errors"] += iv["timeouts"] + sum(errors.values())
+            sums["read_errors"] += iv.timeouts + sum(errors.values())
         elif kind == "write":
             sums["scheduled"] += extra.get("scheduled", 0)
-            sums["late"] += iv["late"] + extra.get("unissued", 0)
+            sums["late"] += iv.late + extra.get("unissued", 0)
             sums["never_visible"] += errors.get("NeverVisible", 0)
-            sums["write_errors"] += iv["timeouts"] + sum(n for e, n in errors.items() if e != "NeverVisible")
+            sums["write_errors"] += iv.timeouts + sum(n for e, n in errors.items() if e != "NeverVisible")
     read, lag = (summarize(merge(hists[k])) if hists[k] else None for k in ("check", "visibility"))
     return Step(
         read_p95_ms=read.p95_ms if read else None, lag_p95_s=lag.p95_ms / 1000 if lag else None, **sums)
@@ -166,13 +167,13 @@ class ChurnSweep:
                 f"{CHURN_LATE_S:g} s: at least {late:g} of {due:g} changes would start late")
         return ""
 
-    def tap(self, spec: Any) -> list[dict] | None:
+    def tap(self, spec: Any) -> list[Interval] | None:
         """Where a phase's interval records are collected for the sweep (None: the sweep does not read it)."""
         one_writer = spec.concurrency == 1 and not spec.consistency and spec.scenario in WRITE_PHASES
         self._open = "step" if spec.churn_writers else "writes" if one_writer else ""
         return [] if self._open else None
 
-    def judge(self, tap: list[dict] | None) -> None:
+    def judge(self, tap: list[Interval] | None) -> None:
         kind, self._open = self._open, ""
         if tap is None:
             return
@@ -182,8 +183,8 @@ class ChurnSweep:
             self.fastest_write_s = min(quickest, self.fastest_write_s or quickest)
 
 
-def _quickest_write_s(intervals: list[dict]) -> float | None:
+def _quickest_write_s(intervals: list[Interval]) -> float | None:
     from authzbench.core.metrics import merge, summarize
 
-    hists = [iv["hist"] for iv in intervals if iv["kind"] == "write" and iv["ops"]]
+    hists = [iv.hist for iv in intervals if iv.kind == "write" and iv.ops]
     return summarize(merge(hists)).min_ms / 1000 if hists else None

@@ -8,7 +8,7 @@ import pytest
 
 from authzbench.config import BenchConfig, Churn
 from authzbench.core.errors import UserError
-from authzbench.core.records import as_dict
+from authzbench.core.records import Interval, as_dict, decode
 from authzbench.measure.inflight import CHURN_EXTRAS
 from authzbench.measure.runner import BackendFactory, run_phase
 from authzbench.run.phase_plan import CHURN_READERS, _churn_specs
@@ -72,7 +72,7 @@ def test_a_churn_step_carries_the_contracts_phase_id_kinds_and_extras(tiny, inpu
     assert w["stale_allows"] == 0 == w["stale_reads"] and w["errors"] == {}
     # the changes and probes are not the checks' schedule
     assert res.status == "complete" and res.dropped == 0
-    step = step_of([r for r in recs if r["type"] == "interval"])
+    step = step_of([decode(r) for r in recs if r["type"] == "interval"])
     assert step.scheduled == 20 and step.late == 0 and step.read_p95_ms is not None
 
 
@@ -98,7 +98,7 @@ def test_the_sweep_stops_at_the_first_step_whose_reads_slow_past_the_slo_with_th
             continue
         tap = sweep.tap(spec)
         _, recs = _step(tiny, inputs, spec)
-        tap += [r for r in recs if r["type"] == "interval"]
+        tap += [decode(r) for r in recs if r["type"] == "interval"]
         ran.append(spec.churn_rate)
         sweep.judge(tap)
     assert ran == [2.0, 5.0, 200.0], sweep.reason
@@ -114,25 +114,30 @@ def test_a_step_is_computed_from_its_intervals_late_and_unissued_changes_togethe
             h.record_value(v)
         return encode(h)
 
-    base = dict(errors={}, timeouts=0, late=0, extra={})
-    ivs = [dict(base, kind="check", hist=hist(*[1000] * 19, 40_000), ops=20, errors={"Boom": 1}),
-           dict(base, kind="write", hist=hist(500), ops=1, late=2, extra={"scheduled": 10, "unissued": 1},
-                errors={"NeverVisible": 1, "OSError": 2}),
-           dict(base, kind="visibility", hist=hist(2_000_000), ops=1)]
+    ivs = [_iv(kind="check", hist=hist(*[1000] * 19, 40_000), ops=20, errors={"Boom": 1}),
+           _iv(kind="write", hist=hist(500), ops=1, late=2, extra={"scheduled": 10, "unissued": 1},
+               errors={"NeverVisible": 1, "OSError": 2}),
+           _iv(kind="visibility", hist=hist(2_000_000), ops=1)]
     step = step_of(ivs)
     assert step == Step(read_p95_ms=pytest.approx(1.0, rel=0.01), scheduled=10, late=3, never_visible=1,
                         lag_p95_s=pytest.approx(2.0, rel=0.01), read_errors=1, write_errors=2)
 
 
-def _write_phase_tap(*write_us: int) -> list[dict]:
+def _iv(**fields) -> Interval:
+    """An Interval record with what a test does not care about filled in."""
+    base = dict(phase="p", backend="b", scenario="s", worker=0, kind="check", hist="", ops=0, errors={},
+                timeouts=0, mismatches=0, examples=[], results=0, duplicates=0, checked=0, late=0, extra={})
+    return Interval(**{**base, **fields})
+
+
+def _write_phase_tap(*write_us: int) -> list[Interval]:
     from authzbench.core.metrics import encode, new_histogram
 
     h = new_histogram()
     for v in write_us:
         h.record_value(v)
-    base = dict(errors={}, timeouts=0, late=0, extra={})
-    return [dict(base, kind="write", hist=encode(h), ops=len(write_us)),
-            dict(base, kind="visibility", hist=encode(h), ops=len(write_us))]
+    return [_iv(kind="write", hist=encode(h), ops=len(write_us)),
+            _iv(kind="visibility", hist=encode(h), ops=len(write_us))]
 
 
 def test_a_step_the_write_phases_show_cannot_keep_its_schedule_is_foreseen_and_not_run():
@@ -225,10 +230,8 @@ def test_the_restore_check_repairs_the_ops_a_write_phases_workers_started_and_th
 
     inputs = [("structural", f"op{k}", f"warm{k}") for k in range(20)]
     spec = PhaseSpec("b", "write_acl", concurrency=2, iterations=20, warmup=2)
-    ivs = [
-        {"kind": "write", "worker": 0, "extra": {"started": 2}}, {"kind": "write", "worker": 1, "extra": {}},
-        {"kind": "write", "worker": 1, "extra": {"started": 1}},
-        {"kind": "visibility", "worker": 0, "extra": {}}]
+    ivs = [_iv(kind="write", worker=0, extra={"started": 2}), _iv(kind="write", worker=1, extra={}),
+           _iv(kind="write", worker=1, extra={"started": 1}), _iv(kind="visibility", worker=0, extra={})]
     assert touched_ops(spec, inputs, ivs, clean=True) == ["op0", "op1", "op2", "warm0", "warm1"]
     assert len(touched_ops(spec, inputs, ivs, clean=False)) == 40  # a worker stopped: every op and warm-up op
 

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from authzbench.core.metrics import decode
+from authzbench.core.records import Loadtest
 from authzbench.measure import k6, timing
 from authzbench.measure.k6 import run_plan
 from authzbench.report.loadtest import render
@@ -70,7 +71,9 @@ def test_ids_repeat_the_previous_id_as_often_as_the_script_says():
 
 def test_the_table_has_the_documents_columns_and_its_published_row():
     res = run_plan(_plan(max_vus=20, think_s=0.0), Fake, [(1, 2, True)])
-    md = render([{"label": "Fake 1.0", "variant": "corrected", **res.record()}], ["context"])
+    rec = Loadtest(backend="fake", label="Fake 1.0", variant="corrected", plan={}, dataset_hash="",
+                   **res.record())
+    md = render([rec], ["context"])
     assert "| 745.9 |" in md and "| 271,664 |" in md and "p(95) (ms)" in md and "dropped iterations" in md
     assert "| Fake 1.0 | corrected |" in md and "80 out of 80" in md
 
