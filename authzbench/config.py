@@ -24,7 +24,7 @@ from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
 from authzbench.provision.manager import MODES, default_mode, external_url_var, runs_natively
 from authzbench.provision.tiers import DEFAULT_TIER, TIERS, engines
-from authzbench.systems import load, systems
+from authzbench.systems import VERSION, load, split, system, systems
 from authzbench.workloads.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.workloads.writes import MIXED_KINDS
@@ -88,6 +88,34 @@ def _check_engine() -> None:
         raise UserError(f"--provision compose: {e}; `authzbench engine up` finds or starts one") from None
 
 
+def _check_label(label: str, provision: str) -> None:
+    """NAME@VERSION: a release tag (vX.Y.Z) of a system with a versioned build, built natively; one line
+    otherwise, before anything starts."""
+    name, version = split(label)
+    if "@" not in label:
+        return
+    if not VERSION.fullmatch(version):
+        raise UserError(f"--backend {label}: a version is a release tag vX.Y.Z (e.g. v1.57.1), "
+                        f"got {version!r}")
+    if not system(name).versioned:
+        some = ", ".join(n for n, s in systems().items() if s.versioned)
+        raise UserError(f"--backend {label}: {name} has no versioned build (NAME@VERSION is for {some})")
+    if provision != "native":
+        raise UserError(
+            f"--backend {label}: a version is built here, so it runs with --provision native only")
+
+
+def _check_served(labels: list[str]) -> None:
+    """Every NAME@VERSION served by the Go module proxy (or already built): asked after every label's form is
+    checked and before any build starts (provision/gobuild.not_served)."""
+    from authzbench.provision.gobuild import not_served
+
+    for label in labels:
+        name, version = split(label)
+        if version and (why := not_served(load(system(name).versioned)(version))):
+            raise UserError(f"--backend {label}: {why}")
+
+
 def default_backends() -> list[str]:
     return [n for n, e in systems().items() if e.default]
 
@@ -139,7 +167,10 @@ class ServerChoice:
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
         for b in self.backends:
+            _check_label(b, self.provision)
+        for b in self.backends:
             _check_runnable(b, self.provision, self.options)
+        _check_served(self.backends)
         if self.provision == "compose":
             _check_engine()
         if not self.max_load_minutes > 0:
@@ -202,7 +233,7 @@ class ServerChoice:
         given = self.options.get("consistency")
         if given and given != "fully_consistent":
             raise UserError(f"--tier strict reads fully_consistent; --consistency {given} contradicts it")
-        tiered = [b for b in self.backends if b in engines()]
+        tiered = [b for b in self.backends if split(b)[0] in engines()]
         if tiered and self.provision != "native":
             raise UserError(
                 f"--tier strict needs --provision native for {', '.join(tiered)}: only the native "
