@@ -22,9 +22,10 @@ from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.registry import backend_class, entry, missing_driver
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
+from authzbench.provision.labels import check_labels, check_served
 from authzbench.provision.manager import MODES, default_mode, external_url_var, runs_natively
 from authzbench.provision.tiers import DEFAULT_TIER, TIERS, engines
-from authzbench.systems import VERSION, load, split, system, systems
+from authzbench.systems import load, split, systems
 from authzbench.workloads.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.workloads.writes import MIXED_KINDS
@@ -88,34 +89,6 @@ def _check_engine() -> None:
         raise UserError(f"--provision compose: {e}; `authzbench engine up` finds or starts one") from None
 
 
-def _check_label(label: str, provision: str) -> None:
-    """NAME@VERSION: a release tag (vX.Y.Z) of a system with a versioned build, built natively; one line
-    otherwise, before anything starts."""
-    name, version = split(label)
-    if "@" not in label:
-        return
-    if not VERSION.fullmatch(version):
-        raise UserError(f"--backend {label}: a version is a release tag vX.Y.Z (e.g. v1.57.1), "
-                        f"got {version!r}")
-    if not system(name).versioned:
-        some = ", ".join(n for n, s in systems().items() if s.versioned)
-        raise UserError(f"--backend {label}: {name} has no versioned build (NAME@VERSION is for {some})")
-    if provision != "native":
-        raise UserError(
-            f"--backend {label}: a version is built here, so it runs with --provision native only")
-
-
-def _check_served(labels: list[str]) -> None:
-    """Every NAME@VERSION served by the Go module proxy (or already built): asked after every label's form is
-    checked and before any build starts (provision/gobuild.not_served)."""
-    from authzbench.provision.gobuild import not_served
-
-    for label in labels:
-        name, version = split(label)
-        if version and (why := not_served(load(system(name).versioned)(version))):
-            raise UserError(f"--backend {label}: {why}")
-
-
 def default_backends() -> list[str]:
     return [n for n, e in systems().items() if e.default]
 
@@ -166,11 +139,10 @@ class ServerChoice:
         self._validate_workers_on()
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
-        for b in self.backends:
-            _check_label(b, self.provision)
+        check_labels(self.backends, self.provision)  # NAME@VERSION: its form, before any backend is asked
         for b in self.backends:
             _check_runnable(b, self.provision, self.options)
-        _check_served(self.backends)
+        check_served(self.backends)
         if self.provision == "compose":
             _check_engine()
         if not self.max_load_minutes > 0:
