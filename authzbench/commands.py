@@ -476,8 +476,11 @@ def _up(args: argparse.Namespace) -> int:
 
     if not args.backend:
         raise UserError("name the backend(s) to start, e.g. `authzbench up postgres`")
+    # every name checked (NAME@VERSION served too) before the first server starts
+    mode = args.provision or default_mode()
+    ServerChoice(backends=list(args.backend), provision=mode, tier=args.tier).validate()
     for name in args.backend:
-        servers = ServerChoice(backends=[name], provision=args.provision or default_mode(), tier=args.tier)
+        servers = ServerChoice(backends=[name], provision=mode, tier=args.tier)
         servers.validate()
         # the model only reaches the adapters `up` never makes: the default one
         sess = Session(name, servers, "rebac")

@@ -22,9 +22,10 @@ from authzbench.backends.base import BackendOptions, option_names, parse_options
 from authzbench.backends.registry import backend_class, entry, missing_driver
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.generator.profiles import resolve
+from authzbench.provision.labels import check_labels, check_served
 from authzbench.provision.manager import MODES, default_mode, external_url_var, runs_natively
 from authzbench.provision.tiers import DEFAULT_TIER, TIERS, engines
-from authzbench.systems import load, systems
+from authzbench.systems import load, split, systems
 from authzbench.workloads.catalog import DEFAULT_DAU, DEFAULT_SCENARIOS_BY_MODEL, scenario
 from authzbench.workloads.churn import CHURN_FRESHNESS_S, CHURN_RATES, CHURN_READ_RATE, CHURN_STEP_S
 from authzbench.workloads.writes import MIXED_KINDS
@@ -138,8 +139,10 @@ class ServerChoice:
         self._validate_workers_on()
         if self.provision not in MODES:
             raise UserError(f"unknown provision mode {self.provision!r}; valid: {', '.join(MODES)}")
+        check_labels(self.backends, self.provision)  # NAME@VERSION: its form, before any backend is asked
         for b in self.backends:
             _check_runnable(b, self.provision, self.options)
+        check_served(self.backends)
         if self.provision == "compose":
             _check_engine()
         if not self.max_load_minutes > 0:
@@ -202,7 +205,7 @@ class ServerChoice:
         given = self.options.get("consistency")
         if given and given != "fully_consistent":
             raise UserError(f"--tier strict reads fully_consistent; --consistency {given} contradicts it")
-        tiered = [b for b in self.backends if b in engines()]
+        tiered = [b for b in self.backends if split(b)[0] in engines()]
         if tiered and self.provision != "native":
             raise UserError(
                 f"--tier strict needs --provision native for {', '.join(tiered)}: only the native "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from authzbench.core.console import console, say
-from authzbench.systems import load, system
+from authzbench.systems import load, split, system
 from authzbench.systems.contract import Build
 
 
@@ -44,9 +44,22 @@ def _step(b: Build) -> BuildStep:
         b.what, lambda: load(b.run)(), b.expect, lambda: bool(load(b.ready)()), b.run.partition(":")[0])
 
 
+def _version_step(b: Build, name: str) -> BuildStep:
+    """NAME@VERSION's build of that release in place of the pinned one's step (its system's `versioned`)."""
+    from authzbench.provision.gobuild import go_binary_ready
+
+    version = split(name)[1]
+    module = load(system(name).versioned)
+    what = b.what.replace(" (", f" {version} (", 1)  # "spicedb v1.56.2 (go build)"
+    return BuildStep(what, lambda: module(version).binary(), b.expect,
+                     lambda: go_binary_ready(module(version)), b.run.partition(":")[0])
+
+
 def steps_of(name: str) -> tuple[BuildStep, ...]:
-    """What `name`'s native recipe builds first, in order (its declaration's `builds`)."""
-    return tuple(_step(b) for b in system(name).builds)
+    """What `name`'s native recipe builds first, in order (its declaration's `builds`; for NAME@VERSION the
+    step marked per_version builds that version)."""
+    return tuple(_version_step(b, name) if b.per_version and split(name)[1] else _step(b)
+                 for b in system(name).builds)
 
 
 def steps_for(backends: list[str], provision: str) -> list[BuildStep]:

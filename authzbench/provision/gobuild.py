@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -23,6 +24,10 @@ from authzbench.core.errors import BackendUnavailable
 from authzbench.provision.base import build_lock, cache_dir, go_env, require_go, stamp_ok, write_stamp
 
 PROGRESS_EVERY_S = 30.0
+# The one newer Go these machines may use: the go command fetches it like a module (~76 MB, ~10 s) when
+# GOTOOLCHAIN names it. Set only for a module whose go.mod needs more than the local Go (SpiceDB v1.57.1
+# needs 1.26.9; the machines have 1.26.8), so every other build keeps the Go it was cached with.
+NEWER_GO = "go1.27.3"
 
 
 def go_with_progress(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path, what: str) -> None:
@@ -112,10 +117,58 @@ def go_module_binary(m: GoModule) -> Path:
     return exe
 
 
+def go_version(text: str) -> tuple[int, ...]:
+    """'go1.26.8' / '1.26' / '1.27rc1' as numbers, for ordering: (1, 26, 8), (1, 26), (1, 27)."""
+    m = re.match(r"(?:go)?(\d+(?:\.\d+)*)", text.strip())
+    if not m:
+        raise ValueError(f"not a Go version: {text!r}")
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def required_go(gomod: str) -> str:
+    """The `go` directive of a go.mod's text ('1.26.9'), or '' when it has none."""
+    m = re.search(r"^go\s+(\S+)", gomod, flags=re.MULTILINE)
+    return m.group(1) if m else ""
+
+
+def toolchain_for(required: str, local: str) -> str:
+    """GOTOOLCHAIN for a module that needs Go `required` on a machine whose Go is `local`: 'local' when it
+    suffices, NEWER_GO when that does, else one line saying no Go here builds it."""
+    if not required or go_version(required) <= go_version(local):
+        return "local"
+    if go_version(required) <= go_version(NEWER_GO):
+        return NEWER_GO
+    raise BackendUnavailable(f"needs Go {required}, newer than the local {local} and {NEWER_GO}")
+
+
+def local_go(go: str, env: dict[str, str]) -> str:
+    """The machine's own Go ('go1.26.8'), whatever GOTOOLCHAIN the caller's shell exports."""
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
+                         env={**os.environ, **env, "GOTOOLCHAIN": "local"}, timeout=60)
+    return out.stdout.strip() or "go0"
+
+
+def _download(m: GoModule, go: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`go mod download -json` of m with the Go it needs: a module needing a newer Go than the local one
+    still gets its go.mod (the Error names the version), which picks GOTOOLCHAIN for a second try."""
+    cmd = [go, "mod", "download", "-json", f"{m.module}@{m.version}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+    try:
+        gomod = Path(json.loads(out.stdout).get("GoMod") or "")
+    except ValueError:
+        return out, "local"
+    need = required_go(gomod.read_text()) if gomod.is_file() else ""
+    chain = toolchain_for(need, local_go(go, env))
+    if out.returncode != 0 and chain != "local":
+        out = subprocess.run(cmd, capture_output=True, text=True,
+                             env={**os.environ, **env, "GOTOOLCHAIN": chain})
+    return out, chain
+
+
 def _writable_source(m: GoModule, go: str, env: dict[str, str], src: Path) -> Path:
-    """The module's source copied to `src` (from the proxy, else from `m.fallback`), writable and prepared."""
-    out = subprocess.run([go, "mod", "download", "-json", f"{m.module}@{m.version}"], capture_output=True,
-                         text=True, env={**os.environ, **env})
+    """The module's source copied to `src` (from the proxy, else from `m.fallback`), writable and prepared;
+    env's GOTOOLCHAIN becomes the one its go.mod needs (toolchain_for)."""
+    out, chain = _download(m, go, env)
     shutil.rmtree(src, ignore_errors=True)
     if out.returncode != 0:
         last = ((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1]
@@ -123,10 +176,31 @@ def _writable_source(m: GoModule, go: str, env: dict[str, str], src: Path) -> Pa
         if m.fallback is None:
             raise BackendUnavailable(why)
         m.fallback(src, why)
+        chain = toolchain_for(required_go((src / "go.mod").read_text()), local_go(go, env))
     else:
         shutil.copytree(json.loads(out.stdout)["Dir"], src)
+    env["GOTOOLCHAIN"] = chain
+    if chain != "local":
+        say(f"{m.name} {m.version} needs a newer Go than this machine's: GOTOOLCHAIN={chain} (the go command "
+            "fetches it from the module proxy, ~76 MB, once)")
     for p in [src, *src.rglob("*")]:
         p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
     if m.prepare:
         m.prepare(src)
     return src
+
+
+def not_served(m: GoModule) -> str | None:
+    """One line when the Go module proxy does not serve m's version (and no build of it is cached), else None:
+    asked before any build starts, so a typo in NAME@VERSION does not cost the other builds first."""
+    if go_binary_ready(m):
+        return None
+    out = subprocess.run([require_go(), "list", "-m", "-versions", m.module], capture_output=True, text=True,
+                         env={**os.environ, **go_env()}, timeout=120)
+    served = out.stdout.split()[1:] if out.returncode == 0 else []
+    if m.version in served:
+        return None
+    if out.returncode != 0:
+        return f"the Go module proxy lists no version of {m.module} (go list -m -versions failed)"
+    return (f"the Go module proxy does not serve {m.module} {m.version} (newest served: "
+            f"{', '.join(served[-3:]) or 'none'})")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from authzbench.core.errors import BackendUnavailable, UserError
 from authzbench.provision.base import Deployment, StartContext
-from authzbench.systems import load, system
+from authzbench.systems import load, split, system
 
 if TYPE_CHECKING:
     from authzbench.provision.compose import ComposeFile
@@ -84,4 +84,6 @@ def _obtain(name: str, mode: str, run_dir: Path, options: dict[str, Any], adapte
     if recipe is None:
         raise BackendUnavailable(f"{name} cannot run natively: {system(name).why_not_native}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    return recipe.start(StartContext(run_dir=run_dir, options=options))
+    version = split(name)[1]  # NAME@VERSION: the recipe starts that release's build (its `versioned`)
+    return recipe.start(StartContext(run_dir=run_dir, options={**options, **({"version": version} if version
+                                                                            else {})}))

@@ -35,7 +35,7 @@ from authzbench.run.progress import RunEta, RunProgress, planned_seconds, run_pr
 from authzbench.run.restore import HEAVY_LOOKUP, heavy_restore
 from authzbench.run.servers import Session, pin_cores, running_pids
 from authzbench.schema.dataset import Dataset
-from authzbench.systems import systems
+from authzbench.systems import declared
 from authzbench.workloads.catalog import input_count, scenario
 from authzbench.workloads.churn import SLO_CHECK_P95_MS, ChurnSweep
 from authzbench.workloads.spec import PhaseSpec
@@ -293,8 +293,8 @@ def _skip(store: RunStore, spec: PhaseSpec, why: str, progress: RunProgress | No
 
 def not_offered(name: str, op: str) -> str:
     """Why a backend cannot run a phase of this op at all (a system without a reverse lookup), else ""."""
-    declared = systems().get(name)
-    return declared.no_lookup if declared is not None and op == "lookup" else ""
+    own = declared(name)
+    return own.no_lookup if own is not None and op == "lookup" else ""
 
 
 def _heavy(last_write: bool, pace: Pace | None, name: str) -> str:

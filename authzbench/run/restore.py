@@ -16,7 +16,7 @@ from authzbench.core.restore_rule import HEAVY_CHECKS, HEAVY_LOOKUP_MAX_S
 from authzbench.results.store import RunStore
 from authzbench.run.servers import Session
 from authzbench.schema.dataset import Dataset
-from authzbench.systems import systems
+from authzbench.systems import declared
 from authzbench.workloads.catalog import READ_SCENARIOS, scenario
 
 HEAVY_LOOKUP = "lookup_resources_manage_super"  # the heaviest user's: left out with heavy=""
@@ -104,9 +104,9 @@ def verify_restored(sess: Session, ds: Dataset, oracle, store: RunStore, phase_i
         opts.n_checks, opts.write_ops, opts.clean_all, opts.heavy, opts.sample)
     rebac = ds.model == "rebac"
     inputs = scenario("mixed" if rebac else "social_mixed").sampler(ds, oracle, n_checks) if sample else []
-    declared = systems().get(sess.name)
+    own = declared(sess.name)
     # a system without a reverse lookup: its anchors as checks
-    by_checks = bool(declared and declared.no_lookup)
+    by_checks = bool(own and own.no_lookup)
     if rebac and sample:  # the anchor lookups: the heaviest manage user's and a median viewer's
         for n in READ_SCENARIOS:
             if scenario(n).op == "lookup" and n != HEAVY_LOOKUP:

@@ -3,12 +3,16 @@
 `systems()` imports every folder's `system.py` (declarations only: no driver is imported) and returns the
 declared systems by name, in their declared order; `system(name)` is one of them or one line naming the valid
 ones; `load("module:attribute")` imports what a declaration names, when it is used.
+
+A backend may be named at a version, `NAME@vX.Y.Z` (a label: two versions of one engine run side by side as
+two backends); `system(label)` and `declared(label)` are NAME's declaration, `split(label)` the two parts.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from functools import cache
 from pathlib import Path
 
@@ -16,6 +20,13 @@ from authzbench.core.errors import UserError
 from authzbench.systems.contract import System
 
 HERE = Path(__file__).parent
+VERSION = re.compile(r"v\d+\.\d+\.\d+")  # what NAME@VERSION accepts: a release tag, vX.Y.Z
+
+
+def split(label: str) -> tuple[str, str]:
+    """'spicedb-pg@v1.57.1' -> ('spicedb-pg', 'v1.57.1'); a plain name -> (name, '')."""
+    name, _, version = label.partition("@")
+    return name, version
 
 
 def folders() -> list[str]:
@@ -36,10 +47,16 @@ def systems() -> dict[str, System]:
 
 
 def system(name: str) -> System:
+    """The declaration of `name` (a label NAME@VERSION: NAME's), or one line naming the valid ones."""
     try:
-        return systems()[name]
+        return systems()[split(name)[0]]
     except KeyError:
-        raise UserError(f"unknown backend {name!r}; valid: {', '.join(systems())}") from None
+        raise UserError(f"unknown backend {split(name)[0]!r}; valid: {', '.join(systems())}") from None
+
+
+def declared(name: str) -> System | None:
+    """The declaration of `name` (a label: its system's), None for a name no system declares."""
+    return systems().get(split(name)[0])
 
 
 def load(path: str):

@@ -65,6 +65,8 @@ class Build:
     run: str
     ready: str
     expect: str = ""  # the duration the recipe announces ("5-25 min"; "" = none stated)
+    # the step NAME@VERSION replaces by the system's `versioned` build of that version
+    per_version: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class System:
     legacy_titles: tuple[str, ...] = ()
     # named the product (its first alias) it stands in for
     cpu_counts: str = ""  # what the monitor's server CPU counts for it, when more than its server process
+    # "module:function" version -> GoModule: the recipe's build of another release, so that `--backend
+    # NAME@vX.Y.Z` runs that release beside (or instead of) the pinned one ("" = no versioned build)
+    versioned: str = ""
 
 
 # The one build step several systems share: the Debian PostgreSQL their private clusters run on.

@@ -18,6 +18,7 @@ from authzbench.schema.closure import group_membership
 from authzbench.schema.dataset import Dataset
 from authzbench.schema.model import PERMISSIONS, Relationship
 from authzbench.systems.mongo.adapter import FERRETDB_LABEL, MongoBackend
+from authzbench.systems.mongo.native import FERRETDB_VERSION
 from authzbench.truth.oracle import Oracle
 from tests.backends.edits import (
     assert_checks_equal_oracle,
@@ -57,7 +58,7 @@ def _oracle_state(ds: Dataset) -> dict[str, set[tuple[int, int]]]:
 
 def test_server_info_labels_ferretdb_and_footprint_is_measured(backend):
     info = backend.server_info()
-    assert info.engine == "FerretDB" and info.version == "v1.24.0"
+    assert info.engine == "FerretDB" and info.version == FERRETDB_VERSION
     # networked: ‡
     assert info.label == FERRETDB_LABEL and info.stands_in_for == "MongoDB" and info.comparable
     assert backend.footprint() > 0

@@ -28,7 +28,8 @@ DATASET = {
     "--data-dir": ["", "{file}", "{file}/x"],
 }
 BACKEND = {
-    "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo", "postgres,postgres"],
+    "--backend": ["oracledb", "", "cockroach", "spicedb-crdb", "postgres,,mongo", "postgres,postgres",
+                  "spicedb-pg@1.57", "postgres@v17.2.0", "spicedb-pg@v1.57.1,spicedb-pg@v1.57.1"],
     "--provision": ["kubernetes", ""],
     "--consistency": ["eventual", ""],
     "--tier": ["eventual", "", "STRICT"],
@@ -80,7 +81,8 @@ BAD: dict[str, dict[str, list[str]]] = {
     "report": {
         "run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
         "--out": ["", "{file}/x"]},
-    "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb"], "--provision": ["kubernetes", ""],
+    "up": {"backend": ["oracledb", "", "cockroach", "spicedb-crdb", "spicedb-pg@v1.57", "postgres@v17.2.0"],
+           "--provision": ["kubernetes", ""],
            "--tier": ["eventual", ""]},
     "down": {"backend": ["", "oracledb"], "--provision": ["kubernetes"]},
     "loadtest": {

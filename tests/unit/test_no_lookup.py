@@ -26,8 +26,8 @@ def tiny(tmp_path_factory):
 def lookupless(monkeypatch):
     """The reference system declared without a reverse lookup, as the run layer reads it."""
     declared = {"reference": dataclasses.replace(system("reference"), no_lookup=WHY)}
-    monkeypatch.setattr(orchestrate, "systems", lambda: declared)
-    monkeypatch.setattr(restore, "systems", lambda: declared)
+    monkeypatch.setattr(orchestrate, "declared", declared.get)
+    monkeypatch.setattr(restore, "declared", declared.get)
 
 
 class NoLookup(ReferenceBackend):

@@ -5,17 +5,17 @@ server CPU counts."""
 
 from __future__ import annotations
 
-from authzbench.systems import systems
+from authzbench.systems import declared, systems
 
 
 def stale_reports(backend: str) -> tuple[str, ...]:
     """The upstream reports of the backend's fresh-mode reads missing a committed write (() = none found)."""
-    s = systems().get(backend)
+    s = declared(backend)
     return s.stale_reports if s is not None else ()
 
 
 def stale_reproduced(backend: str) -> bool:
-    s = systems().get(backend)
+    s = declared(backend)
     return s is not None and s.stale_reproduced
 
 
@@ -39,5 +39,5 @@ def cpu_example() -> str:
 def claims(backend: str) -> tuple:
     """What the backend's model gives a user beyond the checks, as its system declares it (() = none
     declared)."""
-    s = systems().get(backend)
+    s = declared(backend)
     return s.claims if s is not None else ()

@@ -38,7 +38,7 @@ def strict_stale_note(rd: RunData, bad: list[tuple[str, str]]) -> str:
         parts.append(
             f"{', '.join(not_done)}: not reproduced outside the suite (`tools/newenemy_repro.py` speaks "
             f"{repro_api()}'s API only)")
-    urls = [u for b in backends for u in stale_reports(b)]
+    urls = list(dict.fromkeys(u for b in backends for u in stale_reports(b)))  # two releases: one list
     parts.append(f"upstream reports: {', '.join(urls)}" if urls else "no upstream report found")
     if none := [label(rd, b) for b in backends if not stale_reports(b)]:
         parts[-1] += f" (none for {', '.join(none)})"

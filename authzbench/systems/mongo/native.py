@@ -1,4 +1,4 @@
-"""FerretDB 1.24.0 (MongoDB wire protocol, Go) on a private native PostgreSQL: the local stand-in for
+"""FerretDB 1.24.2 (MongoDB wire protocol, Go) on a private native PostgreSQL: the local stand-in for
 MongoDB, which no reachable registry ships. It answers the same pymongo calls, so the `mongo` backend
 is tested for correctness here; its speed is FerretDB's over PostgreSQL, not MongoDB's, and every
 figure is labeled so.
@@ -7,7 +7,7 @@ Build: `go install` is refused (version-list lookup), so `go mod download -json`
 copy it somewhere writable, write build/version/version.txt (FerretDB embeds it and panics at start
 without it) and `go build ./cmd/ferretdb` inside the copy. Building inside the copy (not from a wrapper
 module that `replace`s FerretDB with it) keeps FerretDB the main module of the binary: only then does
-it read version.txt and report `ferretdbVersion: v1.24.0` in buildInfo instead of "unknown".
+it read version.txt and report `ferretdbVersion: v1.24.2` in buildInfo instead of "unknown".
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from authzbench.provision.base import (
 from authzbench.provision.gobuild import GoModule, go_binary_ready
 from authzbench.provision.pgcluster import start_cluster
 
-FERRETDB_VERSION = "v1.24.0"
+FERRETDB_VERSION = "v1.24.2"  # the newest the Go module proxy serves (1.24.1, 1.24.2 on 2 Dec)
 MODULE = "github.com/FerretDB/FerretDB"
 BUILD_ID = f"{FERRETDB_VERSION} in-module version.txt"  # the stamp: rebuild when either part changes
 DATABASE = "ferretdb"  # the PostgreSQL database FerretDB keeps its schemas (one per Mongo database) in

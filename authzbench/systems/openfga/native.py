@@ -14,16 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.provision.base import Deployment, StartContext
-from authzbench.provision.gobuild import go_binary_ready, with_linked_version
+from authzbench.provision.gobuild import GoModule, go_binary_ready, with_linked_version
 from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine
 from authzbench.provision.tiers import FRESHNESS_S, POOL, EngineTier, settings, tier_of
 
 OPENFGA_VERSION = "v1.22.1"
 MODULE = "github.com/openfga/openfga"
-GO = with_linked_version(
-    "openfga", MODULE, OPENFGA_VERSION, "./cmd/openfga", f"{MODULE}/internal/build.Version", expect="~6.5 min"
-)
+
+
+def go_module(version: str = OPENFGA_VERSION) -> GoModule:
+    """The build of one release (--backend openfga@VERSION), cached beside the others by its version."""
+    return with_linked_version(
+        "openfga", MODULE, version, "./cmd/openfga", f"{MODULE}/internal/build.Version", expect="~6.5 min")
+
+
+GO = go_module()
 
 
 binary = GO.binary  # the cached openfga binary, built if missing or built for another version
@@ -89,7 +95,8 @@ class OpenFGA(GoEngine):
 
 
 def start(ctx: StartContext) -> Deployment:
-    return start_engine(ctx, OpenFGA(binary(), tier(tier_of(ctx.options))))
+    return start_engine(ctx, OpenFGA(go_module(ctx.options.get("version") or OPENFGA_VERSION).binary(),
+                                     tier(tier_of(ctx.options))))
 
 
 def built() -> bool:

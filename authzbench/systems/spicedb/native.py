@@ -14,16 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from authzbench.provision.base import Deployment, StartContext
-from authzbench.provision.gobuild import go_binary_ready, with_linked_version
+from authzbench.provision.gobuild import GoModule, go_binary_ready, with_linked_version
 from authzbench.provision.images import health_probe
 from authzbench.provision.native.goengine import GoEngine, start_engine
 from authzbench.provision.tiers import CACHE_BYTES, FRESHNESS_S, EngineTier, settings, tier_of
 
-# the reference's v1.46.2 is not served by the Go module proxy; v1.57 needs Go 1.27
-SPICEDB_VERSION = "v1.56.2"
+# the reference's v1.46.2 is not served by the Go module proxy; v1.57.1 needs Go 1.26.9, which the build
+# takes as GOTOOLCHAIN (provision/gobuild.NEWER_GO)
+SPICEDB_VERSION = "v1.57.1"
 MODULE = "github.com/authzed/spicedb"
-GO = with_linked_version("spicedb", MODULE, SPICEDB_VERSION, "./cmd/spicedb",
-                         "github.com/jzelinskie/cobrautil/v2.Version", expect="5-25 min, ~1 GB of modules")
+
+
+def go_module(version: str = SPICEDB_VERSION) -> GoModule:
+    """The build of one release (--backend spicedb-pg@VERSION), cached beside the others by its version."""
+    return with_linked_version(
+        "spicedb", MODULE, version, "./cmd/spicedb", "github.com/jzelinskie/cobrautil/v2.Version",
+        expect="5-25 min, ~1 GB of modules")
+
+
+GO = go_module()
 
 
 binary = GO.binary  # the cached spicedb binary, built if missing or built for another version
@@ -69,7 +78,8 @@ class SpiceDB(GoEngine):
 
 
 def start(ctx: StartContext) -> Deployment:
-    return start_engine(ctx, SpiceDB(binary(), tier(tier_of(ctx.options))))
+    return start_engine(ctx, SpiceDB(go_module(ctx.options.get("version") or SPICEDB_VERSION).binary(),
+                                     tier(tier_of(ctx.options))))
 
 
 def built() -> bool:

@@ -4,7 +4,7 @@ from authzbench.systems.contract import BOTH, POSTGRES_SERVER, Build, Claim, Sys
 
 DRIVERS = ("authzed", "grpcio", "psycopg")
 GO = Build("spicedb (go build)", "authzbench.systems.spicedb.native:binary",
-           "authzbench.systems.spicedb.native:built", "5-25 min")
+           "authzbench.systems.spicedb.native:built", "5-25 min", per_version=True)
 # The upstream reports of fresh-mode reads missing a committed write: the three tools/newenemy_repro.py's
 # docstring names for SpiceDB on PostgreSQL; that tool speaks SpiceDB's API, so it reproduces them.
 STALE = dict(stale_reports=("https://github.com/authzed/spicedb/issues/1215",
@@ -30,7 +30,8 @@ SYSTEMS = (
            services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO),
            tiers="authzbench.systems.spicedb.native:tier", crosscheck="authzbench.systems.spicedb.crosscheck",
            loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
-           cpu_counts="SpiceDB and its PostgreSQL together", **STALE, **IMAGE),
+           cpu_counts="SpiceDB and its PostgreSQL together",
+           versioned="authzbench.systems.spicedb.native:go_module", **STALE, **IMAGE),
     System(name="spicedb-crdb", claims=SPICEDB_CLAIMS,
            adapter="authzbench.systems.spicedb.adapter:SpiceDBBackend",
            why_not_native="no CockroachDB binary is obtainable here; use --provision compose|external",
