@@ -306,7 +306,7 @@ def longest_table(rd: RunData) -> list[str]:
     if rd.phases.empty or not scenarios_measured(rd, "check"):
         return []
     if t.empty:
-        return [f"Longest single check with its time in the run: {NOT_RECORDED} (recorded since issue 70).",
+        return [f"Longest single check with its time in the run: {NOT_RECORDED} (this run predates it).",
                 ""]
     backends = sorted(set(t["backend"]), key=lambda b: (not rd.comparable(b), b))
     rows = []

@@ -146,9 +146,8 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
             for r in ivs:
                 for k, v in (r.extra or {}).items():
                     extra[k] = max(extra.get(k, 0), v) if k.endswith("_max") else extra.get(k, 0) + v
-            longest = longest_op(ivs, st, end, origin)
-            rows.append(
-                {
+            longest = longest_op(ivs, st, end, origin)  # the histogram's maximum is within its 0.1%
+            rows.append({
                     "phase": phase, "backend": st.backend, "scenario": st.scenario, "kind": kind,
                     "mode": st.mode, "concurrency": st.concurrency, "repeat": st.repeat,
                     "attempt": recorded_or(st.attempt, 0),
@@ -164,8 +163,7 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
                     or ("" if end else "run ended before this phase finished"), "ops": ok, "errors": n_err,
                     "timeouts": n_to, "error_types": errors, "attempted": ok + n_err + n_to,
                     "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
-                    "p999_ms": s.p999_ms, "min_ms": s.min_ms, **longest,
-                    # the longest op as timed where recorded: the histogram's maximum is within its 0.1%
+                    "p999_ms": s.p999_ms, "min_ms": s.min_ms, **longest,  # max_ms: as timed where recorded
                     "max_ms": s.max_ms if math.isnan(longest["longest_ms"]) else longest["longest_ms"],
                     "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
                     "checked": checked, "mismatches": sum(r.mismatches for r in ivs),
