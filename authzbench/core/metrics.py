@@ -63,13 +63,14 @@ class LatencySummary:
     p99_ms: float
     max_ms: float
     min_ms: float
+    p999_ms: float = float("nan")  # p99.9: the Zanzibar paper's fourth percentile (issue 70)
 
 
 def summarize(h: HdrHistogram) -> LatencySummary:
     n = h.get_total_count()
     if n == 0:
         nan = float("nan")
-        return LatencySummary(0, nan, nan, nan, nan, nan, nan)
+        return LatencySummary(0, nan, nan, nan, nan, nan, nan, nan)
 
     def ms(v: float) -> float:
         return v / 1000.0
@@ -77,9 +78,9 @@ def summarize(h: HdrHistogram) -> LatencySummary:
     counts = np.ctypeslib.as_array(h.counts)[:h.counts_len].astype(np.float64)
     _, median, _ = _index_values(h.counts_len)
     mean = float(counts @ median) / n  # hdrh's get_mean_value, without its Python loop over every value
-    p50, p95, p99 = (percentile(h, q, counts) for q in (50, 95, 99))
+    p50, p95, p99, p999 = (percentile(h, q, counts) for q in (50, 95, 99, 99.9))
     return LatencySummary(
-        n, ms(mean), ms(p50), ms(p95), ms(p99), ms(h.get_max_value()), ms(h.get_min_value()))
+        n, ms(mean), ms(p50), ms(p95), ms(p99), ms(h.get_max_value()), ms(h.get_min_value()), ms(p999))
 
 
 def percentile(h: HdrHistogram, q: float, counts: np.ndarray | None = None) -> int:

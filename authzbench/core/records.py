@@ -114,6 +114,10 @@ class Interval(Record):
     # the open loop's service time (from the send) beside hist's latency from the intended start: their
     # difference is the time an op waited for its worker (None: a closed loop, where the two are one)
     service_hist: str | None = None
+    # the interval's longest answered op (µs) and the seconds from the phase's measured origin to its start
+    # (None: not recorded, before issue 70, or a kind not timed through OpCounters.add)
+    longest_us: int | None = None
+    longest_at_s: float | None = None
 
 
 @register("phase_end")
@@ -131,6 +135,8 @@ class PhaseEnd(Record):
     ops: int
     stopped_workers: int | None = None
     hung_workers: int | None = None
+    # seconds from this phase's phase_start record to its measured window's origin (None: not recorded)
+    window_start_s: float | None = None
 
 
 @register("phase_skipped")

@@ -68,6 +68,8 @@ class PhaseState:
     status: str = "complete"
     reason: str = ""
     wall: float = 0.0
+    began: float = 0.0  # perf_counter when the phase_start record was written
+    window_start_s: float | None = None  # from then to the measured window's origin
     stopped_workers: int = 0
     hung_workers: int = 0
     # worker -> (heartbeat value, when it moved)
@@ -142,7 +144,7 @@ def drive_phase(spec: PhaseSpec, pool: WorkerPool, sink: Callable[[Record], None
     """The stages of a phase over any pool of workers: spawn, ready/warm, measure, verdict."""
     state = PhaseState(spec, sink)
     sink(PhaseStart(phase=spec.phase_id, **asdict(spec)))
-    wall0 = time.perf_counter()
+    wall0 = state.began = time.perf_counter()
     state.hosts = pool.start()
     if _ready_and_warm(state, pool):
         _measure(state, pool, on_window)
@@ -206,6 +208,8 @@ def _measure(state: PhaseState, pool: WorkerPool, on_window: Callable[[bool], No
     if on_window:
         on_window(True)
     measured0 = pool.begin()
+    # where the window sits in the phase: a longest op's time, from the window's origin, is placed in the run
+    state.window_start_s = measured0 - state.began
     closed = spec.mode == "closed"
     # Open loop: ops due before the end may start a moment late; 0.25 s grace, then the rest is dropped.
     limit = spec.max_seconds if closed else spec.duration_s + 0.25
@@ -278,5 +282,5 @@ def _verdict(state: PhaseState) -> PhaseResult:
         PhaseEnd(phase=spec.phase_id, backend=spec.backend, scenario=spec.scenario, status=state.status,
                  reason=state.reason, wall_s=state.wall, scheduled=scheduled, dropped=dropped,
                  warmup_ops=state.warmup_ops, ops=state.ops, stopped_workers=state.stopped_workers,
-                 hung_workers=state.hung_workers))
+                 hung_workers=state.hung_workers, window_start_s=state.window_start_s))
     return result

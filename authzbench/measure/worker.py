@@ -262,6 +262,7 @@ class _Share:
 
     def __init__(self, spec: PhaseSpec, t0: float, stop: Any, out: Any, wid: int) -> None:
         self.spec, self.stop, self.out, self.wid = spec, stop, out, wid
+        self.origin_ns = int(t0 * 1e9)  # the phase's measured origin: the longest op's time counts from it
         self.kinds: dict[str, OpCounters] = {}
         self.last_start = budget_end(spec, t0)
         now = time.perf_counter()
@@ -287,7 +288,7 @@ class _Share:
         return False
 
     def flush(self) -> None:
-        self.out.put(("interval", self.wid, {k: v.payload() for k, v in self.kinds.items()}))
+        self.out.put(("interval", self.wid, {k: v.payload(self.origin_ns) for k, v in self.kinds.items()}))
         self.kinds = {}
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from authzbench.report import churn, freshness
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import LETTER_MEANING, standing
+from authzbench.report.core.frames import longest_checks
 from authzbench.report.core.ranking import Dimension, ranked
 from authzbench.report.core.tables import label, num, significant, table
 from authzbench.report.dimensions import compute
@@ -69,6 +70,9 @@ def write_json(rd: RunData, path: Path) -> None:
     # only runs with a churn sweep carry it: an older run's JSON stays as it was
     if sustainable := churn.json_records(rd):
         out["sustainable_churn"] = sustainable
+    # the longest check of each (backend, scenario, workers) with when it began; only runs that recorded it
+    if not (lc := longest_checks(rd)).empty:
+        out["longest_checks"] = [{k: _json_value(v) for k, v in r.items()} for r in lc.to_dict("records")]
     if not (st := freshness.stale_allows(rd)).empty:  # per mode and writer count, per 1,000 revocations
         out["stale_allows"] = [{k: _json_value(v) for k, v in r.items()} for r in st.to_dict("records")]
     path.write_text(json.dumps(out, indent=1) + "\n")

@@ -45,9 +45,9 @@ def section(rd: RunData, out_dir: Path) -> str:
               table(marked(m.sort_values(["backend", "concurrency", "kind"])),
                     {"backend_l": "Backend", "mode": "Loop", "concurrency": "Workers",
                      "target_rate": "Target ops/s", "kind": "Op", "ops": "Ops", "ops_per_s": "Achieved ops/s",
-                     "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)", "errors": "Errors",
-                     "timeouts": "Timeouts", "success": "Success", "dropped": "Dropped (open loop)",
-                     "mismatches": "Mismatches"})]
+                     "p50_ms": "p50 (ms)", "p95_ms": "p95 (ms)", "p99_ms": "p99 (ms)",
+                     "p999_ms": "p99.9 (ms)", "errors": "Errors", "timeouts": "Timeouts",
+                     "success": "Success", "dropped": "Dropped (open loop)", "mismatches": "Mismatches"})]
     v_raw = slo_verdicts(rd)
     v = v_raw.copy()
     v["backend"] = [label(rd, b) for b in v["backend"]]

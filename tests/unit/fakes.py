@@ -53,6 +53,25 @@ class SleepyBackend(_Counting):
         return super().check(user, perm, resource)
 
 
+@dataclass(frozen=True)
+class StallingOptions(ReferenceOptions):
+    stall_every: int = 500  # every this many-th check stalls
+    stall_s: float = 0.05  # for this long: a GC pause or a compaction among ~0.1 ms checks
+
+
+class StallingBackend(_Counting):
+    """Stalls on every `stall_every`-th check, answering correctly: 1 op in 500 lies above the p99 and within
+    the p99.9."""
+
+    name = "stalling"
+    Options = StallingOptions
+
+    def check(self, user: int, perm: str, resource: int) -> bool:
+        if (self.n + 1) % self.options.stall_every == 0:
+            time.sleep(self.options.stall_s)
+        return super().check(user, perm, resource)
+
+
 class FailingBackend(_Counting):
     """Raises on every 5th check."""
 

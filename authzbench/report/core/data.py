@@ -126,6 +126,7 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
     for r in recs:
         if isinstance(r, Interval):
             groups.setdefault((r.phase, r.kind), []).append(r)
+    origin = run_origin(recs)
     rows = []
     for phase, st in starts.items():
         end = ends.get(phase)
@@ -145,8 +146,8 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
             for r in ivs:
                 for k, v in (r.extra or {}).items():
                     extra[k] = max(extra.get(k, 0), v) if k.endswith("_max") else extra.get(k, 0) + v
-            rows.append(
-                {
+            longest = longest_op(ivs, st, end, origin)  # the histogram's maximum is within its 0.1%
+            rows.append({
                     "phase": phase, "backend": st.backend, "scenario": st.scenario, "kind": kind,
                     "mode": st.mode, "concurrency": st.concurrency, "repeat": st.repeat,
                     "attempt": recorded_or(st.attempt, 0),
@@ -162,7 +163,8 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
                     or ("" if end else "run ended before this phase finished"), "ops": ok, "errors": n_err,
                     "timeouts": n_to, "error_types": errors, "attempted": ok + n_err + n_to,
                     "mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
-                    "max_ms": s.max_ms, "min_ms": s.min_ms,
+                    "p999_ms": s.p999_ms, "min_ms": s.min_ms, **longest,  # max_ms: as timed where recorded
+                    "max_ms": s.max_ms if math.isnan(longest["longest_ms"]) else longest["longest_ms"],
                     "ops_per_s": ok / wall if wall and wall > 0 else float("nan"), "wall_s": wall,
                     "checked": checked, "mismatches": sum(r.mismatches for r in ivs),
                     "examples": [e for r in ivs for e in r.examples][:5],
@@ -175,6 +177,30 @@ def phase_table(lines: list[Record] | list[dict]) -> pd.DataFrame:
                     "iv_ops": [r.ops for r in ivs], "budget_s": st.budget_s, "min_ops": st.min_ops,
                     "iterations": st.iterations})
     return pd.DataFrame(rows)
+
+
+def run_origin(recs: list[Record]) -> float | None:
+    """The run's first record's wall time: what "seconds into the run" counts from (None: no time stamped)."""
+    return min((r.ts for r in recs if r.ts is not None), default=None)
+
+
+NOT_RECORDED = {"longest_ms": float("nan"), "longest_phase_s": float("nan"), "longest_run_s": float("nan")}
+
+
+def longest_op(ivs: list[Interval], st: PhaseStart, end: PhaseEnd | None, origin: float | None) -> dict:
+    """The phase's longest answered op (ms, as the worker timed it) and when it began: seconds from the
+    measured window's origin, and from the run's first record. NaN where a run did not record it (before issue
+    70, or a kind not timed through OpCounters.add): never taken from elsewhere. The histogram's maximum is
+    its length too, within its 0.1% resolution, but not its time."""
+    timed = [r for r in ivs if r.ops]
+    if not timed or any(r.longest_us is None for r in timed):
+        return dict(NOT_RECORDED)
+    top = max(timed, key=lambda r: r.longest_us or 0)
+    at = float(top.longest_at_s or 0.0)
+    window = end.window_start_s if end is not None else None
+    # the phase's start in the run, its window's origin in the phase, the op in the window
+    run_s = st.ts - origin + window + at if None not in (window, st.ts, origin) else float("nan")
+    return {"longest_ms": (top.longest_us or 0) / 1000, "longest_phase_s": at, "longest_run_s": run_s}
 
 
 def recorded_or(value, default):

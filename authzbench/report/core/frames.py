@@ -220,3 +220,25 @@ def session_mode(rd: RunData, backend: str) -> str:
     (runs recorded before servers named it, and backends without modes: "—")."""
     mode = rd.info(backend).get("consistency", "")
     return f"{mode} (session)" if mode else "—"
+
+
+LONGEST_COLS = [
+    "backend", "scenario", "concurrency", "phase", "longest_ms", "longest_phase_s", "longest_run_s"]
+
+
+def longest_checks(rd: RunData) -> pd.DataFrame:
+    """Per (backend, check scenario, workers): its longest check over the rounds (closed loop, the backend's
+    own read mode), the phase it was in and when it began (seconds into the phase's measured window and into
+    the run), so a stall one percentile cannot show is named with its time. Only phases that recorded it
+    (data.longest_op): empty for a run before issue 70."""
+    ph = rd.phases
+    if ph.empty or "longest_ms" not in ph:
+        return pd.DataFrame(columns=LONGEST_COLS)
+    sub = ph[ph["scenario"].isin(scenarios_measured(rd, "check")) & (ph["mode"] == "closed")
+             & (ph["kind"] == "check") & ph["longest_ms"].notna()]
+    if "consistency" in sub:  # the figures' own mode: other modes' re-runs are the freshness section's
+        sub = sub[sub["consistency"] == ""]
+    if sub.empty:
+        return pd.DataFrame(columns=LONGEST_COLS)
+    top = sub.groupby(["backend", "scenario", "concurrency"], sort=False)["longest_ms"].idxmax()
+    return sub.loc[top, LONGEST_COLS].reset_index(drop=True)

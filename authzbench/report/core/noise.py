@@ -25,8 +25,13 @@ Z95 = 1.96
 
 
 def min_ops(q: float) -> int:
-    """Ops a percentile needs before it is more than the maximum: p50 2, p95 20, p99 100."""
+    """Ops a percentile needs before it is more than the maximum: p50 2, p95 20, p99 100, p99.9 1,000."""
     return math.ceil(1 / (1 - q / 100) - 1e-9)
+
+
+def column(q: float) -> str:
+    """The phase table's column of percentile q: p50_ms, p95_ms, p99_ms, p999_ms (p99.9)."""
+    return f"p{q:g}_ms".replace(".", "")
 
 
 # Rounds whose lowest and highest figure lie further apart than the figure itself: no ranking rests on it.
@@ -43,7 +48,7 @@ def round_values(rows: pd.DataFrame, q: float | None) -> np.ndarray:
     if q is None:
         v = rows["ops_per_s"].to_numpy(dtype=float)
     elif (rows["ops"] >= min_ops(q)).all():
-        v = rows[f"p{q:g}_ms"].to_numpy(dtype=float)
+        v = rows[column(q)].to_numpy(dtype=float)
     else:
         return np.empty(0)
     v = v[~np.isnan(v)]
@@ -98,7 +103,7 @@ def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float
     if int(rows["ops"].sum()) < 2:
         # one op: no spread to take an interval from, and the percentile may lie above it
         return value, math.inf
-    col = f"p{q:g}_ms"
+    col = column(q)
     if len(rows) >= 2:
         v = rows[col].dropna().to_numpy(dtype=float)
         ci = order_stat_interval(tuple(h for hs in rows["hists"] for h in hs), q)
@@ -118,7 +123,7 @@ def percentile_bounds(rows: pd.DataFrame, q: float, value: float) -> tuple[float
 
 def percentile_spread(rows: pd.DataFrame, q: float) -> float:
     """Half the width of percentile_bounds, for callers that want one number (NaN: not measurable)."""
-    value = float(rows[f"p{q:g}_ms"].mean())
+    value = float(rows[column(q)].mean())
     b = percentile_bounds(rows, q, value)
     return (b[1] - b[0]) / 2 if b else float("nan")
 

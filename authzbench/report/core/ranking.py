@@ -9,7 +9,7 @@ its headline figures by appending one such function. Rules applied to every dime
   difference between figures whose interval is assumed (a factor set from earlier runs, a poll's width, or
   none: one measurement); the figures show as letters (figures.letters): two share a letter exactly when
   they are not clearly apart;
-- a percentile resting on fewer ops than it needs (p95: 20, p99: 100) is shown marked.
+- a percentile resting on fewer ops than it needs (p95: 20, p99: 100, p99.9: 1,000) is shown marked.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 
 from authzbench.report.core.data import RunData
 from authzbench.report.core.figures import best_first, cell, letters
-from authzbench.report.core.noise import min_ops
+from authzbench.report.core.noise import column, min_ops
 
 MARK = "⚠"  # a percentile from too few ops
 DISTURBED = "⚡"  # a figure resting on a phase that other processes' CPU disturbed even after its re-runs
@@ -123,7 +123,7 @@ def pct_figures(rd: RunData, scenario: str, q: float, kind: str | None = None,
     out = []
     for b, g in sub.groupby("backend", sort=False):
         c = int(g["concurrency"].min())
-        x = cell(rd, b, scenario, c, f"p{q:g}_ms", kind)
+        x = cell(rd, b, scenario, c, column(q), kind)
         if x is None:
             continue
         out.append(

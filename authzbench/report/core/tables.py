@@ -10,11 +10,11 @@ import pandas as pd
 
 # the report's modules import these from here
 from authzbench.core.numbers import JSON_DIGITS, fixed, num, significant  # noqa: F401
-from authzbench.report.core.data import MARKS, RunData, merged_summary
+from authzbench.report.core.data import MARKS, NOT_RECORDED, RunData, merged_summary
 from authzbench.report.core.noise import min_ops
 
 MARK = "⚠"  # a percentile from too few ops
-PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0}
+PCT_COLS = {"p50_ms": 50.0, "p95_ms": 95.0, "p99_ms": 99.0, "p999_ms": 99.9}
 
 
 def fmt(v, digits: int = 3) -> str:
@@ -143,12 +143,22 @@ def merge_repeats(sub: pd.DataFrame) -> pd.DataFrame:
                     "scheduled", "dropped", "late", "attempted"):
             if col in g:
                 row[col] = g[col].sum()
-        row.update(mean_ms=s.mean_ms, p50_ms=s.p50_ms, p95_ms=s.p95_ms, p99_ms=s.p99_ms, max_ms=s.max_ms)
+        row.update({"mean_ms": s.mean_ms, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms, "p99_ms": s.p99_ms,
+                    "p999_ms": s.p999_ms, "max_ms": s.max_ms, **longest_of(g)})
         row["ops_per_s"] = g["ops_per_s"].mean()
         row["fewest_ops"] = int(g["ops"].min())  # the ⚠ rule is per round (figures.Cell.too_few)
         row["status"] = "complete" if (g["status"] == "complete").all() else "incomplete"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def longest_of(g: pd.DataFrame) -> dict:
+    """The longest op of a merged row's phases and when it began (data.longest_op); where any phase did not
+    record it, its time is not recorded and the length is the histograms' maximum."""
+    if "longest_ms" not in g or g["longest_ms"].isna().any():
+        return dict(NOT_RECORDED)
+    top = g.loc[g["longest_ms"].idxmax()]
+    return {"max_ms": float(top["longest_ms"]), **{k: float(top[k]) for k in NOT_RECORDED}}
 
 
 def monitor_summary(rd: RunData, stage: str | None, title: str) -> str:
