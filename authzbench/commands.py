@@ -19,7 +19,7 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 
 
 # Output directories of each command, checked before anything is generated or started.
-OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",), "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
@@ -110,6 +110,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return 0
     if args.cmd == "stats":
         return _stats(args)
+    if args.cmd == "import":
+        return _import(args)
     if args.cmd in ("prepare", "bench"):
         return _prepare_or_bench(args)
     if args.cmd == "report":
@@ -147,6 +149,24 @@ def dispatch(args: argparse.Namespace) -> int | None:
 
         return run_perf(quick=args.quick)
     return None
+
+
+def _import(args: argparse.Namespace) -> int:
+    """Read, check and write: a refused input leaves nothing written (imports/graph.py)."""
+    from authzbench.generator import default_data_dir
+    from authzbench.imports.graph import write_graph
+    from authzbench.imports.readers import origin, reader
+
+    out = args.out if len(args.out.parts) > 1 else (args.data_dir or default_data_dir()) / args.out
+    src = origin(args.format, args.path)  # a missing source file is refused here, before reading
+    ds = write_graph(reader(args.format).edges(args.path), out, src, drop_unmapped=args.drop_unmapped,
+                     anonymize=args.anonymize)
+    o = ds.manifest["origin"]
+    dropped = ", ".join(f"{n:,} {why}" for why, n in o["dropped"].items()) or "none"
+    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships imported from {args.format}"
+                 f"{' (anonymized)' if args.anonymize else ''}; dropped: {dropped}; "
+                 f"repeats merged: {o['duplicates_merged']:,}; hash {ds.hash[:16]}")
+    return 0
 
 
 def _dataset_params(args: argparse.Namespace):
