@@ -119,11 +119,13 @@ def _import_args(sub) -> None:
     im.add_argument("--path", required=True, type=_path, help="the source (reference-csv: the dir of CSVs)")
     im.add_argument("--out", required=True, type=_path,
                     help="dataset name under the data dir (or a path with a /)")
-    im.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
+    im.add_argument("--data-dir", type=_path,
+                    help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
     im.add_argument("--drop-unmapped", action="store_true",
                     help="drop (and count) rows the model cannot hold instead of refusing the import")
     im.add_argument("--anonymize", action="store_true",
-                    help="order ids by a keyed hash and keep no id map: nothing of the source's ids is written")
+                    help="order ids by a keyed hash and keep no id map: nothing of the source's ids is "
+                         "written")
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,8 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 
 
 # Output directories of each command, checked before anything is generated or started.
-OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",), "prepare": ("data_dir",),
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",),
+               "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}

@@ -116,14 +116,16 @@ def _collect(edges: Iterable[Edge], defs: dict[str, RelationDef], types: list[st
         elif e.relation.startswith(_DECLARE):
             kind = e.relation[len(_DECLARE):]
             if kind not in types:
-                problems("unmapped", e.where, f"entity type {kind!r} is not in the model ({', '.join(types)})")
+                problems("unmapped", e.where,
+                         f"entity type {kind!r} is not in the model ({', '.join(types)})")
             elif not e.obj:
                 problems("malformed", e.where, f"empty {kind} id")
             else:
                 declared[kind].setdefault(e.obj, e.where)
         elif e.relation not in defs:
             problems("unmapped", e.where,
-                     f"relation {e.relation!r} has no relation in the model (its relations: {', '.join(defs)})")
+                     f"relation {e.relation!r} has no relation in the model "
+                     f"(its relations: {', '.join(defs)})")
         elif not e.obj or not e.subj:
             problems("malformed", e.where, "empty " + ("object" if not e.obj else "subject") + " id")
         else:
@@ -179,7 +181,8 @@ def _check_owners(rows: dict[str, list[Edge]], defs: dict[str, RelationDef],
             if bad is None:
                 keep.append(e)
                 continue
-            problems("no owner", e.where, f"{bad[0]} {bad[1]!r} has no {_OWNER[bad[0]]} row (no organization)")
+            problems("no owner", e.where,
+                     f"{bad[0]} {bad[1]!r} has no {_OWNER[bad[0]]} row (no organization)")
         kept[rel] = keep
     return kept
 
@@ -255,7 +258,8 @@ def anonymize_key() -> bytes:
 
 def _tables(rows: dict[str, list[Edge]], ids: dict[str, list[str]],
             defs: dict[str, RelationDef]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], int]:
-    """Each relation's (objects, subjects) int32 arrays, unique and sorted; and how many repeats were merged."""
+    """Each relation's (objects, subjects) int32 arrays, unique and sorted; and how many repeats were
+    merged."""
     index = {t: {s: i for i, s in enumerate(v)} for t, v in ids.items()}
     out, merged = {}, 0
     for rel, edges in rows.items():

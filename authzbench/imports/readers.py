@@ -1,5 +1,6 @@
 """The graph readers by format name: what `authzbench import --format NAME` reads, and how its origin is
-recorded. A new reader is one entry: its edges, the files it read (hashed into the manifest) and its mapping."""
+recorded. A new reader is one entry: its edges, the files it read (hashed into the manifest) and its
+mapping."""
 
 from __future__ import annotations
 

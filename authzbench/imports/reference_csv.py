@@ -46,7 +46,8 @@ MAPPING: dict[str, str] = {
 
 _ORG_ROLES = {"member": ("org_member",), "admin": ("org_admin", "org_member")}
 _GROUP_ROLES = {"direct_member": "group_member", "direct_manager": "group_manager"}
-_ACL = {("user", "manager_user"): "resource_manager_user", ("group", "manager_group"): "resource_manager_group",
+_ACL = {("user", "manager_user"): "resource_manager_user",
+        ("group", "manager_group"): "resource_manager_group",
         ("user", "viewer_user"): "resource_viewer_user", ("group", "viewer_group"): "resource_viewer_group"}
 
 
@@ -72,7 +73,8 @@ def _group_memberships(r: list[str], where: str) -> Iterator[Edge]:
 
 
 def _group_hierarchy(r: list[str], where: str) -> Iterator[Edge]:
-    yield Edge("group_child" if r[2] == "member_group" else f"group_hierarchy.relation={r[2]}", r[0], r[1], where)
+    rel = "group_child" if r[2] == "member_group" else f"group_hierarchy.relation={r[2]}"
+    yield Edge(rel, r[0], r[1], where)
 
 
 def _resources(r: list[str], where: str) -> Iterator[Edge]:
@@ -96,7 +98,8 @@ def files(path: Path) -> list[Path]:
         raise UserError(f"--path {path}: not a directory (the reference suite's data/ dir of CSV files)")
     missing = [name for name in HEADERS if not (path / name).is_file()]
     if missing:
-        raise UserError(f"--path {path}: no {', '.join(missing)} (the reference layout has {', '.join(HEADERS)})")
+        raise UserError(
+            f"--path {path}: no {', '.join(missing)} (the reference layout has {', '.join(HEADERS)})")
     return [path / name for name in HEADERS]
 
 

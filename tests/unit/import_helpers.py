@@ -9,7 +9,8 @@ from pathlib import Path
 from authzbench.imports.reference_csv import HEADERS
 from authzbench.schema.dataset import Dataset
 
-_ACL = {"resource_manager_user": ("user", "manager_user"), "resource_manager_group": ("group", "manager_group"),
+_ACL = {"resource_manager_user": ("user", "manager_user"),
+        "resource_manager_group": ("group", "manager_group"),
         "resource_viewer_user": ("user", "viewer_user"), "resource_viewer_group": ("group", "viewer_group")}
 
 
@@ -28,13 +29,15 @@ def write_reference_csv(ds: Dataset, out: Path) -> Path:
     rows: dict[str, list[tuple]] = {
         "organizations.csv": [(o,) for o in range(1, ds.entities["organization"] + 1)],
         "users.csv": [(u, 1) for u in range(1, ds.entities["user"] + 1)],
-        "org_memberships.csv": [(o, u, "admin" if (o, u) in admins else "member") for o, u in sorted(members)],
+        "org_memberships.csv": [(o, u, "admin" if (o, u) in admins else "member")
+                                for o, u in sorted(members)],
         "groups.csv": _pairs(ds, "group_org"),
         "group_memberships.csv": [(g, u, "direct_member") for g, u in _pairs(ds, "group_member")]
         + [(g, u, "direct_manager") for g, u in _pairs(ds, "group_manager")],
         "group_hierarchy.csv": [(p, c, "member_group") for p, c in _pairs(ds, "group_child")],
         "resources.csv": _pairs(ds, "resource_org"),
-        "resource_acl.csv": [(r, *_ACL[rel][:1], s, _ACL[rel][1]) for rel in _ACL for r, s in _pairs(ds, rel)],
+        "resource_acl.csv": [(r, _ACL[rel][0], s, _ACL[rel][1])
+                             for rel in _ACL for r, s in _pairs(ds, rel)],
     }
     for name, header in HEADERS.items():
         with open(out / name, "w", newline="") as fh:
