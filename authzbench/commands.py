@@ -19,7 +19,7 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 
 
 # Output directories of each command, checked before anything is generated or started.
-OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",),
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("out", "data_dir"), "stats": ("data_dir",),
                "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
@@ -437,11 +437,50 @@ def _stats(args: argparse.Namespace) -> int:
     if ds.model != "rebac":
         return 0
     stdout.print(totals_table(ds))
+    _print_shape(args, ds, oracle)
     for k, v in anchors(oracle).items():
         stdout.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():
         stdout.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
     return 0
+
+
+def _rich_table(title: str, rows: list[dict]) -> Table:
+    t = Table(title=title)
+    for c in rows[0] if rows else []:
+        t.add_column(c, justify="left" if isinstance(rows[0][c], str) else "right")
+    for r in rows:
+        t.add_row(*(f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+                    for v in r.values()))
+    return t
+
+
+def _print_shape(args: argparse.Namespace, ds, oracle) -> None:
+    """Each relation's degrees, the shape sweep's parameters against baseline's, the heaviest users/groups."""
+    from authzbench.generator import obtain
+    from authzbench.imports.graph import source_ids
+    from authzbench.workloads.graph_shape import heaviest, relation_table, shape_against
+
+    if origin := ds.manifest.get("origin"):
+        stdout.print(f"origin: {origin_line(origin)}", markup=False)
+    stdout.print(_rich_table("Degrees per relation (entities with at least one edge; nearest-rank "
+                             "percentiles)", relation_table(ds)))
+    base = obtain("rebac", "baseline", {}, getattr(args, "data_dir", None))
+    stdout.print(_rich_table("Shape parameters against baseline", shape_against(ds, base)))
+    heavy, ids = heaviest(ds, oracle.count_by_user("view")), source_ids(ds)
+    for kind, rows in heavy.items():
+        key = kind[:-1]
+        if ids:
+            rows = [{**r, "source id": ids[key][r[key]]} for r in rows]
+        stdout.print(_rich_table(f"Heaviest {kind}", rows))
+
+
+def origin_line(o: dict) -> str:
+    """An import's origin in one line: format, files, anonymized, what was dropped."""
+    dropped = ", ".join(f"{n:,} {why}" for why, n in o.get("dropped", {}).items()) or "nothing"
+    files = o.get("files", {})
+    return (f"imported from {o['format']} ({len(files)} files: {', '.join(files)}), "
+            f"{'anonymized' if o.get('anonymized') else 'ids kept in source_ids.json'}, dropped {dropped}")
 
 
 def _list_backends() -> int:
