@@ -411,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
                       ("bench", "run the scenarios (prepares what is missing) and write the report")):
         p = sub.add_parser(name, help=hlp)
         _dataset_args(p)
+        p.add_argument("--dataset", type=_path, metavar="PATH",
+                       help="an existing dataset dir (`authzbench import` writes one) instead of --profile")
         _backend_args(p)
         if name == "bench":
             _bench_args(p)

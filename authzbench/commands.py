@@ -200,9 +200,12 @@ def _config(args: argparse.Namespace):
     overrides = parse_sets(args.sets)
     if args.seed is not None:
         overrides["seed"] = str(args.seed)
+    data = DatasetChoice(model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir)
+    if args.dataset is not None:
+        data.path = args.dataset
+        data.profile = data.existing().profile  # what the run records and the report names ("imported")
     cfg = BenchConfig(
-        data=DatasetChoice(
-            model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir),
+        data=data,
         servers=ServerChoice(
             backends=_flat(args.backend) or default_backends(), provision=args.provision or default_mode(),
             tier=getattr(args, "tier", "cached"), options=_backend_options(args), reload=args.reload,
@@ -281,6 +284,10 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     from authzbench.run import orchestrate
 
     cfg = _config(args)
+    sweeps = [getattr(args, k, None) for k in ("shape", "profiles", "scale", "extend_sweep")]
+    if args.dataset is not None and any(v is not None for v in sweeps):
+        raise UserError(f"--dataset {args.dataset}: sweeps (--shape, --profiles, --scale, --extend-sweep) "
+                        "generate their datasets; leave them out")
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
     elif args.shape:

@@ -36,7 +36,8 @@ def relation_table(ds: Dataset) -> list[dict]:
             if d.wildcard and side == "subject":
                 continue
             per = np.bincount(t[side].to_numpy(), minlength=ds.entities[kind])
-            rows.append({"relation": rel, "per": kind, "rows": int(len(t)), **degrees(per)})
+            name = f"{kind} ({side})" if d.object_type == d.subject_type else kind  # group_child's two ends
+            rows.append({"relation": rel, "per": name, "rows": int(len(t)), **degrees(per)})
     return rows
 
 

@@ -77,8 +77,8 @@ BAD: dict[str, dict[str, list[str]]] = {
     "stats": {**DATASET, "--path": ["", "{missing}", "{file}"]},
     "import": {"--format": ["", "zanzibar"], "--path": ["", "{missing}", "{file}"],
                "--out": ["", "{file}/x"], "--data-dir": ["", "{file}", "{file}/x"]},
-    "prepare": {**DATASET, **BACKEND},
-    "bench": {**DATASET, **BACKEND, **BENCH},
+    "prepare": {**DATASET, **BACKEND, "--dataset": ["", "{missing}", "{file}"]},
+    "bench": {**DATASET, **BACKEND, **BENCH, "--dataset": ["", "{missing}", "{file}"]},
     "report": {
         "run": ["", "{missing}", "{file}"], "--compare": ["{missing}"], "--results-dir": ["", "{missing}"],
         "--out": ["", "{file}/x"]},
