@@ -42,6 +42,9 @@ MAPPING: dict[str, str] = {
     "resource_acl.csv": "user/manager_user, group/manager_group, user/viewer_user, group/viewer_group: "
                         "resource_manager_user, resource_manager_group, resource_viewer_user, "
                         "resource_viewer_group (resource, subject)",
+    "semantics": "the rebac model's, not the reference's schema: a manager_group grants manage to the "
+                 "group's whole membership (the reference's: to its managers only), and organization "
+                 "membership alone grants no view (the reference's view includes org->member)",
 }
 
 _ORG_ROLES = {"member": ("org_member",), "admin": ("org_admin", "org_member")}
