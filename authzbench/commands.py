@@ -19,7 +19,7 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 
 
 # Output directories of each command, checked before anything is generated or started.
-OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("out", "data_dir"), "stats": ("data_dir",),
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",),
                "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
@@ -28,20 +28,21 @@ OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("out", "data_dir"), "
 
 def _check_output_dirs(args: argparse.Namespace) -> None:
     """A directory we will write: its first existing ancestor must be a writable directory."""
-    import os
 
     for dest in OUTPUT_DIRS.get(args.cmd, ()):
         path = getattr(args, dest, None)
-        if path is None:
-            continue
-        opt = "--" + dest.replace("_", "-")
-        probe = path
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if probe.exists() and not probe.is_dir():
-            raise UserError(f"{opt}: cannot write {path}: {probe} is not a directory")
-        if not os.access(probe, os.W_OK | os.X_OK):
-            raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
+        if path is not None:
+            _check_writable("--" + dest.replace("_", "-"), path)
+
+
+def _check_writable(opt: str, path: Path) -> None:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UserError(f"{opt}: cannot write {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
 
 
 def _loadtest(args: argparse.Namespace) -> int:
@@ -157,8 +158,12 @@ def _import(args: argparse.Namespace) -> int:
     from authzbench.generator import default_data_dir
     from authzbench.imports.graph import write_graph
     from authzbench.imports.readers import origin, reader
+    from authzbench.schema.dataset import MANIFEST
 
     out = args.out if len(args.out.parts) > 1 else (args.data_dir or default_data_dir()) / args.out
+    _check_writable("--out", out)
+    if out.exists() and not (out / MANIFEST).is_file():  # replacing it would delete what is there
+        raise UserError(f"--out {out} exists and is not a dataset: name another")
     src = origin(args.format, args.path)  # a missing source file is refused here, before reading
     ds = write_graph(reader(args.format).edges(args.path), out, src, drop_unmapped=args.drop_unmapped,
                      anonymize=args.anonymize)
@@ -472,7 +477,8 @@ def _print_shape(args: argparse.Namespace, ds, oracle) -> None:
         stdout.print(f"origin: {origin_line(origin)}", markup=False)
     stdout.print(_rich_table("Degrees per relation (entities with at least one edge; nearest-rank "
                              "percentiles)", relation_table(ds)))
-    base = obtain("rebac", "baseline", {}, getattr(args, "data_dir", None))
+    base = obtain("rebac", "baseline", {}, getattr(args, "data_dir", None),
+                  announce=lambda m: console.print(m, markup=False))  # the ratios' other side
     stdout.print(_rich_table("Shape parameters against baseline", shape_against(ds, base)))
     heavy, ids = heaviest(ds, oracle.count_by_user("view")), source_ids(ds)
     for kind, rows in heavy.items():

@@ -206,3 +206,14 @@ def test_a_generated_tiny_graph_survives_the_csv_round_trip(tmp_path):
         assert np.array_equal(oa.count_by_user(perm), ob.count_by_user(perm))
     users = range(ds.entities["user"])
     assert all(oa.lookup_resources(u, "view") == ob.lookup_resources(u, "view") for u in users)
+
+
+def test_an_out_dir_that_is_not_a_dataset_is_refused_not_replaced(tmp_path, capsys):
+    src = write_csvs(tmp_path / "src", **GOOD)
+    keep = tmp_path / "data" / "mine"
+    keep.mkdir(parents=True)
+    (keep / "notes.txt").write_text("mine")
+    code = main(["import", "--format", "reference-csv", "--path", str(src), "--out", "mine",
+                 "--data-dir", str(tmp_path / "data")])
+    assert code == 2 and "exists and is not a dataset" in capsys.readouterr().err
+    assert (keep / "notes.txt").read_text() == "mine"
