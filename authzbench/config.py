@@ -114,14 +114,10 @@ class DatasetChoice:
             raise UserError(f"--dau must be in (0, 1], got {self.dau}")
         if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
             raise UserError(f"--data-dir {self.data_dir} is not a directory")
-        if self.path is not None:
-            self.existing()
-            return
-        resolve(self.profile, dict(self.overrides), self.model)
+        _ = self.existing() if self.path else resolve(self.profile, dict(self.overrides), self.model)
 
     def existing(self):
-        """The dataset at `path`, refused in one line naming --dataset when it is not a complete one or
-        when generator parameters (--set, --seed) were given for it."""
+        """The dataset at `path`: refused naming --dataset when incomplete or given --set / --seed."""
         from authzbench.schema.dataset import Dataset
 
         if self.overrides:
