@@ -110,6 +110,24 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
 
 
+def _import_args(sub) -> None:
+    from authzbench.imports.readers import READERS
+
+    im = sub.add_parser("import", help="read a graph someone else made into a dataset (Parquet + manifest)")
+    im.add_argument("--format", required=True, choices=list(READERS),
+                    help="; ".join(f"{k}: {r.describes}" for k, r in READERS.items()))
+    im.add_argument("--path", required=True, type=_path, help="the source (reference-csv: the dir of CSVs)")
+    im.add_argument("--out", required=True, type=_path,
+                    help="dataset name under the data dir (or a path with a /)")
+    im.add_argument("--data-dir", type=_path,
+                    help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
+    im.add_argument("--drop-unmapped", action="store_true",
+                    help="drop (and count) rows the model cannot hold instead of refusing the import")
+    im.add_argument("--anonymize", action="store_true",
+                    help="order ids by a keyed hash and keep no id map: nothing of the source's ids is "
+                         "written")
+
+
 def _backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", action="append", metavar="NAME", type=_csv(_name),
                    help="backend(s) to use, repeatable or comma-separated (default: the default set; "
@@ -387,10 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
     _dataset_args(s)
     s.add_argument("--path", type=_path, help="an existing dataset dir instead of a profile")
 
+    _import_args(sub)
+
     for name, hlp in (("prepare", "generate, start and load the backends (servers keep running)"),
                       ("bench", "run the scenarios (prepares what is missing) and write the report")):
         p = sub.add_parser(name, help=hlp)
         _dataset_args(p)
+        p.add_argument("--dataset", type=_path, metavar="PATH",
+                       help="an existing dataset dir (`authzbench import` writes one) instead of --profile")
         _backend_args(p)
         if name == "bench":
             _bench_args(p)

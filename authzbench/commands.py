@@ -19,7 +19,8 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 
 
 # Output directories of each command, checked before anything is generated or started.
-OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
+OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats": ("data_dir",),
+               "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
@@ -27,20 +28,23 @@ OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare
 
 def _check_output_dirs(args: argparse.Namespace) -> None:
     """A directory we will write: its first existing ancestor must be a writable directory."""
-    import os
 
     for dest in OUTPUT_DIRS.get(args.cmd, ()):
         path = getattr(args, dest, None)
-        if path is None:
-            continue
-        opt = "--" + dest.replace("_", "-")
-        probe = path
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if probe.exists() and not probe.is_dir():
-            raise UserError(f"{opt}: cannot write {path}: {probe} is not a directory")
-        if not os.access(probe, os.W_OK | os.X_OK):
-            raise UserError(f"{opt}: cannot write {path}: {probe} is not writable")
+        if path is not None:
+            _check_writable("--" + dest.replace("_", "-"), path)
+
+
+def _check_writable(opt: str, path: Path) -> None:
+    from authzbench.tools.dataset_commands import check_writable
+
+    check_writable(opt, path)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from authzbench.tools.dataset_commands import import_graph
+
+    return import_graph(args)
 
 
 def _loadtest(args: argparse.Namespace) -> int:
@@ -108,8 +112,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
                       f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
         return 0
-    if args.cmd == "stats":
-        return _stats(args)
+    if args.cmd in ("stats", "import"):
+        return _stats(args) if args.cmd == "stats" else _import(args)
     if args.cmd in ("prepare", "bench"):
         return _prepare_or_bench(args)
     if args.cmd == "report":
@@ -179,9 +183,12 @@ def _config(args: argparse.Namespace):
     overrides = parse_sets(args.sets)
     if args.seed is not None:
         overrides["seed"] = str(args.seed)
+    data = DatasetChoice(model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir)
+    if args.dataset is not None:
+        data.path = args.dataset
+        data.profile = data.existing().profile  # what the run records and the report names ("imported")
     cfg = BenchConfig(
-        data=DatasetChoice(
-            model=args.model, profile=args.profile, overrides=overrides, data_dir=args.data_dir),
+        data=data,
         servers=ServerChoice(
             backends=_flat(args.backend) or default_backends(), provision=args.provision or default_mode(),
             tier=getattr(args, "tier", "cached"), options=_backend_options(args), reload=args.reload,
@@ -260,6 +267,10 @@ def _prepare_or_bench(args: argparse.Namespace) -> int:
     from authzbench.run import orchestrate
 
     cfg = _config(args)
+    sweeps = [getattr(args, k, None) for k in ("shape", "profiles", "scale", "extend_sweep")]
+    if args.dataset is not None and any(v is not None for v in sweeps):
+        raise UserError(f"--dataset {args.dataset}: sweeps (--shape, --profiles, --scale, --extend-sweep) "
+                        "generate their datasets; leave them out")
     if args.cmd == "prepare":
         failures = orchestrate.prepare(cfg)
     elif args.shape:
@@ -416,6 +427,9 @@ def _stats(args: argparse.Namespace) -> int:
     if ds.model != "rebac":
         return 0
     stdout.print(totals_table(ds))
+    from authzbench.tools.dataset_commands import print_shape
+
+    print_shape(args, ds, oracle)
     for k, v in anchors(oracle).items():
         stdout.print(f"{k} = [bold]{v}[/bold]")
     for name, inputs in sampled_inputs(ds, oracle).items():

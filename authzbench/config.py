@@ -107,13 +107,31 @@ class DatasetChoice:
     overrides: dict[str, str] = field(default_factory=dict)
     data_dir: Path | None = None
     dau: float = DEFAULT_DAU  # social: share of users that issue requests (the reference's sampling factor)
+    # An existing dataset (`bench --dataset`: imported, or generated elsewhere) instead of the profile's.
+    path: Path | None = None
 
     def validate(self) -> None:
         if not 0 < self.dau <= 1:
             raise UserError(f"--dau must be in (0, 1], got {self.dau}")
         if self.data_dir is not None and self.data_dir.exists() and not self.data_dir.is_dir():
             raise UserError(f"--data-dir {self.data_dir} is not a directory")
-        resolve(self.profile, dict(self.overrides), self.model)
+        _ = self.existing() if self.path else resolve(self.profile, dict(self.overrides), self.model)
+
+    def existing(self):
+        """The dataset at `path`: refused naming --dataset when incomplete or given --set / --seed."""
+        from authzbench.schema.dataset import Dataset
+
+        if self.overrides:
+            raise UserError(f"--dataset {self.path}: --set and --seed move the generator's parameters; "
+                            "an existing dataset has its own")
+        try:
+            ds = Dataset.open(self.path)
+        except UserError as e:
+            raise UserError(f"--dataset: {e}") from None
+        if ds.model != self.model:
+            raise UserError(f"--dataset {self.path} is of the {ds.model} model, not {self.model}: "
+                            f"add --model {ds.model}")
+        return ds
 
 
 @dataclass

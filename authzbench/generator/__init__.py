@@ -123,7 +123,10 @@ def write_tables(out_dir: str | Path, tables: dict[str, tuple[list[int], list[in
 
 
 def _write_atomically(out: Path, profile: str, model: str, params, entities: dict[str, int],
-                      produce) -> Dataset:
+                      produce, *, extra: dict | None = None, extra_files: dict[str, bytes] | None = None
+                      ) -> Dataset:
+    """`extra`: more manifest keys (an import's origin); `extra_files`: more files beside the tables (an
+    import's id map), hashed into the manifest's extra_files_sha256 but not into the content hash."""
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +143,10 @@ def _write_atomically(out: Path, profile: str, model: str, params, entities: dic
             writer.close()
         seconds = time.perf_counter() - t0
         manifest = _manifest(profile, model, params, entities, writer.counts, tmp, seconds)
+        for name, data in (extra_files or {}).items():
+            (tmp / name).write_bytes(data)
+            manifest.setdefault("extra_files_sha256", {})[name] = hashlib.sha256(data).hexdigest()
+        manifest.update(extra or {})
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         (tmp / COMPLETE_MARK).write_text(manifest["content_hash"] + "\n")
         if out.exists():

@@ -155,6 +155,8 @@ def dataset(rd: RunData, out_dir: Path) -> str:
     lines = [
         "## 2. Dataset", "",
         f"Profile `{ds.get('profile')}`, model `{ds.get('model')}`, content hash `{ds.get('hash')}`.", ""]
+    if origin := ds.get("origin"):
+        lines += [f"Not generated: {_origin(origin)} Its distribution table is in the appendix.", ""]
     ent = ds.get("entities") or {}
     counts = ds.get("counts") or {}
     authz = set(_authz_relations(ds.get("model") or "rebac", counts))
@@ -190,14 +192,33 @@ def distribution(rd: RunData, out_dir: Path) -> str:
                   + ", ".join(f"{k}={v}" + (f" ({depth})" if k == "group_depth" and depth else "")
                               for k, v in params.items()),
                   ""]
+    if origin := ds.get("origin"):
+        lines += [f"Dataset origin: {_origin(origin)}", ""]
     dist = [r for r in rd.records if isinstance(r, Distribution)]
     if dist:
-        lines.append(table(pd.DataFrame(dist[-1].rows), {"relationship": "Relationship", "mean": "Mean",
-                                                            "min": "Min", "max": "Max", "notes": "Notes"}, 2))
+        rows = dist[-1].rows
+        # runs recorded before the percentiles were kept show the reference's columns only
+        pct = {k: k for k in ("p50", "p90", "p99") if rows and k in rows[0]}
+        lines.append(table(pd.DataFrame(rows), {"relationship": "Relationship", "mean": "Mean", "min": "Min",
+                                                **pct, "max": "Max", "notes": "Notes"}, 2))
         anchors = dist[-1].anchors or {}
         if anchors:
             lines += ["", "Scenario anchors: " + ", ".join(f"{k} = **{v}**" for k, v in anchors.items()), ""]
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+_ANON = "Anonymized (ids ordered by a keyed hash, no id map kept)"
+
+
+def _origin(o: dict) -> str:
+    """Imported from what, mapped how, anonymized or not, what was dropped (the manifest's origin)."""
+    files = ", ".join(f"`{f}` (sha256 {h[:12]})" for f, h in o.get("files", {}).items())
+    dropped = ", ".join(f"{n:,} {why}" for why, n in o.get("dropped", {}).items()) or "nothing"
+    mapping = "; ".join(f"{k}: {v}" for k, v in o.get("mapping", {}).items())
+    return (f"imported from **{o.get('format')}** ({o.get('describes', '')}): {files}. "
+            f"Mapping: {mapping}. "
+            f"{_ANON if o.get('anonymized') else 'Not anonymized'}; dropped: {dropped}; "
+            f"repeated rows merged: {o.get('duplicates_merged', 0):,}.")
 
 
 def method(rd: RunData, out_dir: Path) -> str:

@@ -16,7 +16,10 @@ from authzbench.truth.social_oracle import oracle_for
 
 
 def dataset_of(choice: DatasetChoice) -> Dataset:
-    """The chosen dataset, reused from its directory or generated there (generator.obtain)."""
+    """The chosen dataset: the one at --dataset, else reused from its directory or generated there
+    (generator.obtain)."""
+    if choice.path is not None:
+        return choice.existing()
     return obtain(choice.model, choice.profile, choice.overrides, choice.data_dir, announce=say)
 
 
@@ -27,7 +30,8 @@ def dataset_and_oracle(choice: DatasetChoice, store: RunStore):
     store.update_manifest(
         dataset={"path": str(ds.path), "profile": ds.profile, "model": ds.model, "hash": ds.hash,
                  "counts": ds.counts, "entities": ds.entities, "params": ds.manifest.get("params"),
-                 "relationships": ds.total_relationships})
+                 "relationships": ds.total_relationships,
+                 **({"origin": ds.manifest["origin"]} if "origin" in ds.manifest else {})})
     t0 = time.perf_counter()
     oracle = oracle_for(ds)
     store.append(rec.Oracle(seconds=time.perf_counter() - t0))

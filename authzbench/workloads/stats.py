@@ -8,14 +8,16 @@ import pandas as pd
 from authzbench.schema.dataset import Dataset
 from authzbench.truth.oracle import Oracle
 from authzbench.workloads.catalog import SCENARIOS, heavy_manage_user, regular_view_user
+from authzbench.workloads.graph_shape import PERCENTILES, degrees
 
 
 def _row(name: str, counts: np.ndarray, notes: str) -> dict:
-    c = counts[counts > 0]
-    if len(c) == 0:
-        return {"relationship": name, "mean": float("nan"), "min": 0, "max": 0, "notes": notes}
-    return {"relationship": name, "mean": float(c.mean()), "min": int(c.min()), "max": int(c.max()),
-            "notes": notes}
+    """The reference table's row (mean, min, max over the entities with at least one) and percentiles."""
+    d = degrees(counts)
+    return {"relationship": name, **{k: d[k] for k in ("mean", "min", "max", *PCT)}, "notes": notes}
+
+
+PCT = tuple(f"p{q}" for q in PERCENTILES)
 
 
 def _per(df: pd.DataFrame, col: str, n: int) -> np.ndarray:
