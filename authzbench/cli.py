@@ -382,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate a dataset (Parquet + manifest)")
     _dataset_args(g)
     g.add_argument("--out", type=_path, help="output dir (default: DATA_DIR/<model>-<profile>-s<seed>)")
+    g.add_argument("--like", type=_path, metavar="DATASET",
+                   help="a look-alike of this rebac dataset (imported or generated): its distributions "
+                        "fitted per relation, printed beside the result's with the fit's error")
+    g.add_argument("--scale", type=_number(int, 1), help="with --like: N times its size (default 1)")
 
     s = sub.add_parser("stats", help="distribution table, scenario anchors and sampled inputs of a dataset")
     _dataset_args(s)

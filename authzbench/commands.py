@@ -99,6 +99,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _loadtest(args)
     if args.cmd == "crosscheck":
         return _crosscheck(args)
+    if args.cmd == "generate" and (args.like or args.scale):
+        return _generate_like(args)
     if args.cmd == "generate":
         from authzbench.generator import generate
 
@@ -392,6 +394,26 @@ def _print_compare(a: Path, b: Path) -> None:
                       f"{s['log_raw']:.3f} raw, {s['log_norm']:.3f} normalized", markup=False)
     else:
         stdout.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
+
+
+def _generate_like(args: argparse.Namespace) -> int:
+    """`generate --like DATASET [--scale N]`: the fitted look-alike, its error beside the original's."""
+    from authzbench.generator import default_data_dir
+    from authzbench.imports.like import like, render
+    from authzbench.schema.dataset import Dataset
+
+    if not args.like:
+        raise UserError("--scale needs --like DATASET (a profile is scaled with --set orgs=N)")
+    if args.sets:
+        raise UserError("--set with --like: the look-alike's parameters are fitted to the dataset")
+    original = Dataset.open(args.like)
+    scale = args.scale or 1
+    out = args.out or (args.data_dir or default_data_dir()) / f"like-{original.path.name}-x{scale}"
+    ds, rows = like(original, out, scale, seed=42 if args.seed is None else args.seed)
+    stdout.print(render(rows, scale), markup=False, highlight=False, soft_wrap=True)
+    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships, like {original.path} x{scale}, "
+                 f"hash {ds.hash[:16]}", markup=False, highlight=False, soft_wrap=True)
+    return 0
 
 
 def _stats(args: argparse.Namespace) -> int:
