@@ -144,7 +144,9 @@ class Mapper:
 
     def _unmapped(self, where: str, key: Key, reason: str) -> None:
         if not self.drop_unmapped:
-            raise UserError(f"{where}: {reason}; give a mapping file or --drop-unmapped")
+            fix = "give a mapping file or --drop-unmapped" if reason.startswith("no mapping") else \
+                "--drop-unmapped drops such rows"
+            raise UserError(f"{where}: {reason}; {fix}")
         self.dropped[f"{key_text(key)}: {reason.split(' (')[0]}"] += 1
         return None
 

@@ -46,7 +46,8 @@ def test_dropping_counts_unmapped_rows_by_key_and_reason():
 
 
 def test_a_caveated_row_is_refused():
-    with pytest.raises(UserError, match="f:2: caveat or condition 'only_weekdays': the model has none"):
+    with pytest.raises(UserError, match="f:2: caveat or condition .only_weekdays.: the model has none; "
+                                        "--drop-unmapped drops such rows"):
         Mapper(default_mapping()).edge(("resource", "1"), "viewer_user", ("user", "a", ""), "f:2",
                                        caveat="only_weekdays")
 
