@@ -89,8 +89,6 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int | None:
-    from authzbench.generator.profiles import parse_sets
-
     _check_output_dirs(args)
     _local_images(args)
     if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
@@ -99,17 +97,8 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _loadtest(args)
     if args.cmd == "crosscheck":
         return _crosscheck(args)
-    if args.cmd == "generate" and (args.like or args.scale):
-        return _generate_like(args)
     if args.cmd == "generate":
-        from authzbench.generator import generate
-
-        ds = generate(
-            args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
-            model=args.model)
-        stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
-                      f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
-        return 0
+        return _generate(args)
     if args.cmd == "stats":
         return _stats(args)
     if args.cmd in ("prepare", "bench"):
@@ -396,23 +385,20 @@ def _print_compare(a: Path, b: Path) -> None:
         stdout.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
 
 
-def _generate_like(args: argparse.Namespace) -> int:
-    """`generate --like DATASET [--scale N]`: the fitted look-alike, its error beside the original's."""
-    from authzbench.generator import default_data_dir
-    from authzbench.imports.like import like, render
-    from authzbench.schema.dataset import Dataset
+def _generate(args: argparse.Namespace) -> int:
+    from authzbench.generator import generate
+    from authzbench.generator.profiles import parse_sets
 
-    if not args.like:
-        raise UserError("--scale needs --like DATASET (a profile is scaled with --set orgs=N)")
-    if args.sets:
-        raise UserError("--set with --like: the look-alike's parameters are fitted to the dataset")
-    original = Dataset.open(args.like)
-    scale = args.scale or 1
-    out = args.out or (args.data_dir or default_data_dir()) / f"like-{original.path.name}-x{scale}"
-    ds, rows = like(original, out, scale, seed=42 if args.seed is None else args.seed)
-    stdout.print(render(rows, scale), markup=False, highlight=False, soft_wrap=True)
-    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships, like {original.path} x{scale}, "
-                 f"hash {ds.hash[:16]}", markup=False, highlight=False, soft_wrap=True)
+    if args.like or args.scale:  # generate --like DATASET [--scale N]: imports/like.py
+        from authzbench.imports.like import command
+
+        text = command(args.like, args.scale, args.sets, args.out, args.data_dir, args.seed)
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    ds = generate(args.profile, args.out or _default_out(args), seed=args.seed,
+                  overrides=parse_sets(args.sets), model=args.model)
+    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
+                 f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
     return 0
 
 

@@ -246,3 +246,21 @@ def render(rows: list[Row], scale: int) -> str:
         lines.append(f"{r.relation:24} {r.measure:12} {r.stat:5} {r.original:10,.2f} {r.target:13,.2f} "
                      f"{r.result:10,.2f} {r.error:+8.1%}")
     return "\n".join(lines)
+
+
+def command(like_path: Path | None, scale: int | None, sets: list[str] | None, out: Path | None,
+            data_dir: Path | None, seed: int | None) -> str:
+    """`generate --like DATASET [--scale N]`: the look-alike written (at `out`, by default
+    DATA_DIR/like-<name>-xN) and what the command prints: the fit's error table and the result's line."""
+    from authzbench.generator import default_data_dir
+
+    if like_path is None:
+        raise UserError("--scale needs --like DATASET (a profile is scaled with --set orgs=N)")
+    if sets:
+        raise UserError("--set with --like: the look-alike's parameters are fitted to the dataset")
+    original = Dataset.open(like_path)
+    n = scale or 1
+    ds, rows = like(original, out or (data_dir or default_data_dir()) / f"like-{original.path.name}-x{n}", n,
+                    seed=42 if seed is None else seed)
+    return (f"{render(rows, n)}\n{ds.path}: {ds.total_relationships:,} relationships, like {original.path} "
+            f"x{n}, hash {ds.hash[:16]}")
