@@ -112,11 +112,18 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
 
 def _import_args(sub) -> None:
     from authzbench.imports.readers import READERS
+    from authzbench.tools.dataset_commands import system_readers
 
     im = sub.add_parser("import", help="read a graph someone else made into a dataset (Parquet + manifest)")
-    im.add_argument("--format", required=True, choices=list(READERS),
-                    help="; ".join(f"{k}: {r.describes}" for k, r in READERS.items()))
-    im.add_argument("--path", required=True, type=_path, help="the source (reference-csv: the dir of CSVs)")
+    im.add_argument("--format", required=True, choices=[*READERS, *system_readers()],
+                    help="; ".join([*(f"{k}: {r.describes}" for k, r in READERS.items()),
+                                    *(f"{k}: {(r.__doc__ or '').split('.')[0]}"
+                                      for k, r in system_readers().items())]))
+    im.add_argument("--path", required=True, type=_name,  # a str: a URL's // must stay
+                    help="the source (reference-csv: the dir of CSVs; a file; or a live server's URL)")
+    im.add_argument("--mapping", type=_path,
+                    help="a TOML file mapping the source's type#relation@subject onto the model's relations "
+                         "(default: the suite's schema names)")
     im.add_argument("--out", required=True, type=_path,
                     help="dataset name under the data dir (or a path with a /)")
     im.add_argument("--data-dir", type=_path,
@@ -400,6 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate a dataset (Parquet + manifest)")
     _dataset_args(g)
     g.add_argument("--out", type=_path, help="output dir (default: DATA_DIR/<model>-<profile>-s<seed>)")
+    g.add_argument("--like", type=_path, metavar="DATASET",
+                   help="a look-alike of this rebac dataset (imported or generated): its distributions "
+                        "fitted per relation, printed beside the result's with the fit's error")
+    g.add_argument("--scale", type=_number(int, 1), help="with --like: N times its size (default 1)")
 
     s = sub.add_parser("stats", help="distribution table, scenario anchors and sampled inputs of a dataset")
     _dataset_args(s)

@@ -93,8 +93,6 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int | None:
-    from authzbench.generator.profiles import parse_sets
-
     _check_output_dirs(args)
     _local_images(args)
     if args.cmd in ("generate", "stats") and not getattr(args, "path", None):
@@ -104,14 +102,7 @@ def dispatch(args: argparse.Namespace) -> int | None:
     if args.cmd == "crosscheck":
         return _crosscheck(args)
     if args.cmd == "generate":
-        from authzbench.generator import generate
-
-        ds = generate(
-            args.profile, args.out or _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
-            model=args.model)
-        stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
-                      f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
-        return 0
+        return _generate(args)
     if args.cmd in ("stats", "import"):
         return _stats(args) if args.cmd == "stats" else _import(args)
     if args.cmd in ("prepare", "bench"):
@@ -403,6 +394,23 @@ def _print_compare(a: Path, b: Path) -> None:
                       f"{s['log_raw']:.3f} raw, {s['log_norm']:.3f} normalized", markup=False)
     else:
         stdout.print("machine-speed index: not recorded in both runs; ratios are raw", markup=False)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from authzbench.generator import generate
+    from authzbench.generator.profiles import parse_sets
+
+    if args.like or args.scale:  # generate --like DATASET [--scale N]: imports/like.py
+        from authzbench.imports.like import command
+
+        text = command(args.like, args.scale, args.sets, args.out, args.data_dir, args.seed)
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    ds = generate(args.profile, args.out or _default_out(args), seed=args.seed,
+                  overrides=parse_sets(args.sets), model=args.model)
+    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
+                 f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
+    return 0
 
 
 def _stats(args: argparse.Namespace) -> int:

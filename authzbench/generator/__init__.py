@@ -24,7 +24,7 @@ from authzbench.generator.profiles import PROFILES, RebacParams, resolve
 from authzbench.schema.dataset import COMPLETE_MARK, MANIFEST, Dataset
 from authzbench.schema.model import ACL_RELATIONS, relation_defs
 
-__all__ = ["PROFILES", "generate", "obtain", "default_data_dir", "dataset_dir"]
+__all__ = ["PROFILES", "generate", "generate_params", "obtain", "default_data_dir", "dataset_dir"]
 
 _SCHEMA = pa.schema([("object", pa.int32()), ("subject", pa.int32())])
 
@@ -82,6 +82,14 @@ def generate(profile: str, out_dir: str | Path | None = None, *, seed: int | Non
     gen = social if model == "social" else rebac
     return _write_atomically(out, profile, model, params, gen.entities(params),
                              lambda emit: gen.generate(params, emit))
+
+
+def generate_params(params: RebacParams, out_dir: str | Path, label: str) -> Dataset:
+    """A rebac dataset of exactly `params` (no profile): `generate --like`'s fitted look-alike; `label` is the
+    manifest's profile."""
+    params.validate()
+    return _write_atomically(Path(out_dir), label, "rebac", params, rebac.entities(params),
+                             lambda emit: rebac.generate(params, emit))
 
 
 def obtain(model: str, profile: str, overrides: dict[str, str], data_dir: Path | None = None,

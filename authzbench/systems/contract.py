@@ -21,6 +21,8 @@ The folder, authzbench/systems/<name>/ (the folder name is the system's; its bac
     schema files  what the adapter sends its server (postgres.sql, rebac.zed, rebac.fga, rebac.perm, cql.cql,
                   a mapping .json), read by the adapter as `Path(__file__).parent / "NAME"`.
     helper dirs   non-Python sources the recipe builds (scylla/cassandra_bulk/, elasticsearch/es_launcher/).
+    export.py     its graphs read back as the model's Edges (`readers=`: READERS, format -> reader), for
+                  `authzbench import`; on the adapter side.
     crosscheck.py what `authzbench crosscheck` needs of it (`crosscheck=`: TOOL, CLIENT, driver_call, and
                   GRPC_CALL + requests for ghz or statement for pgbench), on the adapter side.
     tools/        its own experiments (`python -m authzbench.systems.<name>.tools.<tool>`), in the command
@@ -101,6 +103,8 @@ class System:
     image_versions: str = ""  # "module:function" -> {versions.env name: what the local image really runs}
     worker_limit: str = ""  # "module:attribute": the most workers its native server takes ("" = no limit)
     crosscheck: str = ""  # "module:function" -> a Crosscheck: the independent load tool run beside it
+    # "module:attribute" -> {format: reader(source, mapper) -> Edges}: its graphs `authzbench import` reads
+    readers: str = ""
     loadtest: int = 0  # its place among the default engines of `authzbench loadtest` (0 = not one of them)
     # What the report states about it alone (read through authzbench/report/core/declared.py):
     stale_reports: tuple[str, ...] = ()  # upstream reports of its fresh-mode reads missing a committed write

@@ -34,16 +34,90 @@ def import_graph(args: argparse.Namespace) -> int:
     check_writable("--out", out)
     if out.exists() and not (out / MANIFEST).is_file():  # replacing it would delete what is there
         raise UserError(f"--out {out} exists and is not a dataset: name another")
-    src = origin(args.format, args.path)  # a missing source file is refused here, before reading
-    ds = write_graph(reader(args.format).edges(args.path), out, src, drop_unmapped=args.drop_unmapped,
-                     anonymize=args.anonymize)
+    if args.format in system_readers():
+        src, edges = _system_source(args)
+    else:
+        src = origin(args.format, Path(args.path))  # a missing source file is refused here, before reading
+        edges = reader(args.format).edges(Path(args.path))
+    ds = write_graph(edges, out, src, drop_unmapped=args.drop_unmapped, anonymize=args.anonymize)
     o = ds.manifest["origin"]
-    dropped = ", ".join(f"{n:,} {why}" for why, n in o["dropped"].items()) or "none"
+    drops = {**o.get("dropped_by_mapping", {}), **o["dropped"]}
+    dropped = ", ".join(f"{n:,} {why}" for why, n in drops.items()) or "none"
     stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships imported from {args.format}"
                  f"{' (anonymized)' if args.anonymize else ''}; dropped: {dropped}; "
                  f"repeats merged: {o['duplicates_merged']:,}; hash {ds.hash[:16]}")
     return 0
 
+
+
+def system_readers() -> dict:
+    """The graph readers the systems declare (format -> reader(source, mapper)): SpiceDB's, OpenFGA's."""
+    from authzbench.systems import load, systems
+
+    return {fmt: r for s in systems().values() if s.readers for fmt, r in load(s.readers).items()}
+
+
+def _system_source(args: argparse.Namespace) -> tuple[dict, list]:
+    """(origin, edges) of a system's export: a live server's URL or a file, through a mapping (the schema's
+    own names without --mapping). The mapping's drops are counted before write_graph checks the rest."""
+    import inspect
+
+    from authzbench.imports.graph import file_digest
+    from authzbench.imports.mapping import Mapper, default_mapping, load_mapping
+
+    read = system_readers()[args.format]
+    renames = getattr(inspect.getmodule(read), "mapping_renames", lambda: None)()
+    mapping = load_mapping(args.mapping, renames) if args.mapping else default_mapping("rebac", renames)
+    mapper = Mapper(mapping, args.drop_unmapped)
+    source = str(args.path)
+    is_file = Path(source).is_file()
+    edges = with_group_orgs(list(read(source if not is_file else Path(source), mapper)))
+    where = {Path(source).name: file_digest(Path(source))} if is_file else {"server": _no_secret(source)}
+    return {"format": args.format, "describes": read.__doc__.splitlines()[0] if read.__doc__ else "",
+            "mapping": mapping.describe(), "files": where, "dropped_by_mapping": dict(mapper.dropped),
+            "group_org_inferred": sum(e.where.startswith(_INFERRED) for e in edges)}, edges
+
+
+_INFERRED = "inferred:"
+
+
+def with_group_orgs(edges: list) -> list:
+    """The edges, plus a group_org row for every group the source gives none: a Zanzibar schema holds no
+    group -> organization row (the model keeps it as metadata, authz=False, which no answer reads: the
+    scenarios pick their inputs by it), so a group takes the organization most of its members belong to
+    (ties: the smallest id), or, with no member in any, the first organization of the graph."""
+    from collections import Counter, defaultdict
+
+    from authzbench.imports.edges import Edge
+
+    has = {e.obj for e in edges if e.relation == "group_org"}
+    org_of_user: dict[str, list[str]] = defaultdict(list)
+    for e in edges:
+        if e.relation in ("org_member", "org_admin"):
+            org_of_user[e.subj].append(e.obj)
+    votes: dict[str, Counter] = defaultdict(Counter)
+    groups: set[str] = set()
+    for e in edges:
+        if e.relation in ("group_member", "group_manager"):
+            votes[e.obj].update(org_of_user.get(e.subj, []))
+        if e.relation.startswith("group_"):
+            groups.add(e.obj)
+        if e.relation in ("group_child", "resource_manager_group", "resource_viewer_group"):
+            groups.add(e.subj)
+    orgs = sorted({o for os_ in org_of_user.values() for o in os_})
+    extra = []
+    for g in sorted(groups - has):
+        ranked = sorted(votes[g].items(), key=lambda kv: (-kv[1], kv[0]))
+        org = ranked[0][0] if ranked else (orgs[0] if orgs else None)
+        if org is not None:
+            extra.append(Edge("group_org", g, org, f"{_INFERRED} group {g}'s organization"))
+    return edges + extra
+
+
+def _no_secret(url: str) -> str:
+    """A server URL as the manifest keeps it: without a preshared key or token."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url
 
 
 def _rich_table(title: str, rows: list[dict]) -> Table:

@@ -74,7 +74,8 @@ BENCH = {
     "--target-relationships": ["0", "-5", "abc", "nan", "M", ""],
 }
 BAD: dict[str, dict[str, list[str]]] = {
-    "generate": {**DATASET, "--out": ["", "{file}", "{file}/x"]},
+    "generate": {**DATASET, "--out": ["", "{file}", "{file}/x"], "--like": ["", "{missing}", "{file}"],
+                 "--scale": ["0", "-1", "abc", "1.5", "", "2"]},
     "stats": {**DATASET, "--path": ["", "{missing}", "{file}"]},
     "import": {"--format": ["", "zanzibar"], "--path": ["", "{missing}", "{file}"],
                "--out": ["", "{file}/x"], "--data-dir": ["", "{file}", "{file}/x"]},

@@ -24,6 +24,7 @@ SYSTEM = System(
     tiers="authzbench.systems.openfga.native:tier", image="openfga",
     image_files="authzbench.systems.openfga.native:image_files",
     image_versions="authzbench.systems.openfga.native:image_versions",
+    readers="authzbench.systems.openfga.export:READERS",
     crosscheck="authzbench.systems.openfga.crosscheck", loadtest=3, colour=6, order=3, aliases=("OpenFGA",),
     # a fresh-mode read missing a committed write
     stale_reports=("https://github.com/openfga/openfga/pull/2843",),

@@ -29,6 +29,7 @@ SYSTEMS = (
            native="authzbench.systems.spicedb.native", models=BOTH, drivers=DRIVERS, extra="spicedb",
            services=("spicedb-pg",), builds=(POSTGRES_SERVER, GO),
            tiers="authzbench.systems.spicedb.native:tier", crosscheck="authzbench.systems.spicedb.crosscheck",
+           readers="authzbench.systems.spicedb.export:READERS",
            loadtest=2, colour=1, order=2, aliases=("SpiceDB",),
            cpu_counts="SpiceDB and its PostgreSQL together",
            versioned="authzbench.systems.spicedb.native:go_module", **STALE, **IMAGE),
