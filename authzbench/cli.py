@@ -116,18 +116,14 @@ def _import_args(sub) -> None:
 
     im = sub.add_parser("import", help="read a graph someone else made into a dataset (Parquet + manifest)")
     im.add_argument("--format", required=True, choices=[*READERS, *system_readers()],
-                    help="; ".join([*(f"{k}: {r.describes}" for k, r in READERS.items()),
-                                    *(f"{k}: {(r.__doc__ or '').split('.')[0]}"
-                                      for k, r in system_readers().items())]))
-    im.add_argument("--path", required=True, type=_name,  # a str: a URL's // must stay
-                    help="the source (reference-csv: the dir of CSVs; a file; or a live server's URL)")
-    im.add_argument("--mapping", type=_path,
-                    help="a TOML file mapping the source's type#relation@subject onto the model's relations "
-                         "(default: the suite's schema names)")
-    im.add_argument("--out", required=True, type=_path,
-                    help="dataset name under the data dir (or a path with a /)")
-    im.add_argument("--data-dir", type=_path,
-                    help="where datasets live (default: ./data or $AUTHZBENCH_DATA)")
+                    help="; ".join([*(f"{k}: {r.describes}" for k, r in READERS.items()), *(
+                        f"{k}: {(r.__doc__ or '').split('.')[0]}" for k, r in system_readers().items())]))
+    im.add_argument("--path", required=True, type=_name, help="the source (reference-csv: the dir of CSVs; "
+                    "a file; a live server's URL)")  # a str: a URL's // must stay
+    im.add_argument("--mapping", type=_path, help="a TOML file mapping the source's type#relation@subject "
+                    "onto the model's relations (default: the suite's schema names)")
+    im.add_argument("--out", required=True, type=_path, help="dataset name under the data dir (or a path)")
+    im.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data, $AUTHZBENCH_DATA)")
     im.add_argument("--drop-unmapped", action="store_true",
                     help="drop (and count) rows the model cannot hold instead of refusing the import")
     im.add_argument("--anonymize", action="store_true",

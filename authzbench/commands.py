@@ -397,52 +397,15 @@ def _print_compare(a: Path, b: Path) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from authzbench.generator import generate
-    from authzbench.generator.profiles import parse_sets
+    from authzbench.tools.dataset_commands import generate_command
 
-    if args.like or args.scale:  # generate --like DATASET [--scale N]: imports/like.py
-        from authzbench.imports.like import command
-
-        text = command(args.like, args.scale, args.sets, args.out, args.data_dir, args.seed)
-        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
-        return 0
-    ds = generate(args.profile, args.out or _default_out(args), seed=args.seed,
-                  overrides=parse_sets(args.sets), model=args.model)
-    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
-                 f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
-    return 0
+    return generate_command(args, _default_out(args))
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from authzbench.generator import generate
-    from authzbench.generator.profiles import parse_sets
-    from authzbench.schema.dataset import Dataset
-    from authzbench.truth.social_oracle import oracle_for
-    from authzbench.workloads.stats import anchors, distribution, sampled_inputs, totals_table
+    from authzbench.tools.dataset_commands import stats_command
 
-    if args.path:
-        ds = Dataset.open(args.path)
-    else:
-        ds = generate(args.profile, _default_out(args), seed=args.seed, overrides=parse_sets(args.sets),
-                      model=args.model, force=False)
-    oracle = oracle_for(ds)
-    t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")
-    for c in ("Relationship", "Mean", "Min", "Max", "Notes"):
-        t.add_column(c, justify="right" if c in ("Mean", "Min", "Max") else "left")
-    for r in distribution(ds, oracle):
-        t.add_row(r["relationship"], f"{r['mean']:.2f}", str(r["min"]), str(r["max"]), r["notes"])
-    stdout.print(t)
-    if ds.model != "rebac":
-        return 0
-    stdout.print(totals_table(ds))
-    from authzbench.tools.dataset_commands import print_shape
-
-    print_shape(args, ds, oracle)
-    for k, v in anchors(oracle).items():
-        stdout.print(f"{k} = [bold]{v}[/bold]")
-    for name, inputs in sampled_inputs(ds, oracle).items():
-        stdout.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
-    return 0
+    return stats_command(args, _default_out(args))
 
 
 def _list_backends() -> int:

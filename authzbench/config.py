@@ -99,8 +99,7 @@ def _finite_positive(x: float) -> bool:
 
 @dataclass
 class DatasetChoice:
-    """Which dataset: generated (or reused) by generator.obtain from these, before the oracle and the
-    loads."""
+    """Which dataset: generated (or reused) by generator.obtain from these, before the oracle and loads."""
 
     model: str = "rebac"
     profile: str = "baseline"
@@ -122,15 +121,13 @@ class DatasetChoice:
         from authzbench.schema.dataset import Dataset
 
         if self.overrides:
-            raise UserError(f"--dataset {self.path}: --set and --seed move the generator's parameters; "
-                            "an existing dataset has its own")
+            raise UserError(f"--dataset {self.path}: --set and --seed move the generator's parameters")
         try:
             ds = Dataset.open(self.path)
         except UserError as e:
             raise UserError(f"--dataset: {e}") from None
         if ds.model != self.model:
-            raise UserError(f"--dataset {self.path} is of the {ds.model} model, not {self.model}: "
-                            f"add --model {ds.model}")
+            raise UserError(f"--dataset {self.path} is of the {ds.model} model: add --model {ds.model}")
         return ds
 
 

@@ -32,6 +32,9 @@ def import_graph(args: argparse.Namespace) -> int:
 
     out = args.out if len(args.out.parts) > 1 else (args.data_dir or default_data_dir()) / args.out
     check_writable("--out", out)
+    if args.mapping and args.format not in system_readers():
+        raise UserError(f"--mapping: {args.format} maps its rows itself; a mapping file is for "
+                        f"{', '.join(system_readers())}")
     if out.exists() and not (out / MANIFEST).is_file():  # replacing it would delete what is there
         raise UserError(f"--out {out} exists and is not a dataset: name another")
     if args.format in system_readers():
@@ -157,3 +160,52 @@ def origin_line(o: dict) -> str:
     files = o.get("files", {})
     return (f"imported from {o['format']} ({len(files)} files: {', '.join(files)}), "
             f"{'anonymized' if o.get('anonymized') else 'ids kept in source_ids.json'}, dropped {dropped}")
+
+
+def generate_command(args: argparse.Namespace, default_out: Path) -> int:
+    """`authzbench generate`: a profile's dataset, or with --like a look-alike of a dataset."""
+    from authzbench.generator import generate
+    from authzbench.generator.profiles import parse_sets
+
+    if args.like or args.scale:  # generate --like DATASET [--scale N]: imports/like.py
+        from authzbench.imports.like import command
+
+        text = command(args.like, args.scale, args.sets, args.out, args.data_dir, args.seed)
+        stdout.print(text, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    ds = generate(args.profile, args.out or default_out, seed=args.seed,
+                  overrides=parse_sets(args.sets), model=args.model)
+    stdout.print(f"{ds.path}: {ds.total_relationships:,} relationships in "
+                 f"{ds.manifest['generation']['seconds']:.2f} s, hash {ds.hash[:16]}")
+    return 0
+
+
+def stats_command(args: argparse.Namespace, default_out: Path) -> int:
+    """`authzbench stats`: the distribution table, the totals, the shape and the scenario anchors."""
+    from authzbench.generator import generate
+    from authzbench.generator.profiles import parse_sets
+    from authzbench.schema.dataset import Dataset
+    from authzbench.truth.social_oracle import oracle_for
+    from authzbench.workloads.stats import anchors, distribution, sampled_inputs, totals_table
+
+    if args.path:
+        ds = Dataset.open(args.path)
+    else:
+        ds = generate(args.profile, default_out, seed=args.seed, overrides=parse_sets(args.sets),
+                      model=args.model, force=False)
+    oracle = oracle_for(ds)
+    t = Table(title=f"Distribution characteristics — {ds.profile} ({ds.total_relationships:,} relationships)")
+    for c in ("Relationship", "Mean", "Min", "Max", "Notes"):
+        t.add_column(c, justify="right" if c in ("Mean", "Min", "Max") else "left")
+    for r in distribution(ds, oracle):
+        t.add_row(r["relationship"], f"{r['mean']:.2f}", str(r["min"]), str(r["max"]), r["notes"])
+    stdout.print(t)
+    if ds.model != "rebac":
+        return 0
+    stdout.print(totals_table(ds))
+    print_shape(args, ds, oracle)
+    for k, v in anchors(oracle).items():
+        stdout.print(f"{k} = [bold]{v}[/bold]")
+    for name, inputs in sampled_inputs(ds, oracle).items():
+        stdout.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
+    return 0

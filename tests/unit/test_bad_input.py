@@ -78,6 +78,7 @@ BAD: dict[str, dict[str, list[str]]] = {
                  "--scale": ["0", "-1", "abc", "1.5", "", "2"]},
     "stats": {**DATASET, "--path": ["", "{missing}", "{file}"]},
     "import": {"--format": ["", "zanzibar"], "--path": ["", "{missing}", "{file}"],
+               "--mapping": ["", "{missing}", "{file}"],
                "--out": ["", "{file}/x"], "--data-dir": ["", "{file}", "{file}/x"]},
     "prepare": {**DATASET, **BACKEND, "--dataset": ["", "{missing}", "{file}"]},
     "bench": {**DATASET, **BACKEND, **BENCH, "--dataset": ["", "{missing}", "{file}"]},

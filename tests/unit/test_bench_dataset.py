@@ -40,7 +40,7 @@ def test_generator_parameters_with_a_dataset_are_refused(imported):
 
 
 def test_a_dataset_of_another_model_is_refused(imported):
-    with pytest.raises(UserError, match="is of the rebac model, not social"):
+    with pytest.raises(UserError, match="is of the rebac model: add --model rebac"):
         DatasetChoice(path=imported.path, model="social").validate()
 
 
