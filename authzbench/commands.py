@@ -22,7 +22,8 @@ def _flat(values: list[list[str]] | None) -> list[str] | None:
 OUTPUT_DIRS = {"generate": ("out", "data_dir"), "stats": ("data_dir",), "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
-               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
+               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",),
+               "decide": ("data_dir", "results_dir")}
 
 
 def _check_output_dirs(args: argparse.Namespace) -> None:
@@ -120,6 +121,10 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _basis(args)
     if args.cmd == "plan":
         return _plan(args)
+    if args.cmd == "decide":
+        from authzbench.decide.command import run_decide
+
+        return run_decide(args)
     if args.cmd == "up":
         return _up(args)
     if args.cmd == "engine":

@@ -335,6 +335,8 @@ class Churn:
     step_s: float = CHURN_STEP_S  # seconds a step schedules changes and checks for
     writers: int = 2  # worker processes issuing the changes
     freshness_s: float = CHURN_FRESHNESS_S  # a change visible within this is fresh (the step's bound)
+    # (kind, share) of the changes; None: workloads/churn.py CHURN_MIX (decide sets a target's own mix)
+    mix: list[tuple[str, float]] | None = None
 
     def validate(self) -> None:
         if not self.rates or any(not _finite_positive(r) for r in self.rates):
