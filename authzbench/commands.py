@@ -117,18 +117,9 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _report(args)
     if args.cmd == "backends":
         return _list_backends()
-    if args.cmd == "basis":
-        return _basis(args)
-    if args.cmd == "plan":
-        return _plan(args)
-    if args.cmd == "decide":
-        from authzbench.decide.command import run_decide
-
-        return run_decide(args)
-    if args.cmd == "up":
-        return _up(args)
-    if args.cmd == "engine":
-        return _engine(args)
+    handlers = {"basis": _basis, "plan": _plan, "decide": _decide, "up": _up, "engine": _engine}
+    if args.cmd in handlers:
+        return handlers[args.cmd](args)
     if args.cmd == "down":
         from authzbench.backends.registry import entry
         from authzbench.run import servers
@@ -355,6 +346,12 @@ def _plan(args: argparse.Namespace) -> int:
         capacity.plan_text(bases, target)
     stdout.print(text, markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from authzbench.decide.command import run_decide
+
+    return run_decide(args)
 
 
 def _renderer(report_dir: Path):
