@@ -76,7 +76,7 @@ class DecideLog:
 def _record(log: DecideLog, st: Stage, run: StageRun, backends: list[str], repeat: bool) -> None:
     log.stages.append({"profile": st.profile, "relationships": run.relationships, "run_id": run.run_id,
                        "results_dir": run.results_dir, "backends": backends, "seconds": round(run.seconds, 1),
-                       "repeat": repeat})
+                       "repeat": repeat, "planned_s": None if repeat else round(st.eta_s, 1)})
     for b, why in run.failed.items():
         log.unmeasured.append({"backend": b, "stage": st.profile, "reason": why})
     log.write()
@@ -111,12 +111,19 @@ def _prune(log: DecideLog, st: Stage, verdicts: list[Verdict], predicts: Callabl
             say(f"decide: {v.backend} leaves at {st.profile}: {v.need}: {v.reason}")
 
 
+def left_s(stages: list[Stage], alive: list[str]) -> float:
+    """The planned seconds of the stages left, on the backends still in (each stage's shared sampling
+    kept)."""
+    return sum(s.eta_s - sum(s.per_backend_s.values()) + sum(s.per_backend_s.get(b, 0.0) for b in alive)
+               for s in stages if any(b in alive for b in s.backends))
+
+
 def decide(log: DecideLog, measure: Measure, predicts: Callable[[str, str, float], str],
            scenarios: list[str], max_cores: int) -> list[str]:
     """Every planned stage in order on the backends still in; returns the survivors."""
     alive = list(dict.fromkeys(b for s in log.plan.stages for b in s.backends))
     log.write()
-    for st in log.plan.stages:
+    for i, st in enumerate(log.plan.stages):
         todo = [b for b in st.backends if b in alive]
         if not todo:
             say(f"decide: no backend left for {st.profile}")
@@ -132,6 +139,8 @@ def decide(log: DecideLog, measure: Measure, predicts: Callable[[str, str, float
         for b in run.failed:  # not measurable here: no larger size will load either
             if b in alive:
                 alive.remove(b)
+        log.stages[-1]["left_s"] = round(left := left_s(log.plan.stages[i + 1:], alive), 1)
+        say(f"decide: after {st.profile}: {len(alive)} backend(s) in, ~{left / 60:.1f} min planned left")
         log.write()
     log.done = True
     log.write()

@@ -162,3 +162,18 @@ def test_the_evidence_of_a_committed_run_gives_every_backend_its_needs():
     verdicts = judge_all("baseline", ev, NO_STALE)
     assert {v.status for v in verdicts} <= {"meets", "fails", "undecided"} and len(verdicts) == 36
     assert any(v.need == "churn" and v.status == "fails" for v in verdicts)
+
+
+def test_a_stage_s_churn_step_changes_only_the_kinds_of_the_target_s_mix(tmp_path):
+    from authzbench.generator import generate
+    from authzbench.truth.social_oracle import oracle_for
+    from authzbench.workloads.catalog import SCENARIOS
+
+    target = Target(4e6, 100, 10, change_mix={"membership": 0.5, "hierarchy": 0.5})
+    opts = StageOptions(target, "cached", "native", None, None, 30.0, 1.0, "d")
+    cfg = opts.config("baseline", ["reference"], ["churn"])
+    assert cfg.churn.rates == [10] and cfg.churn.mix == [("membership", 0.5), ("hierarchy", 0.5)]
+    ds = generate("tiny", tmp_path / "tiny")
+    ops = [x[1] for x in SCENARIOS["churn"].sampler(ds, oracle_for(ds), 5, mix=cfg.churn.mix)
+           if x[0] == "structural"]
+    assert {op.kind for op in ops} == {"membership", "hierarchy"}
