@@ -21,6 +21,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
+from authzbench.core.numbers import num
 from authzbench.decide.target import Target
 
 CHECK, LOOKUP, CHURN, REVOKE = (
@@ -99,8 +100,8 @@ def judge(stage: str, backend: str, need: str, f: Figure | None, target: Target,
     # interval's high end saying how many could hide in n
     status = ("meets" if f.value == 0 else "fails") if need == "stale" else _band(f, threshold, higher)
     rel = {"meets": "within", "fails": "misses", "undecided": "straddles"}[status]
-    shown = "—" if iv is None else f"[{iv[0]:.3g}-{iv[1]:.3g}]"
-    reason = f"{f.value:.3g} {shown} {unit} {rel} the target's {threshold:.3g}" + (
+    shown = "" if iv is None else f" [{num(iv[0])}-{num(iv[1])}]"
+    reason = f"{num(f.value)}{shown} {unit} {rel} the target's {num(threshold)}" + (
         f" ({f.note})" if f.note else "")
     return Verdict(stage, backend, need, status, f.value, iv, threshold, unit, reason)
 
@@ -141,7 +142,8 @@ def _check(rd, b: str) -> Figure:
     c = cell(rd, b, CHECK, 1, "p95_ms")
     if c is None:
         return Figure(None, undecided="no via-group check at 1 worker recorded")
-    note = f"{c.n:,} checks" + (", too few ops for a p95" if c.too_few else "")
+    note = f"{c.n:,} checks" + (", too few ops for a p95" if c.too_few else "") + (
+        ", disturbed by other processes' CPU" if c.disturbed else "")
     return Figure(c.value, c.lo, c.hi, note)
 
 
@@ -185,7 +187,7 @@ def _stale(rd) -> dict[str, Figure]:
             continue
         out[r["backend"]] = Figure(float(r["per_1k"]), float(r["lo_1k"]), float(r["hi_1k"]),
                                    f"{int(r['stale_allows'])} of {int(r['revocations'])} revocations in "
-                                   f"{r['mode']}")
+                                   f"{r['mode'] if r['mode'] != '—' else 'its one read mode'}")
     return out
 
 

@@ -65,5 +65,5 @@ def measure(opts: StageOptions, profile: str, backends: list[str], scenarios: li
     seconds = time.monotonic() - t0
     rd = load_run(store.path)
     failed = {f.split(":", 1)[0]: f for f in failures if f.split(":", 1)[0] in backends}
-    n = int(rd.ingest["relationships"].max()) if not rd.ingest.empty else 0
+    n = int((rd.manifest.get("dataset") or {}).get("relationships") or 0)
     return StageRun(store.run_id, str(store.path), n, seconds, evidence(rd, opts.target), failed)
