@@ -57,8 +57,13 @@ def _figure(rd, backend: str, need: str) -> float | None:
     return c.value if c is not None else None
 
 
-def predicts(backend: str, need: str, target_relationships: float) -> str:
-    """One line: the growth direction behind a failure's prediction, with the figure and the runs."""
+def predicts(backend: str, need: str, target_relationships: float, measured_at: float = 0.0) -> str:
+    """One line: the growth direction behind a failure's prediction, with the figure and the runs. A failure
+    measured at or past the target's size predicts nothing about a smaller target from growth: said so."""
+    if measured_at >= target_relationships and need != "stale":
+        return (f"measured at {measured_at:,.0f} relationships, at or past the target's "
+                f"{target_relationships:,.0f}: growth does not carry this failure down to the target; the "
+                "smaller sizes' verdicts and the projection decide it")
     if need == "stale":
         return ("a stale allow comes from the read mode (its window, or a bug under a fully consistent one), "
                 "not from the graph's size: nothing in the size sweep makes it go away at a larger size")

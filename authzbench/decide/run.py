@@ -100,12 +100,15 @@ def _repeat_undecided(log: DecideLog, st: Stage, verdicts: list[Verdict], measur
     return [again.get((v.backend, v.need), v) for v in verdicts]
 
 
-def _prune(log: DecideLog, st: Stage, verdicts: list[Verdict], predicts: Callable[[str, str, float], str],
+Predicts = Callable[[str, str, float, float], str]  # (backend, need, target size, size measured) -> line
+
+
+def _prune(log: DecideLog, st: Stage, verdicts: list[Verdict], predicts: Predicts, size: int,
            alive: list[str]) -> None:
     for v in verdicts:
         if v.status == "fails" and v.backend in alive:
             alive.remove(v.backend)
-            line = predicts(v.backend, v.need, log.target.relationships)
+            line = predicts(v.backend, v.need, log.target.relationships, size)
             log.pruned.append({"backend": v.backend, "stage": st.profile, "need": v.need, "reason": v.reason,
                                "predicts": line})
             say(f"decide: {v.backend} leaves at {st.profile}: {v.need}: {v.reason}")
@@ -118,7 +121,7 @@ def left_s(stages: list[Stage], alive: list[str]) -> float:
                for s in stages if any(b in alive for b in s.backends))
 
 
-def decide(log: DecideLog, measure: Measure, predicts: Callable[[str, str, float], str],
+def decide(log: DecideLog, measure: Measure, predicts: Predicts,
            scenarios: list[str], max_cores: int) -> list[str]:
     """Every planned stage in order on the backends still in; returns the survivors."""
     alive = list(dict.fromkeys(b for s in log.plan.stages for b in s.backends))
@@ -135,7 +138,7 @@ def decide(log: DecideLog, measure: Measure, predicts: Callable[[str, str, float
         verdicts = _repeat_undecided(log, st, judge_all(st.profile, measured, log.target, max_cores),
                                      measure, max_cores)
         log.verdicts += [v.as_json() for v in verdicts]
-        _prune(log, st, verdicts, predicts, alive)
+        _prune(log, st, verdicts, predicts, run.relationships or st.relationships, alive)
         for b in run.failed:  # not measurable here: no larger size will load either
             if b in alive:
                 alive.remove(b)

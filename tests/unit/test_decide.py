@@ -54,7 +54,7 @@ def test_a_backend_that_fails_the_churn_need_at_baseline_leaves_with_that_reason
 
     stages = FakeStages(evidence)
     log = _log(tmp_path, NO_STALE, ["steady", "churny"])
-    alive = decide(log, stages, lambda b, n, t: f"{b} {n} grows", ["churn"], 24)
+    alive = decide(log, stages, lambda b, n, t, at: f"{b} {n} grows", ["churn"], 24)
     assert alive == ["steady"]
     assert [c[:2] for c in stages.calls] == [("baseline", ["steady", "churny"]), ("large", ["steady"])]
     doc = json.loads(log.path.read_text())
@@ -149,6 +149,13 @@ def test_a_target_without_a_basis_is_refused_in_one_line_with_exit_2_before_anyt
     err = capsys.readouterr().err.strip()
     assert code == 2 and says in err and len(err.splitlines()) == 1, err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_failure_measured_past_the_target_s_size_is_not_carried_down_to_it_by_growth():
+    from authzbench.decide.growth import predicts
+
+    assert "does not carry" in predicts("any", "checks", 1e6, 4e6)
+    assert "not from the graph's size" in predicts("any", "stale", 1e6, 4e6)
 
 
 def test_the_evidence_of_a_committed_run_gives_every_backend_its_needs():
