@@ -33,6 +33,7 @@ PRIOR_START_S = 10.0  # a server start without a committed figure (the slowest m
 # The default budget: about an hour on this machine kind (2 shared cores, 23 GiB): stage 1 of the nine
 # default backends at baseline plans ~15 min and `large` ~35 min, so both fit and `xl` is dropped.
 DEFAULT_BUDGET_MIN = 60.0
+SPEED = "speed index"  # the machine-speed workload a run times before each backend's visit
 DATASET = "dataset and oracle"  # the run's step that generates (or reads) the dataset and builds the oracle
 
 
@@ -133,7 +134,7 @@ def read_priors(root: Path = EXAMPLES) -> Priors:
 
 
 def _measured(run: Path) -> Measured | None:
-    start, load, foot, inputs, n = {}, {}, {}, {}, 0
+    start, load, foot, inputs, speed, n = {}, {}, {}, {}, {}, 0
     try:
         with gzip.open(run / "records.jsonl.gz", "rt") as f:
             for line in f:
@@ -149,8 +150,12 @@ def _measured(run: Path) -> Measured | None:
                     inputs[r["step"].rsplit(" ", 1)[-1]] = float(r["seconds"])
                 elif r.get("type") == "step" and r.get("step") == DATASET and not r.get("backend"):
                     inputs[DATASET] = float(r["seconds"])
+                elif r.get("type") == "step" and r.get("step") == SPEED and r.get("backend"):
+                    # before every visit (~6 s each): a stage has one visit, so the first one counts
+                    speed.setdefault(r["backend"], float(r["seconds"]))
     except OSError:
         return None
+    start = {b: v + speed.get(b, 0.0) for b, v in start.items()}  # a server start follows its speed index
     return Measured(n, start, load, foot, inputs) if n else None
 
 
