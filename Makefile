@@ -5,7 +5,7 @@ export AUTHZBENCH_CACHE
 NOX := $(AUTHZBENCH_CACHE)/venv/bin/nox
 PYTHON ?= python3
 
-.PHONY: bench test lint perf down
+.PHONY: bench decide test lint perf down
 
 $(NOX):
 	@echo "authzbench: bootstrapping nox into $(AUTHZBENCH_CACHE)/venv"
@@ -15,6 +15,10 @@ $(NOX):
 # The main job: generate baseline, start + load the default backends natively, run every scenario, report.
 bench: $(NOX)
 	$(NOX) -s bench -- $(ARGS)
+
+# The answer for a stated target, e.g. ARGS="--relationships 20M --checks 1000 --changes 10 --freshness no-stale".
+decide: $(NOX)
+	$(NOX) -s decide -- $(ARGS)
 
 # The tests: unit suite + every backend that runs here, against real servers, on the tiny profile.
 test: $(NOX)

@@ -4,6 +4,7 @@
 
     nox -s prepare -- --backend postgres     generate, start and load (servers keep running)
     nox -s bench -- --backend postgres       run the scenarios, write results/ and reports/
+    nox -s decide -- --relationships 20M ...  stage by stage at a target's size, rates and freshness
     nox -s report                            re-render the latest run's report
     nox -s tests                             unit suite + every backend that runs here, on tiny
     nox -s lint                              ruff
@@ -63,6 +64,12 @@ def prepare(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run the scenarios (preparing what is missing) and write the report under reports/."""
     _run(session, "authzbench", "bench", *session.posargs)
+
+
+@nox.session
+def decide(session: nox.Session) -> None:
+    """Measure the backends at a target's needs, stage by stage (results/decide-<id>/decide.json)."""
+    _run(session, "authzbench", "decide", *session.posargs)
 
 
 @nox.session

@@ -1,5 +1,5 @@
 """`authzbench` command line: the parser of generate, stats, prepare, bench, report, up, down, basis, plan,
-backends, perf, load-host, loadtest, crosscheck, and main(); what each command does is in commands.py.
+decide, backends, perf, load-host, loadtest, crosscheck, and main(); what each command does is in commands.py.
 
 Bad input is one line on stderr and exit code 2; results already written stay on disk.
 """
@@ -111,24 +111,10 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
 
 
 def _import_args(sub) -> None:
-    from authzbench.imports.readers import READERS
-    from authzbench.tools.dataset_commands import system_readers
+    from authzbench.tools.dataset_commands import add_import_arguments
 
-    im = sub.add_parser("import", help="read a graph someone else made into a dataset (Parquet + manifest)")
-    im.add_argument("--format", required=True, choices=[*READERS, *system_readers()],
-                    help="; ".join([*(f"{k}: {r.describes}" for k, r in READERS.items()), *(
-                        f"{k}: {(r.__doc__ or '').split('.')[0]}" for k, r in system_readers().items())]))
-    im.add_argument("--path", required=True, type=_name, help="the source (reference-csv: the dir of CSVs; "
-                    "a file; a live server's URL)")  # a str: a URL's // must stay
-    im.add_argument("--mapping", type=_path, help="a TOML file mapping the source's type#relation@subject "
-                    "onto the model's relations (default: the suite's schema names)")
-    im.add_argument("--out", required=True, type=_path, help="dataset name under the data dir (or a path)")
-    im.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data, $AUTHZBENCH_DATA)")
-    im.add_argument("--drop-unmapped", action="store_true",
-                    help="drop (and count) rows the model cannot hold instead of refusing the import")
-    im.add_argument("--anonymize", action="store_true",
-                    help="order ids by a keyed hash and keep no id map: nothing of the source's ids is "
-                         "written")
+    add_import_arguments(sub.add_parser(
+        "import", help="read a graph someone else made into a dataset (Parquet + manifest)"), _name, _path)
 
 
 def _backend_args(p: argparse.ArgumentParser) -> None:
@@ -316,6 +302,15 @@ def _capacity_args(sub) -> None:
                          "beside their published vCPUs")
 
 
+def _decide_args(sub) -> None:
+    """`decide` (issue 66): the reader's target, stated once (its options: decide/args.py)."""
+    from authzbench.decide.args import add_arguments
+
+    d = sub.add_parser("decide", help="measure the backends at a target's size, rates and freshness, stage "
+                                      "by stage, pruning those that fail a need")
+    add_arguments(d, _amount, _number, _csv, _name, _path)
+
+
 def _crosscheck_args(sub) -> None:
     """`crosscheck` (issue 47): the suite's check phases beside pgbench / ghz on the same server and
     inputs."""
@@ -436,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     _loadtest_args(sub)
     _crosscheck_args(sub)
     _capacity_args(sub)
+    _decide_args(sub)
     sub.add_parser("backends", help="list backends and whether each can run here")
     pf = sub.add_parser("perf", help="check the suite's own performance goals and print the figures")
     pf.add_argument("--quick", action="store_true", help="skip the xl generation run")
@@ -474,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"authzbench: error: {e}", markup=False)
         return 2
     restore = None
-    if (args.cmd in ("prepare", "bench", "loadtest", "crosscheck")
+    if (args.cmd in ("prepare", "bench", "loadtest", "crosscheck", "decide")
         and threading.current_thread() is threading.main_thread()):
         from authzbench.core.console import say
 

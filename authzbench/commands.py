@@ -23,7 +23,8 @@ OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats"
                "prepare": ("data_dir",),
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
-               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",)}
+               "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",),
+               "decide": ("data_dir", "results_dir")}
 
 
 def _check_output_dirs(args: argparse.Namespace) -> None:
@@ -111,14 +112,9 @@ def dispatch(args: argparse.Namespace) -> int | None:
         return _report(args)
     if args.cmd == "backends":
         return _list_backends()
-    if args.cmd == "basis":
-        return _basis(args)
-    if args.cmd == "plan":
-        return _plan(args)
-    if args.cmd == "up":
-        return _up(args)
-    if args.cmd == "engine":
-        return _engine(args)
+    handlers = {"basis": _basis, "plan": _plan, "decide": _decide, "up": _up, "engine": _engine}
+    if args.cmd in handlers:
+        return handlers[args.cmd](args)
     if args.cmd == "down":
         from authzbench.backends.registry import entry
         from authzbench.run import servers
@@ -352,6 +348,12 @@ def _plan(args: argparse.Namespace) -> int:
         capacity.plan_text(bases, target)
     stdout.print(text, markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from authzbench.decide.command import run_decide
+
+    return run_decide(args)
 
 
 def _renderer(report_dir: Path):

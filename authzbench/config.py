@@ -133,8 +133,7 @@ class DatasetChoice:
 
 @dataclass
 class ServerChoice:
-    """Which backends, how their servers start (servers.Session) and are loaded (loading.py), and where the
-    client's workers run (--workers-on: load hosts, against servers run elsewhere)."""
+    """Which backends, how servers start (servers.Session) and load (loading.py), where workers run."""
 
     backends: list[str] = field(default_factory=default_backends)
     provision: str = field(default_factory=default_mode)
@@ -353,6 +352,7 @@ class Churn:
     step_s: float = CHURN_STEP_S  # seconds a step schedules changes and checks for
     writers: int = 2  # worker processes issuing the changes
     freshness_s: float = CHURN_FRESHNESS_S  # a change visible within this is fresh (the step's bound)
+    mix: list[tuple[str, float]] | None = None  # (kind, share); None: churn.py's CHURN_MIX (decide: its own)
 
     def validate(self) -> None:
         if not self.rates or any(not _finite_positive(r) for r in self.rates):

@@ -103,7 +103,8 @@ def config_notes(rd: RunData) -> dict[str, str]:
     if mixed or churn:
         parts = [f"the mixed phase wrote {', '.join(mixed)}"] if mixed else []
         if churn:
-            parts.append("the churn steps changed " + ", ".join(f"{k} {w:.0%}" for k, w in CHURN_MIX))
+            mix = (rd.manifest.get("config", {}).get("churn") or {}).get("mix") or CHURN_MIX
+            parts.append("the churn steps changed " + ", ".join(f"{k} {w:.0%}" for k, w in mix))
         notes["write_kind"] = "; ".join(parts)
     writers: dict[str, set[int]] = {}
     for r in starts:

@@ -278,6 +278,8 @@ class _Visit:
         if sname not in cache:
             n = input_count(sc, sched.iterations_scale)
             extra = {"dau": self.run.cfg.data.dau} if sc.model == "social" and sc.op != "roundtrip" else {}
+            if sc.op == "churn" and self.run.cfg.churn.mix:  # a decide target's own mix of changes
+                extra["mix"] = self.run.cfg.churn.mix
             with timed_step(self.run.store, None, f"inputs and expected answers of {sname}"):
                 cache[sname] = sc.sampler(self.run.ds, self.run.oracle, n, **extra)
         return cache[sname]

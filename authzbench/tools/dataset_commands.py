@@ -209,3 +209,23 @@ def stats_command(args: argparse.Namespace, default_out: Path) -> int:
     for name, inputs in sampled_inputs(ds, oracle).items():
         stdout.print(f"{name}: " + ", ".join(f"{a}->{e}" for a, e in inputs))
     return 0
+
+
+def add_import_arguments(im, _name, _path) -> None:
+    """`import`'s options (cli.py gives its argument types)."""
+    from authzbench.imports.readers import READERS
+
+    im.add_argument("--format", required=True, choices=[*READERS, *system_readers()],
+                    help="; ".join([*(f"{k}: {r.describes}" for k, r in READERS.items()), *(
+                        f"{k}: {(r.__doc__ or '').split('.')[0]}" for k, r in system_readers().items())]))
+    im.add_argument("--path", required=True, type=_name, help="the source (reference-csv: the dir of CSVs; "
+                    "a file; a live server's URL)")  # a str: a URL's // must stay
+    im.add_argument("--mapping", type=_path, help="a TOML file mapping the source's type#relation@subject "
+                    "onto the model's relations (default: the suite's schema names)")
+    im.add_argument("--out", required=True, type=_path, help="dataset name under the data dir (or a path)")
+    im.add_argument("--data-dir", type=_path, help="where datasets live (default: ./data, $AUTHZBENCH_DATA)")
+    im.add_argument("--drop-unmapped", action="store_true",
+                    help="drop (and count) rows the model cannot hold instead of refusing the import")
+    im.add_argument("--anonymize", action="store_true",
+                    help="order ids by a keyed hash and keep no id map: nothing of the source's ids is "
+                         "written")

@@ -245,14 +245,15 @@ _WRITE = dict(iterations=200, warmup=2, timeout_s=120.0, max_seconds=180.0, budg
 CHURN_OPS = 800
 
 
-def sample_churn(ds: Dataset, o: Oracle, n: int) -> list[Input]:
+def sample_churn(ds: Dataset, o: Oracle, n: int, mix=None) -> list[Input]:
     """A churn step's inputs: n via-group checks (the readers'), then the writers' structural ops as
-    ("structural", op, None). The checks are all positive and the ops only add scratch grants and remove
-    their own, so every check keeps its answer under any churn."""
+    ("structural", op, None), drawn by `mix` ((kind, share) pairs; default CHURN_MIX). The checks are all
+    positive and the ops only add scratch grants and remove their own, so every check keeps its answer under
+    any churn."""
     from authzbench.workloads.churn import CHURN_MIX
     from authzbench.workloads.writes import sample_churn_ops
 
-    ops = sample_churn_ops(ds, CHURN_MIX, CHURN_OPS)
+    ops = sample_churn_ops(ds, tuple(tuple(x) for x in mix) if mix else CHURN_MIX, CHURN_OPS)
     return [*sample_view_group_member(ds, o, n), *(("structural", op, None) for op in ops)]
 
 

@@ -98,6 +98,15 @@ BAD: dict[str, dict[str, list[str]]] = {
              "--relationships": ["0", "-5", "abc", "1e400", ""], "--write-share": ["-0.1", "2", "nan", ""],
              "--lookup-share": ["-1", "2", "abc", "0.995"], "--utilization": ["0", "1.5", "abc", "nan", ""],
              "--backend": ["nosuch", "", "postgres,,x"]},
+    "decide": {"--relationships": ["0", "abc", "1G", ""], "--checks": ["0", "-5", "abc"],
+               "--changes": ["-1", "abc", "nan"],
+               "--change-mix": ["membership=0.5", "acl=1", "membership=2", ""],
+               "--lookups": ["-1", "abc"], "--freshness": ["sometimes", "bounded", "bounded:-1", "bounded:x"],
+               "--check-p95-ms": ["0", "-1", "abc"], "--budget": ["0", "abc", "1"],
+               "--max-cores": ["0", "1.5"],
+               "--backend": ["nosuch", "", "postgres,,x"], "--provision": ["kubernetes"],
+               "--max-load-minutes": ["0", "abc"], "--iterations-scale": ["0", "abc"],
+               "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
     "engine": {"action": ["start", ""]},
     "crosscheck": {
@@ -118,6 +127,7 @@ EXEMPT = {
     ("perf", "--quick"): "a flag",
     ("import", "--drop-unmapped"): "a flag (what it keeps going past: test_import.py)",
     ("import", "--anonymize"): "a flag (what it hides: test_import.py)",
+    ("decide", "--plan-only"): "a flag: present or absent",
     ("plan", "--against-tiers"): "a flag (with --qps or --relationships it is refused: test_capacity)",
     ("prepare", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
     ("bench", "--local-images"): "a flag; without --provision compose it is refused (test_compose.py)",
@@ -129,6 +139,7 @@ EXEMPT = {
 # The options a valid command line needs, so that only the value under test is wrong.
 RUN = str(Path(__file__).parent / "capacity_run")  # a small results dir of fixture records (test_capacity)
 BASE = {"basis": [RUN], "plan": ["--qps=1000", "--relationships=1M", RUN],
+        "decide": ["--relationships=20M", "--checks=1000", "--changes=10"],
         "prepare": ["--backend=reference", "--profile=tiny"],
         "bench": ["--backend=reference", "--profile=tiny", "--concurrency=1", "--iterations-scale=0.01"],
         "generate": ["--profile=tiny"], "stats": ["--profile=tiny"],

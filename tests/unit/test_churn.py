@@ -183,7 +183,7 @@ def test_churn_steps_are_planned_ascending_in_the_first_round_and_recorded_in_th
     cfg = BenchConfig.of(churn={"rates": [1.0, 5.0], "read_rate": 50.0, "step_s": 3.0, "writers": 1,
                                 "freshness_s": 5.0})
     assert cfg.to_manifest()["churn"] == {"rates": [1.0, 5.0], "read_rate": 50.0, "step_s": 3.0, "writers": 1,
-                                          "freshness_s": 5.0}
+                                          "freshness_s": 5.0, "mix": None}  # None: CHURN_MIX
 
 
 @pytest.mark.parametrize("bad, message",
