@@ -194,3 +194,24 @@ def test_a_need_measured_with_too_few_ops_is_marked_where_it_is_shown(tmp_path):
     j = project.judge("x", NEEDS["checks"], 25.0, [p], 1e6)
     assert p.too_few and math.isinf(j.at.high) and j.status == project.UNDECIDED
     assert decide_report.figure(j).endswith("ms ⚠")
+
+
+def test_the_default_reports_first_screen_says_what_it_cannot_answer_and_gives_the_decide_line():
+    from authzbench.report.decision import unanswered
+
+    run = StageRun("r", "baseline", 401_577).server("x", {**NET, "consistency": "minimize_latency"})
+    line = unanswered(run.server("y", NET).data())
+    assert line.startswith("Not answered here: another size (measured at `baseline` only, 401,577 "
+                           "relationships) or another freshness (each engine read in its session mode: x "
+                           "minimize_latency)")
+    assert ("`authzbench decide --relationships 4M --checks-per-s 100 --changes-per-s 10 --freshness "
+            "no-stale`") in line
+
+
+def test_a_social_run_gets_no_decide_line():
+    from authzbench.report.decision import unanswered
+
+    run = StageRun("r", "baseline", 1_000_000).server("x", NET)
+    run.manifest = lambda: {"run_id": "r", "dataset": {"profile": "baseline", "model": "social",
+                                                      "relationships": 1_000_000}}
+    assert unanswered(run.data()) == ""
