@@ -300,11 +300,12 @@ def _projected_reason(r: float | None, error: float | None) -> str:
 # the run ----------------------------------------------------------------------------------------------
 
 def results_dir(entry: dict, decide_json: Path) -> Path:
-    """A stage's results directory as decide.json names it: absolute, under the working directory, or beside
-    the decide run's own directory (results/<run-id>)."""
+    """A stage's results directory: beside the decide run's own directory first (results/<run-id>, or
+    reports/data/<run-id> for a committed example, whatever path decide.json recorded), else as recorded."""
     given = Path(entry["results_dir"])
-    for p in (given, decide_json.parent / given, decide_json.parent.parent / given.name,
-              decide_json.parent.parent / entry.get("run_id", given.name)):
+    beside = decide_json.parent.parent
+    run_id = entry.get("run_id", given.name)
+    for p in (beside / given.name, beside / run_id, given, decide_json.parent / given):
         if p.is_dir():
             return p
     return given
