@@ -226,6 +226,26 @@ def figures_lines(judged: dict[str, list[Judged]], runs: list[Stage]) -> list[st
     return out
 
 
+def cost_lines(runs: list[Stage], backends: list[str], decide: dict) -> list[str]:
+    """Per survivor and stage, what the cores rest on: check p50, server CPU per check, peak memory, disk."""
+    bases = cap.bases(runs)
+    out = ["### What the cores rest on, per stage", "",
+           "| Backend | Stage | Check p50 (ms) | Server CPU per check (core-ms, rounds' range) | Rounds | "
+           "Peak server memory | Disk |", "|---|---|---:|---:|---:|---:|---:|"]
+    for b in backends:
+        for s in (s for s in runs if b in s.backends):
+            pt = next((x for x in bases[b].points if x.relationships == s.relationships), None) \
+                if b in bases else None
+            p50 = project.check_point(s, b, project.mode_of(decide, b), "p50_ms")
+            cpu = Range.of(pt.cpu.get("check", [])) if pt else None
+            rss, disk = (Range.of(pt.rss), Range.of(pt.disk)) if pt else (None, None)
+            out.append(
+                f"| {b} | {s.profile} | {_point(p50) if p50 else '—'} | "
+                f"{_range(cpu.scaled(1000)) if cpu else '—'} | {len(pt.cpu.get('check', [])) if pt else 0} | "
+                f"{_range(rss, _bytes) if rss else '—'} | {_bytes(disk.value) if disk else '—'} |")
+    return [*out, ""]
+
+
 def _point(p: Point) -> str:
     shown = _range(p.range) if p.high != float("inf") else f"{_n(p.value)} (at least)"
     return shown + (f" {MARK}" if p.too_few else "")
@@ -279,7 +299,8 @@ def document(decide: dict, runs: list[Stage], decide_id: str, where: str) -> str
     hops = [cap.hops(b, _networked(runs, b), _p50(runs, b, project.mode_of(decide, b))) for b in judged]
     lines = [*intro(decide_id, where, runs), *target_lines(t), *pick_lines(decide, judged, caps),
              *pruned_lines(decide), *cores_lines(t, caps), *hop_lines(hops), *plan_lines(decide),
-             *figures_lines(judged, runs), *error_lines(judged), *verdict_lines(decide),
+             *figures_lines(judged, runs), *cost_lines(runs, list(judged), decide), *error_lines(judged),
+             *verdict_lines(decide),
              "### Assumptions of the cores", "", *(f"- {a}" for a in cap.assumptions()), ""]
     return fold("\n".join(lines))
 
