@@ -291,10 +291,13 @@ def _measured_reason(need: Need, threshold: float, p: Point, status: str) -> str
 
 
 def _projected_reason(r: float | None, error: float | None) -> str:
+    """The margin and which side of the method's error it lies (the error itself is in the claim's label)."""
     if error is None:
         return "no error to judge the projection by (one size measured)"
-    margin = f"margin x{r:.3g}" if r is not None else "no margin"
-    return f"{margin} against the method's error {error:+.0%} on the largest size measured"
+    if r is None:
+        return "no margin: a figure of 0"
+    beyond = r >= 1 + abs(error) or r <= 1 / (1 + abs(error))
+    return f"margin x{r:.3g}, {'beyond' if beyond else 'within'} the method's error"
 
 
 # the run ----------------------------------------------------------------------------------------------
