@@ -148,10 +148,10 @@ def unanswered(rd: RunData) -> str:
     sizes = (f"measured at `{ds.get('profile')}` only, {rels:,} relationships" if len(runs) < 2 else
              f"measured at {len(runs)} sizes up to {top:,} relationships")
     modes = [f"{tables.label(rd, b)} {m}" for b in rd.servers if (m := freshness.own_mode(rd, b))]
-    read = f"each engine read in its session mode: {', '.join(modes)}" if modes else "no read modes"
+    read = f" (each engine read in its session mode: {', '.join(modes)})" if modes else ""
     cfg = churn.settings(rd)
     rates = sorted(cfg["rates"])
-    return (f"Not answered here: another size ({sizes}) or another freshness ({read}). For a stated target, "
+    return (f"Not answered here: another size ({sizes}) or another freshness{read}. For a stated target, "
             f"`authzbench decide --relationships {_short(10 * rels)} --checks-per-s {cfg['read_rate']:g} "
             f"--changes-per-s {rates[len(rates) // 2]:g} --freshness no-stale` measures the contenders there "
             "(`make decide ARGS=...`).")

@@ -240,3 +240,10 @@ def test_a_sustainable_churn_is_the_interval_from_the_step_that_held_to_the_firs
     p = project.churn_point(st, "x")
     assert (p.value, p.low) == (10.0, 10.0) and 99.9 < p.high < 100.0
     assert project.judge("x", NEEDS["churn"], need_per_s, [p], 4e6).status == status
+
+
+def test_a_run_without_read_modes_names_no_modes_in_its_decide_line():
+    from authzbench.report.decision import unanswered
+
+    line = unanswered(StageRun("r", "baseline", 401_577).server("y", NET).data())
+    assert "or another freshness. For a stated target" in line
