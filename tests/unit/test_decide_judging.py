@@ -247,3 +247,12 @@ def test_a_run_without_read_modes_names_no_modes_in_its_decide_line():
 
     line = unanswered(StageRun("r", "baseline", 401_577).server("y", NET).data())
     assert "or another freshness. For a stated target" in line
+
+
+def test_report_on_a_decide_runs_directory_writes_its_decision_report(tmp_path):
+    from tests.unit.test_cli import authzbench
+
+    decide_json = decide_run(tmp_path)
+    got = authzbench("report", str(decide_json.parent), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "**Pick: a**" in (tmp_path / "out" / "d-1.md").read_text()
