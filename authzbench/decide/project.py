@@ -108,10 +108,6 @@ class Judged:
     reason: str = ""
 
     @property
-    def projected(self) -> bool:
-        return self.measured_at is None and self.status not in (MEETS, FAILS, UNDECIDED)
-
-    @property
     def meets(self) -> bool:
         return self.status in (MEETS, MEETS_P)
 
