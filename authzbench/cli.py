@@ -420,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
             _bench_args(p)
 
     r = sub.add_parser("report", help="render the markdown report of a run (default: the latest)")
-    r.add_argument("run", nargs="?", type=_path, help="results/<run-id> (default: latest)")
+    r.add_argument("run", nargs="?", type=_path,
+                   help="results/<run-id> (default: latest); a decide run's: its decision report")
     r.add_argument("--compare", nargs=2, type=_path, metavar=("RUN_A", "RUN_B"), help="ratio of every figure")
     r.add_argument("--results-dir", type=_path)
     r.add_argument("--out", type=_path, default=Path("reports"))

@@ -370,6 +370,10 @@ def _report(args: argparse.Namespace) -> int:
 
         path = render_compare(args.compare[0], args.compare[1], args.out)
         _print_compare(args.compare[0], args.compare[1])
+    elif args.run and (args.run / "decide.json").is_file():  # a decide run: its decision report
+        from authzbench.decide.report import render as render_decide
+
+        path = render_decide(args.run / "decide.json", args.out)
     else:
         from authzbench.report import render
 

@@ -91,10 +91,11 @@ def rows(rd: RunData, dims: list[Dimension]) -> list[tuple[Need, Dimension]]:
 def section(rd: RunData, out_dir: Path) -> str:
     dims = compute(rd)
     picked, first = rows(rd, dims), envelope(rd, dims, out_dir)
+    scope = [_scope(rd), "", *([line, ""] if (line := unanswered(rd)) else [])]
     if not picked:
-        return "\n".join(["## Decision summary", "", _scope(rd), "", *first]) if first else ""
+        return "\n".join(["## Decision summary", "", *scope, *first]) if first else ""
     backends = _backends(rd, picked)
-    lines = ["## Decision summary", "", _scope(rd), "", *first,
+    lines = ["## Decision summary", "", *scope, *first,
              "| Need | Unit | " + " | ".join(tables.label(rd, b) for b in backends) + " |",
              "|---|---|" + "---|" * len(backends)]
     lines += [_row(rd, need, d, backends) for need, d in picked]
@@ -137,6 +138,34 @@ def _scope(rd: RunData) -> str:
             f"{env.get('cpu_logical', '?')} shared cores, client and servers on one machine. "
             f"{zanzibar}{_speed(rd)}"
             "Figures are medians over rounds at the workers named; the Findings give every dimension.")
+
+
+def unanswered(rd: RunData) -> str:
+    """What this report cannot answer (another size, another freshness) and the `decide` line that would: a
+    target ten times this size, checks at the churn sweep's read rate, its middle change rate, no stale allow
+    (the rebac model's runs only: `decide` measures that model)."""
+    ds = rd.manifest.get("dataset") or {}
+    rels = ds.get("relationships") or 0
+    if ds.get("model", "rebac") != "rebac" or not rels:
+        return ""
+    runs = sweep.sweep_runs(rd)
+    top = max((r.manifest.get("dataset") or {}).get("relationships", 0) for r in runs) if runs else rels
+    sizes = (f"measured at `{ds.get('profile')}` only, {rels:,} relationships" if len(runs) < 2 else
+             f"measured at {len(runs)} sizes up to {top:,} relationships")
+    modes = [f"{tables.label(rd, b)} {m}" for b in rd.servers if (m := freshness.own_mode(rd, b))]
+    read = f" (each engine read in its session mode: {', '.join(modes)})" if modes else ""
+    cfg = churn.settings(rd)
+    rates = sorted(cfg["rates"])
+    return (f"Not answered here: another size ({sizes}) or another freshness{read}. For a stated target, "
+            f"`authzbench decide --relationships {_short(10 * rels)} --checks-per-s {cfg['read_rate']:g} "
+            f"--changes-per-s {rates[len(rates) // 2]:g} --freshness no-stale` measures the contenders there "
+            "(`make decide ARGS=...`).")
+
+
+def _short(n: float) -> str:
+    """10x a size to one significant digit as the size options read it: 4M, 50k."""
+    v = float(f"{n:.1g}")
+    return f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k" if v >= 1e3 else f"{v:g}"
 
 
 def _speed(rd: RunData) -> str:

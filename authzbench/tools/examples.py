@@ -3,7 +3,8 @@
 The index, reports/README.md, has one table row an example: the report's link, the links of its results
 (reports/data/<run-id>/, manifest.json + records.jsonl.gz) and one line on what it shows. The report's name
 says how it is rendered: `compare-A-vs-B.md` by `report --compare`, `crosscheck-<run-id>.md` by the
-cross-check's renderer, `loadtest-<run-id>.md` by the load test's, anything else by `authzbench report`.
+cross-check's renderer, `loadtest-<run-id>.md` by the load test's, a report whose first results hold a
+decide.json by the decision report (decide/report.py), anything else by `authzbench report`.
 A size or shape sweep's example lists every run of the sweep, its last run first (the one rendered, whose
 sweep section reads the others beside it).
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from authzbench.results.store import MANIFEST, RECORDS
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
+DECIDE = "decide.json"  # a decide run's results: its stages are ordinary results directories beside it
 _LINK = re.compile(r"\]\(([^)]+)\)")
 
 
@@ -66,6 +68,10 @@ def render(example: Example, out_dir: Path, reports: Path = REPORTS) -> Path:
             from authzbench.report.loadtest import render_run as render_loadtest
 
             return render_loadtest(runs[0], out_dir)
+        if (runs[0] / DECIDE).is_file():
+            from authzbench.decide.report import render as render_decide
+
+            return render_decide(runs[0] / DECIDE, out_dir)
         from authzbench.report import render as render_report
 
         return render_report(runs[0], out_dir)
@@ -74,6 +80,8 @@ def render(example: Example, out_dir: Path, reports: Path = REPORTS) -> Path:
 def add(run: Path, reports: Path = REPORTS) -> Path:
     """Copies a run's manifest and gzipped records to reports/data/<run-id>/ (a size or shape sweep's: every
     run of the sweep, found beside it) and renders its report in reports/."""
+    if (run / DECIDE).is_file():
+        return _add_decide(run, reports)
     manifest = json.loads((run / MANIFEST).read_text())
     sweep = [n for n in sweep_runs(manifest) if n != run.name]
     for r in [run, *(run.parent / n for n in sweep)]:
@@ -82,6 +90,22 @@ def add(run: Path, reports: Path = REPORTS) -> Path:
     kind = "loadtest-" if via_loadtest else "crosscheck-" if run.parent.name == "crosscheck" else ""
     name = f"{kind}{run.name}.md"
     return render(Example(name, tuple(f"data/{n}" for n in [run.name, *sweep])), reports, reports)
+
+
+def _add_decide(run: Path, reports: Path) -> Path:
+    """A decide run: its decide.json, beside it every stage's results (found as decide.json names them), and
+    its decision report reports/<decide-id>.md; the stages are read from reports/data/ beside it."""
+    from authzbench.decide.project import results_dir
+
+    decide = json.loads((run / DECIDE).read_text())
+    dest = reports / "data" / run.name
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run / DECIDE, dest / DECIDE)
+    stages = [results_dir(s, run / DECIDE) for s in decide["stages"]]
+    for s in stages:
+        _copy(s, reports / "data" / s.name)
+    names = [run.name, *(s.name for s in stages)]
+    return render(Example(f"{run.name}.md", tuple(f"data/{n}" for n in names)), reports, reports)
 
 
 def sweep_runs(manifest: dict) -> list[str]:

@@ -213,7 +213,8 @@ DEFINITIONS = (
     r"^Two backends are in different", r"^p50 / p95 at 1 worker", r"^Cell: figure", r"embedded \(chdb\)",
     r"assumed to lie within", r"taken to lie within", r"^- CPU % is summed", r"Every measured op is recorded",
     r"^- Server memory is", r"^◐: client-bound", r"^Checks with [\d.]+% writes",
-    r"^Per dimension, backends best figure first", r"^A backend is clearly better than")
+    r"^Per dimension, backends best figure first", r"^A backend is clearly better than",
+    r"^Not answered here: another size")  # the dataset's size and the churn sweep's settings, as `^Dataset`
 
 
 def _numeric_lines(md: str) -> set[str]:
