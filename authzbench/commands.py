@@ -24,7 +24,7 @@ OUTPUT_DIRS = {"generate": ("out", "data_dir"), "import": ("data_dir",), "stats"
                "loadtest": ("data_dir", "results_dir", "report_dir"),
                "crosscheck": ("data_dir", "results_dir", "report_dir"),
                "bench": ("data_dir", "results_dir", "report_dir"), "report": ("out",), "basis": ("out",),
-               "decide": ("data_dir", "results_dir")}
+               "decide": ("data_dir", "results_dir", "report_dir")}
 
 
 def _check_output_dirs(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ subcommand and lends its argparse types)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from authzbench.decide import parse
 from authzbench.decide.needs import DEFAULT_MAX_CORES
@@ -40,3 +41,5 @@ def add_arguments(d: argparse.ArgumentParser, _amount, _number, _csv, _name, _pa
     d.add_argument("--plan-only", action="store_true", help="print the plan and its ETA, measure nothing")
     d.add_argument("--data-dir", type=_path)
     d.add_argument("--results-dir", type=_path, help="default ./results or $AUTHZBENCH_RESULTS")
+    d.add_argument("--report-dir", type=_path, default=Path("reports"),
+                   help="where the decision report is written (default: ./reports)")

@@ -81,8 +81,11 @@ def run_decide(args: argparse.Namespace) -> int:
         alive = decide(log, partial(measure, opts), predicts, scenarios, args.max_cores)
     finally:
         log.write()
-    stdout.print(f"decide: survivors {', '.join(alive) or 'none'}; {len(log.pruned)} pruned; {path}",
-                 markup=False, highlight=False, soft_wrap=True)
+    from authzbench.decide.report import render
+
+    stdout.print(f"decide: survivors {', '.join(alive) or 'none'}; {len(log.pruned)} pruned; {path}; "
+                 f"decision report: {render(path, args.report_dir)}", markup=False, highlight=False,
+                 soft_wrap=True)
     return 0
 
 

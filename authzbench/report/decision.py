@@ -157,8 +157,8 @@ def unanswered(rd: RunData) -> str:
     cfg = churn.settings(rd)
     rates = sorted(cfg["rates"])
     return (f"Not answered here: another size ({sizes}) or another freshness{read}. For a stated target, "
-            f"`authzbench decide --relationships {_short(10 * rels)} --checks-per-s {cfg['read_rate']:g} "
-            f"--changes-per-s {rates[len(rates) // 2]:g} --freshness no-stale` measures the contenders there "
+            f"`authzbench decide --relationships {_short(10 * rels)} --checks {cfg['read_rate']:g} "
+            f"--changes {rates[len(rates) // 2]:g} --freshness no-stale` measures the contenders there "
             "(`make decide ARGS=...`).")
 
 

@@ -106,7 +106,7 @@ BAD: dict[str, dict[str, list[str]]] = {
                "--max-cores": ["0", "1.5"],
                "--backend": ["nosuch", "", "postgres,,x"], "--provision": ["kubernetes"],
                "--max-load-minutes": ["0", "abc"], "--iterations-scale": ["0", "abc"],
-               "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"]},
+               "--data-dir": ["{file}/x"], "--results-dir": ["{file}/x"], "--report-dir": ["{file}/x"]},
     "load-host": {"scheduler": ["", "nonsense", "tcp://10.0.0.1"], "--host": ["", "a b"], "--name": [""]},
     "engine": {"action": ["start", ""]},
     "crosscheck": {

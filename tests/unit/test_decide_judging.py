@@ -204,7 +204,7 @@ def test_the_default_reports_first_screen_says_what_it_cannot_answer_and_gives_t
     assert line.startswith("Not answered here: another size (measured at `baseline` only, 401,577 "
                            "relationships) or another freshness (each engine read in its session mode: x "
                            "minimize_latency)")
-    assert ("`authzbench decide --relationships 4M --checks-per-s 100 --changes-per-s 10 --freshness "
+    assert ("`authzbench decide --relationships 4M --checks 100 --changes 10 --freshness "
             "no-stale`") in line
 
 
