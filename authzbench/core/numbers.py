@@ -55,3 +55,11 @@ def num(v: float) -> str:
         return fixed(v, 0)
     text = f"{d:f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def size_text(v: float) -> str:
+    """Bytes in the largest binary unit they reach, to one decimal: "1.5 GiB", "812 B"."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if abs(v) >= size:
+            return f"{v / size:,.1f} {unit}"
+    return f"{v:,.0f} B"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from authzbench.core.numbers import num
+from authzbench.core.numbers import num, size_text
 from authzbench.core.projection import Range
 from authzbench.decide import capacity as cap
 from authzbench.decide import project
@@ -26,13 +26,6 @@ PROJECTED = "(projected)"
 
 def _n(v: float | None) -> str:
     return num(v) if v is not None else "—"
-
-
-def _bytes(v: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if abs(v) >= size:
-            return f"{v / size:,.1f} {unit}"
-    return f"{v:,.0f} B"
 
 
 def _range(r: Range, fmt=_n) -> str:
@@ -165,8 +158,8 @@ def cores_lines(t: Target, caps: dict[str, cap.Capacity]) -> list[str]:
             out.append(f"| {b} | — | — | — | no basis: {c.why_none} | {c.left_out} |")
             continue
         p = c.projection
-        mem = _range(p.memory.at, _bytes) if p.memory else "—"
-        disk = _range(p.disk.at, _bytes) if p.disk else "—"
+        mem = _range(p.memory.at, size_text) if p.memory else "—"
+        disk = _range(p.disk.at, size_text) if p.disk else "—"
         grown = f"{_size(p.basis.relationships)} relationships ({p.basis.profile}), x{num(p.size_ratio)}"
         out.append(f"| {b} | {_range(p.cores)} {PROJECTED} | {mem} {PROJECTED} | {disk} {PROJECTED} | "
                    f"{grown} | {c.left_out} |")
@@ -242,7 +235,7 @@ def cost_lines(runs: list[Stage], backends: list[str], decide: dict) -> list[str
             out.append(
                 f"| {b} | {s.profile} | {_point(p50) if p50 else '—'} | "
                 f"{_range(cpu.scaled(1000)) if cpu else '—'} | {len(pt.cpu.get('check', [])) if pt else 0} | "
-                f"{_range(rss, _bytes) if rss else '—'} | {_bytes(disk.value) if disk else '—'} |")
+                f"{_range(rss, size_text) if rss else '—'} | {size_text(disk.value) if disk else '—'} |")
     return [*out, ""]
 
 

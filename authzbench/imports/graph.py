@@ -23,8 +23,9 @@ import json
 import os
 import secrets
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -136,18 +137,27 @@ def _collect(edges: Iterable[Edge], defs: dict[str, RelationDef], types: list[st
 def _check_declared(rows: dict[str, list[Edge]], declared: dict[str, dict[str, str]],
                     defs: dict[str, RelationDef], problems: _Problems) -> dict[str, list[Edge]]:
     """Step 2: when the source lists a type's ids on their own, every edge names listed ids only."""
+    def refuse(e: Edge, t: str, i: str) -> None:
+        problems("undeclared", e.where, f"{t} {i!r} is not in {_file_of(next(iter(declared[t].values())))}")
+
+    return _naming_known(rows, defs, declared, refuse)
+
+
+def _naming_known(rows: dict[str, list[Edge]], defs: dict[str, RelationDef], known: dict[str, Any],
+                  refuse: Callable[[Edge, str, str], None]) -> dict[str, list[Edge]]:
+    """The edges whose object and subject are known ids wherever `known` lists the type's ids; `refuse`
+    gets (edge, type, id) for the first unknown one of every other edge (it raises, or counts a drop)."""
     kept: dict[str, list[Edge]] = {}
     for rel, edges in rows.items():
         d = defs[rel]
         keep = []
         for e in edges:
             bad = next(((t, i) for t, i in ((d.object_type, e.obj), (d.subject_type, e.subj))
-                        if t in declared and i not in declared[t]), None)
+                        if t in known and i not in known[t]), None)
             if bad is None:
                 keep.append(e)
-                continue
-            listing = _file_of(next(iter(declared[bad[0]].values())))
-            problems("undeclared", e.where, f"{bad[0]} {bad[1]!r} is not in {listing}")
+            else:
+                refuse(e, *bad)
         kept[rel] = keep
     return kept
 
@@ -171,20 +181,10 @@ def _check_owners(rows: dict[str, list[Edge]], defs: dict[str, RelationDef],
                          f"{prior.subj!r} ({prior.where}), not also to {e.subj!r}")
         rows[rel] = keep
         owner_of[kind] = first
-    kept: dict[str, list[Edge]] = {}
-    for rel, edges in rows.items():
-        d = defs[rel]
-        keep = []
-        for e in edges:
-            bad = next(((t, i) for t, i in ((d.object_type, e.obj), (d.subject_type, e.subj))
-                        if t in owner_of and i not in owner_of[t]), None)
-            if bad is None:
-                keep.append(e)
-                continue
-            problems("no owner", e.where,
-                     f"{bad[0]} {bad[1]!r} has no {_OWNER[bad[0]]} row (no organization)")
-        kept[rel] = keep
-    return kept
+    def refuse(e: Edge, t: str, i: str) -> None:
+        problems("no owner", e.where, f"{t} {i!r} has no {_OWNER[t]} row (no organization)")
+
+    return _naming_known(rows, defs, owner_of, refuse)
 
 
 def _check_acyclic(rows: dict[str, list[Edge]], problems: _Problems) -> dict[str, list[Edge]]:

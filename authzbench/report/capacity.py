@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from authzbench.core.errors import UserError
-from authzbench.core.numbers import num
+from authzbench.core.numbers import num, size_text
 from authzbench.core.projection import BackendBasis, Grown, Projection, Range, Target, missing, project
 from authzbench.report.core.basis import combine, extract
 from authzbench.report.core.data import RunData, sweep_runs
@@ -38,13 +38,6 @@ ASSUMPTIONS = [
 
 def _n(v: float) -> str:
     return num(v)
-
-
-def _bytes(v: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if abs(v) >= size:
-            return f"{v / size:,.1f} {unit}"
-    return f"{v:,.0f} B"
 
 
 def _range(r: Range, fmt=_n) -> str:
@@ -92,10 +85,11 @@ def plan_text(bases: dict[str, BackendBasis], target: Target) -> str:
                   f"  cores     {_range(p.cores)}  ({_range(p.demand)} busy at the target rate, "
                   f"/ {target.utilization:g} utilization)"]
         if p.memory:
-            lines.append(
-                f"  memory    {_range(p.memory.at, _bytes)}  ({_growth(p.memory, 'peak memory', _bytes)})")
+            mem = _growth(p.memory, "peak memory", size_text)
+            lines.append(f"  memory    {_range(p.memory.at, size_text)}  ({mem})")
         if p.disk:
-            lines.append(f"  disk      {_range(p.disk.at, _bytes)}  ({_growth(p.disk, 'footprint', _bytes)})")
+            disk = _growth(p.disk, "footprint", size_text)
+            lines.append(f"  disk      {_range(p.disk.at, size_text)}  ({disk})")
         for kind, g in p.cpu.items():
             pt = next(x for x in b.points if x.relationships == g.base_size)
             lines.append(
@@ -133,7 +127,7 @@ def tiers_markdown(bases: dict[str, BackendBasis], utilization: float) -> str:
                 f"| {t['test']} | {t['relationships']:,} | {t['qps']:,} | {t['cache_hit']:.1%} | {engine:,} "
                 f"| {store:,} | {total:,} | {_n(1000 * total / t['qps'])} | {_range(p.cores)} | "
                 f"{total / p.cores.value:.3g} ({total / p.cores.high:.3g}-{total / p.cores.low:.3g}) | "
-                f"{_range(p.disk.at, _bytes) if p.disk else '—'} |")
+                f"{_range(p.disk.at, size_text) if p.disk else '—'} |")
         out += [f"{b.label}, servers at {utilization:.0%} CPU:", "", *rows, ""]
     return "\n".join(out)
 
@@ -160,8 +154,8 @@ def section(rd: RunData, out_dir: Path) -> str:
             lines.append(f"| {b.label} | — | — | — | no basis: {why} | |")
             continue
         p = project(b, target)
-        mem = _range(p.memory.at, _bytes) if p.memory else "—"
-        disk = _range(p.disk.at, _bytes) if p.disk else "—"
+        mem = _range(p.memory.at, size_text) if p.memory else "—"
+        disk = _range(p.disk.at, size_text) if p.disk else "—"
         lines.append(
             f"| {p.label} | {_range(p.cores)} | {mem} | {disk} | {_rests_on(b, p)} | {_distance(p)} |")
     lines += ["", *_per_op_table(bases, target), "", "Assumptions:", "", *(f"- {a}" for a in ASSUMPTIONS), ""]
