@@ -27,7 +27,7 @@ SIZES = ("baseline", "large", "xl")  # the profiles a decide run grows through, 
 # plan's priors. A machine without them plans with PRIOR_RATE and no sampling time.
 EXAMPLES = Path(__file__).resolve().parents[2] / "reports" / "data"
 # Relationships/s a load is planned at without a committed figure: the slowest default load measured at
-# baseline (2,075/s in 20261202-023427), so an unknown backend is planned long rather than short.
+# baseline (2,075/s in 20261202-023427, in git history), so an unknown backend is planned long, not short.
 PRIOR_RATE = 2_075.0
 PRIOR_START_S = 10.0  # a server start without a committed figure (the slowest measured: 8.7 s at baseline)
 # The default budget: about an hour on this machine kind (2 shared cores, 23 GiB): stage 1 of the nine

@@ -162,7 +162,7 @@ def test_the_evidence_of_a_committed_run_gives_every_backend_its_needs():
     from authzbench.decide.needs import evidence, judge_all
     from authzbench.report.core.data import load_run
 
-    rd = load_run(Path(__file__).resolve().parents[2] / "reports" / "data" / "20261202-023427")
+    rd = load_run(Path(__file__).resolve().parents[2] / "reports" / "data" / "20261202-052519")
     ev = evidence(rd, NO_STALE)
     assert len(ev) == 9 and all(set(e) == {"checks", "throughput", "churn", "stale"} for e in ev.values())
     assert all(e["checks"].lo <= e["checks"].value <= e["checks"].hi for e in ev.values())

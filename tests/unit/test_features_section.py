@@ -10,7 +10,7 @@ from authzbench.report import features
 from authzbench.report.core.data import load_run
 from authzbench.systems import systems
 
-RUN = Path(__file__).resolve().parents[2] / "reports" / "data" / "20261202-023427"
+RUN = Path(__file__).resolve().parents[2] / "reports" / "data" / "20261202-052519"
 
 
 def test_the_features_table_has_a_row_per_measured_backend_with_its_declared_claims(tmp_path):
