@@ -209,6 +209,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
     read or probe is wrong, every issued change becomes visible within the bound, the step is judged by the
     one rule, and afterwards the data equals the pristine oracle again."""
     from authzbench.backends.registry import backend_class
+    from authzbench.core.records import decode
     from authzbench.report.core.data import phase_table
     from authzbench.run.restore import RestoreOptions, verify_restored
     from authzbench.workloads.churn import step_of
@@ -228,7 +229,7 @@ def test_a_churn_step_keeps_every_read_right_and_every_change_visible_and_restor
         assert t.loc[kind, "mismatches"] == 0 and t.loc[kind, "errors"] == 0, (t.loc[kind, "error_types"],
                                                                                 t.loc[kind, "examples"])
     assert res.status == "complete", res.reason
-    step = step_of([r for r in recs if r.get("type") == "interval"])
+    step = step_of([decode(r) for r in recs if r.get("type") == "interval"])
     assert step.scheduled == 10 and step.never_visible == 0 and t.loc["visibility", "ops"] > 0
     restored = verify_restored(live, dataset, oracle, run_store, spec.phase_id, RestoreOptions(n_checks=60))
     assert restored["mismatches"] == 0 and not restored.get("error"), restored
